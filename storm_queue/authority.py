@@ -1,0 +1,99 @@
+"""Who is asking, and may they change the lane. The only module that asks
+the operating system for uids and account names."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Mapping
+
+from .config import Declaration
+from .lane import Refusal
+
+LANE_ENV = "STORM_QUEUE_LANE"
+
+
+@dataclass(frozen=True)
+class Caller:
+    uid: int
+    euid: int
+    name: str
+    lane: str | None  # the value of STORM_QUEUE_LANE, when present at all
+
+
+@dataclass(frozen=True)
+class Owner:
+    uid: int
+    gid: int
+    name: str
+    what: str  # the file the ownership was read from
+
+
+@dataclass(frozen=True)
+class Verdict:
+    by: str
+    refusal: Refusal | None
+
+    @property
+    def admitted(self) -> bool:
+        return self.refusal is None
+
+
+def account_name(uid: int) -> str:
+    """The account's name from the password database (its number if it has none)."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+def caller(env: Mapping[str, str]) -> Caller:
+    uid, euid = os.getuid(), os.geteuid()
+    return Caller(uid, euid, account_name(euid), env.get(LANE_ENV))
+
+
+def owner(root: str) -> Owner:
+    """The operator: the owner of ``queue.txt``, or of the root without one."""
+    path = os.path.join(root, "queue.txt")
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        path = root
+        st = os.stat(root)
+    return Owner(st.st_uid, st.st_gid, account_name(st.st_uid), path)
+
+
+def is_owner(who: Caller, op: Owner) -> bool:
+    """Both the real and the effective uid are the operator's."""
+    return who.uid == op.uid and who.euid == op.uid
+
+
+def judge(who: Caller, op: Owner, decl: Declaration, source: str | None, operator_only: bool = False) -> Verdict:
+    """Decide whether ``who`` may change the lane, and name the principal."""
+    if who.lane is not None:
+        return Verdict(
+            "lane:" + json.dumps(who.lane),
+            Refusal("lane_process", f"a lane process (it carries {LANE_ENV}) may not change the priority lane"),
+        )
+    if not is_owner(who, op):
+        return Verdict(
+            f"account:{who.name}",
+            Refusal(
+                "not_operator",
+                f"only the operator ({op.name}, who owns {os.path.basename(op.what) or op.what}) "
+                "or a source the operator declares may change the priority lane",
+            ),
+        )
+    by = f"source:{source}" if source is not None else f"operator:{op.name}"
+    if decl.error:
+        return Verdict(by, Refusal("declaration_unreadable", f"{decl.error}; fix storm.toml, then ask again"))
+    if source is not None:
+        if operator_only:
+            return Verdict(by, Refusal("operator_only", "only the operator may do this; a source may not"))
+        if source not in decl.sources:
+            where = "storm.toml [priority] sources" if decl.present else "storm.toml (there is none)"
+            return Verdict(by, Refusal("undeclared_source", f"source {source} is not declared in {where}; the operator may add it there"))
+    return Verdict(by, None)

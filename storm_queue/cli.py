@@ -1,0 +1,191 @@
+"""The command line: each command parses, calls the library, renders.
+Errors become exit codes in one place, ``_run``."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from typing import Any, Callable
+
+import click
+
+from .errors import StormError
+from .names import escape
+
+EXIT_CODES = """Exit codes: 0 done (a recorded no-op too), 1 not authorised,
+2 refused or usage error, 3 the priority order is unknown, 4 crashed,
+5 the storm stayed busy for longer than --wait."""
+
+
+def _run(as_json: bool, work: Callable[[], int]) -> None:
+    """Run a command's work and exit with its code; typed errors and crashes
+    are mapped to exit codes here and nowhere else."""
+    from . import render
+
+    try:
+        code = work()
+    except StormError as exc:
+        if as_json:
+            render.emit_json({"outcome": "unknown" if exc.exit_code == 3 else "error", "message": str(exc)})
+        render.err(f"storm-queue: {exc}")
+        code = exc.exit_code
+    except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal
+        if as_json:
+            render.emit_json({"outcome": "crashed", "message": f"{type(exc).__name__}: {exc}"})
+        render.err(f"storm-queue: crashed: {type(exc).__name__}: {exc} (this is a bug; please report it)")
+        code = 4
+    sys.exit(code)
+
+
+def common(fn: Callable[..., int]) -> Callable[..., None]:
+    """Add --root and --json to a command, and run it through ``_run``."""
+
+    @click.option("--json", "as_json", is_flag=True, help="Write one JSON document to stdout.")
+    @click.option("--root", type=click.Path(file_okay=False), help="The storm's root (default: $STORM_QUEUE_ROOT, else the nearest directory holding queue.txt or storm.toml).")
+    @functools.wraps(fn)
+    def wrapper(root: str | None, as_json: bool, **kwargs: Any) -> None:
+        _run(as_json, lambda: fn(root=root, as_json=as_json, **kwargs))
+
+    return wrapper
+
+
+def request_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--source", metavar="NAME", help="Ask as the automation NAME, declared in storm.toml [priority] sources.")(fn)
+    fn = click.option("--reason", metavar="TEXT", help="Why you ask; recorded with the request.")(fn)
+    fn = click.option("--wait", type=float, default=30.0, show_default=True, metavar="SECONDS", help="How long to wait for another writer.")(fn)
+    return fn
+
+
+def _storm(root: str | None, wait: float = 30.0):
+    from .desk import Storm
+
+    return Storm.find(root, wait=wait)
+
+
+def _answer(out, as_json: bool) -> int:
+    from . import render
+
+    if as_json:
+        render.emit_json(out.to_json())
+    elif out.outcome == "refused":
+        render.err(f"storm-queue: {render.outcome_text(out)}")
+    else:
+        click.echo(render.outcome_text(out))
+    if not as_json:
+        for w in out.warnings:
+            render.err(f"storm-queue: warning: {w}")
+    return out.exit_code
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="storm-queue", prog_name="storm-queue")
+def main() -> None:
+    """Decide what a storm runs next, and keep its priority lane.
+
+    A storm is a directory with queue.txt (one lane a line: SLUG ISSUE
+    [DEPS]). Every bump, push and unbump is one line in the priority log.
+    """
+
+
+@main.command("list", epilog=EXIT_CODES)
+@common
+def list_(root: str | None, as_json: bool) -> int:
+    """Show the order the storm will run, each lane's state, and why.
+
+    Example: storm-queue list --root ~/storms/spring
+    """
+    from . import render
+
+    listing = _storm(root).listing()
+    if as_json:
+        render.emit_json(render.listing_json(listing))
+    else:
+        click.echo(render.listing_text(listing))
+    return 0
+
+
+@main.command("next", epilog=EXIT_CODES)
+@common
+def next_(root: str | None, as_json: bool) -> int:
+    """Print the one decision: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty.
+
+    Example: storm-queue next
+    """
+    from . import render
+
+    listing, notes = _storm(root).next()
+    for note in notes:
+        render.err(f"storm-queue: {note}")
+    if as_json:
+        render.emit_json({"decision": listing.decision, "warnings": listing.warnings})
+    else:
+        for w in listing.warnings:
+            render.err(f"storm-queue: warning: {w}")
+        click.echo(listing.decision)
+    return 0
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("slug")
+@request_options
+@common
+def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float) -> int:
+    """Prioritise SLUG: it runs next after what is running, after earlier bumps.
+
+    Its unfinished dependencies are pulled forward with it.
+
+    Example: storm-queue bump e --reason "customer outage"
+    """
+    return _answer(_storm(root, wait).bump(slug, reason=reason, source=source), as_json)
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("slug")
+@click.argument("issue")
+@click.option("--deps", metavar="A,B", help="The lane's dependencies, comma-separated.")
+@request_options
+@common
+def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None,
+         reason: str | None, source: str | None, wait: float) -> int:
+    """Append SLUG ISSUE to queue.txt (unless it is queued) and prioritise it.
+
+    Example: storm-queue push z 26 --deps c,e
+    """
+    return _answer(_storm(root, wait).push(slug, issue, deps, reason=reason, source=source), as_json)
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("slug")
+@request_options
+@common
+def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float) -> int:
+    """Take SLUG out of the priority lane, with what only it pulled forward.
+
+    Example: storm-queue unbump e
+    """
+    return _answer(_storm(root, wait).unbump(slug, reason=reason, source=source), as_json)
+
+
+@main.command(epilog=EXIT_CODES)
+@request_options
+@common
+def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float) -> int:
+    """Start a new priority log when the old one cannot be replayed (operator only).
+
+    The old log and witness are kept beside it under new names.
+
+    Example: storm-queue reset --reason "log lost in a disk move"
+    """
+    return _answer(_storm(root, wait).reset(reason, source=source), as_json)
+
+
+@main.command(epilog=EXIT_CODES)
+@click.option("--keep", is_flag=True, help="Keep the throwaway storm and print where it is.")
+def demo(keep: bool) -> None:
+    """Run the whole story on a throwaway copy of the bundled example storm.
+
+    Example: storm-queue demo
+    """
+    from .demo import run
+
+    _run(False, lambda: run(keep))

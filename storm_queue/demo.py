@@ -1,0 +1,69 @@
+"""``storm-queue demo``: a throwaway copy of the example storm, and the story
+of list, push, bump, unbump and next told with their real output."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from contextlib import redirect_stderr
+import tempfile
+
+import click
+
+EXAMPLE_FILES = ("queue.txt", "storm.toml")
+
+STORY = [
+    ("The storm as it stands: nothing prioritised, file order.", ["list"]),
+    ("What a runner would start now.", ["next"]),
+    ("A customer outage: docs must run next.", ["bump", "docs", "--reason", "customer outage"]),
+    ("billing needs auth and api, which need schema: all are pulled forward, dependencies first.", ["bump", "billing"]),
+    ("Enqueue a hotfix already prioritised, after the earlier bumps.", ["push", "hotfix", "31", "--deps", "schema", "--reason", "security fix"]),
+    ("schema is needed by prioritised lanes, so it cannot be un-bumped alone.", ["unbump", "schema"]),
+    ("An undeclared automation is refused, and the refusal is recorded.", ["bump", "ui", "--source", "github-label"]),
+    ("The declared automation may bump.", ["bump", "ui", "--source", "nightly-triage"]),
+    ("Un-bumping billing takes back what only it pulled forward.", ["unbump", "billing"]),
+    ("The order now.", ["list"]),
+    ("The runner's decision.", ["next"]),
+]
+
+
+def example_dir() -> str:
+    """The bundled example storm: inside the installed package, else the
+    repository's ``examples/storm``."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    for candidate in (os.path.join(here, "example_storm"), os.path.join(os.path.dirname(here), "examples", "storm")):
+        if os.path.isfile(os.path.join(candidate, "queue.txt")):
+            return candidate
+    raise FileNotFoundError("the bundled example storm is missing; reinstall storm-queue")
+
+
+def run(keep: bool = False) -> int:
+    """Tell the story; return 0 when every step answered as expected."""
+    from .cli import main
+
+    root = tempfile.mkdtemp(prefix="storm-queue-demo-")
+    try:
+        for name in EXAMPLE_FILES:
+            shutil.copyfile(os.path.join(example_dir(), name), os.path.join(root, name))
+        click.echo(f"# a throwaway storm in {root}, copied from the bundled example\n")
+        for words, args in STORY:
+            click.echo(f"# {words}")
+            click.echo("$ storm-queue " + shlex.join(args))
+            try:
+                with redirect_stderr(sys.stdout):  # refusals read in line with the story
+                    main.main(args=args + ["--root", root], prog_name="storm-queue", standalone_mode=False)
+            except SystemExit as exc:
+                if exc.code not in (0, 1, 2):
+                    raise
+                if exc.code:
+                    click.echo(f"(exit {exc.code})")
+            click.echo()
+        click.echo(f"# every request above is one line in {os.path.join(root, 'priority.log')}")
+    finally:
+        if keep:
+            click.echo(f"# kept: {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+    return 0

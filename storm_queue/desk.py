@@ -1,0 +1,453 @@
+"""The service: every request goes shape -> authority -> lock -> snapshot ->
+plan -> record, and every reader takes a snapshot and the resolver. It never
+prints; it returns results and raises typed errors."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Mapping
+
+from . import authority, config, ledger, queuefile
+from .errors import Busy, NoStorm, RecordFailed, UnknownOrder
+from .lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump
+from .log import reader
+from .names import as_text, is_issue, is_name, quote, why_not_name
+from .queuefile import split_deps
+from .resolver import View, resolve
+
+#: refusal code -> exit code; every other refusal is 2
+AUTHORITY_CODES = frozenset({"lane_process", "not_operator", "declaration_unreadable", "undeclared_source", "operator_only"})
+
+
+def exit_code(code: str | None) -> int:
+    """The exit code of a request's outcome: 0 done, 1 not authorised, 2 refused."""
+    if code is None:
+        return 0
+    return 1 if code in AUTHORITY_CODES else 2
+
+
+def now() -> str:
+    """UTC time, RFC 3339 with microseconds and ``Z``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) -> str:
+    """The storm root: ``root``, else ``$STORM_QUEUE_ROOT``, else the nearest
+    directory at or above ``cwd`` holding ``queue.txt`` or ``storm.toml``."""
+    given = root or env.get("STORM_QUEUE_ROOT")
+    if given:
+        if not os.path.isdir(given):
+            raise NoStorm(f"storm root {quote(given)} is not a directory; pass --root DIR for an existing storm")
+        return os.path.abspath(given)
+    here = os.path.abspath(cwd or os.getcwd())
+    while True:
+        if any(os.path.exists(os.path.join(here, f)) for f in ("queue.txt", "storm.toml")):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            raise NoStorm(
+                "no storm here: no queue.txt or storm.toml in this directory or above it; "
+                "cd into a storm, pass --root DIR, or set STORM_QUEUE_ROOT"
+            )
+        here = parent
+
+
+@dataclass
+class Listing:
+    """What ``list`` shows: the resolved view and everything worth saying."""
+
+    root: str
+    view: View
+    skipped: tuple[queuefile.Skipped, ...]
+    warnings: list[str]
+
+    @property
+    def decision(self) -> str:
+        return self.view.decision
+
+
+@dataclass
+class Outcome:
+    """The answer to a request. ``outcome`` is ``done``, ``noop`` or
+    ``refused``; ``recorded`` says whether its log line was written."""
+
+    outcome: str
+    action: str
+    slug: str | None
+    by: str
+    code: str | None = None
+    message: str = ""
+    moved: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    recorded: bool = False
+    appended: bool | None = None
+    warnings: list[str] = field(default_factory=list)
+    event: dict[str, Any] | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.code)
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "outcome": self.outcome, "code": self.code, "action": self.action, "slug": self.slug,
+            "by": self.by, "moved": self.moved, "already": self.already, "removed": self.removed,
+            "recorded": self.recorded, "message": self.message,
+        }
+        if self.appended is not None:
+            out["appended"] = self.appended
+        out["warnings"] = self.warnings
+        return out
+
+
+@dataclass(frozen=True)
+class _Request:
+    verb: str
+    slug: str | None  # raw text as given
+    reason: str | None
+    source: str | None
+
+
+class Storm:
+    """One storm directory, read fresh on every call.
+
+    ``wait`` is how many seconds a writer waits for the writers' lock.
+    """
+
+    def __init__(self, root: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
+        self.root = root
+        self.env = dict(os.environ if env is None else env)
+        self.wait = wait
+
+    @classmethod
+    def find(cls, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0) -> "Storm":
+        env = dict(os.environ if env is None else env)
+        return cls(find_root(root, env), env, wait)
+
+    # -- reading -------------------------------------------------------
+
+    def declaration(self) -> config.Declaration:
+        return config.load(self.root)
+
+    def log_path(self, decl: config.Declaration) -> str:
+        return os.path.join(self.root, decl.log)
+
+    def _read(self, decl: config.Declaration) -> tuple[Snapshot, reader.LogRead, queuefile.QueueFile]:
+        if decl.log_error:
+            raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
+        log = reader.read(self.log_path(decl))
+        snap, queue = self._snapshot(log)
+        return snap, log, queue
+
+    def _snapshot(self, log: reader.LogRead) -> tuple[Snapshot, queuefile.QueueFile]:
+        queue = queuefile.read(os.path.join(self.root, "queue.txt"))
+        return Snapshot({lane.slug: lane for lane in queue.lanes}, ledger.read(self.root), log.state), queue
+
+    def listing(self) -> Listing:
+        """The storm as it will run; reads only, writes nothing."""
+        snap, log, queue = self._read(self.declaration())
+        view = resolve(snap)
+        warnings = list(log.warnings)
+        if view.stale:
+            warnings.append(
+                "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "
+                "replayed, and the next request will re-derive it"
+            )
+        return Listing(self.root, view, queue.skipped, warnings)
+
+    def next(self) -> tuple[Listing, list[str]]:
+        """Decide, then (as the owner) mark blocked lanes met before the chosen
+        one and say skipped lines and stray slugs once in ``progress.log``.
+        Returns the listing and notes for stderr."""
+        listing = self.listing()
+        who = authority.caller(self.env)
+        op = authority.owner(self.root)
+        view = listing.view
+        said = _SaidOnce(self.log_path(self.declaration()))
+        news = [
+            (f"skipped {s.line} {hashlib.sha256(s.text.encode('utf-8', 'replace')).hexdigest()[:16]}",
+             f"queue.txt line {s.line} skipped: {quote(s.text)}: {s.why}")
+            for s in listing.skipped
+        ] + [(f"stray {slug}", f"prioritised lane {slug} is stray: queue.txt no longer carries it") for slug in view.stray]
+        news = [(k, words) for k, words in news if k not in said.keys()]
+        if not (news or view.to_block):
+            return listing, []
+        if not authority.is_owner(who, op):
+            return listing, [f"next: {who.name} is not the storm's owner ({op.name}), so blocked lanes are not marked and progress.log is not written"]
+        from .log.lock import held
+
+        at = now()
+        try:
+            with held(said.log_path, 0.5, may_create=True):
+                for row in view.to_block:
+                    ledger.mark_blocked(self.root, row.slug, list(row.waits_on), at, None)
+                    ledger.say(self.root, at, f"next: marked {row.slug} blocked on abandoned {', '.join(row.waits_on)}", None)
+                fresh = [(k, w) for k, w in news if k not in said.keys()]
+                for _, words in fresh:
+                    ledger.say(self.root, at, words, None)
+                said.add([k for k, _ in fresh])
+        except Busy:  # another writer is at work; the next call catches up
+            return listing, ["next: the storm is busy, so blocked lanes were not marked this time"]
+        except (OSError, RecordFailed) as exc:
+            return listing, [f"next: side effects skipped: {exc}"]
+        return listing, []
+
+    # -- requests ------------------------------------------------------
+
+    def bump(self, slug: str, reason: str | None = None, source: str | None = None) -> Outcome:
+        """Prioritise a queued lane, pulling its dependencies forward."""
+        req = _Request("bump", as_text(slug), _text(reason), _text(source))
+        return self._request(req, _shape_names(req.slug, (), req.source), lambda snap: (plan_bump(snap, req.slug), _lane_fields(snap, req.slug), None))
+
+    def unbump(self, slug: str, reason: str | None = None, source: str | None = None) -> Outcome:
+        """Take a lane out of the priority lane, with what only it required."""
+        req = _Request("unbump", as_text(slug), _text(reason), _text(source))
+        return self._request(req, _shape_names(req.slug, (), req.source), lambda snap: (plan_unbump(snap, req.slug), {}, None))
+
+    def push(self, slug: str, issue: str, deps: str | tuple[str, ...] | None = None,
+             reason: str | None = None, source: str | None = None) -> Outcome:
+        """Append a lane to ``queue.txt`` (unless queued) and prioritise it."""
+        req = _Request("push", as_text(slug), _text(reason), _text(source))
+        issue = as_text(issue)
+        dep_list = split_deps(as_text(deps)) if isinstance(deps, str) else (None if deps is None else tuple(as_text(d) for d in deps))
+        refusal = _shape_names(req.slug, dep_list or (), req.source)
+        if refusal is None and not is_issue(issue):
+            refusal = Refusal("invalid_issue", f"issue {quote(issue)} is not ASCII digits or '-'")
+
+        def plan(snap: Snapshot):
+            result, append = plan_push(snap, req.slug, issue, dep_list)
+            deps = tuple(dict.fromkeys(dep_list or ()))
+            if not append:
+                return result, _lane_fields(snap, req.slug, issue, deps), None
+            return result, {"issue": issue, "deps": list(deps)}, queuefile.format_line(req.slug, issue, deps)
+
+        return self._request(req, refusal, plan)
+
+    def reset(self, reason: str | None, source: str | None = None) -> Outcome:
+        """Start a new log when the old one cannot be replayed; operator only."""
+        req = _Request("reset", None, _text(reason), _text(source))
+        refusal = _shape_names(None, (), req.source)
+        if refusal is None and not (req.reason or "").strip():
+            refusal = Refusal("blank_reason", "reset needs --reason TEXT saying why the old log is abandoned")
+        return self._request(req, refusal, None)
+
+    # -- the one path every request takes ------------------------------
+
+    def _request(self, req: _Request, shape: Refusal | None,
+                 plan: Callable[[Snapshot], tuple[Plan | Refusal, dict[str, Any], str | None]] | None) -> Outcome:
+        decl = self.declaration()
+        who = authority.caller(self.env)
+        op = authority.owner(self.root)
+        verdict = authority.judge(who, op, decl, req.source, operator_only=plan is None)
+        by = verdict.by
+        refusal = shape or verdict.refusal
+        authorised = shape is None and verdict.admitted
+        log_path = self.log_path(decl)
+        owner_ids = None if authority.is_owner(who, op) else (op.uid, op.gid)
+        unrecordable = self._unrecordable(decl, who, op, log_path)
+        if refusal is not None and unrecordable:
+            return self._refused(req, by, refusal, authorised, recorded=False, why_not=unrecordable)
+        if unrecordable:  # admitted, so the caller is the owner and the log's place is known
+            raise RecordFailed(unrecordable)
+        from .log import lock, writer
+
+        at = now()
+        with lock.held(log_path, self.wait, may_create=owner_ids is None):
+            if plan is None:
+                return self._reset(req, by, refusal, decl, log_path, at)
+            log = reader.read(log_path)  # UnknownOrder: answer 3, record nothing
+            if refusal is None:
+                result, fields, line = plan(self._snapshot(log)[0])
+                if isinstance(result, Refusal):
+                    refusal, authorised = result, True
+            if refusal is not None:
+                body = _refused_body(req, refusal, authorised)
+                out = self._refused(req, by, refusal, authorised, recorded=True)
+            else:
+                if line is not None:  # queue.txt before the log: a crash between leaves a lane a retry prioritises
+                    queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
+                body, out = _admitted(req, by, result, fields, line is not None)
+            if req.reason is not None:
+                body["reason"] = req.reason
+            events = writer.append(log, [body], at, by, owner_ids)
+        out.event = events[-1]
+        out.recorded = True
+        out.warnings = list(log.warnings)
+        if len(events) > 1:
+            out.warnings.append(f"repaired the log: kept {events[0]['torn']} torn bytes in {events[0]['side']} and recorded it")
+        ledger.say(self.root, at, _progress_words(out, req), owner_ids)
+        return out
+
+    def _refused(self, req: _Request, by: str, refusal: Refusal, authorised: bool, recorded: bool, why_not: str = "") -> Outcome:
+        message = refusal.message if recorded else f"{refusal.message} (not recorded: {why_not})"
+        return Outcome("refused", req.verb, req.slug, by, refusal.code, message, recorded=recorded)
+
+    def _unrecordable(self, decl: config.Declaration, who: authority.Caller, op: authority.Owner, log_path: str) -> str:
+        """Why this caller cannot record a line, or '' when it can."""
+        if decl.log_error:
+            return f"{decl.log_error}, so the log's place is unknown"
+        if authority.is_owner(who, op):
+            return ""
+        if who.euid == 0:
+            missing = [p for p in (log_path, reader.witness_path(log_path), log_path + ".lock") if not os.path.isfile(p)]
+            if not missing:
+                return ""
+            return f"{os.path.basename(missing[0])} does not exist, and another account never creates a file in the storm"
+        return f"account {who.name} cannot write the storm of {op.name}"
+
+    def _reset(self, req: _Request, by: str, refusal: Refusal | None, decl: config.Declaration,
+               log_path: str, at: str) -> Outcome:
+        from .log import writer
+
+        try:
+            old = reader.read(log_path)
+        except UnknownOrder:
+            old = None
+        if old is not None:
+            if refusal is None:
+                refusal = Refusal("log_readable", "the priority log replays fine, so there is nothing to reset; "
+                                  "use bump and unbump to change the lane")
+            body = _refused_body(req, refusal, refusal.code == "log_readable")
+            if req.reason is not None:
+                body["reason"] = req.reason
+            out = self._refused(req, by, refusal, refusal.code == "log_readable", recorded=True)
+            out.event = writer.append(old, [body], at, by)[-1]
+            out.recorded = True
+            ledger.say(self.root, at, _progress_words(out, req), None)
+            return out
+        if refusal is not None:  # the order is unknown: nothing may be recorded
+            return self._refused(req, by, refusal, False, recorded=False, why_not="the priority order is unknown")
+        abandons = _abandon(log_path, at)
+        fresh = reader.LogRead(log_path, fresh=True)
+        event = writer.append(fresh, [{"action": "reset", "reason": req.reason, "abandons": abandons}], at, by)[-1]
+        out = Outcome("done", "reset", None, by, message=f"started a new log; the old one is kept beside it ({abandons} bytes abandoned)",
+                      recorded=True, event=event)
+        ledger.say(self.root, at, _progress_words(out, req), None)
+        return out
+
+
+def _abandon(log_path: str, at: str) -> int:
+    """Move the unreadable log and its witness aside; return the larger of
+    the bytes on disk and the witnessed length."""
+    from .fsutil import fsync_dir
+
+    size = 0
+    try:
+        size = os.stat(log_path, follow_symlinks=False).st_size
+    except FileNotFoundError:
+        pass
+    witnessed = 0
+    wpath = reader.witness_path(log_path)
+    try:
+        w = reader.read_witness(log_path)
+        witnessed = w.length if w else 0
+    except UnknownOrder:
+        pass
+    stamp = at.replace(":", "")
+    for path in (log_path, wpath):
+        if os.path.lexists(path):
+            os.rename(path, f"{path}.abandoned-{stamp}")
+    fsync_dir(os.path.dirname(log_path) or ".")
+    return max(size, witnessed)
+
+
+def _admitted(req: _Request, by: str, plan: Plan, fields: dict[str, Any], appended: bool) -> tuple[dict[str, Any], Outcome]:
+    """The log body and the outcome of an admitted request."""
+    body: dict[str, Any] = {"action": req.verb, "slug": req.slug, **fields,
+                            "moved": list(plan.moved), "removed": list(plan.removed)}
+    if plan.noop:
+        body["noop"] = plan.noop
+    if req.verb == "push":
+        body["appended"] = appended
+    if plan.noop:
+        message = f"nothing to do: {plan.noop}"
+    elif req.verb == "unbump":
+        message = f"{req.slug} is no longer prioritised"
+    elif req.slug in plan.moved:
+        message = f"{req.slug} is prioritised"
+    else:
+        message = f"{req.slug} was already in the priority lane and keeps its place"
+    out = Outcome("noop" if plan.noop else "done", req.verb, req.slug, by, message=message,
+                  moved=list(plan.moved), already=list(plan.already), removed=list(plan.removed),
+                  appended=appended if req.verb == "push" else None)
+    return body, out
+
+
+def _lane_fields(snap: Snapshot, slug: str, issue: str = "-", deps: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``issue`` and ``deps`` as queue.txt carries the lane (else as given)."""
+    lane = snap.lanes.get(slug)
+    if lane is not None:
+        issue, deps = lane.issue, lane.deps
+    return {"issue": issue, "deps": list(deps)}
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else as_text(value)
+
+
+def _shape_names(slug: str | None, deps: tuple[str, ...], source: str | None) -> Refusal | None:
+    """The first shape error among the names a request carries."""
+    if slug is not None and not is_name(slug):
+        return Refusal("invalid_slug", f"slug {quote(slug)} is not a name: {why_not_name(slug)}")
+    for dep in deps:
+        if not is_name(dep):
+            return Refusal("invalid_dependency", f"dependency {quote(dep)} is not a name: {why_not_name(dep)}")
+    if source is not None and not is_name(source):
+        return Refusal("invalid_source", f"source {quote(source)} is not a name: {why_not_name(source)}")
+    return None
+
+
+def _refused_body(req: _Request, refusal: Refusal, authorised: bool) -> dict[str, Any]:
+    return {"action": "refused", "requested": req.verb, "slug": req.slug, "code": refusal.code,
+            "message": refusal.message, "authorised": authorised}
+
+
+def _progress_words(out: Outcome, req: _Request) -> str:
+    """One plain-words line; every piece of outside text is quoted."""
+    target = f" {quote(req.slug)}" if req.slug is not None else ""
+    words = f"{req.verb}{target} by {quote(out.by)}: "
+    if out.outcome == "refused":
+        words += f"refused ({out.code}): {quote(out.message)}"
+    else:
+        words += out.outcome
+        if out.moved:
+            words += f"; moved {' '.join(out.moved)}"
+        if out.removed:
+            words += f"; removed {' '.join(out.removed)}"
+    if req.reason is not None:
+        words += f"; reason {quote(req.reason)}"
+    return words
+
+
+class _SaidOnce:
+    """The keys of what ``next`` has already said in ``progress.log``,
+    kept beside the log as ``.<log name>.said``."""
+
+    def __init__(self, log_path: str):
+        self.log_path = log_path
+        head, name = os.path.split(log_path)
+        self.path = os.path.join(head, f".{name}.said")
+        self._keys: set[str] | None = None
+
+    def keys(self) -> set[str]:
+        if self._keys is None:
+            try:
+                with open(self.path, encoding="utf-8", errors="replace") as f:
+                    self._keys = {line.rstrip("\n") for line in f}
+            except FileNotFoundError:
+                self._keys = set()
+        return self._keys
+
+    def add(self, keys: list[str]) -> None:
+        if not keys:
+            return
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            os.write(fd, "".join(k + "\n" for k in keys).encode())
+        finally:
+            os.close(fd)
+        self.keys().update(keys)

@@ -1,0 +1,35 @@
+"""Typed errors of the library. The CLI maps each to an exit code in one place."""
+
+from __future__ import annotations
+
+
+class StormError(Exception):
+    """Base of every error storm-queue reports instead of an answer."""
+
+    exit_code = 4
+
+
+class UnknownOrder(StormError):
+    """The priority log cannot be replayed: the order is unknown (exit 3)."""
+
+    exit_code = 3
+
+
+class NoStorm(StormError):
+    """No storm root could be found or opened (exit 2: the request cannot be
+    carried out as asked)."""
+
+    exit_code = 2
+
+
+class Busy(StormError):
+    """Another writer held the lock for longer than the caller would wait."""
+
+    exit_code = 5
+
+
+class RecordFailed(StormError):
+    """The request was decided but its record could not be written, so it
+    did not happen (an I/O error such as a full disk)."""
+
+    exit_code = 4

@@ -1,0 +1,56 @@
+"""Durable file primitives: whole writes, directory fsync, atomic replace."""
+
+from __future__ import annotations
+
+import os
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of ``data`` to ``fd`` or raise."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def fsync_dir(path: str) -> None:
+    """Make the directory entry changes in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def replace_atomically(path: str, data: bytes, owner: tuple[int, int] | None = None) -> None:
+    """Replace ``path`` with ``data`` so that a reader sees the old or the new
+    file whole, durable across a power loss. ``owner`` (uid, gid), when
+    given and different from the caller, becomes the new file's owner."""
+    directory = os.path.dirname(path) or "."
+    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        try:
+            give_to(fd, owner)
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    fsync_dir(directory)
+
+
+def give_to(fd: int, owner: tuple[int, int] | None) -> None:
+    """Make the storm's owner own a file this process created (a stranger
+    never leaves a file of its own in the storm); raises when it cannot."""
+    if owner is None:
+        return
+    st = os.fstat(fd)
+    if (st.st_uid, st.st_gid) != owner:
+        os.fchown(fd, owner[0], owner[1])

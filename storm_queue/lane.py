@@ -1,0 +1,216 @@
+"""Pure planning of the priority lane: dependency closure, the derivation of
+the lane from its named lanes, and the plans of bump, push and unbump.
+
+Everything here takes plain data and returns plain data with reasons; no
+file, clock or uid is touched.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field, replace
+
+from .fold import LaneState
+from .ledger import Ledgers
+from .queuefile import Lane
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a plan needs, read once: ``queue.txt`` lanes by slug (in file
+    order), the ledgers and the lane the log replays to."""
+
+    lanes: dict[str, Lane]
+    ledgers: Ledgers
+    state: LaneState
+
+    def position(self, slug: str) -> int:
+        lane = self.lanes.get(slug)
+        return lane.line if lane else 1 << 62
+
+
+@dataclass(frozen=True)
+class Refusal:
+    code: str
+    message: str
+    names: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What an admitted request does to the lane: ``moved`` joins the end of
+    the lane in this order, ``removed`` leaves it; ``noop`` says why the lane
+    named was not prioritised; ``already`` lists the closure already in the lane."""
+
+    slug: str
+    moved: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    already: tuple[str, ...] = ()
+    noop: str | None = None
+    named: tuple[str, ...] = field(default=(), compare=False)
+
+
+def _closure(snap: Snapshot, slug: str, strict: bool) -> list[str] | Refusal:
+    """``slug`` and its unfinished transitive dependencies, dependencies
+    first, otherwise in ``queue.txt`` order. Strict: a dependency that can
+    never finish refuses; lenient: the walk stops there."""
+    led = snap.ledgers
+    members: dict[str, list[str]] = {}
+    stack = [slug]
+    abandoned, unknown = [], []
+    while stack:
+        node = stack.pop()
+        if node in members:
+            continue
+        walk = []
+        for dep in snap.lanes[node].deps:
+            if dep in led.integrated or (dep in led.finished and dep not in led.abandoned):
+                continue
+            if dep in led.abandoned:
+                abandoned.append(dep)
+            elif dep not in snap.lanes:
+                unknown.append(dep)
+            else:
+                walk.append(dep)
+                stack.append(dep)
+        members[node] = walk
+    if strict and abandoned:
+        names = tuple(dict.fromkeys(abandoned))
+        return Refusal("dependency_abandoned", f"{slug} depends on abandoned {', '.join(names)}, which can never be integrated", names)
+    if strict and unknown:
+        names = tuple(dict.fromkeys(unknown))
+        return Refusal("dependency_unknown", f"{slug} depends on {', '.join(names)}, which queue.txt and the ledgers do not know", names)
+    return _dependencies_first(snap, slug, members, strict)
+
+
+def _dependencies_first(snap: Snapshot, slug: str, members: dict[str, list[str]], strict: bool) -> list[str] | Refusal:
+    needs = {node: len(deps) for node, deps in members.items()}
+    needed_by: dict[str, list[str]] = {}
+    for node, deps in members.items():
+        for dep in deps:
+            needed_by.setdefault(dep, []).append(node)
+    ready = [(snap.position(n), n) for n, count in needs.items() if count == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, node = heapq.heappop(ready)
+        order.append(node)
+        for user in needed_by.get(node, ()):
+            needs[user] -= 1
+            if needs[user] == 0:
+                heapq.heappush(ready, (snap.position(user), user))
+    if len(order) < len(members):
+        ring = tuple(sorted((n for n in members if needs[n] > 0), key=snap.position))
+        if strict:
+            return Refusal("dependency_cycle", f"{slug} is part of or depends on a cycle: {', '.join(ring)}", ring)
+        order.extend(ring)
+    return order
+
+
+def live(snap: Snapshot, slug: str) -> bool:
+    """A named lane still counts while ``queue.txt`` carries it and it has
+    neither finished nor settled."""
+    return slug in snap.lanes and not snap.ledgers.done(slug)
+
+
+def derive(snap: Snapshot, named: tuple[str, ...]) -> tuple[str, ...]:
+    """The lane that ``named`` requires: each live named lane and its
+    unfinished transitive dependencies. Members already in the replayed lane
+    keep their place; the rest follow, dependencies first."""
+    required: dict[str, None] = {}
+    for slug in named:
+        if live(snap, slug):
+            for member in _closure(snap, slug, strict=False):  # type: ignore[union-attr]
+                required.setdefault(member)
+    kept = tuple(s for s in snap.state.lane if s in required)
+    kept_set = set(kept)
+    return kept + tuple(s for s in required if s not in kept_set)
+
+
+def _rederive(snap: Snapshot, slug: str, named: tuple[str, ...], noop: str | None = None) -> Plan:
+    lane = derive(snap, named)
+    old = set(snap.state.lane)
+    new = set(lane)
+    return Plan(
+        slug,
+        moved=tuple(s for s in lane if s not in old),
+        removed=tuple(s for s in snap.state.lane if s not in new),
+        noop=noop,
+        named=named,
+    )
+
+
+def _done_words(snap: Snapshot, slug: str) -> str | None:
+    led = snap.ledgers
+    if slug in led.integrated:
+        return f"{slug} is already integrated"
+    if slug in led.abandoned:
+        return f"{slug} is abandoned"
+    if slug in led.finished:
+        return f"{slug} has finished and awaits review"
+    return None
+
+
+def plan_bump(snap: Snapshot, slug: str) -> Plan | Refusal:
+    """Prioritise ``slug`` by name, pulling its dependencies forward."""
+    done = _done_words(snap, slug)
+    if slug not in snap.lanes and done is None:
+        return Refusal("unknown_slug", f"queue.txt carries no lane {slug}; add it with: storm-queue push {slug} ISSUE")
+    named = snap.state.named
+    if done is not None:
+        return _rederive(snap, slug, named, noop=done)
+    closure = _closure(snap, slug, strict=True)
+    if isinstance(closure, Refusal):
+        return closure
+    plan = _rederive(snap, slug, tuple(dict.fromkeys(named + (slug,))))
+    in_lane = set(snap.state.lane)
+    return replace(plan, already=tuple(s for s in closure if s in in_lane))
+
+
+def with_lane(snap: Snapshot, lane: Lane) -> Snapshot:
+    """The snapshot as it will be once ``lane`` is appended to ``queue.txt``."""
+    lanes = dict(snap.lanes)
+    lanes[lane.slug] = lane
+    return replace(snap, lanes=lanes)
+
+
+def plan_push(snap: Snapshot, slug: str, issue: str, deps: tuple[str, ...] | None) -> tuple[Plan | Refusal, bool]:
+    """Enqueue ``slug`` already prioritised; the flag says whether
+    ``queue.txt`` must gain its line."""
+    queued = snap.lanes.get(slug)
+    if queued is not None:
+        if queued.issue != issue:
+            return Refusal("issue_mismatch", f"{slug} is queued under issue {queued.issue}, not {issue}"), False
+        if deps is not None and set(deps) != set(queued.deps):
+            had = ",".join(queued.deps) or "none"
+            return Refusal("deps_mismatch", f"{slug} is queued with dependencies {had}; push it without --deps, or edit queue.txt"), False
+        return plan_bump(snap, slug), False
+    done = _done_words(snap, slug)
+    if done is not None:
+        return _rederive(snap, slug, snap.state.named, noop=done), False
+    after = with_lane(snap, Lane(slug, issue, deps or (), 1 << 61))
+    plan = plan_bump(after, slug)
+    return plan, not isinstance(plan, Refusal)
+
+
+def needed_by(snap: Snapshot, slug: str) -> tuple[str, ...]:
+    """The live named lanes, other than ``slug``, that require ``slug``."""
+    return tuple(
+        n for n in snap.state.named
+        if n != slug and live(snap, n) and slug in _closure(snap, n, strict=False)  # type: ignore[operator]
+    )
+
+
+def plan_unbump(snap: Snapshot, slug: str) -> Plan | Refusal:
+    """Take ``slug`` out of the named set; everything no remaining named lane
+    requires leaves with it."""
+    if slug not in snap.state.lane:
+        return Refusal("not_prioritised", f"{slug} is not in the priority lane")
+    users = needed_by(snap, slug)
+    if users:
+        return Refusal(
+            "needed_by_named",
+            f"{slug} is needed by prioritised {', '.join(users)}; unbump {'them' if len(users) > 1 else 'it'} first",
+            users,
+        )
+    return _rederive(snap, slug, tuple(n for n in snap.state.named if n != slug))

@@ -1,0 +1,117 @@
+"""What the reviewer and the runner leave in the storm: the settled ledgers,
+finished and running markers, ``UNATTENDED``; and ``progress.log`` writing."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+
+from .fsutil import give_to, replace_atomically, write_all
+from .names import escape, is_name
+
+INTEGRATED = "integrated.txt"
+ABANDONED = "abandoned.txt"
+UNATTENDED = "UNATTENDED"
+PROGRESS = "progress.log"
+LANES = "lanes"
+MARKS = ".qwenstorm"
+RESULT = "result.json"
+RUNNING = "running"
+
+
+@dataclass(frozen=True)
+class Ledgers:
+    integrated: frozenset[str]
+    abandoned: frozenset[str]
+    finished: frozenset[str]
+    running: frozenset[str]
+    unattended: bool
+
+    def settled(self, slug: str) -> bool:
+        return slug in self.integrated or slug in self.abandoned
+
+    def done(self, slug: str) -> bool:
+        """Settled or finished: nothing is left for a runner to start."""
+        return self.settled(slug) or slug in self.finished
+
+
+def _read_slugs(path: str) -> frozenset[str]:
+    try:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return frozenset()
+    return frozenset(
+        s for s in (line.strip() for line in text.split("\n")) if s and not s.startswith("#") and is_name(s)
+    )
+
+
+def _marked(root: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Slugs with a ``result.json`` and slugs with a running marker."""
+    finished, running = set(), set()
+    try:
+        entries = os.scandir(os.path.join(root, LANES))
+    except (FileNotFoundError, NotADirectoryError):
+        return frozenset(), frozenset()
+    with entries:
+        for entry in entries:
+            if not is_name(entry.name):
+                continue
+            marks = os.path.join(entry.path, MARKS)
+            if os.path.exists(os.path.join(marks, RESULT)):
+                finished.add(entry.name)
+            if os.path.exists(os.path.join(marks, RUNNING)):
+                running.add(entry.name)
+    return frozenset(finished), frozenset(running)
+
+
+def read(root: str) -> Ledgers:
+    """Read every ledger and marker of the storm at ``root``."""
+    finished, running = _marked(root)
+    return Ledgers(
+        _read_slugs(os.path.join(root, INTEGRATED)),
+        _read_slugs(os.path.join(root, ABANDONED)),
+        finished,
+        running,
+        os.path.exists(os.path.join(root, UNATTENDED)),
+    )
+
+
+def mark_blocked(root: str, slug: str, blocked_on: list[str], at: str, owner: tuple[int, int] | None) -> None:
+    """Write ``result.json`` saying the lane is blocked on abandoned lanes."""
+    marks = os.path.join(root, LANES, slug, MARKS)
+    for path in (os.path.join(root, LANES), os.path.join(root, LANES, slug), marks):
+        try:
+            os.mkdir(path, 0o755)
+        except FileExistsError:
+            pass
+        if os.path.islink(path) or not os.path.isdir(path):
+            raise OSError(f"{path} is not a directory; refusing to write through it")
+    body = {"status": "blocked", "blocked_on": blocked_on, "at": at, "by": "storm-queue next"}
+    replace_atomically(os.path.join(marks, RESULT), (json.dumps(body) + "\n").encode(), owner)
+
+
+def say(root: str, at: str, words: str, owner: tuple[int, int] | None) -> bool:
+    """Append one stamped line to ``progress.log``; outside text in ``words``
+    must already be quoted. ``owner`` is the storm's owner when the caller is
+    another account, which never creates the file. Returns whether the line
+    was written."""
+    if not words.isprintable():
+        words = escape(words)
+    path = os.path.join(root, PROGRESS)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW
+    try:
+        if owner is None:
+            fd = os.open(path, flags | os.O_CREAT, 0o644)
+        else:
+            fd = os.open(path, flags)
+    except OSError:
+        return False
+    try:
+        write_all(fd, f"{at} storm-queue: {words}\n".encode("utf-8"))
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True

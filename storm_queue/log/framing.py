@@ -1,0 +1,79 @@
+"""One event, one line: the JSON framing, the schema of each action and the
+SHA-256 chain that links every line to the one before it."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+VERSION = 1
+ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair")
+
+_STR, _INT, _BOOL, _LIST, _OPT_STR = "str", "int", "bool", "list", "str?"
+_COMMON = {"v": _INT, "seq": _INT, "at": _STR, "action": _STR, "by": _STR}
+_LANE = {"slug": _STR, "issue": _STR, "deps": _LIST, "moved": _LIST, "removed": _LIST}
+SCHEMA: dict[str, dict[str, str]] = {
+    "push": {**_LANE, "appended": _BOOL},
+    "bump": dict(_LANE),
+    "unbump": {"slug": _STR, "moved": _LIST, "removed": _LIST},
+    "refused": {"requested": _STR, "slug": _OPT_STR, "code": _STR, "message": _STR, "authorised": _BOOL},
+    "reset": {"reason": _STR, "abandons": _INT},
+    "repair": {"torn": _INT, "side": _STR},
+}
+OPTIONAL = {"reason": _STR, "noop": _STR}
+
+
+class Malformed(ValueError):
+    """A line that is not a well-formed version-1 event."""
+
+
+def digest(line: bytes) -> str:
+    """The chain digest of a line: lowercase hex SHA-256 of its bytes,
+    newline included."""
+    return hashlib.sha256(line).hexdigest()
+
+
+def encode(event: dict[str, Any]) -> bytes:
+    """One event as one ASCII JSON line ending in a newline; outside text can
+    only ever be a JSON string inside it."""
+    return (json.dumps(event, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def _is(value: Any, kind: str) -> bool:
+    if kind == _STR:
+        return isinstance(value, str)
+    if kind == _OPT_STR:
+        return value is None or isinstance(value, str)
+    if kind == _INT:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == _BOOL:
+        return isinstance(value, bool)
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def decode(line: bytes) -> dict[str, Any]:
+    """Parse and check one line (newline included); raise ``Malformed``
+    saying what is wrong."""
+    try:
+        event = json.loads(line)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Malformed(f"not JSON ({exc})") from None
+    if not isinstance(event, dict):
+        raise Malformed("not a JSON object")
+    if event.get("v") != VERSION:
+        raise Malformed(f"unknown format version {event.get('v')!r} (this storm-queue reads {VERSION})")
+    action = event.get("action")
+    if action not in SCHEMA:
+        raise Malformed(f"unknown action {action!r}")
+    for fields in (_COMMON, SCHEMA[action]):
+        for name, kind in fields.items():
+            if name not in event or not _is(event[name], kind):
+                raise Malformed(f"field {name!r} is missing or not a {kind}")
+    for name, kind in OPTIONAL.items():
+        if name in event and not _is(event[name], kind):
+            raise Malformed(f"field {name!r} is not a {kind}")
+    prev = event.get("prev", "missing")
+    if prev is not None and not (isinstance(prev, str) and len(prev) == 64):
+        raise Malformed("field 'prev' is not null or a SHA-256 digest")
+    return event

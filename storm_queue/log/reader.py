@@ -1,0 +1,165 @@
+"""Reading the priority log: the chain checked line by line, the witness
+compared, a torn tail told apart from damage, the lane folded on the way.
+
+Damage raises ``UnknownOrder``: the order is then unknown, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import fold
+from ..errors import UnknownOrder
+from .framing import Malformed, decode, digest
+
+RESET_HINT = (
+    "the operator can start a new log with: storm-queue reset --reason TEXT "
+    "(the old log is kept beside it)"
+)
+
+
+def witness_path(log_path: str) -> str:
+    """Where the witness of ``log_path`` lives: ``.<log name>.witness`` beside it."""
+    head, name = os.path.split(log_path)
+    return os.path.join(head, f".{name}.witness")
+
+
+@dataclass(frozen=True)
+class Witness:
+    log: str
+    length: int
+    seq: int
+    digest: str | None
+    at: str
+
+
+@dataclass
+class LogRead:
+    """What a read of the log found.
+
+    ``length`` is the end of the last whole line; ``torn`` the count of bytes
+    after it that no acknowledged write produced. ``fresh`` means there is
+    neither a log nor a witness: a storm that has recorded nothing yet.
+    """
+
+    path: str
+    state: fold.LaneState = fold.EMPTY
+    seq: int = 0
+    digest: str | None = None
+    length: int = 0
+    torn: int = 0
+    fresh: bool = False
+    log_exists: bool = False
+    witness: Witness | None = None
+    events: list[dict[str, Any]] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+
+def _damage(log_path: str, what: str) -> UnknownOrder:
+    return UnknownOrder(f"the priority order is unknown: {log_path}: {what}; {RESET_HINT}")
+
+
+def _open_nofollow(path: str):
+    return os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")
+
+
+def read_witness(log_path: str) -> Witness | None:
+    """The witness, ``None`` when it does not exist; ``UnknownOrder`` when it
+    cannot be read or is not a witness."""
+    path = witness_path(log_path)
+    try:
+        with _open_nofollow(path) as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _damage(log_path, f"the witness {path} cannot be read ({exc.strerror})") from None
+    try:
+        data = json.loads(raw)
+        w = Witness(data["log"], data["length"], data["seq"], data["digest"], data["at"])
+        ok = (
+            isinstance(w.log, str)
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (w.length, w.seq))
+            and (w.digest is None or isinstance(w.digest, str))
+            and isinstance(w.at, str)
+        )
+    except (ValueError, KeyError, TypeError):
+        ok = False
+    if not ok:
+        raise _damage(log_path, f"the witness {path} is not a witness")
+    return w
+
+
+def read(log_path: str, keep_events: bool = False) -> LogRead:
+    """Read, check and fold the log at ``log_path``."""
+    out = LogRead(log_path, events=[] if keep_events else None)
+    witness = read_witness(log_path)
+    out.witness = witness
+    try:
+        f = _open_nofollow(log_path)
+    except FileNotFoundError:
+        if witness is None:
+            out.fresh = True
+            return out
+        if witness.length:
+            raise _damage(log_path, f"the log is missing, but its witness says it held {witness.length} bytes")
+        return out
+    except OSError as exc:
+        raise _damage(log_path, f"the log cannot be read ({exc.strerror})") from None
+    out.log_exists = True
+    if witness is None:
+        f.close()
+        raise _damage(log_path, f"the witness {witness_path(log_path)} is missing, so the log cannot be checked")
+    if witness.log != os.path.basename(log_path):
+        f.close()
+        raise _damage(log_path, f"the witness is for {witness.log!r}, not this log")
+    state = fold.EMPTY
+    offset, seq, prev = 0, 0, None
+    met_witness = witness.length == 0
+    events = out.events
+    with f:
+        for number, line in enumerate(f, start=1):
+            if not line.endswith(b"\n"):
+                if offset < witness.length:
+                    break  # shorter than witnessed: reported below
+                out.torn = len(line)
+                out.warnings.append(
+                    f"the log ends in a torn write of {len(line)} bytes after line {seq} "
+                    "(never acknowledged); it is ignored, and the next request keeps it "
+                    "in a side file and records a repair"
+                )
+                break
+            try:
+                event = decode(line)
+            except Malformed as exc:
+                raise _damage(log_path, f"line {number} is malformed: {exc}") from None
+            if event["seq"] != seq + 1:
+                raise _damage(log_path, f"line {number} has seq {event['seq']}, expected {seq + 1}")
+            if event["prev"] != prev:
+                raise _damage(log_path, f"line {number} breaks the chain: its prev does not match line {number - 1}")
+            seq, prev = event["seq"], digest(line)
+            offset += len(line)
+            state = fold.apply(state, event)
+            if events is not None:
+                events.append(event)
+            if offset == witness.length:
+                if (seq, prev) != (witness.seq, witness.digest):
+                    raise _damage(log_path, f"line {number} is not the line its witness recorded")
+                met_witness = True
+            elif offset > witness.length and not met_witness:
+                raise _damage(log_path, f"the witnessed length {witness.length} falls inside line {number}")
+    if offset + out.torn < witness.length:
+        raise _damage(log_path, f"the log holds {offset + out.torn} bytes, shorter than the {witness.length} its witness recorded")
+    if not met_witness:
+        raise _damage(log_path, f"the witnessed length {witness.length} is not at the end of a line")
+    if offset > witness.length:
+        out.warnings.append(
+            f"the log has {seq - witness.seq} whole line(s) after its witness (a write "
+            "stopped before it was acknowledged); they chain correctly and count, "
+            "and the next request re-witnesses them"
+        )
+    out.state, out.seq, out.digest, out.length = state, seq, prev, offset
+    return out

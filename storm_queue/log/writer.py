@@ -1,0 +1,92 @@
+"""Appending to the priority log: whole lines, chained, fsynced, witnessed.
+
+The order of durable steps is the promise: the line (and a new log's
+directory entry) is on disk before the witness is replaced, and the witness
+is on disk before the caller hears of success.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ..fsutil import fsync_dir, give_to, replace_atomically, write_all
+from .framing import VERSION, digest, encode
+from .reader import LogRead, witness_path
+
+
+def _witness_bytes(log_path: str, length: int, seq: int, last: str | None, at: str) -> bytes:
+    body = {"log": os.path.basename(log_path), "length": length, "seq": seq, "digest": last, "at": at}
+    return (json.dumps(body) + "\n").encode()
+
+
+def frame(bodies: list[dict[str, Any]], seq: int, prev: str | None, at: str, by: str) -> list[tuple[dict, bytes]]:
+    """Number, stamp and chain ``bodies`` after the line (``seq``, ``prev``)."""
+    out = []
+    for body in bodies:
+        seq += 1
+        event = {"v": VERSION, "seq": seq, "at": at, "action": body["action"], "by": by, "prev": prev}
+        event.update((k, v) for k, v in body.items() if k != "action")
+        line = encode(event)
+        prev = digest(line)
+        out.append((event, line))
+    return out
+
+
+def _keep_torn(log: LogRead, fd: int, at: str, owner: tuple[int, int] | None) -> dict[str, Any]:
+    """Copy the torn tail to a side file, cut it from the log, and return the
+    ``repair`` body that records it."""
+    torn = os.pread(fd, log.torn, log.length)
+    side = f"{log.path}.torn-{log.seq}-{at.replace(':', '')}"
+    sfd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    try:
+        give_to(sfd, owner)
+        write_all(sfd, torn)
+        os.fsync(sfd)
+    finally:
+        os.close(sfd)
+    fsync_dir(os.path.dirname(log.path) or ".")
+    os.ftruncate(fd, log.length)
+    os.fsync(fd)
+    return {"action": "repair", "torn": len(torn), "side": os.path.basename(side)}
+
+
+def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
+           owner: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+    """Append ``bodies`` as events after what ``log`` read (the caller holds
+    the lock), repairing a torn tail first; return the events as written.
+    ``owner`` is the storm's owner when the caller is another account."""
+    directory = os.path.dirname(log.path) or "."
+    if log.fresh:
+        replace_atomically(witness_path(log.path), _witness_bytes(log.path, 0, 0, None, at), owner)
+        fd = os.open(log.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        give_to(fd, owner)
+        fsync_dir(directory)
+    else:
+        fd = os.open(log.path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
+    try:
+        if log.torn:
+            bodies = [_keep_torn(log, fd, at, owner)] + bodies
+        framed = frame(bodies, log.seq, log.digest, at, by)
+        data = b"".join(line for _, line in framed)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        except BaseException:
+            try:
+                os.ftruncate(fd, log.length)  # leave no line that was never acknowledged
+                os.fsync(fd)
+            except OSError:
+                pass  # the reader will see a torn tail and the next writer repairs it
+            raise
+    finally:
+        os.close(fd)
+    last_event, last_line = framed[-1]
+    length = log.length + len(data)
+    replace_atomically(
+        witness_path(log.path),
+        _witness_bytes(log.path, length, last_event["seq"], digest(last_line), at),
+        owner,
+    )
+    return [event for event, _ in framed]

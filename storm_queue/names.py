@@ -1,0 +1,73 @@
+"""The allow-list for names (slugs, dependencies, sources) and issues, and the
+escaping of outside text before it reaches a terminal or ``progress.log``."""
+
+from __future__ import annotations
+
+import re
+
+MAX_NAME = 200
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)
+_ISSUE = re.compile(r"[0-9]+", re.ASCII)
+
+
+def is_name(text: str) -> bool:
+    """True when ``text`` may be a slug, a dependency or a source name."""
+    return (
+        len(text) <= MAX_NAME
+        and _NAME.fullmatch(text) is not None
+        and ".." not in text
+    )
+
+
+def is_issue(text: str) -> bool:
+    """True when ``text`` is an issue: ASCII digits, or ``-`` for none."""
+    return text == "-" or (len(text) <= MAX_NAME and _ISSUE.fullmatch(text) is not None)
+
+
+def why_not_name(text: str) -> str:
+    """Say in words why ``text`` is not a name (assumes ``is_name`` is false)."""
+    if not text:
+        return "it is empty"
+    if len(text) > MAX_NAME:
+        return f"it is longer than {MAX_NAME} characters"
+    if ".." in text:
+        return "it contains '..'"
+    return "a name is letters, digits, '.', '_' and '-', starting with a letter or digit"
+
+
+def as_text(arg: str) -> str:
+    """Return command-line text as valid Unicode: bytes that were not UTF-8
+    (carried as surrogate escapes) become ``\\xNN`` so the text can be stored."""
+    try:
+        arg.encode("utf-8")
+        return arg
+    except UnicodeEncodeError:
+        return arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def escape(text: str) -> str:
+    """Return ``text`` with every backslash and non-printable character
+    (newline, carriage return, escape, U+2028, ...) written as a backslash
+    escape, so the result is one line that prints only what it says."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    out = []
+    for ch in text:
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch.isprintable():
+            out.append(ch)
+        else:
+            code = ord(ch)
+            if code < 0x100:
+                out.append(f"\\x{code:02x}")
+            elif code < 0x10000:
+                out.append(f"\\u{code:04x}")
+            else:
+                out.append(f"\\U{code:08x}")
+    return "".join(out)
+
+
+def quote(text: str) -> str:
+    """Return ``text`` escaped and in double quotes: outside text as data."""
+    return '"' + escape(text).replace('"', '\\"') + '"'

@@ -1,0 +1,119 @@
+"""The ``queue.txt`` grammar: one lane a line, ``<slug> <issue> [deps]``.
+
+Parsing never drops a line silently: every line that is not a lane, a blank
+or a comment comes back as ``Skipped`` with the reason in words.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from .fsutil import fsync_dir, write_all
+from .names import is_issue, is_name, quote, why_not_name
+
+_DEP_SPLIT = re.compile(r"[,\s]+")
+
+
+@dataclass(frozen=True)
+class Lane:
+    slug: str
+    issue: str
+    deps: tuple[str, ...]
+    line: int
+
+
+@dataclass(frozen=True)
+class Skipped:
+    line: int
+    text: str
+    why: str
+
+
+@dataclass(frozen=True)
+class QueueFile:
+    lanes: tuple[Lane, ...]
+    skipped: tuple[Skipped, ...]
+    exists: bool = True
+    ends_with_newline: bool = True
+
+
+def split_deps(text: str) -> tuple[str, ...]:
+    """Split a dependency list written with commas and/or whitespace."""
+    return tuple(d for d in _DEP_SPLIT.split(text.strip()) if d)
+
+
+def _lane(fields: list[str], number: int) -> Lane | str:
+    """A lane from a line's fields, or why the line is not one."""
+    slug = fields[0]
+    if not is_name(slug):
+        return f"slug {quote(slug)} is not a name: {why_not_name(slug)}"
+    if len(fields) < 2:
+        return f"lane {slug} has no issue (write '-' for none)"
+    issue = fields[1]
+    if not is_issue(issue):
+        return f"issue {quote(issue)} is not ASCII digits or '-'"
+    deps = split_deps(" ".join(fields[2:]))
+    for dep in deps:
+        if not is_name(dep):
+            return f"dependency {quote(dep)} is not a name: {why_not_name(dep)}"
+    return Lane(slug, issue, tuple(dict.fromkeys(deps)), number)
+
+
+def parse(text: str) -> QueueFile:
+    """Parse ``queue.txt`` text into lanes in file order and skipped lines."""
+    lanes: list[Lane] = []
+    skipped: list[Skipped] = []
+    seen: dict[str, int] = {}
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        lane = _lane(line.split(), number)
+        if isinstance(lane, str):
+            skipped.append(Skipped(number, raw, lane))
+        elif lane.slug in seen:
+            skipped.append(Skipped(number, raw, f"duplicate of line {seen[lane.slug]}: the first line is kept"))
+        else:
+            seen[lane.slug] = number
+            lanes.append(lane)
+    return QueueFile(tuple(lanes), tuple(skipped), True, text == "" or text.endswith("\n"))
+
+
+def read(path: str) -> QueueFile:
+    """Read and parse ``queue.txt``; a missing file is an empty queue."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return QueueFile((), (), exists=False)
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read()
+    return parse(raw.decode("utf-8", "replace"))
+
+
+def format_line(slug: str, issue: str, deps: tuple[str, ...]) -> str:
+    """The ``queue.txt`` line for a lane, newline included."""
+    return " ".join([slug, issue] + ([",".join(deps)] if deps else [])) + "\n"
+
+
+def append_line(path: str, line: str) -> None:
+    """Append one whole line to ``queue.txt`` (starting a new line when the
+    file has no final newline), and make it durable before returning."""
+    created = False
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        created = True
+    try:
+        size = os.fstat(fd).st_size
+        data = line.encode("utf-8")
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if created:
+        fsync_dir(os.path.dirname(path) or ".")

@@ -1,0 +1,70 @@
+"""Shared fixtures: build a storm directory, run the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def make_storm(root: Path, queue: str = "", *, integrated=(), abandoned=(), finished=(), running=(),
+               unattended: bool = False, toml: str | None = None) -> Path:
+    """Write a storm: queue.txt, the ledgers, result.json and running markers."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "queue.txt").write_text(queue)
+    if integrated:
+        (root / "integrated.txt").write_text("".join(s + "\n" for s in integrated))
+    if abandoned:
+        (root / "abandoned.txt").write_text("".join(s + "\n" for s in abandoned))
+    for slug in finished:
+        marks = root / "lanes" / slug / ".qwenstorm"
+        marks.mkdir(parents=True, exist_ok=True)
+        (marks / "result.json").write_text('{"status": "ok"}\n')
+    for slug in running:
+        marks = root / "lanes" / slug / ".qwenstorm"
+        marks.mkdir(parents=True, exist_ok=True)
+        (marks / "running").write_text("")
+    if unattended:
+        (root / "UNATTENDED").write_text("")
+    if toml is not None:
+        (root / "storm.toml").write_text(toml)
+    return root
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("STORM_QUEUE_LANE", "STORM_QUEUE_ROOT")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(extra)
+    return env
+
+
+def run_cli(root: Path | str | None, *args: str, env: dict[str, str] | None = None,
+            cwd: Path | str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Run ``python -m storm_queue ARGS --root ROOT`` as a real process."""
+    argv = [sys.executable, "-m", "storm_queue", *args]
+    if root is not None:
+        argv += ["--root", str(root)]
+    return subprocess.run(argv, capture_output=True, text=True, env=env or clean_env(), cwd=cwd, timeout=timeout)
+
+
+def log_events(root: Path, name: str = "priority.log") -> list[dict]:
+    path = root / name
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
+@pytest.fixture
+def storm(tmp_path: Path):
+    """A factory: ``storm("a 1\\nb 2\\n", integrated=["b"])`` returns the root."""
+
+    def factory(queue: str = "", **kwargs) -> Path:
+        return make_storm(tmp_path / "storm", queue, **kwargs)
+
+    return factory
