@@ -258,7 +258,7 @@ class Storm:
         at = now()
         with lock.held(log_path, self.wait, may_create=owner_ids is None):
             if plan is None:
-                return self._reset(req, by, refusal, decl, log_path, at)
+                return self._reset(req, by, refusal, log_path, at, owner_ids)
             log = reader.read(log_path)  # UnknownOrder: answer 3, record nothing
             if refusal is None:
                 result, fields, line = plan(self._snapshot(log)[0])
@@ -276,7 +276,7 @@ class Storm:
             events = writer.append(log, [body], at, by, owner_ids)
         out.event = events[-1]
         out.recorded = True
-        out.warnings = list(log.warnings)
+        out.warnings = [] if log.torn else list(log.warnings)
         if len(events) > 1:
             out.warnings.append(f"repaired the log: kept {events[0]['torn']} torn bytes in {events[0]['side']} and recorded it")
         ledger.say(self.root, at, _progress_words(out, req), owner_ids)
@@ -299,8 +299,8 @@ class Storm:
             return f"{os.path.basename(missing[0])} does not exist, and another account never creates a file in the storm"
         return f"account {who.name} cannot write the storm of {op.name}"
 
-    def _reset(self, req: _Request, by: str, refusal: Refusal | None, decl: config.Declaration,
-               log_path: str, at: str) -> Outcome:
+    def _reset(self, req: _Request, by: str, refusal: Refusal | None, log_path: str, at: str,
+               owner_ids: tuple[int, int] | None) -> Outcome:
         from .log import writer
 
         try:
@@ -315,9 +315,9 @@ class Storm:
             if req.reason is not None:
                 body["reason"] = req.reason
             out = self._refused(req, by, refusal, refusal.code == "log_readable", recorded=True)
-            out.event = writer.append(old, [body], at, by)[-1]
+            out.event = writer.append(old, [body], at, by, owner_ids)[-1]
             out.recorded = True
-            ledger.say(self.root, at, _progress_words(out, req), None)
+            ledger.say(self.root, at, _progress_words(out, req), owner_ids)
             return out
         if refusal is not None:  # the order is unknown: nothing may be recorded
             return self._refused(req, by, refusal, False, recorded=False, why_not="the priority order is unknown")

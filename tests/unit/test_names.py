@@ -1,0 +1,110 @@
+"""Unit tests of storm_queue.names: the allow-list and the escaping of outside text."""
+
+from __future__ import annotations
+
+import pytest
+
+from storm_queue import names
+
+
+@pytest.mark.parametrize("text", ["a", "A.b_c-1", "0", "9lives", "x" * 200, "a.b.c", "lane-7_rc.2"])
+def test_is_name_accepts(text):
+    assert names.is_name(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "", "../x", "a*", "x;y", "-a", ".hidden", "_a", "a..b", "a/b", "a b", "a\nb", "a\n",
+        "x" * 201, "é", "a$", "a`b`", "a\x00", "٣", "a\u2028",
+    ],
+)
+def test_is_name_refuses(text):
+    assert not names.is_name(text)
+
+
+def test_is_name_length_boundary():
+    assert names.is_name("a" * names.MAX_NAME)
+    assert names.MAX_NAME == 200
+    assert not names.is_name("a" * 201)
+
+
+@pytest.mark.parametrize("text", ["-", "0123", "0", "26", "1" * 20])
+def test_is_issue_accepts(text):
+    assert names.is_issue(text)
+
+
+@pytest.mark.parametrize("text", ["", "٣", "²", "12a", "--", "-1", "+1", "1.0", " 1", "1\n", "１", "x"])
+def test_is_issue_refuses(text):
+    assert not names.is_issue(text)
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [("", "empty"), ("x" * 201, "longer than 200"), ("a..b", "'..'"), ("a*", "letters, digits")],
+)
+def test_why_not_name_says_why(text, why):
+    assert not names.is_name(text)
+    assert why in names.why_not_name(text)
+
+
+@pytest.mark.parametrize(
+    "raw, escaped",
+    [
+        ("a\nb", "a\\x0ab"),
+        ("a\rb", "a\\x0db"),
+        ("a\x1b[31mb", "a\\x1b[31mb"),
+        ("a\u2028b", "a\\u2028b"),
+        ("a\u0085b", "a\\x85b"),
+        ("a\\b", "a\\\\b"),
+        ("tab\there", "tab\\x09here"),
+        ("\U000e0001", "\\U000e0001"),
+    ],
+)
+def test_escape_makes_control_characters_visible(raw, escaped):
+    out = names.escape(raw)
+    assert out == escaped
+    assert out.isprintable()
+    assert "\n" not in out and "\r" not in out
+
+
+def test_escape_leaves_printable_text_alone():
+    assert names.escape("plain words, émoji ✓") == "plain words, émoji ✓"
+
+
+def test_escape_backslash_cannot_forge_an_escape():
+    # A literal backslash-x in the input must not look like an escaped newline.
+    assert names.escape("\\x0a") != names.escape("\n")
+    assert names.escape("\\x0a") == "\\\\x0a"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["", "x", "a\nb", "\r\n", "\x1b]0;title\x07", "\u2028\u2029\u0085", "\\", '"', "\udcff", "a\x00b", "\x7f"],
+)
+def test_escape_and_quote_are_always_printable_one_line(raw):
+    for out in (names.escape(raw), names.quote(raw)):
+        assert out.isprintable()
+        assert out.splitlines() == [out] or out == ""
+
+
+def test_quote_wraps_and_escapes_double_quotes():
+    assert names.quote('say "hi"\n') == '"say \\"hi\\"\\x0a"'
+    q = names.quote('x" injected')
+    # The only unescaped quotes are the two delimiters.
+    inner = q[1:-1]
+    assert q[0] == q[-1] == '"'
+    assert all(inner[i - 1] == "\\" for i, ch in enumerate(inner) if ch == '"')
+
+
+def test_as_text_passes_valid_text_through():
+    assert names.as_text("bump é ✓") == "bump é ✓"
+
+
+def test_as_text_turns_surrogate_escapes_into_visible_bytes():
+    raw = b"ok\xff\xfe-\xc3\xa9"  # invalid bytes then valid UTF-8 (é)
+    arg = raw.decode("utf-8", "surrogateescape")
+    out = names.as_text(arg)
+    assert out == "ok\\xff\\xfe-é"
+    out.encode("utf-8")  # storable
+    assert names.escape(out).isprintable()
