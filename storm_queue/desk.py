@@ -256,24 +256,31 @@ class Storm:
         from .log import lock, writer
 
         at = now()
-        with lock.held(log_path, self.wait, may_create=owner_ids is None):
-            if plan is None:
-                return self._reset(req, by, refusal, log_path, at, owner_ids)
-            log = reader.read(log_path)  # UnknownOrder: answer 3, record nothing
-            if refusal is None:
-                result, fields, line = plan(self._snapshot(log)[0])
-                if isinstance(result, Refusal):
-                    refusal, authorised = result, True
+        try:
+            with lock.held(log_path, self.wait, may_create=owner_ids is None):
+                if plan is None:
+                    return self._reset(req, by, refusal, log_path, at, owner_ids)
+                log = reader.read(log_path)  # UnknownOrder: answer 3, record nothing
+                if refusal is None:
+                    result, fields, line = plan(self._snapshot(log)[0])
+                    if isinstance(result, Refusal):
+                        refusal, authorised = result, True
+                if refusal is not None:
+                    body = _refused_body(req, refusal, authorised)
+                    out = self._refused(req, by, refusal, authorised, recorded=True)
+                else:
+                    if line is not None:  # queue.txt before the log: a crash between leaves a lane a retry prioritises
+                        queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
+                    body, out = _admitted(req, by, result, fields, line is not None)
+                if req.reason is not None:
+                    body["reason"] = req.reason
+                events = writer.append(log, [body], at, by, owner_ids)
+        except OSError as exc:
+            why = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
             if refusal is not None:
-                body = _refused_body(req, refusal, authorised)
-                out = self._refused(req, by, refusal, authorised, recorded=True)
-            else:
-                if line is not None:  # queue.txt before the log: a crash between leaves a lane a retry prioritises
-                    queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
-                body, out = _admitted(req, by, result, fields, line is not None)
-            if req.reason is not None:
-                body["reason"] = req.reason
-            events = writer.append(log, [body], at, by, owner_ids)
+                return self._refused(req, by, refusal, authorised, recorded=False, why_not=why)
+            raise RecordFailed(f"the {req.verb} could not be recorded ({why}), so it did not happen; "
+                               "fix the cause and ask again") from None
         out.event = events[-1]
         out.recorded = True
         out.warnings = [] if log.torn else list(log.warnings)

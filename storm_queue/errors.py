@@ -33,3 +33,20 @@ class RecordFailed(StormError):
     did not happen (an I/O error such as a full disk)."""
 
     exit_code = 4
+
+
+class StormUnreadable(StormError):
+    """A storm file cannot be read (permissions, a planted link): the
+    request cannot be carried out as asked (exit 2)."""
+
+    exit_code = 2
+
+
+def unreadable(path: str, exc: OSError) -> StormUnreadable:
+    """The error for a storm file that could not be opened, saying what to do."""
+    import errno
+
+    if exc.errno == errno.ELOOP:
+        return StormUnreadable(f"{path} is a symbolic link, and storm-queue never follows a link in a storm; "
+                               "replace it with the file itself")
+    return StormUnreadable(f"{path} cannot be read ({exc.strerror}); check its permissions")

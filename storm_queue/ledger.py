@@ -7,6 +7,7 @@ import json
 import os
 from dataclasses import dataclass
 
+from .errors import unreadable
 from .fsutil import give_to, replace_atomically, write_all
 from .names import escape, is_name
 
@@ -38,10 +39,12 @@ class Ledgers:
 
 def _read_slugs(path: str) -> frozenset[str]:
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
             text = f.read().decode("utf-8", "replace")
     except FileNotFoundError:
         return frozenset()
+    except OSError as exc:
+        raise unreadable(path, exc) from None
     return frozenset(
         s for s in (line.strip() for line in text.split("\n")) if s and not s.startswith("#") and is_name(s)
     )

@@ -10,6 +10,7 @@ import os
 import re
 from dataclasses import dataclass
 
+from .errors import unreadable
 from .fsutil import fsync_dir, write_all
 from .names import is_issue, is_name, quote, why_not_name
 
@@ -87,6 +88,8 @@ def read(path: str) -> QueueFile:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
         return QueueFile((), (), exists=False)
+    except OSError as exc:
+        raise unreadable(path, exc) from None
     with os.fdopen(fd, "rb") as f:
         raw = f.read()
     return parse(raw.decode("utf-8", "replace"))

@@ -94,7 +94,16 @@ def read_witness(log_path: str) -> Witness | None:
 
 
 def read(log_path: str, keep_events: bool = False) -> LogRead:
-    """Read, check and fold the log at ``log_path``."""
+    """Read, check and fold the log at ``log_path``. A read that meets a
+    write in progress (a line not yet whole, or not yet witnessed) looks
+    again once, so that readers racing a writer do not warn for nothing."""
+    out = _read_once(log_path, keep_events)
+    if out.torn or out.seq != (out.witness.seq if out.witness else 0):
+        out = _read_once(log_path, keep_events)
+    return out
+
+
+def _read_once(log_path: str, keep_events: bool) -> LogRead:
     out = LogRead(log_path, events=[] if keep_events else None)
     witness = read_witness(log_path)
     out.witness = witness

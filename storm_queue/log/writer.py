@@ -58,8 +58,9 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
     the lock), repairing a torn tail first; return the events as written.
     ``owner`` is the storm's owner when the caller is another account."""
     directory = os.path.dirname(log.path) or "."
-    if log.fresh:
+    if log.fresh:  # the witness comes first, so that a log without one is damage
         replace_atomically(witness_path(log.path), _witness_bytes(log.path, 0, 0, None, at), owner)
+    if not log.log_exists:
         fd = os.open(log.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         give_to(fd, owner)
         fsync_dir(directory)

@@ -1,0 +1,24 @@
+"""`storm-queue demo` tells the whole story on a throwaway storm."""
+
+from __future__ import annotations
+
+import re
+
+from tests.conftest import run_cli
+
+
+def test_demo_runs_every_step_and_leaves_nothing_behind(tmp_path):
+    done = run_cli(None, "demo", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    for command in ("storm-queue list", "storm-queue next", "storm-queue bump docs", "storm-queue push hotfix",
+                    "storm-queue unbump billing"):
+        assert f"$ {command}" in out
+    assert "billing is prioritised; moved: schema api auth billing" in out
+    assert "refused (needed_by_named)" in out and "refused (undeclared_source)" in out
+    root = re.search(r"a throwaway storm in (\S+),", out).group(1)
+    import os
+
+    assert not os.path.exists(root)
+    assert out.rstrip().splitlines()[-1].startswith("# every request above")
+    assert "next: run docs 15" in out
