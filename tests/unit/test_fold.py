@@ -1,0 +1,124 @@
+"""Unit tests of storm_queue.fold: the replay rules of contract section 4."""
+
+from __future__ import annotations
+
+from storm_queue import fold
+from storm_queue.fold import EMPTY, LaneState
+
+
+def ev(action, slug=None, moved=(), removed=(), **extra):
+    e = {"action": action, **extra}
+    if slug is not None:
+        e["slug"] = slug
+    if action in ("push", "bump", "unbump"):
+        e["moved"] = list(moved)
+        e["removed"] = list(removed)
+    return e
+
+
+def test_bump_adds_slug_to_named_and_moved_to_lane():
+    s = fold.apply(EMPTY, ev("bump", "a", moved=["d", "a"]))
+    assert s == LaneState(("d", "a"), ("a",))
+
+
+def test_push_adds_slug_to_named_and_moved_to_lane():
+    s = fold.apply(EMPTY, ev("push", "z", moved=["z"], appended=True))
+    assert s == LaneState(("z",), ("z",))
+
+
+def test_push_with_appended_false_still_names():
+    s = fold.apply(EMPTY, ev("push", "z", moved=["z"], appended=False))
+    assert s.named == ("z",)
+
+
+def test_noop_bump_and_push_do_not_name():
+    for action in ("bump", "push"):
+        s = fold.apply(LaneState(("x",), ("x",)), ev(action, "e", noop="e is already integrated"))
+        assert s == LaneState(("x",), ("x",))
+
+
+def test_noop_still_applies_moved_and_removed():
+    start = LaneState(("x", "y"), ("x",))
+    s = fold.apply(start, ev("bump", "e", moved=["w"], removed=["y"], noop="e has finished"))
+    assert s == LaneState(("x", "w"), ("x",))
+
+
+def test_moved_already_in_lane_keeps_its_place():
+    start = LaneState(("d", "a"), ("a",))
+    s = fold.apply(start, ev("bump", "b", moved=["d", "b"]))
+    assert s.lane == ("d", "a", "b")
+    assert s.named == ("a", "b")
+
+
+def test_rebump_of_named_keeps_its_place():
+    start = LaneState(("e", "c"), ("e", "c"))
+    s = fold.apply(start, ev("bump", "e"))
+    assert s == start
+
+
+def test_lane_loses_removed():
+    start = LaneState(("d", "a", "b"), ("a", "b"))
+    s = fold.apply(start, ev("bump", "x", moved=["x"], removed=["a"]))
+    assert s.lane == ("d", "b", "x")
+    # removed touches the lane only; the named set changes by the request's slug
+    assert s.named == ("a", "b", "x")
+
+
+def test_unbump_removes_from_named_and_lane():
+    start = LaneState(("d", "a", "b"), ("a", "b"))
+    s = fold.apply(start, ev("unbump", "a", removed=["a"]))
+    assert s == LaneState(("d", "b"), ("b",))
+    s = fold.apply(s, ev("unbump", "b", removed=["d", "b"]))
+    assert s == EMPTY
+
+
+def test_unbump_of_slug_not_named_changes_named_nothing():
+    start = LaneState(("d", "a"), ("a",))
+    s = fold.apply(start, ev("unbump", "d", removed=[]))
+    assert s == start
+
+
+def test_removed_not_in_lane_is_harmless():
+    start = LaneState(("a",), ("a",))
+    assert fold.apply(start, ev("bump", "a", removed=["ghost"])).lane == ("a",)
+
+
+def test_refused_reset_repair_change_nothing():
+    start = LaneState(("d", "a"), ("a",))
+    events = [
+        {"action": "refused", "requested": "bump", "slug": "a", "code": "not_operator",
+         "message": "m", "authorised": False, "moved": ["x"], "removed": ["a"]},
+        {"action": "refused", "requested": "unbump", "slug": "a", "code": "needed_by_named",
+         "message": "m", "authorised": True},
+        {"action": "reset", "reason": "r", "abandons": 10, "moved": ["x"]},
+        {"action": "repair", "torn": 3, "side": "priority.log.torn-1"},
+    ]
+    for e in events:
+        assert fold.apply(start, e) is start or fold.apply(start, e) == start
+
+
+def test_unknown_future_action_changes_nothing():
+    start = LaneState(("a",), ("a",))
+    assert fold.apply(start, {"action": "checkpoint", "slug": "b", "moved": ["b"]}) == start
+
+
+def test_apply_does_not_mutate_input():
+    start = LaneState(("a",), ("a",))
+    fold.apply(start, ev("bump", "b", moved=["b"], removed=["a"]))
+    assert start == LaneState(("a",), ("a",))
+
+
+def test_replay_is_fold_of_apply():
+    events = [
+        ev("bump", "e", moved=["e"]),
+        ev("bump", "c", moved=["c"]),
+        {"action": "refused", "requested": "bump", "slug": "b", "code": "undeclared_source",
+         "message": "m", "authorised": False},
+        ev("bump", "e"),
+        ev("push", "z", moved=["b", "z"], appended=True),
+        ev("unbump", "e", removed=["e"]),
+    ]
+    assert fold.replay(events) == LaneState(("c", "b", "z"), ("c", "z"))
+    assert fold.replay([]) == EMPTY
+    mid = fold.replay(events[:2])
+    assert fold.replay(events[2:], mid) == fold.replay(events)

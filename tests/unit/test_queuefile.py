@@ -1,0 +1,172 @@
+"""Unit tests of storm_queue.queuefile: the queue.txt grammar and the append."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from storm_queue import queuefile
+from storm_queue.queuefile import Lane
+
+
+def slugs(q):
+    return [lane.slug for lane in q.lanes]
+
+
+def test_lanes_in_file_order_with_line_numbers():
+    q = queuefile.parse("a 1\nb 2\nc - a\n")
+    assert q.lanes == (Lane("a", "1", (), 1), Lane("b", "2", (), 2), Lane("c", "-", ("a",), 3))
+    assert q.skipped == ()
+    assert q.ends_with_newline
+
+
+def test_blank_and_comment_lines_are_ignored_not_skipped():
+    q = queuefile.parse("\n   \n# a comment\n   # indented comment\n\t\na 1\n#b 2\n")
+    assert slugs(q) == ["a"]
+    assert q.lanes[0].line == 6
+    assert q.skipped == ()
+
+
+def test_fields_split_on_any_whitespace():
+    q = queuefile.parse("  a\t 1   \n")
+    assert q.lanes == (Lane("a", "1", (), 1),)
+
+
+def test_crlf_line_endings():
+    q = queuefile.parse("a 1\r\nb 2 a\r\n")
+    assert [(l.slug, l.issue, l.deps) for l in q.lanes] == [("a", "1", ()), ("b", "2", ("a",))]
+
+
+def test_duplicate_slug_keeps_first_line_and_reports_later():
+    q = queuefile.parse("a 1\nb 2\na 3 b\n")
+    assert q.lanes == (Lane("a", "1", (), 1), Lane("b", "2", (), 2))
+    assert len(q.skipped) == 1
+    s = q.skipped[0]
+    assert s.line == 3 and s.text == "a 3 b"
+    assert "duplicate" in s.why and "1" in s.why
+
+
+@pytest.mark.parametrize(
+    "line, word",
+    [
+        ("../x 1", "slug"),
+        ("a* 1", "slug"),
+        ("x;y 1", "slug"),
+        ("-a 1", "slug"),
+        (".hidden 1", "slug"),
+        ("a..b 1", "slug"),
+        ("lonely", "issue"),
+        ("a ٣", "issue"),
+        ("a ²", "issue"),
+        ("a 1x", "issue"),
+        ("a 1 ../etc", "dependency"),
+        ("a 1 b,c*", "dependency"),
+        ("a 1 ok .dot", "dependency"),
+    ],
+)
+def test_malformed_line_is_skipped_with_reason(line, word):
+    q = queuefile.parse(f"first 1\n{line}\nlast 2\n")
+    assert slugs(q) == ["first", "last"]
+    assert len(q.skipped) == 1
+    s = q.skipped[0]
+    assert s.line == 2
+    assert s.text == line
+    assert word in s.why
+    assert s.why.isprintable()
+
+
+def test_reason_quotes_control_characters():
+    q = queuefile.parse("a\x1b[2J 1\n")
+    assert q.lanes == ()
+    (s,) = q.skipped
+    assert "\x1b" not in s.why and s.why.isprintable()
+
+
+def test_skipped_line_does_not_reserve_the_slug_silently():
+    # Both lines for 'a' are accounted for: one skipped, one kept (or reported as a duplicate).
+    q = queuefile.parse("a x\na 1\n")
+    assert len(q.lanes) + len(q.skipped) == 2
+    assert q.skipped[0].line == 1
+
+
+@pytest.mark.parametrize(
+    "deps_text",
+    ["b,c,d", "b c d", "b, c, d", "b ,c  d", "b,,c,d,", "b\tc,d"],
+)
+def test_deps_split_on_commas_and_or_whitespace(deps_text):
+    q = queuefile.parse(f"b 1\nc 2\nd 3\na 4 {deps_text}\n")
+    assert q.lanes[-1].deps == ("b", "c", "d")
+    assert q.skipped == ()
+
+
+def test_repeated_dependency_listed_once():
+    q = queuefile.parse("a 1 b,b c b\n")
+    assert q.lanes[0].deps == ("b", "c")
+
+
+def test_split_deps():
+    assert queuefile.split_deps(" x, y  z,") == ("x", "y", "z")
+    assert queuefile.split_deps("") == ()
+
+
+def test_ends_with_newline_flag():
+    assert not queuefile.parse("a 1").ends_with_newline
+    assert queuefile.parse("").ends_with_newline
+
+
+def test_read_missing_file_is_empty_queue(tmp_path):
+    q = queuefile.read(str(tmp_path / "queue.txt"))
+    assert q.exists is False and q.lanes == () and q.skipped == ()
+
+
+def test_read_invalid_utf8_is_reported_not_fatal(tmp_path):
+    p = tmp_path / "queue.txt"
+    p.write_bytes(b"a 1\nb\xff 2\nc 3\n")
+    q = queuefile.read(str(p))
+    assert slugs(q) == ["a", "c"]
+    assert [s.line for s in q.skipped] == [2]
+
+
+def test_format_line():
+    assert queuefile.format_line("z", "26", ("c", "e")) == "z 26 c,e\n"
+    assert queuefile.format_line("z", "-", ()) == "z -\n"
+
+
+def test_append_line_onto_file_without_final_newline(tmp_path):
+    p = tmp_path / "queue.txt"
+    p.write_bytes(b"a 1\nb 2")
+    queuefile.append_line(str(p), queuefile.format_line("z", "26", ("b",)))
+    assert p.read_bytes() == b"a 1\nb 2\nz 26 b\n"
+    assert slugs(queuefile.read(str(p))) == ["a", "b", "z"]
+
+
+def test_append_line_onto_file_with_final_newline(tmp_path):
+    p = tmp_path / "queue.txt"
+    p.write_bytes(b"a 1\n")
+    queuefile.append_line(str(p), "z 26\n")
+    assert p.read_bytes() == b"a 1\nz 26\n"
+
+
+def test_append_line_onto_empty_file(tmp_path):
+    p = tmp_path / "queue.txt"
+    p.write_bytes(b"")
+    queuefile.append_line(str(p), "z 26\n")
+    assert p.read_bytes() == b"z 26\n"
+
+
+def test_append_line_onto_missing_file_creates_it(tmp_path):
+    p = tmp_path / "queue.txt"
+    queuefile.append_line(str(p), "z 26\n")
+    assert p.read_bytes() == b"z 26\n"
+    assert oct(os.stat(p).st_mode & 0o777) == oct(0o644)
+
+
+def test_append_line_refuses_a_symlink(tmp_path):
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("secret\n")
+    link = tmp_path / "queue.txt"
+    link.symlink_to(target)
+    with pytest.raises(OSError):
+        queuefile.append_line(str(link), "z 26\n")
+    assert target.read_text() == "secret\n"
