@@ -72,9 +72,15 @@ def _answer(out, as_json: bool) -> int:
     else:
         click.echo(render.outcome_text(out))
     if not as_json:
-        for w in out.warnings:
-            render.err(f"storm-queue: warning: {w}")
+        _warn(out.warnings)
     return out.exit_code
+
+
+def _warn(warnings: list[str]) -> None:
+    from . import render
+
+    for w in warnings:
+        render.err(f"storm-queue: warning: {w}")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -101,6 +107,7 @@ def list_(root: str | None, as_json: bool) -> int:
         render.emit_json(render.listing_json(listing))
     else:
         click.echo(render.listing_text(listing))
+        _warn(listing.warnings)
     return 0
 
 
@@ -119,9 +126,8 @@ def next_(root: str | None, as_json: bool) -> int:
     if as_json:
         render.emit_json({"decision": listing.decision, "warnings": listing.warnings})
     else:
-        for w in listing.warnings:
-            render.err(f"storm-queue: warning: {w}")
         click.echo(listing.decision)
+        _warn(listing.warnings)
     return 0
 
 

@@ -37,7 +37,8 @@ def listing_json(listing: Listing) -> dict[str, Any]:
 
 
 def listing_text(listing: Listing) -> str:
-    """The listing as stable plain text, one row a line."""
+    """The listing as stable plain text, one row a line (warnings go to
+    stderr, as every command's do)."""
     view = listing.view
     lines = [f"storm {escape(listing.root)}", f"next: {view.decision}"]
     if view.rows:
@@ -55,8 +56,6 @@ def listing_text(listing: Listing) -> str:
         lines.append("stray (prioritised, but queue.txt no longer carries them; never run): " + " ".join(view.stray))
     for s in listing.skipped:
         lines.append(f"skipped queue.txt line {s.line}: {quote(s.text)}: {escape(s.why)}")
-    for w in listing.warnings:
-        lines.append(f"warning: {escape(w)}")
     return "\n".join(lines)
 
 
