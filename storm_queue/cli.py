@@ -10,7 +10,6 @@ from typing import Any, Callable
 import click
 
 from .errors import StormError
-from .names import escape
 
 EXIT_CODES = """Exit codes: 0 done (a recorded no-op too), 1 not authorised,
 2 refused or usage error, 3 the priority order is unknown, 4 crashed,

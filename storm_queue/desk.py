@@ -418,7 +418,7 @@ def _progress_words(out: Outcome, req: _Request) -> str:
     target = f" {quote(req.slug)}" if req.slug is not None else ""
     words = f"{req.verb}{target} by {quote(out.by)}: "
     if out.outcome == "refused":
-        words += f"refused ({out.code}): {quote(out.message)}"
+        words += f"refused ({out.code}): {out.message}"
     else:
         words += out.outcome
         if out.moved:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .errors import unreadable
 from .fsutil import give_to, replace_atomically, write_all
-from .names import escape, is_name
+from .names import is_name, printable
 
 INTEGRATED = "integrated.txt"
 ABANDONED = "abandoned.txt"
@@ -100,8 +100,7 @@ def say(root: str, at: str, words: str, owner: tuple[int, int] | None) -> bool:
     must already be quoted. ``owner`` is the storm's owner when the caller is
     another account, which never creates the file. Returns whether the line
     was written."""
-    if not words.isprintable():
-        words = escape(words)
+    words = printable(words)
     path = os.path.join(root, PROGRESS)
     flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW
     try:

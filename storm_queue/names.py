@@ -68,6 +68,13 @@ def escape(text: str) -> str:
     return "".join(out)
 
 
+def printable(text: str) -> str:
+    """Return ``text`` unchanged when it is already one printable line (as
+    text built with ``quote`` is), else escaped: a last guard before output
+    that never escapes twice."""
+    return text if text.isprintable() else escape(text)
+
+
 def quote(text: str) -> str:
     """Return ``text`` escaped and in double quotes: outside text as data."""
     return '"' + escape(text).replace('"', '\\"') + '"'

@@ -1,5 +1,5 @@
-"""Human and JSON output. Every piece of outside text is escaped here before
-it reaches a terminal."""
+"""Human and JSON output. Outside text arrives quoted by the library; a last
+guard escapes anything unprintable before it reaches a terminal."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from .desk import Listing, Outcome
-from .names import escape, quote
+from .names import printable, quote
 
 
 def emit_json(doc: Any) -> None:
@@ -17,7 +17,7 @@ def emit_json(doc: Any) -> None:
 
 def err(text: str) -> None:
     sys.stdout.flush()
-    sys.stderr.write(escape(text) + "\n")
+    sys.stderr.write(printable(text) + "\n")
 
 
 def listing_json(listing: Listing) -> dict[str, Any]:
@@ -40,13 +40,13 @@ def listing_text(listing: Listing) -> str:
     """The listing as stable plain text, one row a line (warnings go to
     stderr, as every command's do)."""
     view = listing.view
-    lines = [f"storm {escape(listing.root)}", f"next: {view.decision}"]
+    lines = [f"storm {printable(listing.root)}", f"next: {view.decision}"]
     if view.rows:
         width = max(len(r.slug) for r in view.rows)
         iw = max(len(r.issue) for r in view.rows)
         for r in view.rows:
             mark = "*" if r.prioritised else " "
-            lines.append(f"{r.position:>4} {mark} {r.slug:<{width}}  {r.issue:<{iw}}  {r.state:<8}  {escape(r.status)}")
+            lines.append(f"{r.position:>4} {mark} {r.slug:<{width}}  {r.issue:<{iw}}  {r.state:<8}  {printable(r.status)}")
         lines.append("(* prioritised)" if any(r.prioritised for r in view.rows) else "(nothing prioritised)")
     else:
         lines.append("no lanes to run")
@@ -55,15 +55,15 @@ def listing_text(listing: Listing) -> str:
     if view.stray:
         lines.append("stray (prioritised, but queue.txt no longer carries them; never run): " + " ".join(view.stray))
     for s in listing.skipped:
-        lines.append(f"skipped queue.txt line {s.line}: {quote(s.text)}: {escape(s.why)}")
+        lines.append(f"skipped queue.txt line {s.line}: {quote(s.text)}: {printable(s.why)}")
     return "\n".join(lines)
 
 
 def outcome_text(out: Outcome) -> str:
     """A request's outcome in words: one line, then what moved."""
     if out.outcome == "refused":
-        return f"refused ({out.code}): {escape(out.message)}"
-    parts = [escape(out.message)]
+        return f"refused ({out.code}): {printable(out.message)}"
+    parts = [printable(out.message)]
     if out.moved:
         parts.append("moved: " + " ".join(out.moved))
     if out.removed:

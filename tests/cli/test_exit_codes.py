@@ -1,0 +1,274 @@
+"""Contract section 5, through the real command line: every exit code, and
+the rule that no refusal is ever a crash (4).
+
+0 done (a recorded no-op too), 1 not authorised, 2 refused as asked or a
+usage error (not recorded, said on stderr, log untouched), 3 unknown order.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import clean_env, log_events, make_storm, run_cli
+
+QUEUE = "a 1\nb 2 a\nc 3\nd 4 gone\ne 5 f\nf 6 e\ng 7 nowhere\nfin 8\nint 9\n"
+TOML = '[priority]\nsources = ["nightly"]\n'
+
+
+def tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root`` with its bytes (None for a directory)."""
+    out: dict[str, bytes | None] = {}
+    for path in sorted(root.rglob("*")):
+        rel = str(path.relative_to(root))
+        out[rel] = None if path.is_dir() else path.read_bytes()
+    return out
+
+
+def request(root: Path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    done = run_cli(root, *args, "--json", env=env)
+    return done, json.loads(done.stdout)
+
+
+@pytest.fixture
+def full(tmp_path: Path) -> Path:
+    """A storm with lanes for every kind of refusal."""
+    return make_storm(tmp_path / "storm", QUEUE, integrated=["int"], abandoned=["gone"], finished=["fin"], toml=TOML)
+
+
+# -- 0 ---------------------------------------------------------------
+
+
+def test_admitted_request_exits_0_and_is_recorded(full: Path) -> None:
+    done, answer = request(full, "bump", "b", "--reason", "outage")
+    assert done.returncode == 0, done.stderr
+    assert answer["outcome"] == "done" and answer["code"] is None and answer["recorded"] is True
+    assert answer["moved"] == ["a", "b"]
+    events = log_events(full)
+    assert [e["action"] for e in events] == ["bump"]
+    assert events[0]["moved"] == ["a", "b"] and events[0]["reason"] == "outage"
+
+
+@pytest.mark.parametrize("args", [("bump", "int"), ("bump", "fin"), ("bump", "gone"), ("push", "fin", "8"), ("push", "int", "9")])
+def test_recorded_noop_exits_0(full: Path, args: tuple[str, ...]) -> None:
+    done, answer = request(full, *args)
+    assert done.returncode == 0, done.stderr
+    assert answer["outcome"] == "noop" and answer["code"] is None and answer["recorded"] is True
+    assert answer["moved"] == []
+    events = log_events(full)
+    assert len(events) == 1
+    assert events[0]["action"] == args[0] and events[0]["noop"]
+    assert events[0]["moved"] == []
+
+
+def test_list_and_next_exit_0(full: Path) -> None:
+    listed = run_cli(full, "list")
+    assert listed.returncode == 0, listed.stderr
+    nxt = run_cli(full, "next")
+    assert nxt.returncode == 0, nxt.stderr
+    assert nxt.stdout == "review fin\n"
+
+
+def test_successful_reset_exits_0(full: Path) -> None:
+    assert run_cli(full, "bump", "a").returncode == 0
+    (full / "priority.log").write_bytes(b"not a log line\n")
+    assert run_cli(full, "list").returncode == 3
+    done, answer = request(full, "reset", "--reason", "disk move")
+    assert done.returncode == 0, done.stderr
+    assert answer["outcome"] == "done" and answer["action"] == "reset" and answer["recorded"] is True
+    assert [e["action"] for e in log_events(full)] == ["reset"]
+    assert run_cli(full, "list").returncode == 0
+
+
+# -- 1 and 2: every refusal code, recorded, never 4 ------------------
+
+
+def _prime_unbump_needed(root: Path) -> None:
+    assert run_cli(root, "bump", "b").returncode == 0
+
+
+def _prime_not_operator(root: Path) -> None:
+    # The operator makes one request, so the log, witness and lock exist;
+    # then queue.txt passes to another account: root is no longer the operator.
+    assert run_cli(root, "bump", "c").returncode == 0
+    os.chown(root / "queue.txt", 65534, 65534)
+
+
+REFUSALS = [
+    # (code, exit, authorised, args, extra env, setup)
+    ("invalid_slug", 2, False, ("bump", "../x"), {}, None),
+    ("invalid_slug", 2, False, ("unbump", "x;y"), {}, None),
+    ("invalid_issue", 2, False, ("push", "z", "\u0663"), {}, None),
+    ("invalid_dependency", 2, False, ("push", "z", "5", "--deps", "a,.hidden"), {}, None),
+    ("invalid_source", 2, False, ("bump", "a", "--source=a*"), {}, None),
+    ("blank_reason", 2, False, ("reset", "--reason", "   "), {}, None),
+    ("lane_process", 1, False, ("bump", "a"), {"STORM_QUEUE_LANE": "a"}, None),
+    ("not_operator", 1, False, ("bump", "a"), {}, _prime_not_operator),
+    ("undeclared_source", 1, False, ("bump", "a", "--source", "github-label"), {}, None),
+    ("operator_only", 1, False, ("reset", "--reason", "r", "--source", "nightly"), {}, None),
+    ("unknown_slug", 2, True, ("bump", "zz"), {}, None),
+    ("dependency_abandoned", 2, True, ("bump", "d"), {}, None),
+    ("dependency_unknown", 2, True, ("bump", "g"), {}, None),
+    ("dependency_cycle", 2, True, ("bump", "e"), {}, None),
+    ("needed_by_named", 2, True, ("unbump", "a"), {}, _prime_unbump_needed),
+    ("not_prioritised", 2, True, ("unbump", "c"), {}, None),
+    ("issue_mismatch", 2, True, ("push", "a", "99"), {}, None),
+    ("deps_mismatch", 2, True, ("push", "b", "2", "--deps", "c"), {}, None),
+    ("log_readable", 2, True, ("reset", "--reason", "nothing is wrong"), {}, None),
+]
+
+
+@pytest.mark.parametrize("code,exit,authorised,args,env,setup", REFUSALS,
+                         ids=[f"{r[0]}-{r[3][0]}" for r in REFUSALS])
+def test_every_refusal_has_its_exit_code_and_is_recorded(full: Path, code, exit, authorised, args, env, setup) -> None:
+    if setup is not None:
+        setup(full)
+    before = log_events(full)
+    done, answer = request(full, *args, env=clean_env(**env))
+    assert done.returncode == exit, (done.stdout, done.stderr)
+    assert done.returncode != 4
+    assert answer["outcome"] == "refused"
+    assert answer["code"] == code
+    assert answer["recorded"] is True
+    assert answer["action"] == args[0]
+    assert answer["message"]
+    after = log_events(full)
+    assert len(after) == len(before) + 1
+    event = after[-1]
+    assert event["action"] == "refused"
+    assert event["requested"] == args[0]
+    assert event["code"] == code
+    assert event["authorised"] is authorised
+    # the same refusal in words goes to stderr, not stdout
+    plain = run_cli(full, *args, env=clean_env(**env))
+    assert plain.returncode == exit
+    assert plain.stdout == ""
+    assert code in plain.stderr
+
+
+@pytest.mark.parametrize("slug", ["", "-", ".hidden", "a*", "x;y", "../x", "a..b", "x" * 201, "a b", "\u0663", "a/b"])
+def test_malformed_slugs_are_refused_with_2_never_a_crash(full: Path, slug: str) -> None:
+    for verb in ("bump", "unbump"):
+        # options first, then "--", so a slug that starts with "-" is still the argument
+        done = run_cli(None, verb, "--json", "--root", str(full), "--", slug)
+        answer = json.loads(done.stdout)
+        assert done.returncode == 2, (slug, done.stderr)
+        assert answer["code"] == "invalid_slug"
+        assert answer["slug"] == slug
+    assert all(e["code"] == "invalid_slug" and e["slug"] == slug for e in log_events(full))
+
+
+def test_slug_that_is_not_utf8_is_refused_not_crashed(full: Path) -> None:
+    argv = [sys.executable.encode(), b"-m", b"storm_queue", b"bump", b"a\xff\xfe", b"--json", b"--root", bytes(full)]
+    done = subprocess.run(argv, capture_output=True, env=clean_env(), timeout=60)
+    assert done.returncode == 2, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["code"] == "invalid_slug"
+    events = log_events(full)
+    assert len(events) == 1 and events[0]["code"] == "invalid_slug"
+
+
+def test_stranger_refusal_that_cannot_be_recorded_still_exits_1(tmp_path: Path) -> None:
+    """Root is not the operator of a storm it does not own; with no log yet it
+    creates no file there, and says the refusal was not recorded."""
+    root = make_storm(tmp_path / "storm", "a 1\n")
+    os.chown(root / "queue.txt", 65534, 65534)
+    before = tree(root)
+    done, answer = request(root, "bump", "a")
+    assert done.returncode == 1, done.stderr
+    assert answer["code"] == "not_operator" and answer["recorded"] is False
+    assert "not recorded" in answer["message"]
+    assert tree(root) == before
+
+
+# -- 2: usage errors are not requests --------------------------------
+
+USAGE_ERRORS = [
+    ("bump", "a", "--bogus"),
+    ("bump",),
+    ("push", "a"),
+    ("push",),
+    ("unbump",),
+    ("list", "--bogus"),
+    ("next", "extra"),
+    ("bump", "a", "--wait", "soon"),
+    ("no-such-command",),
+]
+
+
+@pytest.mark.parametrize("args", USAGE_ERRORS, ids=[" ".join(a) for a in USAGE_ERRORS])
+def test_usage_error_exits_2_on_stderr_and_is_not_recorded(full: Path, args: tuple[str, ...]) -> None:
+    assert run_cli(full, "bump", "c").returncode == 0  # a log exists, so "untouched" means something
+    before = tree(full)
+    for extra in ((), ("--json",)):
+        done = run_cli(full, *args, *extra)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert done.stderr.strip(), "a usage error is said on stderr"
+        if not extra:
+            assert done.stdout == ""
+        assert tree(full) == before, "a usage error records nothing and touches nothing"
+
+
+def test_usage_error_on_a_fresh_storm_creates_no_log(full: Path) -> None:
+    done = run_cli(full, "push", "z")
+    assert done.returncode == 2
+    assert "ISSUE" in done.stderr or "issue" in done.stderr.lower()
+    assert not (full / "priority.log").exists()
+    assert not (full / ".priority.log.witness").exists()
+    assert not (full / "progress.log").exists()
+
+
+# -- 3: unknown order ------------------------------------------------
+
+DAMAGE = {
+    "malformed line": lambda root: (root / "priority.log").write_bytes(b"garbage\n"),
+    "shortened": lambda root: (root / "priority.log").write_bytes((root / "priority.log").read_bytes().splitlines(keepends=True)[0]),
+    "log lost": lambda root: (root / "priority.log").unlink(),
+    "witness lost": lambda root: (root / ".priority.log.witness").unlink(),
+    "chain broken": lambda root: (root / "priority.log").write_bytes(
+        (root / "priority.log").read_bytes().replace(b'"slug":"a"', b'"slug":"b"', 1)),
+    "unknown version": lambda root: (root / "priority.log").write_bytes(
+        (root / "priority.log").read_bytes().replace(b'{"v":1,', b'{"v":9,', 1)),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE), ids=list(DAMAGE))
+def test_unknown_order_exits_3_and_nothing_is_recorded(full: Path, damage: str) -> None:
+    assert run_cli(full, "bump", "a").returncode == 0
+    assert run_cli(full, "bump", "c").returncode == 0
+    DAMAGE[damage](full)
+    before = tree(full)
+    for args in (("list",), ("next",), ("bump", "b"), ("push", "z", "5"), ("unbump", "a"),
+                 ("bump", "../x"), ("bump", "zz")):
+        done = run_cli(full, *args)
+        assert done.returncode == 3, (damage, args, done.stdout, done.stderr)
+        assert "storm-queue reset" in done.stderr
+        assert done.stdout == ""
+    # a lane process's refusal is not recorded onto an unknown order either
+    lane = run_cli(full, "bump", "a", env=clean_env(STORM_QUEUE_LANE="a"))
+    assert lane.returncode == 3
+    assert tree(full) == before, "no request re-creates, appends to or re-witnesses a damaged log"
+
+
+# -- the root cannot be found ----------------------------------------
+
+
+def test_no_storm_exits_2_and_says_what_to_do(tmp_path: Path) -> None:
+    empty = tmp_path / "nothing" / "here"
+    empty.mkdir(parents=True)
+    for parent in [empty, *empty.parents]:
+        assert not (parent / "queue.txt").exists() and not (parent / "storm.toml").exists()
+    for args in (("list",), ("next",), ("bump", "a")):
+        done = run_cli(None, *args, cwd=empty)
+        assert done.returncode == 2, done.stderr
+        assert "--root" in done.stderr and "STORM_QUEUE_ROOT" in done.stderr
+    missing = run_cli(tmp_path / "does-not-exist", "list")
+    assert missing.returncode == 2
+    assert "--root" in missing.stderr
+    assert list(empty.iterdir()) == []
+
