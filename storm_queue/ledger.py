@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 
 from .errors import unreadable
-from .fsutil import give_to, replace_atomically, write_all
+from .fsutil import replace_atomically, write_all
 from .names import is_name, printable
 
 INTEGRATED = "integrated.txt"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,23 @@ def run_cli(root: Path | str | None, *args: str, env: dict[str, str] | None = No
     if root is not None:
         argv += ["--root", str(root)]
     return subprocess.run(argv, capture_output=True, text=True, env=env or clean_env(), cwd=cwd, timeout=timeout)
+
+
+def tree(root: Path, times: bool = False) -> dict[str, tuple]:
+    """Every path under ``root``: mode, owner, group, size, bytes (None for
+    what is not a regular file) and, with ``times``, mtime: to prove a
+    command wrote nothing (a writer's flock of the lock file may touch it)."""
+    out: dict[str, tuple] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            data = None
+            if stat.S_ISREG(st.st_mode):
+                with open(path, "rb") as f:
+                    data = f.read()
+            out[os.path.relpath(path, root)] = (st.st_mode, st.st_uid, st.st_gid, st.st_size, data) + ((st.st_mtime_ns,) if times else ())
+    return out
 
 
 def log_events(root: Path, name: str = "priority.log") -> list[dict]:

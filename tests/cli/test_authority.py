@@ -17,7 +17,6 @@ import pwd  # noqa: F401
 import select
 import shutil
 import signal
-import stat
 import sys
 import tempfile
 import tomllib  # noqa: F401
@@ -36,7 +35,7 @@ import storm_queue.log.lock  # noqa: F401
 import storm_queue.log.reader  # noqa: F401
 import storm_queue.log.writer  # noqa: F401
 import storm_queue.render  # noqa: F401
-from tests.conftest import clean_env, log_events, run_cli
+from tests.conftest import clean_env, log_events, run_cli, tree
 
 NOBODY = 65534
 
@@ -124,21 +123,6 @@ def run_forked(root: Path, *args: str, env: dict[str, str] | None = None,
 
 def json_of(ran) -> dict:
     return json.loads(ran.stdout)
-
-
-def tree(root: Path) -> dict[str, tuple]:
-    """Every path under ``root``: mode, owner, group and bytes."""
-    out: dict[str, tuple] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            data = None
-            if stat.S_ISREG(st.st_mode):
-                with open(path, "rb") as f:
-                    data = f.read()
-            out[os.path.relpath(path, root)] = (st.st_mode, st.st_uid, st.st_gid, data)
-    return out
 
 
 @pytest.fixture
@@ -295,7 +279,7 @@ def test_root_is_not_the_operator_of_a_storm_it_does_not_own(storm_dir) -> None:
         assert event["requested"] == args[0]
         for name in files:
             assert os.stat(root / name).st_uid == NOBODY, f"{name} is no longer the storm owner's"
-        stray_owned = [p for p, (_, uid, _, _) in tree(root).items() if uid != NOBODY]
+        stray_owned = [p for p, st in tree(root).items() if st[1] != NOBODY]
         assert stray_owned == [], f"root left files of its own in the storm: {stray_owned}"
     assert "z" not in (root / "queue.txt").read_text()
     # the owner can still write: the witness root replaced is the owner's
@@ -322,7 +306,7 @@ def test_root_on_a_fresh_storm_it_does_not_own_creates_nothing(storm_dir) -> Non
     ran = run_forked(root, "bump", "a", "--json")
     assert ran.returncode == 0, ran.stderr
     assert json_of(ran)["by"] == "operator:nobody"
-    assert all(uid == NOBODY for _, uid, _, _ in tree(root).values())
+    assert all(st[1] == NOBODY for st in tree(root).values())
 
 
 def test_real_and_effective_uid_must_both_be_the_owners(storm_dir) -> None:

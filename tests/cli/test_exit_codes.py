@@ -15,19 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import clean_env, log_events, make_storm, run_cli
+from tests.conftest import clean_env, log_events, make_storm, run_cli, tree
 
 QUEUE = "a 1\nb 2 a\nc 3\nd 4 gone\ne 5 f\nf 6 e\ng 7 nowhere\nfin 8\nint 9\n"
 TOML = '[priority]\nsources = ["nightly"]\n'
-
-
-def tree(root: Path) -> dict[str, bytes | None]:
-    """Every path under ``root`` with its bytes (None for a directory)."""
-    out: dict[str, bytes | None] = {}
-    for path in sorted(root.rglob("*")):
-        rel = str(path.relative_to(root))
-        out[rel] = None if path.is_dir() else path.read_bytes()
-    return out
 
 
 def request(root: Path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict]:

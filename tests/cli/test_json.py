@@ -4,13 +4,11 @@
 from __future__ import annotations
 
 import json
-import os
-import stat
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import clean_env, log_events, make_storm, run_cli
+from tests.conftest import clean_env, log_events, make_storm, run_cli, tree
 
 REQUEST_FIELDS = {"outcome", "code", "action", "slug", "by", "moved", "already", "removed", "recorded", "message"}
 ROW_FIELDS = {"position", "slug", "issue", "deps", "prioritised", "state", "status"}
@@ -20,21 +18,6 @@ def one_document(stdout: str):
     """stdout is exactly one JSON document (json.loads refuses extra data)."""
     assert stdout.strip(), "stdout is empty"
     return json.loads(stdout)
-
-
-def snapshot(root: Path) -> dict[str, tuple]:
-    """Every path under ``root``: kind, mode, owner, size, mtime and bytes."""
-    out: dict[str, tuple] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            path = os.path.join(dirpath, name)
-            st = os.lstat(path)
-            data = None
-            if stat.S_ISREG(st.st_mode):
-                with open(path, "rb") as f:
-                    data = f.read()
-            out[os.path.relpath(path, root)] = (st.st_mode, st.st_uid, st.st_size, st.st_mtime_ns, data)
-    return out
 
 
 def check_request_doc(doc: dict) -> None:
@@ -315,11 +298,11 @@ def test_list_writes_nothing(tmp_path: Path) -> None:
     (root / "queue.txt").write_text("gone 0\nx 1 gone\ny 2\nbad! 4\n")  # old is stray now
     with open(root / "priority.log", "ab") as f:
         f.write(b'{"torn')  # a torn tail that only a writer repairs
-    before = snapshot(root)
+    before = tree(root, times=True)
     for args in (("list",), ("list", "--json")):
         done = run_cli(root, *args)
         assert done.returncode == 0, done.stderr
-    assert snapshot(root) == before
+    assert tree(root, times=True) == before
     # the same storm does give next something to write, so the check above means something
     assert run_cli(root, "next").returncode == 0
-    assert snapshot(root) != before
+    assert tree(root, times=True) != before

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import pytest
 
 from storm_queue import lane, queuefile, resolver
-from storm_queue.fold import EMPTY, LaneState
+from storm_queue.fold import LaneState
 from storm_queue.lane import Snapshot
 from storm_queue.ledger import Ledgers
 
