@@ -147,9 +147,9 @@ class Storm:
         queue = queuefile.read(os.path.join(self.root, "queue.txt"))
         return Snapshot({lane.slug: lane for lane in queue.lanes}, ledger.read(self.root), log.state), queue
 
-    def listing(self) -> Listing:
+    def listing(self, decl: config.Declaration | None = None) -> Listing:
         """The storm as it will run; reads only, writes nothing."""
-        snap, log, queue = self._read(self.declaration())
+        snap, log, queue = self._read(decl or self.declaration())
         view = resolve(snap)
         warnings = list(log.warnings)
         if view.stale:
@@ -163,11 +163,13 @@ class Storm:
         """Decide, then (as the owner) mark blocked lanes met before the chosen
         one and say skipped lines and stray slugs once in ``progress.log``.
         Returns the listing and notes for stderr."""
-        listing = self.listing()
+        decl = self.declaration()
+        listing = self.listing(decl)
+        log_path = self.log_path(decl)
         who = authority.caller(self.env)
         op = authority.owner(self.root)
         view = listing.view
-        said = _SaidOnce(self.log_path(self.declaration()))
+        said = ledger.SaidOnce(log_path)
         news = [
             (f"skipped {s.line} {hashlib.sha256(s.text.encode('utf-8', 'replace')).hexdigest()[:16]}",
              f"queue.txt line {s.line} skipped: {quote(s.text)}: {s.why}")
@@ -182,11 +184,13 @@ class Storm:
 
         at = now()
         try:
-            with held(said.log_path, 0.5, may_create=True):
+            with held(log_path, 0.5, may_create=True):
                 for row in view.to_block:
+                    if ledger.has_result(self.root, row.slug):  # another next got here first
+                        continue
                     ledger.mark_blocked(self.root, row.slug, list(row.waits_on), at, None)
                     ledger.say(self.root, at, f"next: marked {row.slug} blocked on abandoned {', '.join(row.waits_on)}", None)
-                fresh = [(k, w) for k, w in news if k not in said.keys()]
+                fresh = [(k, w) for k, w in news if k not in said.keys(reload=True)]
                 for _, words in fresh:
                     ledger.say(self.root, at, words, None)
                 said.add([k for k, _ in fresh])
@@ -428,33 +432,3 @@ def _progress_words(out: Outcome, req: _Request) -> str:
     if req.reason is not None:
         words += f"; reason {quote(req.reason)}"
     return words
-
-
-class _SaidOnce:
-    """The keys of what ``next`` has already said in ``progress.log``,
-    kept beside the log as ``.<log name>.said``."""
-
-    def __init__(self, log_path: str):
-        self.log_path = log_path
-        head, name = os.path.split(log_path)
-        self.path = os.path.join(head, f".{name}.said")
-        self._keys: set[str] | None = None
-
-    def keys(self) -> set[str]:
-        if self._keys is None:
-            try:
-                with open(self.path, encoding="utf-8", errors="replace") as f:
-                    self._keys = {line.rstrip("\n") for line in f}
-            except FileNotFoundError:
-                self._keys = set()
-        return self._keys
-
-    def add(self, keys: list[str]) -> None:
-        if not keys:
-            return
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
-        try:
-            os.write(fd, "".join(k + "\n" for k in keys).encode())
-        finally:
-            os.close(fd)
-        self.keys().update(keys)

@@ -62,7 +62,7 @@ def _marked(root: str) -> tuple[frozenset[str], frozenset[str]]:
             if not is_name(entry.name):
                 continue
             marks = os.path.join(entry.path, MARKS)
-            if os.path.exists(os.path.join(marks, RESULT)):
+            if has_result(root, entry.name):
                 finished.add(entry.name)
             if os.path.exists(os.path.join(marks, RUNNING)):
                 running.add(entry.name)
@@ -79,6 +79,11 @@ def read(root: str) -> Ledgers:
         running,
         os.path.exists(os.path.join(root, UNATTENDED)),
     )
+
+
+def has_result(root: str, slug: str) -> bool:
+    """Whether the lane has written (or been given) its ``result.json``."""
+    return os.path.exists(os.path.join(root, LANES, slug, MARKS, RESULT))
 
 
 def mark_blocked(root: str, slug: str, blocked_on: list[str], at: str, owner: tuple[int, int] | None) -> None:
@@ -117,3 +122,33 @@ def say(root: str, at: str, words: str, owner: tuple[int, int] | None) -> bool:
     finally:
         os.close(fd)
     return True
+
+
+class SaidOnce:
+    """The keys of what ``next`` has already said in ``progress.log``,
+    kept beside the log as ``.<log name>.said``."""
+
+    def __init__(self, log_path: str):
+        head, name = os.path.split(log_path)
+        self.path = os.path.join(head, f".{name}.said")
+        self._keys: set[str] | None = None
+
+    def keys(self, reload: bool = False) -> set[str]:
+        """The keys said so far; ``reload`` reads them again (under the lock)."""
+        if self._keys is None or reload:
+            try:
+                with open(self.path, encoding="utf-8", errors="replace") as f:
+                    self._keys = {line.rstrip("\n") for line in f}
+            except FileNotFoundError:
+                self._keys = set()
+        return self._keys
+
+    def add(self, keys: list[str]) -> None:
+        if not keys:
+            return
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        try:
+            os.write(fd, "".join(k + "\n" for k in keys).encode())
+        finally:
+            os.close(fd)
+        self.keys().update(keys)
