@@ -13,6 +13,9 @@ from .lane import Refusal
 
 LANE_ENV = "STORM_QUEUE_LANE"
 
+#: the refusals of authority (exit 1); every other refusal is 2
+CODES = frozenset({"lane_process", "not_operator", "declaration_unreadable", "undeclared_source", "operator_only"})
+
 
 @dataclass(frozen=True)
 class Caller:

@@ -18,15 +18,11 @@ from .names import as_text, is_issue, is_name, quote, why_not_name
 from .queuefile import split_deps
 from .resolver import View, resolve
 
-#: refusal code -> exit code; every other refusal is 2
-AUTHORITY_CODES = frozenset({"lane_process", "not_operator", "declaration_unreadable", "undeclared_source", "operator_only"})
-
-
 def exit_code(code: str | None) -> int:
     """The exit code of a request's outcome: 0 done, 1 not authorised, 2 refused."""
     if code is None:
         return 0
-    return 1 if code in AUTHORITY_CODES else 2
+    return 1 if code in authority.CODES else 2
 
 
 def now() -> str:
@@ -262,9 +258,17 @@ class Storm:
         at = now()
         try:
             with lock.held(log_path, self.wait, may_create=owner_ids is None):
-                if plan is None:
-                    return self._reset(req, by, refusal, log_path, at, owner_ids)
-                log = reader.read(log_path)  # UnknownOrder: answer 3, record nothing
+                try:
+                    log = reader.read(log_path)
+                except UnknownOrder:
+                    if plan is not None:
+                        raise  # answer 3, record nothing
+                    if refusal is not None:
+                        return self._refused(req, by, refusal, authorised, recorded=False,
+                                             why_not="the priority order is unknown")
+                    return self._start_new_log(req, by, log_path, at)
+                if plan is None and refusal is None:
+                    refusal, authorised = LOG_READABLE, True
                 if refusal is None:
                     result, fields, line = plan(self._snapshot(log)[0])
                     if isinstance(result, Refusal):
@@ -310,33 +314,15 @@ class Storm:
             return f"{os.path.basename(missing[0])} does not exist, and another account never creates a file in the storm"
         return f"account {who.name} cannot write the storm of {op.name}"
 
-    def _reset(self, req: _Request, by: str, refusal: Refusal | None, log_path: str, at: str,
-               owner_ids: tuple[int, int] | None) -> Outcome:
+    def _start_new_log(self, req: _Request, by: str, log_path: str, at: str) -> Outcome:
+        """The operator's reset of an unreadable log: keep it aside, begin anew."""
         from .log import writer
 
-        try:
-            old = reader.read(log_path)
-        except UnknownOrder:
-            old = None
-        if old is not None:
-            if refusal is None:
-                refusal = Refusal("log_readable", "the priority log replays fine, so there is nothing to reset; "
-                                  "use bump and unbump to change the lane")
-            body = _refused_body(req, refusal, refusal.code == "log_readable")
-            if req.reason is not None:
-                body["reason"] = req.reason
-            out = self._refused(req, by, refusal, refusal.code == "log_readable", recorded=True)
-            out.event = writer.append(old, [body], at, by, owner_ids)[-1]
-            out.recorded = True
-            ledger.say(self.root, at, _progress_words(out, req), owner_ids)
-            return out
-        if refusal is not None:  # the order is unknown: nothing may be recorded
-            return self._refused(req, by, refusal, False, recorded=False, why_not="the priority order is unknown")
         abandons = _abandon(log_path, at)
         fresh = reader.LogRead(log_path, fresh=True)
         event = writer.append(fresh, [{"action": "reset", "reason": req.reason, "abandons": abandons}], at, by)[-1]
-        out = Outcome("done", "reset", None, by, message=f"started a new log; the old one is kept beside it ({abandons} bytes abandoned)",
-                      recorded=True, event=event)
+        out = Outcome("done", "reset", None, by, recorded=True, event=event,
+                      message=f"started a new log; the old one is kept beside it ({abandons} bytes abandoned)")
         ledger.say(self.root, at, _progress_words(out, req), None)
         return out
 
@@ -394,6 +380,10 @@ def _lane_fields(snap: Snapshot, slug: str, issue: str = "-", deps: tuple[str, .
     if lane is not None:
         issue, deps = lane.issue, lane.deps
     return {"issue": issue, "deps": list(deps)}
+
+
+LOG_READABLE = Refusal("log_readable", "the priority log replays fine, so there is nothing to reset; "
+                       "use bump and unbump to change the lane")
 
 
 def _text(value: str | None) -> str | None:
