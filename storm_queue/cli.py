@@ -113,7 +113,9 @@ def list_(root: str | None, as_json: bool) -> int:
 @main.command("next", epilog=EXIT_CODES)
 @common
 def next_(root: str | None, as_json: bool) -> int:
-    """Print the one decision: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty.
+    """Print the decision: run, review, wait or empty.
+
+    One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty.
 
     Example: storm-queue next
     """
@@ -135,9 +137,10 @@ def next_(root: str | None, as_json: bool) -> int:
 @request_options
 @common
 def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float) -> int:
-    """Prioritise SLUG: it runs next after what is running, after earlier bumps.
+    """Prioritise SLUG to run next after what is running.
 
-    Its unfinished dependencies are pulled forward with it.
+    It runs after lanes prioritised earlier, ahead of every other lane; its
+    unfinished dependencies are pulled forward with it.
 
     Example: storm-queue bump e --reason "customer outage"
     """
@@ -152,7 +155,9 @@ def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source:
 @common
 def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None,
          reason: str | None, source: str | None, wait: float) -> int:
-    """Append SLUG ISSUE to queue.txt (unless it is queued) and prioritise it.
+    """Enqueue SLUG ISSUE already prioritised.
+
+    Appends the lane to queue.txt (unless it is queued) and prioritises it.
 
     Example: storm-queue push z 26 --deps c,e
     """
@@ -164,7 +169,9 @@ def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | Non
 @request_options
 @common
 def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float) -> int:
-    """Take SLUG out of the priority lane, with what only it pulled forward.
+    """Take SLUG out of the priority lane.
+
+    Everything that no other prioritised lane requires leaves with it.
 
     Example: storm-queue unbump e
     """
@@ -175,7 +182,9 @@ def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, sourc
 @request_options
 @common
 def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float) -> int:
-    """Start a new priority log when the old one cannot be replayed (operator only).
+    """Start a new log when the old one cannot be replayed.
+
+    Operator only, and refused while the log replays.
 
     The old log and witness are kept beside it under new names.
 
@@ -187,7 +196,10 @@ def reset(root: str | None, as_json: bool, reason: str | None, source: str | Non
 @main.command(epilog=EXIT_CODES)
 @click.option("--keep", is_flag=True, help="Keep the throwaway storm and print where it is.")
 def demo(keep: bool) -> None:
-    """Run the whole story on a throwaway copy of the bundled example storm.
+    """Tell the whole story on a throwaway example storm.
+
+    It copies the bundled example storm to a temporary directory and shows
+    list, next, bump, push and unbump there with their real output.
 
     Example: storm-queue demo
     """
