@@ -49,4 +49,6 @@ def unreadable(path: str, exc: OSError) -> StormUnreadable:
     if exc.errno == errno.ELOOP:
         return StormUnreadable(f"{path} is a symbolic link, and storm-queue never follows a link in a storm; "
                                "replace it with the file itself")
+    if exc.errno == errno.EISDIR:
+        return StormUnreadable(f"{path} is a directory; it must be a file")
     return StormUnreadable(f"{path} cannot be read ({exc.strerror}); check its permissions")

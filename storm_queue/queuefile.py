@@ -85,13 +85,12 @@ def parse(text: str) -> QueueFile:
 def read(path: str) -> QueueFile:
     """Read and parse ``queue.txt``; a missing file is an empty queue."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            raw = f.read()
     except FileNotFoundError:
         return QueueFile((), (), exists=False)
     except OSError as exc:
         raise unreadable(path, exc) from None
-    with os.fdopen(fd, "rb") as f:
-        raw = f.read()
     return parse(raw.decode("utf-8", "replace"))
 
 
