@@ -51,7 +51,7 @@ def common(fn: Callable[..., int]) -> Callable[..., None]:
 def request_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option("--source", metavar="NAME", help="Ask as the automation NAME, declared in storm.toml [priority] sources.")(fn)
     fn = click.option("--reason", metavar="TEXT", help="Why you ask; recorded with the request.")(fn)
-    fn = click.option("--wait", type=float, default=30.0, show_default=True, metavar="SECONDS", help="How long to wait for another writer.")(fn)
+    fn = click.option("--wait", type=click.FloatRange(min=0), default=30.0, show_default=True, metavar="SECONDS", help="How long to wait for another writer.")(fn)
     return fn
 
 
