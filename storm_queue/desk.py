@@ -121,7 +121,7 @@ class Storm:
 
     @classmethod
     def find(cls, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0) -> "Storm":
-        env = dict(os.environ if env is None else env)
+        env = os.environ if env is None else env
         return cls(find_root(root, env), env, wait)
 
     # -- reading -------------------------------------------------------
@@ -132,20 +132,17 @@ class Storm:
     def log_path(self, decl: config.Declaration) -> str:
         return os.path.join(self.root, decl.log)
 
-    def _read(self, decl: config.Declaration) -> tuple[Snapshot, reader.LogRead, queuefile.QueueFile]:
-        if decl.log_error:
-            raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
-        log = reader.read(self.log_path(decl))
-        snap, queue = self._snapshot(log)
-        return snap, log, queue
-
     def _snapshot(self, log: reader.LogRead) -> tuple[Snapshot, queuefile.QueueFile]:
         queue = queuefile.read(os.path.join(self.root, "queue.txt"))
         return Snapshot({lane.slug: lane for lane in queue.lanes}, ledger.read(self.root), log.state), queue
 
     def listing(self, decl: config.Declaration | None = None) -> Listing:
         """The storm as it will run; reads only, writes nothing."""
-        snap, log, queue = self._read(decl or self.declaration())
+        decl = decl or self.declaration()
+        if decl.log_error:
+            raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
+        log = reader.read(self.log_path(decl))
+        snap, queue = self._snapshot(log)
         view = resolve(snap)
         warnings = list(log.warnings)
         if view.stale:

@@ -8,7 +8,7 @@ file, clock or uid is touched.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from .fold import LaneState
 from .ledger import Ledgers
@@ -47,7 +47,6 @@ class Plan:
     removed: tuple[str, ...] = ()
     already: tuple[str, ...] = ()
     noop: str | None = None
-    named: tuple[str, ...] = field(default=(), compare=False)
 
 
 def _closure(snap: Snapshot, slug: str, strict: bool) -> list[str] | Refusal:
@@ -136,7 +135,6 @@ def _rederive(snap: Snapshot, slug: str, named: tuple[str, ...], noop: str | Non
         moved=tuple(s for s in lane if s not in old),
         removed=tuple(s for s in snap.state.lane if s not in new),
         noop=noop,
-        named=named,
     )
 
 
