@@ -69,6 +69,22 @@ def owner(root: str) -> Owner:
     return Owner(st.st_uid, st.st_gid, account_name(st.st_uid), path)
 
 
+def exposure(st: os.stat_result, op: Owner) -> list[str]:
+    """What makes a storm file untrustworthy: an owner other than the
+    operator, or write permission for group or others (anyone who can write
+    it can forge what the lane does). Empty when the file is sound."""
+    import stat
+
+    found = []
+    if st.st_uid != op.uid:
+        found.append(f"owned by {account_name(st.st_uid)}, not by the operator {op.name}")
+    if st.st_mode & stat.S_IWGRP:
+        found.append("writable by its group")
+    if st.st_mode & stat.S_IWOTH:
+        found.append("writable by others")
+    return found
+
+
 def is_owner(who: Caller, op: Owner) -> bool:
     """Both the real and the effective uid are the operator's."""
     return who.uid == op.uid and who.euid == op.uid
