@@ -3,18 +3,33 @@ state. Replay is ``reduce(apply, events, EMPTY)``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import reduce
 from typing import Iterable, Mapping
 
 
 @dataclass(frozen=True)
+class Mark:
+    """The recorded request that last put a slug in the lane or named it:
+    its ``seq``, time, principal, action, the slug it named and its reason."""
+
+    seq: int
+    at: str
+    by: str
+    action: str
+    slug: str
+    reason: str | None
+
+
+@dataclass(frozen=True)
 class LaneState:
-    """The priority lane as the log says it: ``lane`` in entry order, and the
-    ``named`` slugs (prioritised by name, not since un-bumped)."""
+    """The priority lane as the log says it: ``lane`` in entry order, the
+    ``named`` slugs (prioritised by name, not since un-bumped), and for each
+    slug in the lane the ``marks`` of the request that put it there."""
 
     lane: tuple[str, ...] = ()
     named: tuple[str, ...] = ()
+    marks: Mapping[str, Mark] = field(default_factory=dict)
 
 
 EMPTY = LaneState()
@@ -31,11 +46,18 @@ def apply(state: LaneState, event: Mapping) -> LaneState:
     for slug in event.get("removed", ()):
         lane.pop(slug, None)
     named = dict.fromkeys(state.named)
+    marks = {s: m for s, m in state.marks.items() if s in lane}
+    mark = Mark(event.get("seq", 0), event.get("at", ""), event.get("by", ""), action, event["slug"], event.get("reason"))
+    for slug in event.get("moved", ()):
+        if slug in lane and slug not in marks:
+            marks[slug] = mark
     if action == "unbump":
         named.pop(event["slug"], None)
     elif not event.get("noop"):
+        if event["slug"] not in named and event["slug"] in lane:
+            marks[event["slug"]] = mark
         named.setdefault(event["slug"])
-    return LaneState(tuple(lane), tuple(named))
+    return LaneState(tuple(lane), tuple(named), marks)
 
 
 def replay(events: Iterable[Mapping], start: LaneState = EMPTY) -> LaneState:

@@ -18,12 +18,12 @@ def ev(action, slug=None, moved=(), removed=(), **extra):
 
 def test_bump_adds_slug_to_named_and_moved_to_lane():
     s = fold.apply(EMPTY, ev("bump", "a", moved=["d", "a"]))
-    assert s == LaneState(("d", "a"), ("a",))
+    assert (s.lane, s.named) == (("d", "a"), ("a",))
 
 
 def test_push_adds_slug_to_named_and_moved_to_lane():
     s = fold.apply(EMPTY, ev("push", "z", moved=["z"], appended=True))
-    assert s == LaneState(("z",), ("z",))
+    assert (s.lane, s.named) == (("z",), ("z",))
 
 
 def test_push_with_appended_false_still_names():
@@ -34,13 +34,13 @@ def test_push_with_appended_false_still_names():
 def test_noop_bump_and_push_do_not_name():
     for action in ("bump", "push"):
         s = fold.apply(LaneState(("x",), ("x",)), ev(action, "e", noop="e is already integrated"))
-        assert s == LaneState(("x",), ("x",))
+        assert (s.lane, s.named) == (("x",), ("x",))
 
 
 def test_noop_still_applies_moved_and_removed():
     start = LaneState(("x", "y"), ("x",))
     s = fold.apply(start, ev("bump", "e", moved=["w"], removed=["y"], noop="e has finished"))
-    assert s == LaneState(("x", "w"), ("x",))
+    assert (s.lane, s.named) == (("x", "w"), ("x",))
 
 
 def test_moved_already_in_lane_keeps_its_place():
@@ -67,7 +67,7 @@ def test_lane_loses_removed():
 def test_unbump_removes_from_named_and_lane():
     start = LaneState(("d", "a", "b"), ("a", "b"))
     s = fold.apply(start, ev("unbump", "a", removed=["a"]))
-    assert s == LaneState(("d", "b"), ("b",))
+    assert (s.lane, s.named) == (("d", "b"), ("b",))
     s = fold.apply(s, ev("unbump", "b", removed=["d", "b"]))
     assert s == EMPTY
 
@@ -105,7 +105,7 @@ def test_unknown_future_action_changes_nothing():
 def test_apply_does_not_mutate_input():
     start = LaneState(("a",), ("a",))
     fold.apply(start, ev("bump", "b", moved=["b"], removed=["a"]))
-    assert start == LaneState(("a",), ("a",))
+    assert (start.lane, start.named) == (("a",), ("a",))
 
 
 def test_replay_is_fold_of_apply():
@@ -118,7 +118,21 @@ def test_replay_is_fold_of_apply():
         ev("push", "z", moved=["b", "z"], appended=True),
         ev("unbump", "e", removed=["e"]),
     ]
-    assert fold.replay(events) == LaneState(("c", "b", "z"), ("c", "z"))
+    assert (fold.replay(events).lane, fold.replay(events).named) == (("c", "b", "z"), ("c", "z"))
     assert fold.replay([]) == EMPTY
     mid = fold.replay(events[:2])
     assert fold.replay(events[2:], mid) == fold.replay(events)
+
+
+def test_marks_name_the_request_that_put_each_slug_in_the_lane():
+    bump_a = ev("bump", "a", moved=["d", "a"], seq=1, at="T1", by="operator:op", reason="outage")
+    bump_d = ev("bump", "d", moved=[], seq=2, at="T2", by="source:cron")
+    s = fold.replay([bump_a, bump_d])
+    assert s.marks["a"] == fold.Mark(1, "T1", "operator:op", "bump", "a", "outage")
+    # d entered with a's bump; naming it later marks the request that named it
+    assert s.marks["d"] == fold.Mark(2, "T2", "source:cron", "bump", "d", None)
+
+
+def test_marks_leave_with_their_slug():
+    s = fold.replay([ev("bump", "a", moved=["d", "a"], seq=1), ev("unbump", "a", removed=["d", "a"], seq=2)])
+    assert s.marks == {}

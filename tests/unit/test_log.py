@@ -118,7 +118,7 @@ def test_seq_from_one_without_gaps_and_prev_chain(log):
         assert re.fullmatch(r"[0-9a-f]{64}", event["prev"])
     r = reader.read(str(log), keep_events=True)
     assert r.seq == 4 and [e["seq"] for e in r.events] == [1, 2, 3, 4]
-    assert r.state == fold.LaneState(("b",), ("b",))
+    assert (r.state.lane, r.state.named) == (("b",), ("b",))
     assert r.digest == hashlib.sha256(raw[-1]).hexdigest()
     assert r.length == log.stat().st_size and r.torn == 0 and r.warnings == []
 
@@ -429,7 +429,7 @@ def test_next_append_repairs_torn_tail_into_side_file(log):
     assert json.loads(raw[2])["prev"] == hashlib.sha256(raw[1]).hexdigest()
     r = reader.read(str(log))
     assert r.torn == 0 and r.warnings == [] and r.seq == 4
-    assert r.state == fold.LaneState(("a", "b", "c"), ("a", "b", "c"))
+    assert (r.state.lane, r.state.named) == (("a", "b", "c"), ("a", "b", "c"))
     assert witness(log)["length"] == len(data) and witness(log)["seq"] == 4
 
 
@@ -462,7 +462,7 @@ def test_whole_lines_past_lagging_witness_are_accepted_with_warning(log):
     open(witness_path(str(log)), "wb").write(old_witness)
     r = reader.read(str(log))
     assert r.seq == 3
-    assert r.state == fold.LaneState(("b",), ("b",))
+    assert (r.state.lane, r.state.named) == (("b",), ("b",))
     assert r.warnings and "witness" in r.warnings[0]
     assert r.torn == 0
     writer.append(r, [bump("c")], AT, BY)
