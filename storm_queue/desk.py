@@ -353,7 +353,15 @@ class Storm:
 
         abandons = _abandon(log_path, at)
         fresh = reader.LogRead(log_path, fresh=True)
-        event = writer.append(fresh, [{"action": "reset", "reason": req.reason, "abandons": abandons}], at, by)[-1]
+        try:
+            event = writer.append(fresh, [{"action": "reset", "reason": req.reason, "abandons": abandons}], at, by)[-1]
+        except writer.AppendFailed as exc:
+            if exc.state != "nothing":
+                raise
+            raise RecordFailed(
+                f"the reset kept the old log beside it as {os.path.basename(log_path)}.abandoned-{at.replace(':', '')}, "
+                f"but the new log's first line could not be written ({exc}); the storm now reads as one with "
+                "nothing prioritised, without the reset's record; fix the cause and go on", recorded=False) from None
         out = Outcome("done", "reset", None, by, recorded=True, event=event,
                       message=f"started a new log; the old one is kept beside it ({abandons} bytes abandoned)")
         ledger.say(self.root, at, _progress_words(out, req), None)
