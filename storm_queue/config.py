@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from .names import is_name
 
@@ -30,6 +30,7 @@ class Declaration:
     sources: tuple[str, ...] = ()
     log_error: str | None = None
     sources_error: str | None = None
+    stat: os.stat_result | None = field(default=None, compare=False)  # of the file read: who could have written it
 
     @property
     def error(self) -> str | None:
@@ -81,6 +82,7 @@ def load(root: str) -> Declaration:
     path = os.path.join(root, "storm.toml")
     try:
         with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
             raw = f.read()
     except FileNotFoundError:
         return Declaration(False)
@@ -89,5 +91,5 @@ def load(root: str) -> Declaration:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return Declaration(True, log_error="storm.toml is not UTF-8 text")
-    return parse(text)
+        return Declaration(True, log_error="storm.toml is not UTF-8 text", stat=st)
+    return replace(parse(text), stat=st)
