@@ -11,9 +11,29 @@ import click
 
 from .errors import StormError
 
-EXIT_CODES = """Exit codes: 0 done (a recorded no-op too), 1 not authorised,
-2 refused or usage error, 3 the priority order is unknown, 4 crashed,
-5 the storm stayed busy for longer than --wait."""
+MEANINGS = {
+    0: "done (a recorded no-op too)",
+    1: "refused: not authorised",
+    2: "refused: cannot be carried out as asked; or a usage error",
+    3: "the priority order is unknown: the log cannot be replayed",
+    4: "crashed, or the record could not be written",
+    5: "busy: another writer held the lock for longer than --wait",
+}
+
+
+def exit_codes(*codes: int | tuple[int, str]) -> str:
+    """A command's help epilog: exactly the exit codes it can give, each
+    with its meaning (``(code, words)`` says it in the command's own words)."""
+    lines = ["\b", "Exit codes:"]
+    for code in codes:
+        num, words = code if isinstance(code, tuple) else (code, MEANINGS[code])
+        lines.append(f"  {num}  {words}")
+    return "\n".join(lines)
+
+
+# The codes a request (bump, push, unbump) can give. Every other command
+# names its own with exit_codes(...): only the codes it can give.
+EXIT_CODES = exit_codes(0, 1, 2, 3, 4, 5)
 
 
 def _run(as_json: bool, work: Callable[[], int]) -> None:
@@ -92,7 +112,7 @@ def main() -> None:
     """
 
 
-@main.command("list", epilog=EXIT_CODES)
+@main.command("list", epilog=exit_codes((0, "the listing was printed"), (2, "no storm here, a storm file cannot be read, or a usage error"), 3, 4))
 @common
 def list_(root: str | None, as_json: bool) -> int:
     """Show the order the storm will run, each lane's state, and why.
@@ -110,7 +130,7 @@ def list_(root: str | None, as_json: bool) -> int:
     return 0
 
 
-@main.command("next", epilog=EXIT_CODES)
+@main.command("next", epilog=exit_codes((0, "the decision was printed"), (2, "no storm here, a storm file cannot be read, or a usage error"), 3, 4))
 @common
 def next_(root: str | None, as_json: bool) -> int:
     """Print the decision: run, review, wait or empty.
@@ -178,7 +198,7 @@ def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, sourc
     return _answer(_storm(root, wait).unbump(slug, reason=reason, source=source), as_json)
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=exit_codes((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, or a usage error"), 4, 5))
 @request_options
 @common
 def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float) -> int:
@@ -193,7 +213,7 @@ def reset(root: str | None, as_json: bool, reason: str | None, source: str | Non
     return _answer(_storm(root, wait).reset(reason, source=source), as_json)
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=exit_codes((0, "the story was told"), (2, "a usage error"), 4))
 @click.option("--keep", is_flag=True, help="Keep the throwaway storm and print where it is.")
 def demo(keep: bool) -> None:
     """Tell the whole story on a throwaway example storm.
