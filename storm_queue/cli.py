@@ -226,3 +226,32 @@ def demo(keep: bool) -> None:
     from .demo import run
 
     _run(False, lambda: run(keep))
+
+
+@main.command(epilog=exit_codes((0, "the storm was created"), (2, "refused: a file exists, or DIR cannot be a storm; or a usage error"), 4))
+@click.argument("directory", metavar="[DIR]", required=False, default=".")
+@click.option("--json", "as_json", is_flag=True, help="Write one JSON document to stdout.")
+def init(directory: str, as_json: bool) -> None:
+    """Create a storm in DIR (default: the current directory).
+
+    Creates DIR when missing, an empty queue.txt, the ledgers integrated.txt
+    and abandoned.txt, and storm.toml from the commented example with every
+    setting commented out (no source declared). Files are 0644 and DIR 0755,
+    owned by you. Refuses, writing nothing, when any of them exists.
+
+    Example: storm-queue init ~/storms/spring
+    """
+
+    def work() -> int:
+        from . import render
+        from .init import create
+
+        made = create(directory)
+        if as_json:
+            render.emit_json({"outcome": "done", "root": made.root, "created": list(made.files)})
+        else:
+            click.echo(f"created a storm in {render.printable(made.root)}: {', '.join(made.files)}")
+            click.echo("add lanes to queue.txt (one a line: SLUG ISSUE [DEPS]), then run: storm-queue list")
+        return 0
+
+    _run(as_json, work)

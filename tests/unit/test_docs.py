@@ -81,7 +81,8 @@ def test_every_command_help_teaches():
         assert command.get_short_help_str(limit=80) == summary, f"{name}: the summary must fit on one line"
         for param in command.params:
             if isinstance(param, click.Argument):
-                assert param.human_readable_name in body, f"{name}: argument {param.human_readable_name} is not explained"
+                word = param.human_readable_name.strip("[].")
+                assert re.search(rf"\b{word}\b", body), f"{name}: argument {word} is not explained"
         assert "Exit codes:" in body, f"{name} lists no exit codes"
         codes = re.findall(r"^    (\d)  \S", body.split("Exit codes:", 1)[1], re.M)
         assert codes and "0" in codes and "2" in codes, f"{name}: every command can give 0, and 2 for a usage error"
