@@ -7,9 +7,9 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
 
 from .names import is_name
+from .records import dataclass, replace
 
 DEFAULT_LOG = "priority.log"
 RESERVED_SOURCES = frozenset({"operator"})
@@ -30,7 +30,7 @@ class Declaration:
     sources: tuple[str, ...] = ()
     log_error: str | None = None
     sources_error: str | None = None
-    stat: os.stat_result | None = field(default=None, compare=False)  # of the file read: who could have written it
+    stat: os.stat_result | None = None  # of the file read: who could have written it
 
     @property
     def error(self) -> str | None:

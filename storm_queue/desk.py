@@ -4,19 +4,22 @@ prints; it returns results and raises typed errors."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
 
 from . import authority, config, ledger, queuefile
 from .errors import Busy, NoStorm, RecordFailed, UnknownOrder
 from .lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump
 from .log import reader
+from .log.framing import sha256
 from .names import as_text, is_issue, is_name, quote, why_not_name
 from .queuefile import split_deps
+from .records import dataclass, field
 from .resolver import View, resolve
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping
+
 
 def exit_code(code: str | None) -> int:
     """The exit code of a request's outcome: 0 done, 1 not authorised, 2 refused."""
@@ -27,6 +30,8 @@ def exit_code(code: str | None) -> int:
 
 def now() -> str:
     """UTC time, RFC 3339 with microseconds and ``Z``."""
+    from datetime import datetime, timezone
+
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -164,7 +169,7 @@ class Storm:
         view = listing.view
         said = ledger.SaidOnce(log_path)
         news = [
-            (f"skipped {s.line} {hashlib.sha256(s.text.encode('utf-8', 'replace')).hexdigest()[:16]}",
+            (f"skipped {s.line} {sha256(s.text.encode('utf-8', 'replace')).hexdigest()[:16]}",
              f"queue.txt line {s.line} skipped: {quote(s.text)}: {s.why}")
             for s in listing.skipped
         ] + [(f"stray {slug}", f"prioritised lane {slug} is stray: queue.txt no longer carries it") for slug in view.stray]

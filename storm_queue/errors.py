@@ -48,6 +48,13 @@ class StormUnreadable(StormError):
     exit_code = 2
 
 
+class InitRefused(StormError):
+    """``init`` would overwrite a file, or cannot make a storm there (exit 2:
+    cannot be carried out as asked). Nothing was written."""
+
+    exit_code = 2
+
+
 def unreadable(path: str, exc: OSError) -> StormUnreadable:
     """The error for a storm file that could not be opened, saying what to do."""
     import errno

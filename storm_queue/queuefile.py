@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from .errors import unreadable
 from .fsutil import fsync_dir, write_all
 from .names import is_issue, is_name, quote, why_not_name
+from .records import dataclass
 
 _DEP_SPLIT = re.compile(r"[,\s]+")
 

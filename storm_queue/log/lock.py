@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Iterator
 
 from ..errors import Busy, RecordFailed, unreadable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterator
 
 
 def lock_path(log_path: str) -> str:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import errno
 import json
 import os
-from typing import Any
 
 from ..fsutil import fsync_dir, give_to, replace_atomically, write_all
 from .framing import VERSION, digest, encode
 from .reader import LogRead, witness_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _witness_bytes(log_path: str, length: int, seq: int, last: str | None, at: str) -> bytes:
