@@ -4,12 +4,12 @@ Errors become exit codes in one place, ``_run``."""
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any, Callable
 
 import click
 
-from .errors import StormError
+from .entry import list_json, next_decision
+from .entry import run as _run  # errors become exit codes there, for both paths
 
 MEANINGS = {
     0: "done (a recorded no-op too)",
@@ -34,26 +34,6 @@ def exit_codes(*codes: int | tuple[int, str]) -> str:
 # The codes a request (bump, push, unbump) can give. Every other command
 # names its own with exit_codes(...): only the codes it can give.
 EXIT_CODES = exit_codes(0, 1, 2, 3, 4, 5)
-
-
-def _run(as_json: bool, work: Callable[[], int]) -> None:
-    """Run a command's work and exit with its code; typed errors and crashes
-    are mapped to exit codes here and nowhere else."""
-    from . import render
-
-    try:
-        code = work()
-    except StormError as exc:
-        if as_json:
-            render.emit_json({"outcome": "unknown" if exc.exit_code == 3 else "error", "message": str(exc)})
-        render.err(f"storm-queue: {exc}")
-        code = exc.exit_code
-    except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal
-        if as_json:
-            render.emit_json({"outcome": "crashed", "message": f"{type(exc).__name__}: {exc}"})
-        render.err(f"storm-queue: crashed: {type(exc).__name__}: {exc} (this is a bug; please report it)")
-        code = 4
-    sys.exit(code)
 
 
 def common(fn: Callable[..., int]) -> Callable[..., None]:
@@ -121,12 +101,11 @@ def list_(root: str | None, as_json: bool) -> int:
     """
     from . import render
 
-    listing = _storm(root).listing()
     if as_json:
-        render.emit_json(render.listing_json(listing))
-    else:
-        click.echo(render.listing_text(listing))
-        _warn(listing.warnings)
+        return list_json(root)
+    listing = _storm(root).listing()
+    click.echo(render.listing_text(listing))
+    _warn(listing.warnings)
     return 0
 
 
@@ -139,17 +118,7 @@ def next_(root: str | None, as_json: bool) -> int:
 
     Example: storm-queue next
     """
-    from . import render
-
-    listing, notes = _storm(root).next()
-    for note in notes:
-        render.err(f"storm-queue: {note}")
-    if as_json:
-        render.emit_json({"decision": listing.decision, "warnings": listing.warnings})
-    else:
-        click.echo(listing.decision)
-        _warn(listing.warnings)
-    return 0
+    return next_decision(root, as_json)
 
 
 @main.command(epilog=EXIT_CODES)

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
-from .desk import Listing, Outcome
 from .names import printable, quote
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .desk import Listing, Outcome
 
 
 def emit_json(doc: Any) -> None:
