@@ -11,9 +11,29 @@ import click
 from .entry import list_json, next_decision
 from .entry import run as _run  # errors become exit codes there, for both paths
 
-EXIT_CODES = """Exit codes: 0 done (a recorded no-op too), 1 not authorised,
-2 refused or usage error, 3 the priority order is unknown, 4 crashed,
-5 the storm stayed busy for longer than --wait."""
+MEANINGS = {
+    0: "done (a recorded no-op too)",
+    1: "refused: not authorised",
+    2: "refused: cannot be carried out as asked; or a usage error",
+    3: "the priority order is unknown: the log cannot be replayed",
+    4: "crashed, or the record could not be written",
+    5: "busy: another writer held the lock for longer than --wait",
+}
+
+
+def exit_codes(*codes: int | tuple[int, str]) -> str:
+    """A command's help epilog: exactly the exit codes it can give, each
+    with its meaning (``(code, words)`` says it in the command's own words)."""
+    lines = ["\b", "Exit codes:"]
+    for code in codes:
+        num, words = code if isinstance(code, tuple) else (code, MEANINGS[code])
+        lines.append(f"  {num}  {words}")
+    return "\n".join(lines)
+
+
+# The codes a request (bump, push, unbump) can give. Every other command
+# names its own with exit_codes(...): only the codes it can give.
+EXIT_CODES = exit_codes(0, 1, 2, 3, 4, 5)
 
 
 def common(fn: Callable[..., int]) -> Callable[..., None]:
@@ -72,7 +92,7 @@ def main() -> None:
     """
 
 
-@main.command("list", epilog=EXIT_CODES)
+@main.command("list", epilog=exit_codes((0, "the listing was printed"), (2, "no storm here, a storm file cannot be read, or a usage error"), 3, 4))
 @common
 def list_(root: str | None, as_json: bool) -> int:
     """Show the order the storm will run, each lane's state, and why.
@@ -89,7 +109,7 @@ def list_(root: str | None, as_json: bool) -> int:
     return 0
 
 
-@main.command("next", epilog=EXIT_CODES)
+@main.command("next", epilog=exit_codes((0, "the decision was printed"), (2, "no storm here, a storm file cannot be read, or a usage error"), 3, 4))
 @common
 def next_(root: str | None, as_json: bool) -> int:
     """Print the decision: run, review, wait or empty.
@@ -147,7 +167,7 @@ def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, sourc
     return _answer(_storm(root, wait).unbump(slug, reason=reason, source=source), as_json)
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=exit_codes((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, or a usage error"), 4, 5))
 @request_options
 @common
 def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float) -> int:
@@ -166,7 +186,8 @@ def reset(root: str | None, as_json: bool, reason: str | None, source: str | Non
 LONG_LOG = 32 << 20
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=exit_codes((0, "the log is sound"), (2, "no storm here, or a usage error"),
+                                (3, "the log is not sound (the first bad line is named), or its place is unknown"), 4))
 @common
 def verify(root: str | None, as_json: bool) -> int:
     """Audit the whole priority log; exit 3 naming the first bad line.
@@ -198,7 +219,7 @@ def verify(root: str | None, as_json: bool) -> int:
     return 0 if audit.sound else 3
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=exit_codes((0, "the story was told"), (2, "a usage error"), 4))
 @click.option("--keep", is_flag=True, help="Keep the throwaway storm and print where it is.")
 def demo(keep: bool) -> None:
     """Tell the whole story on a throwaway example storm.
@@ -211,3 +232,32 @@ def demo(keep: bool) -> None:
     from .demo import run
 
     _run(False, lambda: run(keep))
+
+
+@main.command(epilog=exit_codes((0, "the storm was created"), (2, "refused: a file exists, or DIR cannot be a storm; or a usage error"), 4))
+@click.argument("directory", metavar="[DIR]", required=False, default=".")
+@click.option("--json", "as_json", is_flag=True, help="Write one JSON document to stdout.")
+def init(directory: str, as_json: bool) -> None:
+    """Create a storm in DIR (default: the current directory).
+
+    Creates DIR when missing, an empty queue.txt, the ledgers integrated.txt
+    and abandoned.txt, and storm.toml from the commented example with every
+    setting commented out (no source declared). Files are 0644 and DIR 0755,
+    owned by you. Refuses, writing nothing, when any of them exists.
+
+    Example: storm-queue init ~/storms/spring
+    """
+
+    def work() -> int:
+        from . import render
+        from .init import create
+
+        made = create(directory)
+        if as_json:
+            render.emit_json({"outcome": "done", "root": made.root, "created": list(made.files)})
+        else:
+            click.echo(f"created a storm in {render.printable(made.root)}: {', '.join(made.files)}")
+            click.echo("add lanes to queue.txt (one a line: SLUG ISSUE [DEPS]), then run: storm-queue list")
+        return 0
+
+    _run(as_json, work)

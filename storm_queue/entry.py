@@ -29,7 +29,10 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
         code = work()
     except StormError as exc:
         if as_json:
-            render.emit_json({"outcome": "unknown" if exc.exit_code == 3 else "error", "message": str(exc)})
+            doc = {"outcome": "unknown" if exc.exit_code == 3 else "error", "message": str(exc)}
+            if hasattr(exc, "recorded"):
+                doc["recorded"] = exc.recorded
+            render.emit_json(doc)
         render.err(f"storm-queue: {exc}")
         code = exc.exit_code
     except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal
