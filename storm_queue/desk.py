@@ -10,6 +10,7 @@ from . import authority, config, ledger, queuefile
 from .errors import Busy, NoStorm, RecordFailed, UnknownOrder
 from .lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump
 from .log import reader
+from .log.checkpoint import checkpoint_path
 from .log.framing import sha256
 from .names import as_text, is_issue, is_name, quote, why_not_name
 from .queuefile import split_deps
@@ -156,6 +157,16 @@ class Storm:
                 "replayed, and the next request will re-derive it"
             )
         return Listing(self.root, view, queue.skipped, warnings)
+
+    def verify(self, progress: Callable[[int], None] | None = None):
+        """The full audit of the priority log (see ``log.audit``); reads only.
+        ``progress`` is told the byte offset reached now and then."""
+        from .log import audit
+
+        decl = self.declaration()
+        if decl.log_error:
+            raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
+        return audit.audit(self.log_path(decl), progress)
 
     def next(self) -> tuple[Listing, list[str]]:
         """Decide, then (as the owner) mark blocked lanes met before the chosen
@@ -392,7 +403,7 @@ def _abandon(log_path: str, at: str) -> int:
     except UnknownOrder:
         pass
     stamp = at.replace(":", "")
-    for path in (log_path, wpath):
+    for path in (log_path, wpath, checkpoint_path(log_path)):
         if os.path.lexists(path):
             os.rename(path, f"{path}.abandoned-{stamp}")
     fsync_dir(os.path.dirname(log_path) or ".")

@@ -2,7 +2,8 @@
 
 The order of durable steps is the promise: the line (and a new log's
 directory entry) is on disk before the witness is replaced, and the witness
-is on disk before the caller hears of success.
+is on disk before the caller hears of success. The checkpoint, a cache, is
+refreshed after the witness, now and then (see ``checkpoint.EVERY``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 import os
 
 from ..fsutil import fsync_dir, give_to, replace_atomically, write_all
+from . import checkpoint
 from .framing import VERSION, digest, encode
 from .reader import LogRead, witness_path
 
@@ -133,6 +135,7 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
         )
     except OSError as exc:
         raise AppendFailed(exc, "unwitnessed", events) from exc
+    checkpoint.refresh(log, events, length, digest(last_line), owner)
     return events
 
 
