@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .. import fold
 from ..errors import UnknownOrder
@@ -93,17 +93,23 @@ def read_witness(log_path: str) -> Witness | None:
     return w
 
 
-def read(log_path: str, keep_events: bool = False) -> LogRead:
+def read(log_path: str, keep_events: bool = False,
+         each: Callable[[bytes, dict[str, Any]], None] | None = None) -> LogRead:
     """Read, check and fold the log at ``log_path``. A read that meets a
     write in progress (a line not yet whole, or not yet witnessed) looks
-    again once, so that readers racing a writer do not warn for nothing."""
-    out = _read_once(log_path, keep_events)
-    if out.torn or out.seq != (out.witness.seq if out.witness else 0):
-        out = _read_once(log_path, keep_events)
+    again once, so that readers racing a writer do not warn for nothing.
+
+    ``each``, when given, is called with every checked line (its bytes as
+    stored) and its event, in order, as the read goes: a line reaches it
+    only once it has passed every check, so on damage it has seen exactly
+    the lines before it. A read with ``each`` does not look again."""
+    out = _read_once(log_path, keep_events, each)
+    if each is None and (out.torn or out.seq != (out.witness.seq if out.witness else 0)):
+        out = _read_once(log_path, keep_events, None)
     return out
 
 
-def _read_once(log_path: str, keep_events: bool) -> LogRead:
+def _read_once(log_path: str, keep_events: bool, each: Callable[[bytes, dict[str, Any]], None] | None) -> LogRead:
     out = LogRead(log_path, events=[] if keep_events else None)
     witness = read_witness(log_path)
     out.witness = witness
@@ -160,6 +166,8 @@ def _read_once(log_path: str, keep_events: bool) -> LogRead:
                 met_witness = True
             elif offset > witness.length and not met_witness:
                 raise _damage(log_path, f"the witnessed length {witness.length} falls inside line {number}")
+            if each is not None:
+                each(line, event)
     if offset + out.torn < witness.length:
         raise _damage(log_path, f"the log holds {offset + out.torn} bytes, shorter than the {witness.length} its witness recorded")
     if not met_witness:
