@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
-from typing import Mapping
 
 from .config import Declaration
 from .lane import Refusal
+from .records import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Mapping
 
 LANE_ENV = "STORM_QUEUE_LANE"
 

@@ -4,36 +4,38 @@ Errors become exit codes in one place, ``_run``."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
 from typing import Any, Callable
 
 import click
 
-from .errors import StormError
+from .entry import list_json, next_decision
+from .entry import run as _run  # errors become exit codes there, for both paths
 
-EXIT_CODES = """Exit codes: 0 done (a recorded no-op too), 1 not authorised,
-2 refused or usage error, 3 the priority order is unknown, 4 crashed,
-5 the storm stayed busy for longer than --wait."""
+MEANINGS = {
+    0: "done (a recorded no-op too)",
+    1: "refused: not authorised",
+    2: "refused: cannot be carried out as asked; or a usage error",
+    3: "the priority order is unknown: the log cannot be replayed",
+    4: "crashed, or the record could not be written",
+    5: "busy: another writer held the lock for longer than --wait",
+}
 
 
-def _run(as_json: bool, work: Callable[[], int]) -> None:
-    """Run a command's work and exit with its code; typed errors and crashes
-    are mapped to exit codes here and nowhere else."""
-    from . import render
+def exit_codes(*codes: int | tuple[int, str]) -> str:
+    """A command's help epilog: exactly the exit codes it can give, each
+    with its meaning (``(code, words)`` says it in the command's own words)."""
+    lines = ["\b", "Exit codes:"]
+    for code in codes:
+        num, words = code if isinstance(code, tuple) else (code, MEANINGS[code])
+        lines.append(f"  {num}  {words}")
+    return "\n".join(lines)
 
-    try:
-        code = work()
-    except StormError as exc:
-        if as_json:
-            render.emit_json({"outcome": "unknown" if exc.exit_code == 3 else "error", "message": str(exc)})
-        render.err(f"storm-queue: {exc}")
-        code = exc.exit_code
-    except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal
-        if as_json:
-            render.emit_json({"outcome": "crashed", "message": f"{type(exc).__name__}: {exc}"})
-        render.err(f"storm-queue: crashed: {type(exc).__name__}: {exc} (this is a bug; please report it)")
-        code = 4
-    sys.exit(code)
+
+# The codes a request (bump, push, unbump) can give. Every other command
+# names its own with exit_codes(...): only the codes it can give.
+EXIT_CODES = exit_codes(0, 1, 2, 3, 4, 5)
 
 
 def common(fn: Callable[..., int]) -> Callable[..., None]:
@@ -114,7 +116,7 @@ def main() -> None:
     """
 
 
-@main.command("list", epilog=EXIT_CODES)
+@main.command("list", epilog=exit_codes((0, "the listing was printed"), (2, "no storm here, a storm file cannot be read, or a usage error"), 3, 4))
 @click.option("--plain", is_flag=True, help="Plain text, one lane a line, even at a terminal.")
 @click.option("--all", "show_all", is_flag=True, help="List settled lanes too (by default they are counted).")
 @common
@@ -129,14 +131,11 @@ def list_(root: str | None, as_json: bool, plain: bool, show_all: bool) -> int:
 
     Example: storm-queue list --plain | awk '$2 == "*" {print $3}'
     """
-    import os
-
     from . import render
 
-    listing = _storm(root).listing()
     if as_json:
-        render.emit_json(render.listing_json(listing))
-        return 0
+        return list_json(root)
+    listing = _storm(root).listing()
     if plain or os.environ.get("NO_COLOR") or not sys.stdout.isatty():
         click.echo(render.listing_text(listing, show_all))
     else:
@@ -147,10 +146,7 @@ def list_(root: str | None, as_json: bool, plain: bool, show_all: bool) -> int:
     return 0
 
 
-@main.command("log", epilog=EXIT_CODES + """
-
-A damaged log: the lines before the damage are shown, then the damage is
-named on stderr and the exit code is 3.""")
+@main.command("log", epilog=exit_codes((0, "the matching events were printed"), (2, "no storm here, a storm file cannot be read, or a usage error"), (3, "the log is damaged: the lines before the damage, then the damage"), 4))
 @click.option("--slug", "slugs", multiple=True, metavar="SLUG", help="Only events that name SLUG (as the lane asked for, or among those moved or removed). Repeatable.")
 @click.option("--by", "by", multiple=True, metavar="WHO", help="Only events by WHO: a principal (operator:alice, source:bot) or the name after its colon. Repeatable.")
 @click.option("--action", "actions", multiple=True, type=click.Choice(ACTIONS), help="Only this action (a refusal counts as the verb it refused, too). Repeatable.")
@@ -191,9 +187,7 @@ def log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[str, 
     return 0
 
 
-@main.command(epilog=EXIT_CODES + """
-
-why exits 2 when the storm does not know SLUG (or it is not a name).""")
+@main.command(epilog=exit_codes((0, "the answer was printed"), (2, "SLUG is unknown or not a name; no storm here; or a usage error"), 3, 4))
 @click.argument("slug")
 @common
 def why(root: str | None, as_json: bool, slug: str) -> int:
@@ -216,7 +210,7 @@ def why(root: str | None, as_json: bool, slug: str) -> int:
     return answer.exit_code
 
 
-@main.command("next", epilog=EXIT_CODES)
+@main.command("next", epilog=exit_codes((0, "the decision was printed"), (2, "no storm here, a storm file cannot be read, or a usage error"), 3, 4))
 @common
 def next_(root: str | None, as_json: bool) -> int:
     """Print the decision: run, review, wait or empty.
@@ -225,17 +219,7 @@ def next_(root: str | None, as_json: bool) -> int:
 
     Example: storm-queue next
     """
-    from . import render
-
-    listing, notes = _storm(root).next()
-    for note in notes:
-        render.err(f"storm-queue: {note}")
-    if as_json:
-        render.emit_json({"decision": listing.decision, "warnings": listing.warnings})
-    else:
-        click.echo(listing.decision)
-        _warn(listing.warnings)
-    return 0
+    return next_decision(root, as_json)
 
 
 @main.command(epilog=EXIT_CODES)
@@ -291,7 +275,7 @@ def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, sourc
     return _answer(_storm(root, wait).unbump(slug, reason=reason, source=source, dry_run=dry_run), as_json)
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=exit_codes((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, or a usage error"), 4, 5))
 @request_options
 @common
 def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float) -> int:
@@ -306,7 +290,7 @@ def reset(root: str | None, as_json: bool, reason: str | None, source: str | Non
     return _answer(_storm(root, wait).reset(reason, source=source), as_json)
 
 
-@main.command(epilog=EXIT_CODES)
+@main.command(epilog=exit_codes((0, "the story was told"), (2, "a usage error"), 4))
 @click.option("--keep", is_flag=True, help="Keep the throwaway storm and print where it is.")
 def demo(keep: bool) -> None:
     """Tell the whole story on a throwaway example storm.
@@ -319,3 +303,32 @@ def demo(keep: bool) -> None:
     from .demo import run
 
     _run(False, lambda: run(keep))
+
+
+@main.command(epilog=exit_codes((0, "the storm was created"), (2, "refused: a file exists, or DIR cannot be a storm; or a usage error"), 4))
+@click.argument("directory", metavar="[DIR]", required=False, default=".")
+@click.option("--json", "as_json", is_flag=True, help="Write one JSON document to stdout.")
+def init(directory: str, as_json: bool) -> None:
+    """Create a storm in DIR (default: the current directory).
+
+    Creates DIR when missing, an empty queue.txt, the ledgers integrated.txt
+    and abandoned.txt, and storm.toml from the commented example with every
+    setting commented out (no source declared). Files are 0644 and DIR 0755,
+    owned by you. Refuses, writing nothing, when any of them exists.
+
+    Example: storm-queue init ~/storms/spring
+    """
+
+    def work() -> int:
+        from . import render
+        from .init import create
+
+        made = create(directory)
+        if as_json:
+            render.emit_json({"outcome": "done", "root": made.root, "created": list(made.files)})
+        else:
+            click.echo(f"created a storm in {render.printable(made.root)}: {', '.join(made.files)}")
+            click.echo("add lanes to queue.txt (one a line: SLUG ISSUE [DEPS]), then run: storm-queue list")
+        return 0
+
+    _run(as_json, work)

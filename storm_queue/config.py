@@ -7,9 +7,9 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 from .names import is_name
+from .records import dataclass
 
 DEFAULT_LOG = "priority.log"
 RESERVED_SOURCES = frozenset({"operator"})

@@ -4,19 +4,22 @@ prints; it returns results and raises typed errors."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
 
 from . import authority, config, fold, ledger, queuefile
 from .errors import Busy, NoStorm, RecordFailed, UnknownOrder
 from .lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump, with_lane
 from .log import reader
+from .log.framing import sha256
 from .names import as_text, is_issue, is_name, quote, why_not_name
 from .queuefile import split_deps
+from .records import dataclass, field
 from .resolver import View, resolve
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping
+
 
 def exit_code(code: str | None) -> int:
     """The exit code of a request's outcome: 0 done, 1 not authorised, 2 refused."""
@@ -27,6 +30,8 @@ def exit_code(code: str | None) -> int:
 
 def now() -> str:
     """UTC time, RFC 3339 with microseconds and ``Z``."""
+    from datetime import datetime, timezone
+
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
@@ -196,7 +201,7 @@ class Storm:
         view = listing.view
         said = ledger.SaidOnce(log_path)
         news = [
-            (f"skipped {s.line} {hashlib.sha256(s.text.encode('utf-8', 'replace')).hexdigest()[:16]}",
+            (f"skipped {s.line} {sha256(s.text.encode('utf-8', 'replace')).hexdigest()[:16]}",
              f"queue.txt line {s.line} skipped: {quote(s.text)}: {s.why}")
             for s in listing.skipped
         ] + [(f"stray {slug}", f"prioritised lane {slug} is stray: queue.txt no longer carries it") for slug in view.stray]
@@ -296,6 +301,7 @@ class Storm:
         from .log import lock, writer
 
         at = now()
+        queued = False
         try:
             with nullcontext() if dry_run else lock.held(log_path, self.wait, may_create=owner_ids is None):
                 try:
@@ -324,16 +330,13 @@ class Storm:
                 else:
                     if line is not None:  # queue.txt before the log: a crash between leaves a lane a retry prioritises
                         queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
+                        queued = True
                     body, out = _admitted(req, by, result, fields, line is not None)
                 if req.reason is not None:
                     body["reason"] = req.reason
                 events = writer.append(log, [body], at, by, owner_ids)
-        except OSError as exc:
-            why = f"{exc.strerror or exc}" + (f": {exc.filename}" if exc.filename else "")
-            if refusal is not None:
-                return self._refused(req, by, refusal, authorised, recorded=False, why_not=why)
-            raise RecordFailed(f"the {req.verb} could not be recorded ({why}), so it did not happen; "
-                               "fix the cause and ask again") from None
+        except (OSError, writer.AppendFailed) as exc:
+            return self._not_written(req, by, who, refusal, authorised, exc, queued, at, owner_ids)
         out.event = events[-1]
         out.recorded = True
         out.warnings = [] if log.torn else list(log.warnings)
@@ -341,6 +344,44 @@ class Storm:
             out.warnings.append(f"repaired the log: kept {events[0]['torn']} torn bytes in {events[0]['side']} and recorded it")
         ledger.say(self.root, at, _progress_words(out, req), owner_ids)
         return out
+
+    def _not_written(self, req: _Request, by: str, who: authority.Caller, refusal: Refusal | None, authorised: bool,
+                     exc: Exception, queued: bool, at: str, owner_ids: tuple[int, int] | None) -> Outcome:
+        """The answer when an I/O error stopped the record, saying truthfully
+        what is on disk (see ``writer.AppendFailed``)."""
+        import errno
+
+        from .log.writer import AppendFailed
+
+        state = exc.state if isinstance(exc, AppendFailed) else "nothing"
+        cause = exc.cause if isinstance(exc, AppendFailed) else exc
+        why = f"{getattr(cause, 'strerror', None) or cause}" + (f": {cause.filename}" if getattr(cause, "filename", None) else "")
+        if state == "unwitnessed":
+            note = (f"it is on the log as line {exc.events[-1]['seq']} and counts, but the log's witness could not be "
+                    f"replaced ({why}); the next request re-witnesses it")
+            if refusal is not None:
+                out = self._refused(req, by, refusal, authorised, recorded=True)
+                out.message += f" (recorded, but {note})"
+            else:
+                out = Outcome("done", req.verb, req.slug, by, message=f"recorded but not witnessed: {note}")
+            ledger.say(self.root, at, _progress_words(out, req), owner_ids)
+            if refusal is not None:
+                return out
+            raise RecordFailed(f"the {req.verb} was recorded but not witnessed: {note}; do not ask again", recorded=True)
+        if state == "uncertain":
+            raise RecordFailed(
+                f"the {req.verb} may or may not be on the log: the disk could not make it durable ({why}) and its line "
+                "could not be cut back off; the storm's disk is failing: check storm-queue list before asking again",
+                recorded=None)
+        if refusal is not None:
+            return self._refused(req, by, refusal, authorised, recorded=False, why_not=why)
+        if getattr(cause, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS):
+            return Outcome("refused", req.verb, req.slug, by, "storm_unwritable",
+                           f"account {who.name} cannot write the storm ({why}); nothing was recorded; "
+                           "ask as the storm's owner, or make its files writable again")
+        queued_note = "; queue.txt already carries the new lane, so asking again prioritises it" if queued else ""
+        raise RecordFailed(f"the {req.verb} could not be recorded ({why}), so it did not happen{queued_note}; "
+                           "fix the cause and ask again", recorded=False)
 
     def _refused(self, req: _Request, by: str, refusal: Refusal, authorised: bool, recorded: bool, why_not: str = "") -> Outcome:
         if why_not == DRY_RUN:
@@ -367,7 +408,15 @@ class Storm:
 
         abandons = _abandon(log_path, at)
         fresh = reader.LogRead(log_path, fresh=True)
-        event = writer.append(fresh, [{"action": "reset", "reason": req.reason, "abandons": abandons}], at, by)[-1]
+        try:
+            event = writer.append(fresh, [{"action": "reset", "reason": req.reason, "abandons": abandons}], at, by)[-1]
+        except writer.AppendFailed as exc:
+            if exc.state != "nothing":
+                raise
+            raise RecordFailed(
+                f"the reset kept the old log beside it as {os.path.basename(log_path)}.abandoned-{at.replace(':', '')}, "
+                f"but the new log's first line could not be written ({exc}); the storm now reads as one with "
+                "nothing prioritised, without the reset's record; fix the cause and go on", recorded=False) from None
         out = Outcome("done", "reset", None, by, recorded=True, event=event,
                       message=f"started a new log; the old one is kept beside it ({abandons} bytes abandoned)")
         ledger.say(self.root, at, _progress_words(out, req), None)

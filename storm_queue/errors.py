@@ -29,15 +29,28 @@ class Busy(StormError):
 
 
 class RecordFailed(StormError):
-    """The request was decided but its record could not be written, so it
-    did not happen (an I/O error such as a full disk)."""
+    """The request was decided but its record could not be written whole (an
+    I/O error such as a full disk). ``recorded`` says what is true: False
+    (it did not happen), True (its line is on the log and counts, but the
+    witness lags), None (the disk failed in a way that leaves it unknown)."""
 
     exit_code = 4
+
+    def __init__(self, message: str, recorded: bool | None = False):
+        super().__init__(message)
+        self.recorded = recorded
 
 
 class StormUnreadable(StormError):
     """A storm file cannot be read (permissions, a planted link): the
     request cannot be carried out as asked (exit 2)."""
+
+    exit_code = 2
+
+
+class InitRefused(StormError):
+    """``init`` would overwrite a file, or cannot make a storm there (exit 2:
+    cannot be carried out as asked). Nothing was written."""
 
     exit_code = 2
 

@@ -3,9 +3,13 @@ state. Replay is ``reduce(apply, events, EMPTY)``."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import reduce
-from typing import Iterable, Mapping
+
+from .records import dataclass, field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterable, Mapping
 
 
 @dataclass(frozen=True)

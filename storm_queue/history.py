@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
 
 from .errors import UnknownOrder
+from .records import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair")
 

@@ -8,11 +8,11 @@ file, clock or uid is touched.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, replace
 
 from .fold import LaneState
 from .ledger import Ledgers
 from .queuefile import Lane
+from .records import dataclass, replace
 
 
 @dataclass(frozen=True)

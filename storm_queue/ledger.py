@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
 
 from .errors import unreadable
 from .fsutil import replace_atomically, write_all
 from .names import is_name, printable
+from .records import dataclass
 
 INTEGRATED = "integrated.txt"
 ABANDONED = "abandoned.txt"

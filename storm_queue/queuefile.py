@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from .errors import unreadable
 from .fsutil import fsync_dir, write_all
 from .names import is_issue, is_name, quote, why_not_name
+from .records import dataclass
 
 _DEP_SPLIT = re.compile(r"[,\s]+")
 
@@ -101,7 +101,9 @@ def format_line(slug: str, issue: str, deps: tuple[str, ...]) -> str:
 
 def append_line(path: str, line: str) -> None:
     """Append one whole line to ``queue.txt`` (starting a new line when the
-    file has no final newline), and make it durable before returning."""
+    file has no final newline), and make it durable before returning. On an
+    I/O error, what was written of the line is cut back off (a part of a line
+    could read as a lane of another issue), and the error raised."""
     created = False
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
@@ -113,9 +115,24 @@ def append_line(path: str, line: str) -> None:
         data = line.encode("utf-8")
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
-        write_all(fd, data)
-        os.fsync(fd)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        except OSError:
+            _cut_back(fd, size, size + len(data))
+            raise
     finally:
         os.close(fd)
     if created:
         fsync_dir(os.path.dirname(path) or ".")
+
+
+def _cut_back(fd: int, size: int, most: int) -> None:
+    """Cut ``queue.txt`` back to ``size`` unless something other than our
+    write made it longer than ``most`` (a hand edit is never cut)."""
+    try:
+        if os.fstat(fd).st_size <= most:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+    except OSError:
+        pass

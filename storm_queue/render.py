@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
 
-from .desk import Listing, Outcome
-from .fold import Mark
 from .names import printable, quote
-from .resolver import Row
-from .why import Why
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .desk import Listing, Outcome
+    from .fold import Mark
+    from .resolver import Row
+    from .why import Why
 
 
 def emit_json(doc: Any) -> None:

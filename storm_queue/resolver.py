@@ -6,9 +6,9 @@ Run order is the priority lane as the log replays it (only lanes that
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 from .lane import Snapshot, derive
+from .records import dataclass
 
 SETTLED, FINISHED, RUNNING, BLOCKED, WAITING, READY = (
     "settled", "finished", "running", "blocked", "waiting", "ready",

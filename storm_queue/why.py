@@ -4,13 +4,17 @@ and gathers what the resolver and the fold already know about the slug."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from .fold import Mark
-from .lane import Snapshot, needed_by
+from .lane import needed_by
 from .names import is_name, why_not_name
-from .queuefile import Skipped
-from .resolver import READY, RUNNING, SETTLED, View
+from .records import dataclass
+from .resolver import READY, RUNNING, SETTLED
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .fold import Mark
+    from .lane import Snapshot
+    from .queuefile import Skipped
+    from .resolver import View
 
 #: the states ``why`` adds to the resolver's: a prioritised slug queue.txt
 #: no longer carries, a slug only a skipped line names, a slug nothing

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
-from typing import Any, Callable
 
 from .. import fold
 from ..errors import UnknownOrder
+from ..records import dataclass, field
 from .framing import Malformed, decode, digest
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 RESET_HINT = (
     "the operator can start a new log with: storm-queue reset --reason TEXT "

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
 
 from ..fsutil import fsync_dir, give_to, replace_atomically, write_all
 from .framing import VERSION, digest, encode
 from .reader import LogRead, witness_path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def _witness_bytes(log_path: str, length: int, seq: int, last: str | None, at: str) -> bytes:
@@ -52,42 +55,79 @@ def _keep_torn(log: LogRead, fd: int, at: str, owner: tuple[int, int] | None) ->
     return {"action": "repair", "torn": len(torn), "side": os.path.basename(side)}
 
 
+class AppendFailed(Exception):
+    """An append that an I/O error stopped. ``state`` says what is true on
+    disk: ``nothing`` (no line of the append counts: none was written, or it
+    was cut back off, or it is a torn tail the next writer repairs),
+    ``unwitnessed`` (the lines are on the log and durable, and readers count
+    them, but the witness was not replaced), or ``uncertain`` (the log's
+    fsync failed and the lines could not be cut back off)."""
+
+    def __init__(self, cause: OSError, state: str, events: list[dict[str, Any]] | None = None):
+        super().__init__(f"{cause.strerror or cause}" + (f": {cause.filename}" if cause.filename else ""))
+        self.cause, self.state, self.events = cause, state, events or []
+
+
 def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
            owner: tuple[int, int] | None = None) -> list[dict[str, Any]]:
     """Append ``bodies`` as events after what ``log`` read (the caller holds
     the lock), repairing a torn tail first; return the events as written.
-    ``owner`` is the storm's owner when the caller is another account."""
+    ``owner`` is the storm's owner when the caller is another account.
+
+    Raises ``AppendFailed`` on an I/O error. A failed fsync of the log is
+    never retried: the lines are cut back off and the append fails, so that
+    no line whose durability the disk denied is ever witnessed by this
+    writer; the next writer reads the log afresh."""
     directory = os.path.dirname(log.path) or "."
-    if log.fresh:  # the witness comes first, so that a log without one is damage
-        replace_atomically(witness_path(log.path), _witness_bytes(log.path, 0, 0, None, at), owner)
-    if not log.log_exists:
-        fd = os.open(log.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        give_to(fd, owner)
-        fsync_dir(directory)
-    else:
-        fd = os.open(log.path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
     try:
+        if log.fresh:  # the witness comes first, so that a log without one is damage
+            replace_atomically(witness_path(log.path), _witness_bytes(log.path, 0, 0, None, at), owner)
+        if not log.log_exists:
+            fd = os.open(log.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        else:
+            fd = os.open(log.path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise AppendFailed(exc, "nothing") from exc
+    try:
+        if not log.log_exists:
+            give_to(fd, owner)
+            fsync_dir(directory)
         if log.torn:
             bodies = [_keep_torn(log, fd, at, owner)] + bodies
         framed = frame(bodies, log.seq, log.digest, at, by)
         data = b"".join(line for _, line in framed)
         try:
             write_all(fd, data)
+        except OSError as exc:
+            _cut_back(fd, log.length)  # a part of a line left behind is a torn tail: never counted
+            raise AppendFailed(exc, "nothing") from exc
+        try:
             os.fsync(fd)
-        except BaseException:
-            try:
-                os.ftruncate(fd, log.length)  # leave no line that was never acknowledged
-                os.fsync(fd)
-            except OSError:
-                pass  # the reader will see a torn tail and the next writer repairs it
-            raise
+        except OSError as exc:
+            raise AppendFailed(exc, "nothing" if _cut_back(fd, log.length) else "uncertain") from exc
+    except OSError as exc:
+        raise AppendFailed(exc, "nothing") from exc
     finally:
         os.close(fd)
+    events = [event for event, _ in framed]
     last_event, last_line = framed[-1]
     length = log.length + len(data)
-    replace_atomically(
-        witness_path(log.path),
-        _witness_bytes(log.path, length, last_event["seq"], digest(last_line), at),
-        owner,
-    )
-    return [event for event, _ in framed]
+    try:
+        replace_atomically(
+            witness_path(log.path),
+            _witness_bytes(log.path, length, last_event["seq"], digest(last_line), at),
+            owner,
+        )
+    except OSError as exc:
+        raise AppendFailed(exc, "unwitnessed", events) from exc
+    return events
+
+
+def _cut_back(fd: int, length: int) -> bool:
+    """Cut the log back to ``length`` and make that durable; whether it worked."""
+    try:
+        os.ftruncate(fd, length)
+        os.fsync(fd)
+    except OSError:
+        return False
+    return True

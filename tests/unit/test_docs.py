@@ -49,3 +49,42 @@ def test_every_command_is_documented():
 
     for name in main.commands:
         assert f"storm-queue {name}" in README, name
+
+
+def test_readme_command_reference_is_every_commands_help():
+    from storm_queue import reference
+
+    fix = f"run `{reference.REGENERATE}`"
+    held = reference.sections(README)
+    fresh = reference.titled_helps()
+    assert list(held) == list(fresh), f"the README's command reference lists {list(held)}, the CLI has {list(fresh)}; {fix}"
+    for title, text in fresh.items():
+        assert held[title] == text, f"the README's reference for `{title}` differs from its --help; {fix}"
+    assert reference.splice(README) == README, f"the command reference is not exactly as generated; {fix}"
+
+
+def test_every_command_help_teaches():
+    """A one-line summary, its arguments named in words, the exit codes it
+    can give (each one the README's table knows) and an example."""
+    import click
+
+    from storm_queue import reference
+    from storm_queue.cli import main
+
+    table = README.split("## Exit codes", 1)[1].split("\n\n", 2)[1]
+    documented = set(re.findall(r"^\| (\d) \|", table, re.M))
+    for name in reference.commands():
+        command = main.commands[name]
+        text = reference.help_text(name)
+        body = text.split("\n", 1)[1]  # without the usage line
+        summary = (command.help or "").strip().splitlines()[0]
+        assert command.get_short_help_str(limit=80) == summary, f"{name}: the summary must fit on one line"
+        for param in command.params:
+            if isinstance(param, click.Argument):
+                word = param.human_readable_name.strip("[].")
+                assert re.search(rf"\b{word}\b", body), f"{name}: argument {word} is not explained"
+        assert "Exit codes:" in body, f"{name} lists no exit codes"
+        codes = re.findall(r"^    (\d)  \S", body.split("Exit codes:", 1)[1], re.M)
+        assert codes and "0" in codes and "2" in codes, f"{name}: every command can give 0, and 2 for a usage error"
+        assert set(codes) <= documented, (name, codes)
+        assert re.search(rf"^  Example: storm-queue {re.escape(name)}\b", body, re.M), f"{name} has no 'Example: storm-queue {name} ...' line"

@@ -5,7 +5,7 @@ plan is turned into the event the desk would record and folded with
 
 from __future__ import annotations
 
-from dataclasses import replace
+from storm_queue.records import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
+from storm_queue.records import replace
 
 
 from storm_queue import lane, queuefile, resolver

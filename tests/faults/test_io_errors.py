@@ -1,0 +1,167 @@
+"""I/O errors (issue 5 item 3): a full disk (ENOSPC) or a failing one (EIO)
+at each durable step of a request in turn, once or from that step on. The
+request fails with a typed error, exit 4, and a message that says truthfully
+what is on disk (nothing recorded; recorded but not witnessed; or, when the
+disk fails even to cut a line back, that it cannot tell). It leaves nothing a
+later request misreads: once the fault clears, the storm lists, the next
+request succeeds, and the log verifies. A failed fsync of the log is never
+taken as if it had worked: that line is never witnessed by its writer, and
+its request is never acknowledged."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from storm_queue import queuefile
+from storm_queue.desk import Storm
+from storm_queue.errors import RecordFailed, UnknownOrder
+from storm_queue.log import reader
+from tests.conftest import make_storm
+from tests.faults.crash_harness import _check_log
+from tests.faults.oscalls import Tracer
+
+LOG, WITNESS = "priority.log", ".priority.log.witness"
+QUEUE = "a 1\nb 2 a\nc 3\n"
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("STORM_QUEUE_LANE", "STORM_QUEUE_ROOT")}
+
+
+def _with_log(root: Path) -> None:
+    assert Storm(str(root), env=_env()).bump("a", reason="before").recorded
+
+
+def _torn(root: Path) -> None:
+    _with_log(root)
+    with open(root / LOG, "ab") as f:
+        f.write(b'{"v":1,"seq":2,"act')
+
+
+def _damaged(root: Path) -> None:
+    _with_log(root)
+    (root / WITNESS).unlink()
+
+
+TOKEN = "the request under test"
+SCENARIOS = {
+    "bump-on-a-fresh-storm": (lambda root: None, lambda s: s.bump("b", reason=TOKEN)),
+    "bump": (_with_log, lambda s: s.bump("c", reason=TOKEN)),
+    "push-a-new-lane": (_with_log, lambda s: s.push("z", "26", "c", reason=TOKEN)),
+    "recorded-refusal": (_with_log, lambda s: s.unbump("c", reason=TOKEN)),
+    "bump-after-a-torn-tail": (_torn, lambda s: s.bump("c", reason=TOKEN)),
+    "reset": (_damaged, lambda s: s.reset(TOKEN)),
+}
+
+
+def _counted(root: Path) -> list[dict]:
+    """The events readers count now, the torn tail and lines past the witness included."""
+    if not (root / LOG).exists():
+        return []
+    try:
+        return reader.read(str(root / LOG), keep_events=True).events or []
+    except UnknownOrder:  # only reset's damaged log, still in place when the reset did not happen
+        assert not list(root.glob("*.abandoned-*"))
+        return []
+
+
+def _durable_steps(tmp_path: Path, setup, ask) -> int:
+    root = make_storm(tmp_path / "clean", QUEUE)
+    setup(root)
+    with pytest.MonkeyPatch.context() as mp:
+        t = Tracer(mp)
+        t.on = True
+        ask(Storm(str(root), env=_env()))
+        t.stop()
+    assert t.durable > 5
+    return t.durable
+
+
+@pytest.mark.parametrize("sticky", [False, True], ids=["once", "from-then-on"])
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EIO], ids=["ENOSPC", "EIO"])
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_an_io_error_at_each_step(tmp_path, scenario, error, sticky):
+    setup, ask = SCENARIOS[scenario]
+    steps = _durable_steps(tmp_path, setup, ask)
+    seen = set()
+    for step in range(1, steps + 1):
+        where = f"{scenario}: {os.strerror(error)} at durable step {step} of {steps}"
+        root = make_storm(tmp_path / f"s{step}", QUEUE)
+        setup(root)
+        before = _counted(root) if scenario != "reset" else []  # reset's log is damaged on purpose
+        outcome, failure = None, None
+        with pytest.MonkeyPatch.context() as mp:
+            t = Tracer(mp, fail_at=step, error=error, sticky=sticky)
+            t.on = True
+            try:
+                outcome = ask(Storm(str(root), env=_env()))
+            except RecordFailed as exc:
+                failure = exc
+            finally:
+                t.stop()
+        failed = next(c for c in t.calls if c.failed)
+        where += f" ({failed})\n{t}"
+
+        # what the answer says is what is on disk
+        counted = [e for e in _counted(root) if e.get("reason") == TOKEN]
+        assert len(counted) <= 1, where
+        if failure is not None:
+            seen.add(failure.recorded)
+            assert failure.exit_code == 4, where
+            text = str(failure)
+            assert os.strerror(error) in text, where
+            if failure.recorded is True:
+                assert counted and "recorded but not witnessed" in text and "do not ask again" in text, where
+            elif failure.recorded is False:
+                assert not counted, where
+                assert "did not happen" in text or "without the reset's record" in text, where
+            else:
+                assert "may or may not" in text, where
+        else:
+            assert outcome is not None
+            assert outcome.code != "storm_unwritable", where
+            assert outcome.recorded == bool(counted), where
+            if scenario != "recorded-refusal":
+                assert outcome.recorded and outcome.outcome == "done", where
+            elif not outcome.recorded:
+                assert "not recorded" in outcome.message and os.strerror(error) in outcome.message, where
+
+        # a failed fsync of the log is never taken as if it had worked
+        if failed.op == "fsync" and failed.name == LOG:
+            i = t.calls.index(failed)
+            assert not any(c.op == "rename" and os.path.basename(c.dest) == WITNESS for c in t.calls[i:]), where
+            if failure is None:
+                assert outcome.outcome == "refused" and not outcome.recorded and not counted, where
+            else:
+                assert failure.recorded is not True, where
+                if failure.recorded is False:
+                    assert not counted, where
+
+        # nothing a later request misreads: the storm lists, the next request succeeds, the log verifies
+        storm = Storm(str(root), env=_env())
+        if scenario == "reset" and not list(root.glob("*.abandoned-*")):
+            with pytest.raises(UnknownOrder):  # the reset did not happen: the order is as unknown as before
+                storm.listing()
+            assert storm.reset(TOKEN).recorded, where
+            counted = [e for e in _counted(root) if e.get("reason") == TOKEN]
+        storm.listing()
+        after = storm.bump("a", reason="after the fault")
+        assert after.recorded and after.outcome in ("done", "noop"), where
+        events = _check_log(root)
+        assert [e for e in events if e.get("reason") == TOKEN] == counted, where
+        assert sum(e["action"] == "repair" for e in events) <= 2, where
+        assert events[: len(before)] == before or scenario == "reset", where
+        queue = queuefile.read(str(root / "queue.txt"))
+        assert queue.skipped == (), where
+        if scenario == "push-a-new-lane" and counted:
+            assert [ln.slug for ln in queue.lanes].count("z") == 1, where
+    # the faults reached every kind of answer an append can give
+    assert False in seen, seen
+    if scenario != "recorded-refusal":
+        assert True in seen, seen
+    if sticky:  # a disk that fails the log's fsync and then the cut back too: the answer says it cannot tell
+        assert None in seen, seen

@@ -1,0 +1,182 @@
+"""Lean start-up: what ``next``, ``list --json`` and a request import, the
+click-free quick path (byte for byte the click path's answer), and the lazy
+package namespace. Timings live in bench/, never here."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from storm_queue import entry
+from tests.conftest import clean_env, make_storm
+
+QUEUE = "a 1\nb 2 a\nc 3 gone\nd 4\n"
+
+# Run one command in-process the way the console script does, then say which
+# modules it loaded.
+PROBE = """
+import json, sys
+sys.argv = ["storm-queue"] + json.loads(sys.argv[1])
+from storm_queue.entry import main
+try:
+    main()
+except SystemExit:
+    pass
+sys.stdout.flush()
+sys.stderr.write("\\nMODULES " + json.dumps(sorted(sys.modules)) + "\\n")
+"""
+
+NEVER_FOR_READERS = {"rich", "filelock", "click", "dataclasses", "typing", "inspect", "hashlib", "datetime", "tomllib"}
+
+
+def loaded(root: Path, *args: str) -> set[str]:
+    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps([*args, "--root", str(root)])],
+                          capture_output=True, text=True, env=clean_env(), timeout=60)
+    assert "MODULES " in done.stderr, done.stderr
+    return set(json.loads(done.stderr.rsplit("MODULES ", 1)[1]))
+
+
+@pytest.fixture
+def busy_storm(tmp_path: Path) -> Path:
+    """A storm with a recorded request, so a reader reads a real log."""
+    root = make_storm(tmp_path / "storm", QUEUE, abandoned=["gone"])
+    done = subprocess.run([sys.executable, "-m", "storm_queue", "bump", "b", "--root", str(root)],
+                          capture_output=True, text=True, env=clean_env(), timeout=60)
+    assert done.returncode == 0, done.stderr
+    return root
+
+
+@pytest.mark.parametrize("args", [("next",), ("next", "--json"), ("list", "--json")])
+def test_readers_import_neither_rich_nor_the_lock_nor_click(busy_storm: Path, args: tuple[str, ...]) -> None:
+    modules = loaded(busy_storm, *args)
+    assert "storm_queue.desk" in modules  # the probe really ran the command
+    found = {m.split(".")[0] for m in modules} & NEVER_FOR_READERS
+    assert not found, f"{' '.join(args)} imported {sorted(found)}; import them inside the function that needs them"
+
+
+def test_next_does_not_import_rich(busy_storm: Path) -> None:
+    """The issue's named guard, through -X importtime as a user would see it."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "storm_queue", "next", "--root", str(busy_storm)],
+                          capture_output=True, text=True, env=clean_env(), timeout=60)
+    assert done.returncode == 0, done.stderr
+    imported = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
+    assert "storm_queue.desk" in imported
+    assert not [m for m in imported if m.split(".")[0] == "rich"]
+
+
+def test_a_request_imports_no_rich(busy_storm: Path) -> None:
+    modules = loaded(busy_storm, "unbump", "b")
+    assert "filelock" in modules  # a writer takes the lock
+    assert not {m for m in modules if m.split(".")[0] == "rich"}
+
+
+def test_the_package_loads_its_names_on_first_use() -> None:
+    code = ("import sys, storm_queue; assert 'storm_queue.desk' not in sys.modules; "
+            "from storm_queue import Storm, Listing, Outcome, StormError, UnknownOrder, NoStorm, Busy, RecordFailed; "
+            "import storm_queue.desk as d, storm_queue.errors as e; "
+            "assert Storm is d.Storm and Busy is e.Busy and issubclass(UnknownOrder, StormError); "
+            "assert set(storm_queue.__all__) <= set(dir(storm_queue)); "
+            "print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr
+    import storm_queue
+
+    with pytest.raises(AttributeError):
+        storm_queue.no_such_name  # noqa: B018
+
+
+# -- the quick path answers exactly as click does ----------------------
+
+CLICK = "import sys; from storm_queue.cli import main; main(prog_name='storm-queue')"
+
+
+def both(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    env = env or clean_env()
+    quick = subprocess.run([sys.executable, "-m", "storm_queue", *args], capture_output=True, cwd=cwd, env=env, timeout=60)
+    slow = subprocess.run([sys.executable, "-c", CLICK, *args], capture_output=True, cwd=cwd, env=env, timeout=60)
+    return quick, slow
+
+
+def same(quick: subprocess.CompletedProcess, slow: subprocess.CompletedProcess) -> None:
+    assert (quick.returncode, quick.stdout, quick.stderr) == (slow.returncode, slow.stdout, slow.stderr)
+
+
+def storms(tmp_path: Path) -> dict[str, Path]:
+    """Storms in the situations a reader meets: plain, with blocked lanes to
+    mark and a skipped line to say, with a torn tail, with an unknown order."""
+    plain = make_storm(tmp_path / "plain", QUEUE, abandoned=["gone"])
+    marks = make_storm(tmp_path / "marks", QUEUE + "bad*slug 1\n", abandoned=["gone"])
+    torn = make_storm(tmp_path / "torn", QUEUE)
+    subprocess.run([sys.executable, "-m", "storm_queue", "bump", "d", "--root", str(torn)], env=clean_env(), check=True,
+                   capture_output=True, timeout=60)
+    with open(torn / "priority.log", "ab") as f:
+        f.write(b'{"v":1,"seq":2')
+    unknown = make_storm(tmp_path / "unknown", QUEUE)
+    (unknown / "priority.log").write_text("not json\n")
+    return {"plain": plain, "marks": marks, "torn": torn, "unknown": unknown}
+
+
+@pytest.mark.parametrize("form", [["next"], ["next", "--json"], ["list", "--json"], ["--json", "next"],
+                                  ["next", "--json", "--root", "{root}"], ["next", "--root", "{root}", "--json"],
+                                  ["list", "--root", "{root}", "--json"]])
+def test_quick_forms_answer_as_click_does(tmp_path: Path, form: list[str]) -> None:
+    for name, root in storms(tmp_path).items():
+        args = [a.replace("{root}", str(root)) for a in form]
+        quick, slow = both(args, cwd=root)
+        same(quick, slow)
+        if name == "unknown" and form[0] != "--json":
+            assert quick.returncode == 3
+        if name == "marks" and form[0] != "--json":  # the second run found nothing left to say
+            assert b"skipped" not in quick.stderr
+
+
+def test_other_forms_answer_as_click_does(tmp_path: Path) -> None:
+    root = make_storm(tmp_path / "storm", QUEUE)
+    afile = root / "queue.txt"
+    forms = [["next", "--root"], ["next", "--root", str(afile)], ["next", "--root", str(tmp_path / "none")],
+             ["next", "--json", "--json"], ["next", "--root", str(root), "--root", str(root)], ["list"],
+             ["next", "--help"], ["next", "extra"], ["next", "--root", "--json"], ["list", "--jso"], []]
+    for args in forms:
+        quick, slow = both(args, cwd=tmp_path)
+        same(quick, slow)
+
+
+def test_no_storm_here_answers_as_click_does(tmp_path: Path) -> None:
+    lone = tmp_path / "nothing"
+    lone.mkdir()
+    for args in (["next"], ["list", "--json"]):
+        quick, slow = both(args, cwd=lone)
+        same(quick, slow)
+        assert quick.returncode == 2
+
+
+@pytest.mark.parametrize(("args", "form"), [
+    (["next"], ("next", None, False)),
+    (["list", "--json"], ("list", None, True)),
+    (["next", "--root", ".", "--json"], ("next", ".", True)),
+    (["list"], None),
+    (["next", "--json", "--json"], None),
+    (["next", "--root"], None),
+    (["next", "--root", "-x"], None),
+    (["next", "--root=."], None),
+    (["next", "-h"], None),
+    (["bump", "a"], None),
+])
+def test_which_forms_are_quick(args: list[str], form: tuple | None) -> None:
+    assert entry._quick_form(args) == form
+
+
+def test_shell_completion_goes_to_click(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("_STORM_QUEUE_COMPLETE", "bash_source")
+    assert entry._quick_form(["next"]) is None
+
+
+def test_the_console_script_is_the_entry_point() -> None:
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert 'storm-queue = "storm_queue.entry:main"' in text
+    assert os.path.basename(entry.__file__) == "entry.py"
