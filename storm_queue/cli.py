@@ -179,8 +179,10 @@ def log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[str, 
             out.write(render.event_text(event) + "\n")
     try:
         read = history.walk(storm.history, flt, last, emit)
-    finally:
         out.flush()
+    except BrokenPipeError:  # the reader stopped reading (| head): end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+        return 0
     if read.fresh:
         render.err("storm-queue: the storm has recorded nothing yet")
     _warn(read.warnings)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from storm_queue.history import Filter, parse_since, walk
-from tests.conftest import clean_env, log_events, run_cli, tree
+from tests.conftest import clean_env, log_events, run_cli, tree, write_log
 
 QUEUE = "a 1\nb 2 a\nc 3\nfin 4\n"
 
@@ -180,3 +180,36 @@ def test_env_untouched(storm) -> None:
     done = run_cli(root, "log", env=clean_env(STORM_QUEUE_LANE="x"))
     assert done.returncode == 0 and len(done.stdout.splitlines()) == 7
     assert len(log_events(root)) == 7
+
+
+def bump_bodies(n: int):
+    for i in range(n):
+        yield {"action": "bump", "slug": "a", "issue": "1", "deps": [], "moved": [] if i else ["a"], "removed": [],
+               "reason": f"reason number {i}"}
+
+
+def test_a_reader_that_stops_reading_ends_the_log_quietly(storm) -> None:
+    """``storm-queue log | head -1`` on a long log: exit 0, no crash report."""
+    import subprocess
+    import sys
+
+    root = storm(QUEUE)
+    assert write_log(root, bump_bodies(5000)) == 5000
+    for extra in ((), ("--json",)):
+        proc = subprocess.Popen([sys.executable, "-m", "storm_queue", "log", *extra, "--root", str(root)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
+        first = proc.stdout.readline()
+        proc.stdout.close()
+        err = proc.stderr.read()
+        assert proc.wait(timeout=60) == 0, err
+        assert err == b""
+        assert (json.loads(first)["seq"] if extra else int(first.split()[0])) == 1
+
+
+def test_a_long_log_filters_and_tails(storm) -> None:
+    root = storm(QUEUE)
+    write_log(root, bump_bodies(3000))
+    out = lines(root, "--last", "2")
+    assert [int(l.split()[0]) for l in out] == [2999, 3000]
+    assert out[-1].endswith('reason "reason number 2999"')
+    assert run_cli(root, "list", "--json").returncode == 0, "the written log replays"
