@@ -8,6 +8,7 @@ from typing import Any, Callable
 
 import click
 
+from .completion import complete_deps, complete_slug
 from .entry import list_json, next_decision
 from .entry import run as _run  # errors become exit codes there, for both paths
 
@@ -122,7 +123,7 @@ def next_(root: str | None, as_json: bool) -> int:
 
 
 @main.command(epilog=EXIT_CODES)
-@click.argument("slug")
+@click.argument("slug", shell_complete=complete_slug)
 @request_options
 @common
 def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float) -> int:
@@ -137,9 +138,9 @@ def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source:
 
 
 @main.command(epilog=EXIT_CODES)
-@click.argument("slug")
+@click.argument("slug", shell_complete=complete_slug)
 @click.argument("issue")
-@click.option("--deps", metavar="A,B", help="The lane's dependencies, comma-separated.")
+@click.option("--deps", metavar="A,B", shell_complete=complete_deps, help="The lane's dependencies, comma-separated.")
 @request_options
 @common
 def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None,
@@ -154,7 +155,7 @@ def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | Non
 
 
 @main.command(epilog=EXIT_CODES)
-@click.argument("slug")
+@click.argument("slug", shell_complete=complete_slug)
 @request_options
 @common
 def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float) -> int:
@@ -258,3 +259,23 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     else:
         click.echo(f"no findings: the storm at {render.printable(storm.root)} is sound")
     return 1 if findings else 0
+
+
+@main.command(epilog=exit_codes((0, "the script was printed"), (2, "a usage error (an unknown SHELL)"), 4))
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL (bash, zsh or fish).
+
+    Sourced by the shell, it completes commands, options, and the slugs
+    queue.txt carries wherever a command takes a SLUG (and --deps).
+
+    Example: storm-queue completion bash >> ~/.bash_completion
+    """
+
+    def work() -> int:
+        from .completion import script
+
+        click.echo(script(shell), nl=False)
+        return 0
+
+    _run(False, work)
