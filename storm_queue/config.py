@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from .names import is_name
-from .records import dataclass
+from .records import dataclass, replace
 
 DEFAULT_LOG = "priority.log"
 RESERVED_SOURCES = frozenset({"operator"})
@@ -42,6 +42,7 @@ class Declaration:
     #: what requests ignore but an operator should fix, as (kind, words):
     #: ``unknown_key``, or ``wrong_type`` for a key storm-queue can do without
     notes: tuple[tuple[str, str], ...] = ()
+    stat: os.stat_result | None = None  # of the file read: who could have written it
 
     @property
     def error(self) -> str | None:
@@ -124,6 +125,7 @@ def load(root: str) -> Declaration:
     path = os.path.join(root, "storm.toml")
     try:
         with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
             raw = f.read()
     except FileNotFoundError:
         return Declaration(False)
@@ -132,5 +134,5 @@ def load(root: str) -> Declaration:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return Declaration(True, log_error="storm.toml is not UTF-8 text")
-    return parse(text)
+        return Declaration(True, log_error="storm.toml is not UTF-8 text", stat=st)
+    return replace(parse(text), stat=st)
