@@ -261,3 +261,37 @@ def init(directory: str, as_json: bool) -> None:
         return 0
 
     _run(as_json, work)
+
+
+@main.command(epilog=exit_codes((0, "no findings: the storm is sound"), (1, "findings, one a line (not a refusal)"),
+                                (2, "no storm here, or a usage error"), 4))
+@click.option("--running-hours", type=click.FloatRange(min=0, min_open=True), metavar="HOURS",
+              help="Report lanes marked running for longer than HOURS (default: storm.toml [doctor] running_hours, else 24).")
+@common
+def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
+    """Audit the storm and say what to fix, one finding a line.
+
+    Each line is SEVERITY CODE SUBJECT: MESSAGE (fix: FIX). An error is a
+    storm that is unsafe or cannot work as declared: a file another account
+    could forge, a log that does not replay, a storm.toml that requests
+    refuse. A warning needs a look: a skipped queue.txt line, a stray slug, an
+    unknown storm.toml key, a witness behind its log, a torn tail, a lane
+    marked running for longer than HOURS. Doctor only reads.
+
+    Example: storm-queue doctor --running-hours 6
+    """
+    from . import doctor as audit, render
+
+    storm = _storm(root)
+    facts = audit.gather(storm.root)
+    hours = running_hours or facts.declaration.running_hours or audit.DEFAULT_RUNNING_HOURS
+    findings = audit.diagnose(facts, hours)
+    if as_json:
+        render.emit_json(audit.report_json(storm.root, hours, findings))
+    elif findings:
+        click.echo(audit.render_text(findings))
+        errors = sum(f.severity == audit.ERROR for f in findings)
+        render.err(f"storm-queue: doctor: {errors} error(s), {len(findings) - errors} warning(s)")
+    else:
+        click.echo(f"no findings: the storm at {render.printable(storm.root)} is sound")
+    return 1 if findings else 0

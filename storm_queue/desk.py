@@ -292,6 +292,7 @@ class Storm:
                     out = self._refused(req, by, refusal, authorised, recorded=True)
                 else:
                     if line is not None:  # queue.txt before the log: a crash between leaves a lane a retry prioritises
+                        writer.check_writable(log_path)
                         queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
                         queued = True
                     body, out = _admitted(req, by, result, fields, line is not None)
@@ -338,11 +339,11 @@ class Storm:
                 recorded=None)
         if refusal is not None:
             return self._refused(req, by, refusal, authorised, recorded=False, why_not=why)
+        queued_note = "; queue.txt already carries the new lane, so asking again prioritises it" if queued else ""
         if getattr(cause, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS):
             return Outcome("refused", req.verb, req.slug, by, "storm_unwritable",
-                           f"account {who.name} cannot write the storm ({why}); nothing was recorded; "
+                           f"account {who.name} cannot write the storm ({why}); nothing was recorded{queued_note}; "
                            "ask as the storm's owner, or make its files writable again")
-        queued_note = "; queue.txt already carries the new lane, so asking again prioritises it" if queued else ""
         raise RecordFailed(f"the {req.verb} could not be recorded ({why}), so it did not happen{queued_note}; "
                            "fix the cause and ask again", recorded=False)
 
