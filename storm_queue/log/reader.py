@@ -155,12 +155,12 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
     if witness.log != os.path.basename(log_path):
         f.close()
         raise _damage(log_path, f"the witness is for {witness.log!r}, not this log")
-    state = fold.EMPTY
+    folder = fold.Fold()
     offset, seq, prev = 0, 0, None
     with f:
         start = checkpoint.examine(log_path, f.fileno(), witness)[0] if use_checkpoint else None
         if start is not None:
-            state, offset, seq, prev = start.state, start.offset, start.seq, start.digest
+            folder, offset, seq, prev = fold.Fold(start.state), start.offset, start.seq, start.digest
             out.checkpoint_seq = seq
             f.seek(offset)
         met_witness = witness.length <= offset  # a checkpoint at the witness has its seq and digest
@@ -187,7 +187,7 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
                               number, offset)
             seq, prev = event["seq"], digest(line)
             offset += len(line)
-            state = fold.apply(state, event)
+            folder.step(event)
             if events is not None:
                 events.append(event)
             if offset == witness.length:
@@ -212,7 +212,7 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
             "stopped before it was acknowledged); they chain correctly and count, "
             "and the next request re-witnesses them"
         )
-    out.state, out.seq, out.digest, out.length = state, seq, prev, offset
+    out.state, out.seq, out.digest, out.length = folder.state(), seq, prev, offset
     if progress is not None:
         progress(offset)
     return out
