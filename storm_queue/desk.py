@@ -101,6 +101,14 @@ class Outcome:
     def exit_code(self) -> int:
         return exit_code(self.code)
 
+    def check(self) -> "Outcome":
+        """Return this outcome, or raise ``Refused`` when the request was refused."""
+        if self.outcome == "refused":
+            from .errors import Refused
+
+            raise Refused(self.code or "", self.message, self.exit_code, self.recorded)
+        return self
+
     def to_json(self) -> dict[str, Any]:
         out = {
             "outcome": self.outcome, "code": self.code, "action": self.action, "slug": self.slug,
