@@ -165,7 +165,27 @@ def parse(log_path: str, raw: bytes) -> Checkpoint:
         raise ValueError(f"its state cannot be read ({exc})") from None
     if not isinstance(state, fold.LaneState):
         raise ValueError("its state is not a lane state")
+    why = _unsound(state)
+    if why:
+        raise ValueError(f"its state {why}")
     return Checkpoint(offset, seq, dig, state)
+
+
+def _unsound(state: fold.LaneState) -> str:
+    """What makes a parsed lane state one the fold could not have made
+    (names enter the lane only as names, as they do from the log), or ''."""
+    from ..names import is_name
+
+    if not (isinstance(state.lane, tuple) and isinstance(state.named, tuple) and isinstance(state.marks, dict)):
+        return "has the wrong shape"
+    if not all(isinstance(s, str) and is_name(s) for s in state.lane + state.named + tuple(state.marks)):
+        return "holds a slug that is not a name"
+    for mark in state.marks.values():
+        if not (isinstance(mark, fold.Mark) and type(mark.seq) is int and isinstance(mark.slug, str)
+                and is_name(mark.slug) and all(isinstance(v, str) for v in (mark.at, mark.by, mark.action))
+                and (mark.reason is None or isinstance(mark.reason, str))):
+            return "holds a mark the fold could not have made"
+    return ""
 
 
 # -- reading and checking it against the log --------------------------------
