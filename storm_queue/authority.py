@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 LANE_ENV = "STORM_QUEUE_LANE"
 
 #: the refusals of authority (exit 1); every other refusal is 2
-CODES = frozenset({"lane_process", "not_operator", "declaration_unreadable", "undeclared_source", "operator_only"})
+CODES = frozenset({"lane_process", "not_operator", "declaration_unreadable", "declaration_untrusted",
+                   "undeclared_source", "operator_only"})
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,13 @@ def judge(who: Caller, op: Owner, decl: Declaration, source: str | None, operato
     if decl.error:
         return Verdict(by, Refusal("declaration_unreadable", f"{decl.error}; fix storm.toml, then ask again"))
     if source is not None:
+        found = exposure(decl.stat, op) if decl.stat is not None else []
+        if found:
+            return Verdict(by, Refusal(
+                "declaration_untrusted",
+                f"storm.toml is {' and '.join(found)}, so it is not the operator's declaration and no source it "
+                "lists is admitted; the operator can make it theirs and not writable by others "
+                "(chown, then chmod go-w storm.toml)"))
         if operator_only:
             return Verdict(by, Refusal("operator_only", "only the operator may do this; a source may not"))
         if source not in decl.sources:

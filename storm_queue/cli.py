@@ -292,6 +292,43 @@ def reset(root: str | None, as_json: bool, reason: str | None, source: str | Non
     return _answer(_storm(root, wait).reset(reason, source=source), as_json)
 
 
+#: a log at least this long shows verify's progress bar (at a terminal)
+LONG_LOG = 32 << 20
+
+
+@main.command(epilog=exit_codes((0, "the log is sound"), (2, "no storm here, or a usage error"),
+                                (3, "the log is not sound (the first bad line is named), or its place is unknown"), 4))
+@common
+def verify(root: str | None, as_json: bool) -> int:
+    """Audit the whole priority log; exit 3 naming the first bad line.
+
+    Checks every line's framing and schema, the chain from the first line,
+    seq without gaps, the witness, the checkpoint, and replays the log.
+    Exit 0 when sound, 3 when not. Reads only.
+
+    Example: storm-queue verify --json
+    """
+    import os
+    import sys
+
+    from . import render
+
+    storm = _storm(root)
+    decl = storm.declaration()
+    try:
+        size = os.stat(storm.log_path(decl), follow_symlinks=False).st_size if not decl.log_error else 0
+    except OSError:
+        size = 0
+    with render.progress_bar(size, "verifying the log", show=size >= LONG_LOG and sys.stderr.isatty()) as update:
+        audit = storm.verify(progress=update)
+    if as_json:
+        render.emit_json(audit.to_json())
+    else:
+        click.echo(render.audit_text(audit))
+        _warn(audit.warnings)
+    return 0 if audit.sound else 3
+
+
 @main.command(epilog=exit_codes((0, "the story was told"), (2, "a usage error"), 4))
 @click.option("--keep", is_flag=True, help="Keep the throwaway storm and print where it is.")
 def demo(keep: bool) -> None:
@@ -334,3 +371,37 @@ def init(directory: str, as_json: bool) -> None:
         return 0
 
     _run(as_json, work)
+
+
+@main.command(epilog=exit_codes((0, "no findings: the storm is sound"), (1, "findings, one a line (not a refusal)"),
+                                (2, "no storm here, or a usage error"), 4))
+@click.option("--running-hours", type=click.FloatRange(min=0, min_open=True), metavar="HOURS",
+              help="Report lanes marked running for longer than HOURS (default: storm.toml [doctor] running_hours, else 24).")
+@common
+def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
+    """Audit the storm and say what to fix, one finding a line.
+
+    Each line is SEVERITY CODE SUBJECT: MESSAGE (fix: FIX). An error is a
+    storm that is unsafe or cannot work as declared: a file another account
+    could forge, a log that does not replay, a storm.toml that requests
+    refuse. A warning needs a look: a skipped queue.txt line, a stray slug, an
+    unknown storm.toml key, a witness behind its log, a torn tail, a lane
+    marked running for longer than HOURS. Doctor only reads.
+
+    Example: storm-queue doctor --running-hours 6
+    """
+    from . import doctor as audit, render
+
+    storm = _storm(root)
+    facts = audit.gather(storm.root)
+    hours = running_hours or facts.declaration.running_hours or audit.DEFAULT_RUNNING_HOURS
+    findings = audit.diagnose(facts, hours)
+    if as_json:
+        render.emit_json(audit.report_json(storm.root, hours, findings))
+    elif findings:
+        click.echo(audit.render_text(findings))
+        errors = sum(f.severity == audit.ERROR for f in findings)
+        render.err(f"storm-queue: doctor: {errors} error(s), {len(findings) - errors} warning(s)")
+    else:
+        click.echo(f"no findings: the storm at {render.printable(storm.root)} is sound")
+    return 1 if findings else 0

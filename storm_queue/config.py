@@ -9,10 +9,17 @@ from __future__ import annotations
 import os
 
 from .names import is_name
-from .records import dataclass
+from .records import dataclass, replace
 
 DEFAULT_LOG = "priority.log"
 RESERVED_SOURCES = frozenset({"operator"})
+
+#: every key storm.toml may hold, by table; anything else is reported by
+#: ``doctor`` as unknown (a key storm-queue gains must be added here)
+KNOWN = {
+    "priority": ("sources", "log"),
+    "doctor": ("running_hours",),
+}
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,12 @@ class Declaration:
     sources: tuple[str, ...] = ()
     log_error: str | None = None
     sources_error: str | None = None
+    #: ``[doctor] running_hours`` when it is given and a positive number
+    running_hours: float | None = None
+    #: what requests ignore but an operator should fix, as (kind, words):
+    #: ``unknown_key``, or ``wrong_type`` for a key storm-queue can do without
+    notes: tuple[tuple[str, str], ...] = ()
+    stat: os.stat_result | None = None  # of the file read: who could have written it
 
     @property
     def error(self) -> str | None:
@@ -52,19 +65,22 @@ def parse(text: str) -> Declaration:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         return Declaration(True, log_error=f"storm.toml is not valid TOML ({exc})")
+    hours, notes = _audit(data)
+    extra = {"running_hours": hours, "notes": notes}
     priority = data.get("priority", {})
     if not isinstance(priority, dict):
-        return Declaration(True, log_error="storm.toml: [priority] must be a table")
+        return Declaration(True, log_error="storm.toml: [priority] must be a table", **extra)
     log = _log_path(priority.get("log", DEFAULT_LOG))
     if log is None:
         return Declaration(
             True,
             log_error="storm.toml: [priority] log must be a relative path of names, "
             f"such as {DEFAULT_LOG!r}",
+            **extra,
         )
     sources = priority.get("sources", [])
     if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
-        return Declaration(True, log, sources_error="storm.toml: [priority] sources must be a list of names")
+        return Declaration(True, log, sources_error="storm.toml: [priority] sources must be a list of names", **extra)
     bad = [s for s in sources if not is_name(s) or s in RESERVED_SOURCES]
     if bad:
         return Declaration(
@@ -72,8 +88,36 @@ def parse(text: str) -> Declaration:
             log,
             sources_error=f"storm.toml: [priority] sources lists {bad[0]!r}, which cannot be "
             "declared (a source is a name, and 'operator' is reserved)",
+            **extra,
         )
-    return Declaration(True, log, tuple(sources))
+    return Declaration(True, log, tuple(sources), **extra)
+
+
+def _audit(data: dict) -> tuple[float | None, tuple[tuple[str, str], ...]]:
+    """``[doctor] running_hours`` (None unless a positive number) and, in
+    words, every key that ``KNOWN`` does not list and every wrong-typed key
+    that requests can do without. Outside text (a key) is quoted."""
+    from .names import quote
+
+    notes = []
+    for table, value in data.items():
+        if table not in KNOWN:
+            what = "table" if isinstance(value, dict) else "key"
+            notes.append(("unknown_key", f"unknown {what} {quote(table)}; storm-queue does not read it (a typo?)"))
+        elif isinstance(value, dict):
+            notes += [("unknown_key", f"unknown key {quote(key)} in [{table}]; storm-queue does not read it (a typo?)")
+                      for key in value if key not in KNOWN[table]]
+    doctor = data.get("doctor", {})
+    if not isinstance(doctor, dict):
+        notes.append(("wrong_type", "[doctor] must be a table; doctor uses its defaults"))
+        return None, tuple(notes)
+    hours = doctor.get("running_hours")
+    if hours is None:
+        return None, tuple(notes)
+    if isinstance(hours, bool) or not isinstance(hours, (int, float)) or not hours > 0:
+        notes.append(("wrong_type", "[doctor] running_hours must be a positive number of hours; doctor uses its default"))
+        return None, tuple(notes)
+    return float(hours), tuple(notes)
 
 
 def load(root: str) -> Declaration:
@@ -81,6 +125,7 @@ def load(root: str) -> Declaration:
     path = os.path.join(root, "storm.toml")
     try:
         with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
             raw = f.read()
     except FileNotFoundError:
         return Declaration(False)
@@ -89,5 +134,5 @@ def load(root: str) -> Declaration:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        return Declaration(True, log_error="storm.toml is not UTF-8 text")
-    return parse(text)
+        return Declaration(True, log_error="storm.toml is not UTF-8 text", stat=st)
+    return replace(parse(text), stat=st)

@@ -10,6 +10,7 @@ from . import authority, config, fold, ledger, queuefile
 from .errors import Busy, NoStorm, RecordFailed, UnknownOrder
 from .lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump, with_lane
 from .log import reader
+from .log.checkpoint import checkpoint_path
 from .log.framing import sha256
 from .names import as_text, is_issue, is_name, quote, why_not_name
 from .queuefile import split_deps
@@ -187,7 +188,17 @@ class Storm:
         decl = decl or self.declaration()
         if decl.log_error:
             raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
-        return reader.read(self.log_path(decl), each=each)
+        return reader.read(self.log_path(decl), use_checkpoint=False, each=each)
+
+    def verify(self, progress: Callable[[int], None] | None = None):
+        """The full audit of the priority log (see ``log.audit``); reads only.
+        ``progress`` is told the byte offset reached now and then."""
+        from .log import audit
+
+        decl = self.declaration()
+        if decl.log_error:
+            raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
+        return audit.audit(self.log_path(decl), progress)
 
     def next(self) -> tuple[Listing, list[str]]:
         """Decide, then (as the owner) mark blocked lanes met before the chosen
@@ -329,6 +340,7 @@ class Storm:
                     out = self._refused(req, by, refusal, authorised, recorded=True)
                 else:
                     if line is not None:  # queue.txt before the log: a crash between leaves a lane a retry prioritises
+                        writer.check_writable(log_path)
                         queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
                         queued = True
                     body, out = _admitted(req, by, result, fields, line is not None)
@@ -375,11 +387,11 @@ class Storm:
                 recorded=None)
         if refusal is not None:
             return self._refused(req, by, refusal, authorised, recorded=False, why_not=why)
+        queued_note = "; queue.txt already carries the new lane, so asking again prioritises it" if queued else ""
         if getattr(cause, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS):
             return Outcome("refused", req.verb, req.slug, by, "storm_unwritable",
-                           f"account {who.name} cannot write the storm ({why}); nothing was recorded; "
+                           f"account {who.name} cannot write the storm ({why}); nothing was recorded{queued_note}; "
                            "ask as the storm's owner, or make its files writable again")
-        queued_note = "; queue.txt already carries the new lane, so asking again prioritises it" if queued else ""
         raise RecordFailed(f"the {req.verb} could not be recorded ({why}), so it did not happen{queued_note}; "
                            "fix the cause and ask again", recorded=False)
 
@@ -441,7 +453,7 @@ def _abandon(log_path: str, at: str) -> int:
     except UnknownOrder:
         pass
     stamp = at.replace(":", "")
-    for path in (log_path, wpath):
+    for path in (log_path, wpath, checkpoint_path(log_path)):
         if os.path.lexists(path):
             os.rename(path, f"{path}.abandoned-{stamp}")
     fsync_dir(os.path.dirname(log_path) or ".")

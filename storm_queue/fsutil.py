@@ -22,13 +22,17 @@ def fsync_dir(path: str) -> None:
         os.close(fd)
 
 
-def replace_atomically(path: str, data: bytes, owner: tuple[int, int] | None = None) -> None:
+def replace_atomically(path: str, data: bytes, owner: tuple[int, int] | None = None,
+                       dir_fd: int | None = None) -> None:
     """Replace ``path`` with ``data`` so that a reader sees the old or the new
     file whole, durable across a power loss. ``owner`` (uid, gid), when
-    given and different from the caller, becomes the new file's owner."""
+    given and different from the caller, becomes the new file's owner. With
+    ``dir_fd``, ``path`` is a name in that open directory (so that no link
+    on the way to it is followed)."""
     directory = os.path.dirname(path) or "."
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    name = os.path.basename(path)
+    tmp = f".{name}.tmp.{os.getpid()}" if dir_fd is not None else os.path.join(directory, f".{name}.tmp.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
     try:
         try:
             give_to(fd, owner)
@@ -36,14 +40,17 @@ def replace_atomically(path: str, data: bytes, owner: tuple[int, int] | None = N
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.rename(tmp, path)
+        os.rename(tmp, path, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     except BaseException:
         try:
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
         except OSError:
             pass
         raise
-    fsync_dir(directory)
+    if dir_fd is not None:
+        os.fsync(dir_fd)
+    else:
+        fsync_dir(directory)
 
 
 def give_to(fd: int, owner: tuple[int, int] | None) -> None:

@@ -87,17 +87,34 @@ def has_result(root: str, slug: str) -> bool:
 
 
 def mark_blocked(root: str, slug: str, blocked_on: list[str], at: str, owner: tuple[int, int] | None) -> None:
-    """Write ``result.json`` saying the lane is blocked on abandoned lanes."""
-    marks = os.path.join(root, LANES, slug, MARKS)
-    for path in (os.path.join(root, LANES), os.path.join(root, LANES, slug), marks):
-        try:
-            os.mkdir(path, 0o755)
-        except FileExistsError:
-            pass
-        if os.path.islink(path) or not os.path.isdir(path):
-            raise OSError(f"{path} is not a directory; refusing to write through it")
+    """Write ``result.json`` saying the lane is blocked on abandoned lanes.
+    ``lanes/``, the lane's directory and its ``.qwenstorm`` are created and
+    entered without following a symbolic link (a lane may have planted one):
+    an ``OSError`` names the one that is not a directory."""
+    import errno
+
     body = {"status": "blocked", "blocked_on": blocked_on, "at": at, "by": "storm-queue next"}
-    replace_atomically(os.path.join(marks, RESULT), (json.dumps(body) + "\n").encode(), owner)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        path = root
+        for name in (LANES, slug, MARKS):
+            path = os.path.join(path, name)
+            try:
+                os.mkdir(name, 0o755, dir_fd=fd)
+                os.fsync(fd)
+            except FileExistsError:
+                pass
+            try:
+                inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise OSError(exc.errno, f"{path} is not a directory (a symbolic link?); nothing is written through it") from None
+                raise
+            os.close(fd)
+            fd = inner
+        replace_atomically(RESULT, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
+    finally:
+        os.close(fd)
 
 
 def say(root: str, at: str, words: str, owner: tuple[int, int] | None) -> bool:
@@ -137,10 +154,12 @@ class SaidOnce:
         """The keys said so far; ``reload`` reads them again (under the lock)."""
         if self._keys is None or reload:
             try:
-                with open(self.path, encoding="utf-8", errors="replace") as f:
+                with os.fdopen(os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW), encoding="utf-8", errors="replace") as f:
                     self._keys = {line.rstrip("\n") for line in f}
             except FileNotFoundError:
                 self._keys = set()
+            except OSError as exc:
+                raise unreadable(self.path, exc) from None
         return self._keys
 
     def add(self, keys: list[str]) -> None:

@@ -113,3 +113,8 @@ def replace(record: Any, **changes: Any) -> Any:
     if unknown:
         raise TypeError(f"{type(record).__name__} has no field {sorted(unknown)[0]!r}")
     return type(record)(**{n: changes.get(n, getattr(record, n)) for n in fields(record)})
+
+
+def is_record(value: Any) -> bool:
+    """True when ``value`` is an instance of a record class."""
+    return hasattr(type(value), _FIELDS)

@@ -83,6 +83,14 @@ def decode(line: bytes) -> dict[str, Any]:
     for name, kind in OPTIONAL.items():
         if name in event and not _is(event[name], kind):
             raise Malformed(f"field {name!r} is not a {kind}")
+    if action in ("push", "bump", "unbump"):  # a name enters the lane, a directory and a shell only as a name
+        from ..names import is_name
+
+        for name in ("slug", "moved", "removed", "deps"):
+            value = event.get(name, [])
+            bad = [v for v in ([value] if isinstance(value, str) else value) if not is_name(v)]
+            if bad:
+                raise Malformed(f"field {name!r} holds {json.dumps(bad[0])}, which is not a name")
     prev = event.get("prev", "missing")
     if prev is not None and not (isinstance(prev, str) and len(prev) == 64):
         raise Malformed("field 'prev' is not null or a SHA-256 digest")

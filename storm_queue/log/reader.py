@@ -12,6 +12,7 @@ import os
 from .. import fold
 from ..errors import UnknownOrder
 from ..records import dataclass, field
+from . import checkpoint
 from .framing import Malformed, decode, digest
 
 TYPE_CHECKING = False
@@ -46,6 +47,8 @@ class LogRead:
     ``length`` is the end of the last whole line; ``torn`` the count of bytes
     after it that no acknowledged write produced. ``fresh`` means there is
     neither a log nor a witness: a storm that has recorded nothing yet.
+    ``checkpoint_seq`` is the ``seq`` of the checkpoint the fold started
+    from (0: it replayed the log from its first line).
     """
 
     path: str
@@ -59,10 +62,20 @@ class LogRead:
     witness: Witness | None = None
     events: list[dict[str, Any]] | None = None
     warnings: list[str] = field(default_factory=list)
+    checkpoint_seq: int = 0
 
 
-def _damage(log_path: str, what: str) -> UnknownOrder:
-    return UnknownOrder(f"the priority order is unknown: {log_path}: {what}; {RESET_HINT}")
+class Damage(UnknownOrder):
+    """Damage that makes the order unknown: ``what`` is wrong, at ``line``
+    (1-based; 0 when it is not one line's fault) starting at byte ``offset``."""
+
+    def __init__(self, log_path: str, what: str, line: int = 0, offset: int = 0):
+        super().__init__(f"the priority order is unknown: {log_path}: {what}; {RESET_HINT}")
+        self.what, self.line, self.offset = what, line, offset
+
+
+def _damage(log_path: str, what: str, line: int = 0, offset: int = 0) -> Damage:
+    return Damage(log_path, what, line, offset)
 
 
 def _open_nofollow(path: str):
@@ -96,23 +109,30 @@ def read_witness(log_path: str) -> Witness | None:
     return w
 
 
-def read(log_path: str, keep_events: bool = False,
+def read(log_path: str, keep_events: bool = False, use_checkpoint: bool = True,
+         progress: Callable[[int], None] | None = None,
          each: Callable[[bytes, dict[str, Any]], None] | None = None) -> LogRead:
-    """Read, check and fold the log at ``log_path``. A read that meets a
-    write in progress (a line not yet whole, or not yet witnessed) looks
-    again once, so that readers racing a writer do not warn for nothing.
+    """Read, check and fold the log at ``log_path``: from its checkpoint when
+    one still describes the log (``use_checkpoint``), else from the first
+    line. A read that meets a write in progress (a line not yet whole, or
+    not yet witnessed) looks again once, so that readers racing a writer do
+    not warn for nothing. ``progress`` is told the byte offset now and then.
+    Raises ``Damage`` (an ``UnknownOrder``) naming the first bad line.
 
-    ``each``, when given, is called with every checked line (its bytes as
-    stored) and its event, in order, as the read goes: a line reaches it
-    only once it has passed every check, so on damage it has seen exactly
-    the lines before it. A read with ``each`` does not look again."""
-    out = _read_once(log_path, keep_events, each)
+    ``each``, when given, is called with every checked line that the read
+    folds (its bytes as stored) and its event, in order, as the read goes
+    (pass ``use_checkpoint=False`` to see them all): a line reaches it only
+    once it has passed every check, so on damage it has seen exactly the
+    lines before it. A read with ``each`` does not look again."""
+    out = _read_once(log_path, keep_events, use_checkpoint, progress, each)
     if each is None and (out.torn or out.seq != (out.witness.seq if out.witness else 0)):
-        out = _read_once(log_path, keep_events, None)
+        out = _read_once(log_path, keep_events, use_checkpoint, progress, None)
     return out
 
 
-def _read_once(log_path: str, keep_events: bool, each: Callable[[bytes, dict[str, Any]], None] | None) -> LogRead:
+def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
+               progress: Callable[[int], None] | None,
+               each: Callable[[bytes, dict[str, Any]], None] | None) -> LogRead:
     out = LogRead(log_path, events=[] if keep_events else None)
     witness = read_witness(log_path)
     out.witness = witness
@@ -136,10 +156,15 @@ def _read_once(log_path: str, keep_events: bool, each: Callable[[bytes, dict[str
         raise _damage(log_path, f"the witness is for {witness.log!r}, not this log")
     state = fold.EMPTY
     offset, seq, prev = 0, 0, None
-    met_witness = witness.length == 0
-    events = out.events
     with f:
-        for number, line in enumerate(f, start=1):
+        start = checkpoint.examine(log_path, f.fileno(), witness)[0] if use_checkpoint else None
+        if start is not None:
+            state, offset, seq, prev = start.state, start.offset, start.seq, start.digest
+            out.checkpoint_seq = seq
+            f.seek(offset)
+        met_witness = witness.length <= offset  # a checkpoint at the witness has its seq and digest
+        events = out.events
+        for number, line in enumerate(f, start=seq + 1):
             if not line.endswith(b"\n"):
                 if offset < witness.length:
                     break  # shorter than witnessed: reported below
@@ -153,11 +178,12 @@ def _read_once(log_path: str, keep_events: bool, each: Callable[[bytes, dict[str
             try:
                 event = decode(line)
             except Malformed as exc:
-                raise _damage(log_path, f"line {number} is malformed: {exc}") from None
+                raise _damage(log_path, f"line {number} is malformed: {exc}", number, offset) from None
             if event["seq"] != seq + 1:
-                raise _damage(log_path, f"line {number} has seq {event['seq']}, expected {seq + 1}")
+                raise _damage(log_path, f"line {number} has seq {event['seq']}, expected {seq + 1}", number, offset)
             if event["prev"] != prev:
-                raise _damage(log_path, f"line {number} breaks the chain: its prev does not match line {number - 1}")
+                raise _damage(log_path, f"line {number} breaks the chain: its prev does not match line {number - 1}",
+                              number, offset)
             seq, prev = event["seq"], digest(line)
             offset += len(line)
             state = fold.apply(state, event)
@@ -165,16 +191,20 @@ def _read_once(log_path: str, keep_events: bool, each: Callable[[bytes, dict[str
                 events.append(event)
             if offset == witness.length:
                 if (seq, prev) != (witness.seq, witness.digest):
-                    raise _damage(log_path, f"line {number} is not the line its witness recorded")
+                    raise _damage(log_path, f"line {number} is not the line its witness recorded", number, offset - len(line))
                 met_witness = True
             elif offset > witness.length and not met_witness:
-                raise _damage(log_path, f"the witnessed length {witness.length} falls inside line {number}")
+                raise _damage(log_path, f"the witnessed length {witness.length} falls inside line {number}",
+                              number, offset - len(line))
             if each is not None:
                 each(line, event)
+            if progress is not None and not number & 0x3FFF:
+                progress(offset)
     if offset + out.torn < witness.length:
-        raise _damage(log_path, f"the log holds {offset + out.torn} bytes, shorter than the {witness.length} its witness recorded")
+        raise _damage(log_path, f"the log holds {offset + out.torn} bytes, shorter than the {witness.length} its witness recorded",
+                      seq + 1, offset)
     if not met_witness:
-        raise _damage(log_path, f"the witnessed length {witness.length} is not at the end of a line")
+        raise _damage(log_path, f"the witnessed length {witness.length} is not at the end of a line", seq + 1, offset)
     if offset > witness.length:
         out.warnings.append(
             f"the log has {seq - witness.seq} whole line(s) after its witness (a write "
@@ -182,4 +212,6 @@ def _read_once(log_path: str, keep_events: bool, each: Callable[[bytes, dict[str
             "and the next request re-witnesses them"
         )
     out.state, out.seq, out.digest, out.length = state, seq, prev, offset
+    if progress is not None:
+        progress(offset)
     return out

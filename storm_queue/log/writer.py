@@ -2,15 +2,18 @@
 
 The order of durable steps is the promise: the line (and a new log's
 directory entry) is on disk before the witness is replaced, and the witness
-is on disk before the caller hears of success.
+is on disk before the caller hears of success. The checkpoint, a cache, is
+refreshed after the witness, now and then (see ``checkpoint.EVERY``).
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 
 from ..fsutil import fsync_dir, give_to, replace_atomically, write_all
+from . import checkpoint
 from .framing import VERSION, digest, encode
 from .reader import LogRead, witness_path
 
@@ -55,6 +58,17 @@ def _keep_torn(log: LogRead, fd: int, at: str, owner: tuple[int, int] | None) ->
     return {"action": "repair", "torn": len(torn), "side": os.path.basename(side)}
 
 
+def check_writable(log_path: str) -> None:
+    """Raise ``PermissionError`` unless this process may write the log and
+    create files beside it (the witness is replaced by a new file there):
+    checked before anything is written, so that neither ``queue.txt`` nor
+    a line outruns what could not follow it."""
+    directory = os.path.dirname(log_path) or "."
+    for path in (directory, log_path):
+        if os.path.lexists(path) and not os.access(path, os.W_OK, effective_ids=True, follow_symlinks=False):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+
+
 class AppendFailed(Exception):
     """An append that an I/O error stopped. ``state`` says what is true on
     disk: ``nothing`` (no line of the append counts: none was written, or it
@@ -80,6 +94,7 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
     writer; the next writer reads the log afresh."""
     directory = os.path.dirname(log.path) or "."
     try:
+        check_writable(log.path)
         if log.fresh:  # the witness comes first, so that a log without one is damage
             replace_atomically(witness_path(log.path), _witness_bytes(log.path, 0, 0, None, at), owner)
         if not log.log_exists:
@@ -120,6 +135,7 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
         )
     except OSError as exc:
         raise AppendFailed(exc, "unwitnessed", events) from exc
+    checkpoint.refresh(log, events, length, digest(last_line), owner)
     return events
 
 

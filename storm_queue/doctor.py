@@ -1,0 +1,245 @@
+"""``storm-queue doctor``: an audit of the storm that says what to fix.
+
+``gather`` reads the storm (the edge: files, stats, the clock); ``diagnose``
+turns what it read into findings (plain data, no I/O). Severities:
+
+- ``error``: the storm is unsafe or cannot work as declared (a file another
+  account could forge, a log that does not replay, a declaration requests
+  refuse, a file doctor cannot read);
+- ``warning``: it works, but something needs a look (a skipped line, a stray
+  slug, an unknown key, a witness behind its log, a torn tail, a lane running
+  for longer than the threshold).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from . import authority, config, ledger, queuefile
+from .authority import Owner
+from .errors import StormError
+from .lane import Snapshot
+from .log import reader
+from .names import quote
+
+ERROR, WARNING = "error", "warning"
+DEFAULT_RUNNING_HOURS = 24.0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing to fix. ``subject`` is the file (relative to the root) or
+    the lane it is about; outside text in ``message`` is already quoted."""
+
+    severity: str
+    code: str
+    subject: str
+    message: str
+    fix: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A storm file as ``lstat`` saw it; ``shared`` files (progress.log,
+    which every account appends to) are judged by their owner only."""
+
+    rel: str
+    path: str
+    st: os.stat_result
+    shared: bool = False
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything doctor read, at ``now`` (seconds since the epoch)."""
+
+    root: str
+    owner: Owner
+    entries: tuple[Entry, ...]
+    declaration: config.Declaration
+    log_rel: str
+    log: reader.LogRead | None
+    log_error: str | None
+    queue: queuefile.QueueFile | None
+    unreadable: tuple[tuple[str, str], ...]  # (file, why)
+    stray: tuple[str, ...]
+    running: tuple[tuple[str, float], ...]  # (slug, marker mtime)
+    now: float
+
+
+def _sh(path: str) -> str:
+    return shlex.quote(path)
+
+
+def _exposure(entry: Entry, op: Owner) -> Finding | None:
+    """The ``exposed`` finding of one file, or None when it is sound."""
+    if stat.S_ISLNK(entry.st.st_mode):
+        return Finding(ERROR, "link", entry.rel, "is a symbolic link; storm-queue refuses to read or write through it",
+                       f"replace the link with the file itself: {_sh(entry.path)}")
+    found = authority.exposure(entry.st, op)
+    if entry.shared:
+        found = [words for words in found if not words.startswith("writable")]
+    if not found:
+        return None
+    fixes = []
+    if entry.st.st_uid != op.uid:
+        fixes.append(f"chown {_sh(op.name)} {_sh(entry.path)}")
+    if not entry.shared and entry.st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        fixes.append(f"chmod go-w {_sh(entry.path)}")
+    return Finding(ERROR, "exposed", entry.rel,
+                   "; ".join(found) + ": another account could forge what the lanes do",
+                   "; ".join(fixes))
+
+
+def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
+    """Every finding, in the order: files, declaration, log, queue.txt,
+    stray slugs, running lanes. Pure: reads nothing but ``facts``."""
+    out: list[Finding] = []
+    for entry in facts.entries:
+        finding = _exposure(entry, facts.owner)
+        if finding:
+            out.append(finding)
+    for rel, why in facts.unreadable:
+        out.append(Finding(ERROR, "unreadable", rel, why, "make it a readable regular file of the operator's"))
+    decl = facts.declaration
+    if decl.error:
+        also = ", and list and next cannot know the order" if decl.log_error else ""
+        out.append(Finding(ERROR, "declaration_unreadable", "storm.toml",
+                           f"{decl.error.removeprefix('storm.toml: ')}; every request is refused{also}",
+                           "fix storm.toml (storm.toml.example documents every key)"))
+    for kind, words in decl.notes:
+        out.append(Finding(WARNING, kind, "storm.toml", words,
+                           "correct or remove the key (storm.toml.example documents every key)"))
+    if facts.log_error:
+        out.append(Finding(ERROR, "unknown_order", facts.log_rel, facts.log_error,
+                           "restore the log and its witness from a backup, or: storm-queue reset --reason TEXT"))
+    log = facts.log
+    if log is not None and log.torn:
+        out.append(Finding(WARNING, "torn_tail", facts.log_rel,
+                           f"the log ends in {log.torn} bytes of a write never acknowledged",
+                           "nothing to do by hand: the next request keeps them in a side file and records a repair"))
+    if log is not None and log.witness is not None and log.length > log.witness.length:
+        out.append(Finding(WARNING, "witness_behind", facts.log_rel,
+                           f"the witness records {log.witness.seq} line(s), the log holds {log.seq} that chain correctly "
+                           "(a write stopped before it was acknowledged)",
+                           "nothing to do by hand: the next request re-witnesses them"))
+    if facts.queue is not None:
+        for s in facts.queue.skipped:
+            out.append(Finding(WARNING, "skipped_line", f"queue.txt:{s.line}", f"{quote(s.text)} is skipped: {s.why}",
+                               "correct or delete the line (SLUG ISSUE [DEPS])"))
+    for slug in facts.stray:
+        out.append(Finding(WARNING, "stray", slug, "is prioritised, but queue.txt no longer carries it; it never runs",
+                           f"add its line back to queue.txt, or: storm-queue unbump {slug}"))
+    for slug, since in facts.running:
+        hours = (facts.now - since) / 3600
+        if hours > running_hours:
+            marker = os.path.join(facts.root, ledger.LANES, slug, ledger.MARKS, ledger.RUNNING)
+            out.append(Finding(WARNING, "long_running", slug,
+                               f"has been marked running for {hours:.1f} hours (threshold {running_hours:g})",
+                               f"check its runner; if it is dead, remove {_sh(marker)}"))
+    return out
+
+
+def _lstat(path: str) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _storm_files(root: str, log_path: str) -> list[tuple[str, bool]]:
+    """The storm's own files and directories (absolute path, shared?)."""
+    paths = [(root, False)]
+    log_dir = os.path.dirname(log_path)
+    if log_dir != root:
+        paths.append((log_dir, False))
+    names = ["queue.txt", "storm.toml", ledger.INTEGRATED, ledger.ABANDONED, ledger.UNATTENDED]
+    paths += [(os.path.join(root, n), False) for n in names]
+    paths += [(p, False) for p in (log_path, reader.witness_path(log_path), log_path + ".lock",
+                                  ledger.SaidOnce(log_path).path)]
+    paths.append((os.path.join(root, ledger.PROGRESS), True))
+    lanes = os.path.join(root, ledger.LANES)
+    paths.append((lanes, False))
+    try:
+        with os.scandir(lanes) as found:
+            lane_dirs = sorted((e.name, e.is_dir(follow_symlinks=False)) for e in found
+                               if e.is_dir(follow_symlinks=False) or e.is_symlink())
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        lane_dirs = []
+    for name, is_dir in lane_dirs:
+        paths.append((os.path.join(lanes, name), False))
+        if is_dir:  # a link is reported as one; nothing is read through it
+            marks = os.path.join(lanes, name, ledger.MARKS)
+            paths += [(marks, False), (os.path.join(marks, ledger.RESULT), False),
+                      (os.path.join(marks, ledger.RUNNING), False)]
+    return paths
+
+
+def gather(root: str, now: float | None = None) -> Facts:
+    """Read the storm at ``root`` for ``diagnose``; never writes, never takes
+    the lock, and turns what it cannot read into facts, not errors."""
+    decl = config.load(root)
+    op = authority.owner(root)
+    log_path = os.path.join(root, decl.log)
+    entries = []
+    for path, shared in _storm_files(root, log_path):
+        st = _lstat(path)
+        if st is not None:
+            entries.append(Entry(os.path.relpath(path, root), path, st, shared))
+    unreadable: list[tuple[str, str]] = []
+    log = log_error = None
+    if not decl.log_error:
+        try:
+            log = reader.read(log_path)
+        except StormError as exc:
+            log_error = str(exc)
+    queue = led = None
+    try:
+        queue = queuefile.read(os.path.join(root, "queue.txt"))
+    except StormError as exc:
+        unreadable.append(("queue.txt", str(exc)))
+    try:
+        led = ledger.read(root)
+    except StormError as exc:
+        unreadable.append(("ledgers", str(exc)))
+    stray: tuple[str, ...] = ()
+    if queue is not None and led is not None and log is not None:
+        from .resolver import resolve
+
+        stray = resolve(Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state)).stray
+    running = []
+    if led is not None:
+        for slug in sorted(led.running - led.finished):
+            if led.settled(slug):
+                continue
+            st = _lstat(os.path.join(root, ledger.LANES, slug, ledger.MARKS, ledger.RUNNING))
+            if st is not None:
+                running.append((slug, st.st_mtime))
+    return Facts(root, op, tuple(entries), decl, os.path.relpath(log_path, root), log, log_error,
+                 queue, tuple(unreadable), tuple(stray), tuple(running), time.time() if now is None else now)
+
+
+def render_text(findings: list[Finding]) -> str:
+    """One finding a line: ``SEVERITY CODE SUBJECT: MESSAGE (fix: FIX)``,
+    every piece escaped so that no outside text becomes a line of its own."""
+    from .names import printable
+
+    return "\n".join(
+        printable(f"{f.severity:<7} {f.code} {f.subject}: {f.message} (fix: {f.fix})") for f in findings
+    )
+
+
+def report_json(root: str, running_hours: float, findings: list[Finding]) -> dict[str, Any]:
+    """The ``doctor --json`` document."""
+    return {"root": root, "clean": not findings, "running_hours": running_hours,
+            "errors": sum(f.severity == ERROR for f in findings),
+            "warnings": sum(f.severity == WARNING for f in findings),
+            "findings": [f.to_json() for f in findings]}

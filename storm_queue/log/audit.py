@@ -1,0 +1,113 @@
+"""The full audit of a priority log, for ``storm-queue verify``.
+
+It is the reader run over the whole log, ignoring the checkpoint (so every
+line's framing and schema, the chain from the first line, ``seq`` without
+gaps and the witness are checked by the one piece of code that holds those
+rules), reporting instead of raising; then the checkpoint is examined as a
+reader would, and the fold from it is compared with the full replay.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..errors import UnknownOrder
+from ..records import dataclass, field
+from . import checkpoint, reader
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is wrong, at ``line`` (0 when no one line is at fault), starting
+    at byte ``offset``."""
+
+    what: str
+    line: int = 0
+    offset: int = 0
+
+
+@dataclass
+class Audit:
+    """What ``verify`` found. ``sound`` means every command can replay the
+    log and the checkpoint (if readers would use it) agrees with it."""
+
+    log: str
+    lines: int = 0
+    length: int = 0
+    problem: Problem | None = None
+    checkpoint: str = "absent"  # absent, agrees, ignored, disagrees
+    checkpoint_line: int = 0
+    checkpoint_why: str | None = None
+    lane: tuple[str, ...] = ()
+    named: tuple[str, ...] = ()
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def sound(self) -> bool:
+        return self.problem is None
+
+    def to_json(self) -> dict[str, Any]:
+        p = self.problem
+        return {
+            "log": self.log, "sound": self.sound, "lines": self.lines, "bytes": self.length,
+            "problem": None if p is None else {"line": p.line, "offset": p.offset, "what": p.what},
+            "checkpoint": {"state": self.checkpoint, "line": self.checkpoint_line or None, "why": self.checkpoint_why},
+            "lane": list(self.lane), "named": list(self.named), "warnings": self.warnings,
+        }
+
+
+def audit(log_path: str, progress: Callable[[int], None] | None = None) -> Audit:
+    """Audit the log at ``log_path``; ``progress`` is told the byte offset
+    reached now and then. Never raises for damage: it is reported."""
+    out = Audit(log_path)
+    try:
+        whole = reader.read(log_path, use_checkpoint=False, progress=progress)
+    except reader.Damage as exc:
+        out.problem = Problem(exc.what, exc.line, exc.offset)
+        return out
+    except UnknownOrder as exc:  # pragma: no cover -- every damage the reader finds is a Damage
+        out.problem = Problem(str(exc))
+        return out
+    out.lines, out.length, out.warnings = whole.seq, whole.length, list(whole.warnings)
+    out.lane, out.named = whole.state.lane, whole.state.named
+    if whole.fresh:
+        out.warnings.append("the storm has recorded nothing yet: there is no log and no witness")
+        return out
+    if not whole.log_exists:
+        return out
+    _audit_checkpoint(log_path, whole, out)
+    return out
+
+
+def _audit_checkpoint(log_path: str, whole: reader.LogRead, out: Audit) -> None:
+    """Would a reader use the checkpoint, and does its fold agree with the
+    full replay? One that readers use and that disagrees makes the log unsound."""
+    fd = os.open(log_path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        cp, why = checkpoint.examine(log_path, fd, whole.witness)  # type: ignore[arg-type]
+    finally:
+        os.close(fd)
+    if cp is None:
+        if why is not None:
+            out.checkpoint, out.checkpoint_why = "ignored", why
+            out.warnings.append(f"the checkpoint {checkpoint.checkpoint_path(log_path)} is ignored: {why}; "
+                                "commands replay the whole log until a writer replaces it")
+        return
+    out.checkpoint_line = cp.seq
+    try:
+        fast = reader.read(log_path)
+    except UnknownOrder as exc:  # the log changed under the audit
+        out.problem = Problem(f"the log cannot be read from its checkpoint: {exc}", cp.seq, cp.offset)
+        return
+    if fast.state != whole.state:
+        out.checkpoint = "disagrees"
+        out.problem = Problem(
+            f"the checkpoint {checkpoint.checkpoint_path(log_path)} at line {cp.seq} folds to another lane "
+            "than the whole log does, and commands trust it; delete that file (it is only a cache)",
+            cp.seq, cp.offset)
+        return
+    out.checkpoint = "agrees"

@@ -1,0 +1,240 @@
+"""The checkpoint: a cache beside the log, ``.<log name>.checkpoint``, that
+holds the lane state folded up to a byte offset, with the ``seq`` and chain
+digest of the line that ends there, so that a command folds only the lines
+written since.
+
+A reader uses it only when it still describes this log: it is a regular
+file owned by the log's owner and writable by no one else, written by this
+version of storm-queue, its offset is within the witnessed length and the
+log, and the one line ending exactly at that offset (read by seeking back
+from the offset, never by scanning the file) has the recorded digest and
+``seq``. Anything else is ignored and the log is replayed from its first
+line: deleting the checkpoint changes nothing but speed. Damage to lines
+before a valid checkpoint is found by ``storm-queue verify``, which always
+replays the whole log.
+
+Writers refresh it under the lock once ``EVERY`` lines have been appended
+since the checkpoint their read started from, so a reader folds at most
+about that many lines, and a writer pays for one more atomic replace once
+in ``EVERY`` requests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+from .. import __version__, fold
+from ..fsutil import replace_atomically
+from ..records import dataclass, fields, is_record
+from .framing import Malformed, decode, digest
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .reader import LogRead, Witness
+
+FORMAT = 1
+#: lines appended after the checkpoint before a writer writes a new one
+EVERY = 100
+#: a checkpoint larger than this is not read (a lane of a million slugs fits)
+MAX_BYTES = 256 << 20
+#: the longest line a checkpoint may end on; a longer one is not looked for
+MAX_LINE = 1 << 20
+
+
+def checkpoint_path(log_path: str) -> str:
+    """Where the checkpoint of ``log_path`` lives: ``.<log name>.checkpoint`` beside it."""
+    head, name = os.path.split(log_path)
+    return os.path.join(head, f".{name}.checkpoint")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The lane ``state`` folded from the log's first ``offset`` bytes, whose
+    last line has ``seq`` and chain ``digest``."""
+
+    offset: int
+    seq: int
+    digest: str
+    state: fold.LaneState
+
+
+# -- the state as JSON, generically from the record fields ------------------
+
+
+def _to_json(value: Any) -> Any:
+    if is_record(value):
+        if getattr(fold, type(value).__name__, None) is not type(value):
+            raise TypeError(f"{type(value).__name__} is not a record of the fold")
+        return {"@": type(value).__name__, **{name: _to_json(getattr(value, name)) for name in fields(value)}}
+    if isinstance(value, (tuple, list)):
+        return [_to_json(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return {"@set": sorted(_to_json(v) for v in value)}
+    if hasattr(value, "items"):
+        return {"@map": {str(k): _to_json(v) for k, v in value.items()}}
+    if value is None or isinstance(value, (str, int, bool)):
+        return value
+    raise TypeError(f"cannot keep a {type(value).__name__} in a checkpoint")
+
+
+def _from_json(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_from_json(v) for v in value)
+    if isinstance(value, dict):
+        if set(value) == {"@map"} and isinstance(value["@map"], dict):
+            return {k: _from_json(v) for k, v in value["@map"].items()}
+        if set(value) == {"@set"} and isinstance(value["@set"], list):
+            return frozenset(_from_json(v) for v in value["@set"])
+        cls = getattr(fold, str(value.get("@")), None)
+        if not (isinstance(cls, type) and hasattr(cls, "__record_fields__")):
+            raise ValueError(f"unknown record {value.get('@')!r}")
+        names = fields(cls)
+        if set(value) != {"@", *names}:
+            raise ValueError(f"the fields of {cls.__name__} differ")
+        return cls(**{name: _from_json(value[name]) for name in names})
+    return value
+
+
+def encode(log_path: str, cp: Checkpoint) -> bytes:
+    """The checkpoint file's bytes."""
+    body = {"v": FORMAT, "storm_queue": __version__, "log": os.path.basename(log_path),
+            "offset": cp.offset, "seq": cp.seq, "digest": cp.digest, "state": _to_json(cp.state)}
+    return (json.dumps(body, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def parse(log_path: str, raw: bytes) -> Checkpoint:
+    """The checkpoint in ``raw``; ``ValueError`` saying why it is not one."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise ValueError("it is not JSON") from None
+    if not isinstance(body, dict) or body.get("v") != FORMAT:
+        raise ValueError("it is not a checkpoint of this format")
+    if body.get("storm_queue") != __version__:
+        raise ValueError(f"it was written by storm-queue {body.get('storm_queue')!r}, not {__version__}")
+    if body.get("log") != os.path.basename(log_path):
+        raise ValueError(f"it is for {body.get('log')!r}, not this log")
+    offset, seq, dig = body.get("offset"), body.get("seq"), body.get("digest")
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in (offset, seq)):
+        raise ValueError("its offset or seq is not a positive number")
+    if not (isinstance(dig, str) and len(dig) == 64):
+        raise ValueError("its digest is not a SHA-256 digest")
+    try:
+        state = _from_json(body.get("state"))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"its state cannot be read ({exc})") from None
+    if not isinstance(state, fold.LaneState):
+        raise ValueError("its state is not a lane state")
+    return Checkpoint(offset, seq, dig, state)
+
+
+# -- reading and checking it against the log --------------------------------
+
+
+def line_ending_at(fd: int, offset: int) -> bytes | None:
+    """The whole line of the file ``fd`` that ends exactly at ``offset``
+    (newline included), found by reading backwards from ``offset``; None
+    when no line ends there or it is longer than ``MAX_LINE``."""
+    if offset <= 0 or os.pread(fd, 1, offset - 1) != b"\n":
+        return None
+    parts: list[bytes] = []
+    end = offset - 1  # the line's own newline is not searched
+    while end > 0 and offset - end <= MAX_LINE:
+        start = max(0, end - 8192)
+        chunk = os.pread(fd, end - start, start)
+        if len(chunk) != end - start:
+            return None
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            parts.append(chunk[cut + 1:])
+            break
+        parts.append(chunk)
+        end = start
+    else:
+        if end > 0:
+            return None  # too long
+    return b"".join(reversed(parts)) + b"\n"
+
+
+def examine(log_path: str, log_fd: int, witness: Witness) -> tuple[Checkpoint | None, str | None]:
+    """The checkpoint of the log open as ``log_fd``, if it still describes
+    it; else None and why not (None when there is no checkpoint)."""
+    path = checkpoint_path(log_path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"it cannot be opened ({exc.strerror})"
+    try:
+        st, log_st = os.fstat(fd), os.fstat(log_fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None, "it is not a regular file"
+        if st.st_uid != log_st.st_uid or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return None, "it is not owned by the log's owner alone, so anyone could have written it"
+        if st.st_size > MAX_BYTES:
+            return None, f"it is larger than {MAX_BYTES} bytes"
+        raw = b""
+        while len(raw) < st.st_size:
+            more = os.read(fd, st.st_size - len(raw))
+            if not more:
+                break
+            raw += more
+    except OSError as exc:
+        return None, f"it cannot be read ({exc.strerror})"
+    finally:
+        os.close(fd)
+    try:
+        cp = parse(log_path, raw)
+    except ValueError as exc:
+        return None, str(exc)
+    if cp.offset > witness.length:
+        return None, f"its offset {cp.offset} is past the witnessed length {witness.length}"
+    if cp.offset > log_st.st_size:
+        return None, f"its offset {cp.offset} is past the end of the log"
+    if cp.offset == witness.length and (cp.seq, cp.digest) != (witness.seq, witness.digest):
+        return None, "it ends where the witness does, on another line"
+    try:
+        line = line_ending_at(log_fd, cp.offset)
+    except OSError as exc:
+        return None, f"the log cannot be read at its offset ({exc.strerror})"
+    if line is None:
+        return None, f"no line of the log ends at its offset {cp.offset}"
+    if digest(line) != cp.digest:
+        return None, f"the line ending at its offset {cp.offset} has another digest"
+    try:
+        seq = decode(line)["seq"]
+    except Malformed as exc:
+        return None, f"the line ending at its offset {cp.offset} is malformed: {exc}"
+    if seq != cp.seq:
+        return None, f"the line ending at its offset has seq {seq}, not {cp.seq}"
+    return cp, None
+
+
+# -- writing it -----------------------------------------------------------
+
+
+def save(log_path: str, cp: Checkpoint, owner: tuple[int, int] | None = None) -> None:
+    """Replace the checkpoint atomically (temp, fsync, rename, directory fsync)."""
+    replace_atomically(checkpoint_path(log_path), encode(log_path, cp), owner)
+
+
+def refresh(log: LogRead, events: list[dict[str, Any]], length: int, last_digest: str,
+            owner: tuple[int, int] | None = None) -> bool:
+    """After an append of ``events`` to what ``log`` read (under the lock,
+    once the witness is replaced), write a new checkpoint at ``length`` when
+    ``EVERY`` lines have been appended since the checkpoint the read started
+    from. A failure to write it is no failure of the append: it is a cache,
+    and the next writer tries again. Returns whether it was written."""
+    seq = events[-1]["seq"]
+    if seq - log.checkpoint_seq < EVERY:
+        return False
+    try:
+        save(log.path, Checkpoint(length, seq, last_digest, fold.replay(events, log.state)), owner)
+    except OSError:
+        return False
+    return True
