@@ -4,6 +4,8 @@ Errors become exit codes in one place, ``_run``."""
 from __future__ import annotations
 
 import functools
+import os
+import sys
 from typing import Any, Callable
 
 import click
@@ -47,6 +49,28 @@ def common(fn: Callable[..., int]) -> Callable[..., None]:
         _run(as_json, lambda: fn(root=root, as_json=as_json, **kwargs))
 
     return wrapper
+
+
+class SinceType(click.ParamType):
+    """A time for ``log --since``: a date or RFC 3339; anything else is a
+    usage error (exit 2) naming the accepted forms."""
+
+    name = "time"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        from .history import parse_since
+
+        try:
+            return parse_since(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair")
+
+
+def dry_run_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--dry-run", is_flag=True, help="Show what would move and the run order after it; record nothing.")(fn)
 
 
 def request_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -94,20 +118,99 @@ def main() -> None:
 
 
 @main.command("list", epilog=exit_codes((0, "the listing was printed"), (2, "no storm here, a storm file cannot be read, or a usage error"), 3, 4))
+@click.option("--plain", is_flag=True, help="Plain text, one lane a line, even at a terminal.")
+@click.option("--all", "show_all", is_flag=True, help="List settled lanes too (by default they are counted).")
 @common
-def list_(root: str | None, as_json: bool) -> int:
+def list_(root: str | None, as_json: bool, plain: bool, show_all: bool) -> int:
     """Show the order the storm will run, each lane's state, and why.
 
+    At a terminal, a table; when stdout is not a terminal, NO_COLOR is set
+    or --plain is given, one lane a line: POSITION PRIORITY SLUG ISSUE STATE
+    BY AT DETAIL (see the README).
+
     Example: storm-queue list --root ~/storms/spring
+
+    Example: storm-queue list --plain | awk '$2 == "*" {print $3}'
     """
     from . import render
 
     if as_json:
         return list_json(root)
     listing = _storm(root).listing()
-    click.echo(render.listing_text(listing))
+    if plain or os.environ.get("NO_COLOR") or not sys.stdout.isatty():
+        click.echo(render.listing_text(listing, show_all))
+    else:
+        from .table import print_listing
+
+        print_listing(listing, show_settled=show_all)
     _warn(listing.warnings)
     return 0
+
+
+@main.command("log", epilog=exit_codes((0, "the matching events were printed"), (2, "no storm here, a storm file cannot be read, or a usage error"), (3, "the log is damaged: the lines before the damage, then the damage"), 4))
+@click.option("--slug", "slugs", multiple=True, metavar="SLUG", help="Only events that name SLUG (as the lane asked for, or among those moved or removed). Repeatable.")
+@click.option("--by", "by", multiple=True, metavar="WHO", help="Only events by WHO: a principal (operator:alice, source:bot) or the name after its colon. Repeatable.")
+@click.option("--action", "actions", multiple=True, type=click.Choice(ACTIONS), help="Only this action (a refusal counts as the verb it refused, too). Repeatable.")
+@click.option("--refused", is_flag=True, help="Only refused requests.")
+@click.option("--since", type=SinceType(), metavar="TIME", help="Only events at or after TIME: a date (2026-11-30, midnight UTC) or RFC 3339 (2026-11-30T14:05:00Z).")
+@click.option("--last", type=click.IntRange(min=0), metavar="N", help="Only the last N matching events.")
+@common
+def log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[str, ...], actions: tuple[str, ...],
+        refused: bool, since, last: int | None) -> int:
+    """Show the recorded requests, oldest first, one line each.
+
+    Each line: seq, time, who, the action and lane, what moved, the outcome
+    (done, noop, refused with its code) and the reason. With --json, the
+    matching events as JSON lines, byte for byte as the log stores them.
+
+    Example: storm-queue log --refused --since 2026-11-30
+
+    Example: storm-queue log --slug billing --last 5
+    """
+    from . import history, render
+
+    storm = _storm(root)
+    flt = history.Filter(frozenset(slugs), frozenset(by), frozenset(actions), refused, since)
+    out = sys.stdout
+    if as_json:
+        def emit(line: bytes, event: dict) -> None:
+            out.buffer.write(line)
+    else:
+        def emit(line: bytes, event: dict) -> None:
+            out.write(render.event_text(event) + "\n")
+    try:
+        read = history.walk(storm.history, flt, last, emit)
+        out.flush()
+    except BrokenPipeError:  # the reader stopped reading (| head): end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+        return 0
+    if read.fresh:
+        render.err("storm-queue: the storm has recorded nothing yet")
+    _warn(read.warnings)
+    return 0
+
+
+@main.command(epilog=exit_codes((0, "the answer was printed"), (2, "SLUG is unknown or not a name; no storm here; or a usage error"), 3, 4))
+@click.argument("slug")
+@common
+def why(root: str | None, as_json: bool, slug: str) -> int:
+    """Say where SLUG stands and why, in plain words.
+
+    Its state, its position, what runs before it, the dependencies it waits
+    on, who prioritised it and why, and whether it is stray or skipped.
+
+    Example: storm-queue why billing
+    """
+    from . import render
+
+    answer = _storm(root).why(slug)
+    if as_json:
+        render.emit_json(render.why_json(answer))
+    elif answer.known:
+        click.echo(render.why_text(answer))
+    else:
+        render.err(f"storm-queue: {render.why_text(answer).splitlines()[0]}")
+    return answer.exit_code
 
 
 @main.command("next", epilog=exit_codes((0, "the decision was printed"), (2, "no storm here, a storm file cannot be read, or a usage error"), 3, 4))
@@ -125,16 +228,19 @@ def next_(root: str | None, as_json: bool) -> int:
 @main.command(epilog=EXIT_CODES)
 @click.argument("slug", shell_complete=complete_slug)
 @request_options
+@dry_run_option
 @common
-def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float) -> int:
+def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float, dry_run: bool) -> int:
     """Prioritise SLUG to run next after what is running.
 
     It runs after lanes prioritised earlier, ahead of every other lane; its
     unfinished dependencies are pulled forward with it.
 
     Example: storm-queue bump e --reason "customer outage"
+
+    Example: storm-queue bump e --dry-run
     """
-    return _answer(_storm(root, wait).bump(slug, reason=reason, source=source), as_json)
+    return _answer(_storm(root, wait).bump(slug, reason=reason, source=source, dry_run=dry_run), as_json)
 
 
 @main.command(epilog=EXIT_CODES)
@@ -142,30 +248,34 @@ def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source:
 @click.argument("issue")
 @click.option("--deps", metavar="A,B", shell_complete=complete_deps, help="The lane's dependencies, comma-separated.")
 @request_options
+@dry_run_option
 @common
 def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None,
-         reason: str | None, source: str | None, wait: float) -> int:
+         reason: str | None, source: str | None, wait: float, dry_run: bool) -> int:
     """Enqueue SLUG ISSUE already prioritised.
 
     Appends the lane to queue.txt (unless it is queued) and prioritises it.
 
     Example: storm-queue push z 26 --deps c,e
     """
-    return _answer(_storm(root, wait).push(slug, issue, deps, reason=reason, source=source), as_json)
+    return _answer(_storm(root, wait).push(slug, issue, deps, reason=reason, source=source, dry_run=dry_run), as_json)
 
 
 @main.command(epilog=EXIT_CODES)
 @click.argument("slug", shell_complete=complete_slug)
 @request_options
+@dry_run_option
 @common
-def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float) -> int:
+def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float, dry_run: bool) -> int:
     """Take SLUG out of the priority lane.
 
     Everything that no other prioritised lane requires leaves with it.
 
     Example: storm-queue unbump e
+
+    Example: storm-queue unbump e --dry-run --json
     """
-    return _answer(_storm(root, wait).unbump(slug, reason=reason, source=source), as_json)
+    return _answer(_storm(root, wait).unbump(slug, reason=reason, source=source, dry_run=dry_run), as_json)
 
 
 @main.command(epilog=exit_codes((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, or a usage error"), 4, 5))

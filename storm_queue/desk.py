@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import os
 
-from . import authority, config, ledger, queuefile
+from . import authority, config, fold, ledger, queuefile
 from .errors import Busy, NoStorm, RecordFailed, UnknownOrder
-from .lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump
+from .lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump, with_lane
 from .log import reader
 from .log.checkpoint import checkpoint_path
 from .log.framing import sha256
@@ -59,12 +59,15 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
 
 @dataclass
 class Listing:
-    """What ``list`` shows: the resolved view and everything worth saying."""
+    """What ``list`` shows: the resolved view and everything worth saying;
+    ``marks`` says, for each slug in the priority lane, which recorded
+    request put it there (who, when, why)."""
 
     root: str
     view: View
     skipped: tuple[queuefile.Skipped, ...]
     warnings: list[str]
+    marks: Mapping[str, fold.Mark] = field(default_factory=dict)
 
     @property
     def decision(self) -> str:
@@ -74,7 +77,9 @@ class Listing:
 @dataclass
 class Outcome:
     """The answer to a request. ``outcome`` is ``done``, ``noop`` or
-    ``refused``; ``recorded`` says whether its log line was written."""
+    ``refused``; ``recorded`` says whether its log line was written. A dry
+    run (``dry_run``) records nothing and carries the run ``order`` the
+    request would leave."""
 
     outcome: str
     action: str
@@ -89,6 +94,8 @@ class Outcome:
     appended: bool | None = None
     warnings: list[str] = field(default_factory=list)
     event: dict[str, Any] | None = None
+    dry_run: bool = False
+    order: list[str] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -111,6 +118,9 @@ class Outcome:
         if self.appended is not None:
             out["appended"] = self.appended
         out["warnings"] = self.warnings
+        if self.dry_run:
+            out["dry_run"] = True
+            out["order"] = self.order
         return out
 
 
@@ -164,7 +174,29 @@ class Storm:
                 "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "
                 "replayed, and the next request will re-derive it"
             )
-        return Listing(self.root, view, queue.skipped, warnings)
+        return Listing(self.root, view, queue.skipped, warnings, log.state.marks)
+
+    def why(self, slug: str):
+        """Where the lane ``slug`` stands and why, as plain data
+        (``why.Why``); reads only, writes nothing."""
+        from . import why
+
+        decl = self.declaration()
+        if decl.log_error:
+            raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
+        log = reader.read(self.log_path(decl))
+        snap, queue = self._snapshot(log)
+        return why.explain(snap, resolve(snap), queue.skipped, as_text(slug))
+
+    def history(self, each, decl: config.Declaration | None = None) -> reader.LogRead:
+        """Read the whole log, oldest first, calling ``each(line, event)``
+        for every line that passed the reader's checks (a line is never held
+        longer than that call). Damage raises ``UnknownOrder`` after ``each``
+        has seen every line before it."""
+        decl = decl or self.declaration()
+        if decl.log_error:
+            raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
+        return reader.read(self.log_path(decl), each=each)
 
     def verify(self, progress: Callable[[int], None] | None = None):
         """The full audit of the priority log (see ``log.audit``); reads only.
@@ -219,19 +251,22 @@ class Storm:
 
     # -- requests ------------------------------------------------------
 
-    def bump(self, slug: str, reason: str | None = None, source: str | None = None) -> Outcome:
-        """Prioritise a queued lane, pulling its dependencies forward."""
+    def bump(self, slug: str, reason: str | None = None, source: str | None = None, dry_run: bool = False) -> Outcome:
+        """Prioritise a queued lane, pulling its dependencies forward. With
+        ``dry_run``, answer as the request would and record nothing."""
         req = _Request("bump", as_text(slug), _text(reason), _text(source))
-        return self._request(req, _shape_names(req.slug, (), req.source), lambda snap: (plan_bump(snap, req.slug), _lane_fields(snap, req.slug), None))
+        return self._request(req, _shape_names(req.slug, (), req.source), lambda snap: (plan_bump(snap, req.slug), _lane_fields(snap, req.slug), None), dry_run)
 
-    def unbump(self, slug: str, reason: str | None = None, source: str | None = None) -> Outcome:
-        """Take a lane out of the priority lane, with what only it required."""
+    def unbump(self, slug: str, reason: str | None = None, source: str | None = None, dry_run: bool = False) -> Outcome:
+        """Take a lane out of the priority lane, with what only it required.
+        With ``dry_run``, answer as the request would and record nothing."""
         req = _Request("unbump", as_text(slug), _text(reason), _text(source))
-        return self._request(req, _shape_names(req.slug, (), req.source), lambda snap: (plan_unbump(snap, req.slug), {}, None))
+        return self._request(req, _shape_names(req.slug, (), req.source), lambda snap: (plan_unbump(snap, req.slug), {}, None), dry_run)
 
     def push(self, slug: str, issue: str, deps: str | tuple[str, ...] | None = None,
-             reason: str | None = None, source: str | None = None) -> Outcome:
-        """Append a lane to ``queue.txt`` (unless queued) and prioritise it."""
+             reason: str | None = None, source: str | None = None, dry_run: bool = False) -> Outcome:
+        """Append a lane to ``queue.txt`` (unless queued) and prioritise it.
+        With ``dry_run``, answer as the request would and write nothing."""
         req = _Request("push", as_text(slug), _text(reason), _text(source))
         issue = as_text(issue)
         dep_list = split_deps(as_text(deps)) if isinstance(deps, str) else (None if deps is None else tuple(as_text(d) for d in deps))
@@ -246,7 +281,7 @@ class Storm:
                 return result, _lane_fields(snap, req.slug, issue, deps), None
             return result, {"issue": issue, "deps": list(deps)}, queuefile.format_line(req.slug, issue, deps)
 
-        return self._request(req, refusal, plan)
+        return self._request(req, refusal, plan, dry_run)
 
     def reset(self, reason: str | None, source: str | None = None) -> Outcome:
         """Start a new log when the old one cannot be replayed; operator only."""
@@ -259,7 +294,12 @@ class Storm:
     # -- the one path every request takes ------------------------------
 
     def _request(self, req: _Request, shape: Refusal | None,
-                 plan: Callable[[Snapshot], tuple[Plan | Refusal, dict[str, Any], str | None]] | None) -> Outcome:
+                 plan: Callable[[Snapshot], tuple[Plan | Refusal, dict[str, Any], str | None]] | None,
+                 dry_run: bool = False) -> Outcome:
+        """The one path of every request. A ``dry_run`` takes it up to the
+        queue append and the log write, then stops: it takes no lock (it is a
+        reader, like ``list``), writes nothing, and answers what the request
+        would have answered, with the run order it would leave."""
         decl = self.declaration()
         who = authority.caller(self.env)
         op = authority.owner(self.root)
@@ -271,15 +311,18 @@ class Storm:
         owner_ids = None if authority.is_owner(who, op) else (op.uid, op.gid)
         unrecordable = self._unrecordable(decl, who, op, log_path)
         if refusal is not None and unrecordable:
-            return self._refused(req, by, refusal, authorised, recorded=False, why_not=unrecordable)
+            return self._refused(req, by, refusal, authorised, recorded=False,
+                                 why_not=DRY_RUN if dry_run else unrecordable)
         if unrecordable:  # admitted, so the caller is the owner and the log's place is known
             raise RecordFailed(unrecordable)
+        from contextlib import nullcontext
+
         from .log import lock, writer
 
         at = now()
         queued = False
         try:
-            with lock.held(log_path, self.wait, may_create=owner_ids is None):
+            with nullcontext() if dry_run else lock.held(log_path, self.wait, may_create=owner_ids is None):
                 try:
                     log = reader.read(log_path)
                 except UnknownOrder:
@@ -292,9 +335,14 @@ class Storm:
                 if plan is None and refusal is None:
                     refusal, authorised = LOG_READABLE, True
                 if refusal is None:
-                    result, fields, line = plan(self._snapshot(log)[0])
+                    snap = self._snapshot(log)[0]
+                    result, fields, line = plan(snap)
                     if isinstance(result, Refusal):
                         refusal, authorised = result, True
+                if dry_run:
+                    if refusal is not None:
+                        return self._refused(req, by, refusal, authorised, recorded=False, why_not=DRY_RUN)
+                    return _rehearsed(req, by, result, fields, line, snap, log)
                 if refusal is not None:
                     body = _refused_body(req, refusal, authorised)
                     out = self._refused(req, by, refusal, authorised, recorded=True)
@@ -356,6 +404,8 @@ class Storm:
                            "fix the cause and ask again", recorded=False)
 
     def _refused(self, req: _Request, by: str, refusal: Refusal, authorised: bool, recorded: bool, why_not: str = "") -> Outcome:
+        if why_not == DRY_RUN:
+            return Outcome("refused", req.verb, req.slug, by, refusal.code, f"{refusal.message} ({DRY_RUN})", dry_run=True)
         message = refusal.message if recorded else f"{refusal.message} (not recorded: {why_not})"
         return Outcome("refused", req.verb, req.slug, by, refusal.code, message, recorded=recorded)
 
@@ -418,6 +468,21 @@ def _abandon(log_path: str, at: str) -> int:
     return max(size, witnessed)
 
 
+def _rehearsed(req: _Request, by: str, plan: Plan, fields: dict[str, Any], line: str | None,
+               snap: Snapshot, log: reader.LogRead) -> Outcome:
+    """The outcome of a dry run that the request would pass: what it would
+    move, and the run order the replayed lane would then give."""
+    body, out = _admitted(req, by, plan, fields, line is not None)
+    if line is not None:
+        snap = with_lane(snap, queuefile.Lane(req.slug, fields["issue"], tuple(fields["deps"]), 1 << 61))
+    after = Snapshot(snap.lanes, snap.ledgers, fold.apply(snap.state, body))
+    out.dry_run = True
+    out.order = [row.slug for row in resolve(after).rows]
+    out.message = f"{out.message} ({DRY_RUN})"
+    out.warnings = [] if log.torn else list(log.warnings)
+    return out
+
+
 def _admitted(req: _Request, by: str, plan: Plan, fields: dict[str, Any], appended: bool) -> tuple[dict[str, Any], Outcome]:
     """The log body and the outcome of an admitted request."""
     body: dict[str, Any] = {"action": req.verb, "slug": req.slug, **fields,
@@ -447,6 +512,8 @@ def _lane_fields(snap: Snapshot, slug: str, issue: str = "-", deps: tuple[str, .
         issue, deps = lane.issue, lane.deps
     return {"issue": issue, "deps": list(deps)}
 
+
+DRY_RUN = "dry run: nothing recorded"
 
 LOG_READABLE = Refusal("log_readable", "the priority log replays fine, so there is nothing to reset; "
                        "use bump and unbump to change the lane")

@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 
     from .desk import Listing, Outcome
     from .log.audit import Audit
+    from .fold import Mark
+    from .resolver import Row
+    from .why import Why
 
 
 def emit_json(doc: Any) -> None:
@@ -26,42 +29,75 @@ def err(text: str) -> None:
     sys.stderr.write(printable(text) + "\n")
 
 
+def mark_json(mark: Mark | None) -> dict[str, Any] | None:
+    if mark is None:
+        return None
+    return {"seq": mark.seq, "at": mark.at, "by": mark.by, "action": mark.action, "slug": mark.slug, "reason": mark.reason}
+
+
+def _row_json(r: Row, listing: Listing) -> dict[str, Any]:
+    return {"position": r.position, "slug": r.slug, "issue": r.issue, "deps": list(r.deps),
+            "prioritised": r.prioritised, "state": r.state, "status": r.status,
+            "waits_on": list(r.waits_on), "mark": mark_json(listing.marks.get(r.slug) if r.prioritised else None)}
+
+
 def listing_json(listing: Listing) -> dict[str, Any]:
     view = listing.view
     return {
         "root": listing.root,
         "decision": view.decision,
-        "rows": [
-            {"position": r.position, "slug": r.slug, "issue": r.issue, "deps": list(r.deps),
-             "prioritised": r.prioritised, "state": r.state, "status": r.status}
-            for r in view.rows
-        ],
+        "rows": [_row_json(r, listing) for r in view.rows],
         "stray": list(view.stray),
         "skipped": [{"line": s.line, "text": s.text, "why": s.why} for s in listing.skipped],
         "warnings": listing.warnings,
+        "settled": [_row_json(r, listing) for r in view.settled],
     }
 
 
-def listing_text(listing: Listing) -> str:
-    """The listing as stable plain text, one row a line (warnings go to
-    stderr, as every command's do)."""
+def mark_words(mark: Mark | None, slug: str) -> str:
+    """Who put ``slug`` in the priority lane, for which lane, and why."""
+    if mark is None:
+        return ""
+    words = "" if mark.slug == slug else f"pulled forward for {mark.slug}"
+    if mark.reason is not None:
+        words = (words + "; " if words else "") + f"reason {quote(mark.reason)}"
+    return words
+
+
+def _plain_row(r: Row, listing: Listing, widths: tuple[int, int, int]) -> str:
+    mark = listing.marks.get(r.slug) if r.prioritised else None
+    detail = "; ".join(w for w in (printable(r.status), mark_words(mark, r.slug)) if w)
+    by, at = (printable(mark.by) or "-", printable(mark.at) or "-") if mark else ("-", "-")
+    pos = str(r.position) if r.position else "-"
+    sw, iw, bw = widths
+    return (f"{pos:>4} {'*' if r.prioritised else '-'} {r.slug:<{sw}} {r.issue:<{iw}} {r.state:<8} "
+            f"{by:<{bw}} {at:<27} {detail}")
+
+
+def listing_text(listing: Listing, show_settled: bool = False) -> str:
+    """The listing as stable plain text (warnings go to stderr, as every
+    command's do). A lane is one line of whitespace-separated fields:
+    POSITION PRIORITY SLUG ISSUE STATE BY AT DETAIL, where PRIORITY is ``*``
+    for a lane in the priority lane and ``-`` otherwise, BY and AT name the
+    request that put it there (``-`` when none), POSITION is ``-`` for a
+    settled lane, and DETAIL (the rest of the line) says in words what the
+    lane waits on. Every other line starts with a word and a colon."""
     view = listing.view
-    lines = [f"storm {printable(listing.root)}", f"next: {view.decision}"]
-    if view.rows:
-        width = max(len(r.slug) for r in view.rows)
-        iw = max(len(r.issue) for r in view.rows)
-        for r in view.rows:
-            mark = "*" if r.prioritised else " "
-            lines.append(f"{r.position:>4} {mark} {r.slug:<{width}}  {r.issue:<{iw}}  {r.state:<8}  {printable(r.status)}")
-        lines.append("(* prioritised)" if any(r.prioritised for r in view.rows) else "(nothing prioritised)")
-    else:
-        lines.append("no lanes to run")
-    if view.settled:
-        lines.append(f"settled: {len(view.settled)} lane(s)")
-    if view.stray:
-        lines.append("stray (prioritised, but queue.txt no longer carries them; never run): " + " ".join(view.stray))
+    rows = view.rows + (view.settled if show_settled else ())
+    lines = [f"storm: {printable(listing.root)}", f"next: {view.decision}"]
+    if rows:
+        marks = [listing.marks.get(r.slug) for r in rows if r.prioritised]
+        widths = (max(len(r.slug) for r in rows), max(len(r.issue) for r in rows),
+                  max([len(printable(m.by)) for m in marks if m] + [1]))
+        lines += [_plain_row(r, listing, widths) for r in rows]
+    if not view.rows:
+        lines.append("lanes: none to run")
+    if view.settled and not show_settled:
+        lines.append(f"settled: {len(view.settled)} lane(s), not listed (--all lists them)")
+    for slug in view.stray:
+        lines.append(f"stray: {slug} (prioritised, but queue.txt no longer carries it; never run)")
     for s in listing.skipped:
-        lines.append(f"skipped queue.txt line {s.line}: {quote(s.text)}: {printable(s.why)}")
+        lines.append(f"skipped: queue.txt line {s.line}: {quote(s.text)}: {printable(s.why)}")
     return "\n".join(lines)
 
 
@@ -74,7 +110,10 @@ def outcome_text(out: Outcome) -> str:
         parts.append("moved: " + " ".join(out.moved))
     if out.removed:
         parts.append("removed: " + " ".join(out.removed))
-    return "; ".join(parts)
+    text = "; ".join(parts)
+    if out.order is not None:
+        text += "\nrun order after it: " + (" ".join(out.order) or "(no lanes to run)")
+    return text
 
 
 def audit_text(audit: Audit) -> str:
@@ -120,3 +159,93 @@ class progress_bar:  # noqa: N801 -- used as a function: with progress_bar(total
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()
+
+
+
+def _lanes(words: str, slugs: list[str]) -> str:
+    return f"; {words} {' '.join(printable(s) for s in slugs)}" if slugs else ""
+
+
+def event_text(event: dict[str, Any]) -> str:
+    """One recorded event as one line: seq, time, who, action, lane, what
+    moved, the outcome and the reason; outside text quoted and escaped."""
+    action = event["action"]
+    head = f"{event['seq']:>6} {printable(event['at'])} {printable(event['by'])} "
+    if action == "refused":
+        slug = "-" if event.get("slug") is None else quote(event["slug"])
+        body = f"{printable(event['requested'])} {slug} refused ({printable(event['code'])}): {printable(event['message'])}"
+        body += "" if event.get("authorised") else " [not authorised]"
+    elif action in ("push", "bump", "unbump"):
+        outcome = f"noop: {printable(event['noop'])}" if event.get("noop") else "done"
+        body = f"{action} {printable(event['slug'])}"
+        if action != "unbump":
+            body += f" (issue {printable(event['issue'])})"
+        if event.get("appended"):
+            body += " appended to queue.txt"
+        body += f" {outcome}" + _lanes("moved", event.get("moved", [])) + _lanes("removed", event.get("removed", []))
+    elif action == "reset":
+        body = f"reset: a new log, abandoning {event['abandons']} bytes of the old one"
+    elif action == "repair":
+        body = f"repair: cut {event['torn']} torn bytes, kept in {printable(event['side'])}"
+    else:
+        body = printable(action)
+    if event.get("reason") is not None:
+        body += f"; reason {quote(event['reason'])}"
+    return head + body
+
+
+def why_json(why: Why) -> dict[str, Any]:
+    return {
+        "slug": why.slug, "known": why.known, "state": why.state, "status": why.status,
+        "issue": why.issue, "position": why.position, "of": why.of, "next": why.is_next,
+        "ahead": list(why.ahead), "running": list(why.running),
+        "deps": [{"slug": d.slug, "state": d.state, "status": d.status, "satisfied": d.satisfied} for d in why.deps],
+        "waits_on": list(why.waits_on), "prioritised": why.prioritised, "named": why.named,
+        "mark": mark_json(why.mark), "needed_by": list(why.needed_by), "in_queue": why.in_queue,
+        "skipped": [{"line": s.line, "text": s.text, "why": s.why} for s in why.skipped],
+        "decision": why.decision, "stale": why.stale,
+    }
+
+
+def _list(slugs: tuple[str, ...]) -> str:
+    return ", ".join(printable(s) for s in slugs)
+
+
+def why_text(why: Why) -> str:
+    """Where the lane stands and why, a few plain lines; outside text escaped."""
+    name = quote(why.slug) if why.state == "invalid" else why.slug
+    lines = [f"{name}: {why.state}" + ("" if why.status == why.state else f": {printable(why.status)}")]
+    if why.issue is not None:
+        lines.append(f"issue: {printable(why.issue)}")
+    if why.position is not None:
+        where = f"position {why.position} of {why.of} in run order"
+        if why.is_next:
+            where += "; it is what next runs"
+        lines.append(where)
+        if why.ahead:
+            lines.append(f"runs after: {_list(why.ahead)}")
+        if why.running:
+            lines.append(f"running now: {_list(why.running)}")
+    for d in why.deps:
+        lines.append(f"depends on: {printable(d.slug)}: {printable(d.status)}" + ("" if d.satisfied else " (not satisfied)"))
+    if why.prioritised:
+        mark = why.mark
+        how = "prioritised by name" if why.named else (
+            f"in the priority lane, pulled forward for {printable(mark.slug)}" if mark and mark.slug != why.slug
+            else "in the priority lane")
+        if mark is not None:
+            how += f" by {printable(mark.by)} at {printable(mark.at)} ({mark.action} #{mark.seq})"
+            if mark.reason is not None:
+                how += f", reason {quote(mark.reason)}"
+        lines.append(how)
+        if why.needed_by:
+            lines.append(f"needed by prioritised: {_list(why.needed_by)}")
+    elif why.in_queue:
+        lines.append("not prioritised: it runs in queue.txt order")
+    for s in why.skipped:
+        lines.append(f"skipped: queue.txt line {s.line}: {quote(s.text)}: {printable(s.why)}")
+    if why.stale:
+        lines.append("note: the priority lane is stale after a change to queue.txt or the ledgers; "
+                     "the next request re-derives it")
+    lines.append(f"next: {why.decision}")
+    return "\n".join(lines)

@@ -86,3 +86,23 @@ def storm(tmp_path: Path):
         return make_storm(tmp_path / "storm", queue, **kwargs)
 
     return factory
+
+
+def write_log(root: Path, bodies, at: str = "2026-11-30T00:00:00.000000Z", by: str = "operator:op",
+              name: str = "priority.log") -> int:
+    """Write a well-formed, witnessed log of ``bodies`` (an iterable of event
+    bodies, each with its ``action``) straight to disk, streaming, without
+    the request path: for views and benches that need a long history.
+    Returns the number of lines written."""
+    from storm_queue.log.framing import digest
+    from storm_queue.log.writer import frame
+
+    seq, prev, length = 0, None, 0
+    with open(root / name, "wb") as f:
+        for body in bodies:
+            (event, line), = frame([body], seq, prev, at, by)
+            f.write(line)
+            seq, prev, length = event["seq"], digest(line), length + len(line)
+    witness = {"log": name, "length": length, "seq": seq, "digest": prev, "at": at}
+    (root / f".{name}.witness").write_text(json.dumps(witness) + "\n")
+    return seq

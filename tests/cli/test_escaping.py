@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from storm_queue.names import quote
 from tests.conftest import clean_env, make_storm
 
 HOSTILE = {
@@ -194,3 +195,86 @@ def test_hostile_lane_env_value_is_data(tmp_path: Path) -> None:
     assert events[0]["by"] == "lane:" + json.dumps(value)
     line = new_progress_line(b"", progress_bytes(root))
     assert "lane_process" in line
+
+
+# -- every view of issue 3 (item 10): list (terminal and plain), log, why,
+# -- dry-run refusals; markup shows as itself, never interpreted
+
+SGR = __import__("re").compile(r"\x1b\[[0-9;]*m")
+
+
+def hostile_storm(tmp_path: Path, text: str) -> Path:
+    """A storm whose log carries ``text`` as a reason and as a refused slug."""
+    root = make_storm(tmp_path / "storm", "a 1\nb 2 a\n")
+    assert cli(root, "bump", "b", "--reason", text).returncode == 0
+    assert cli(root, "bump", text, "--reason", text).returncode == 2
+    return root
+
+
+def assert_shown_literally(out: str, text: str, what: str) -> None:
+    """``text`` appears escaped (once) and quoted, never raw when it is not
+    printable; printable markup appears exactly as typed."""
+    if text.isprintable():
+        assert text in out, f"{what}: {text!r} not shown as itself"
+    else:
+        assert text not in out
+        assert quote(text) in out, f"{what}: {quote(text)} not in {out!r}"
+
+
+@pytest.mark.parametrize("text", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_hostile_text_in_plain_list_log_and_why(tmp_path: Path, text: str) -> None:
+    root = hostile_storm(tmp_path, text)
+    for args in (("list",), ("list", "--plain", "--all"), ("log",), ("log", "--refused"), ("why", "b"), ("why", "a")):
+        done = cli(root, *args)
+        assert done.returncode == 0, (args, done.stderr)
+        out = assert_clean_terminal(done.stdout + done.stderr, " ".join(args))
+        assert_shown_literally(out, text, " ".join(args))
+    log = assert_clean_terminal(cli(root, "log").stdout, "log")
+    assert len(log.splitlines()) == 2, "one line per event"
+    refused = log.splitlines()[1]
+    assert refused.count(quote(text)) == 3, "the refused slug, the message naming it, and the reason, each quoted"
+    # why of the hostile text itself: invalid, answered escaped on stderr
+    bad = cli(root, "why", text)
+    assert bad.returncode == 2
+    assert_shown_literally(assert_clean_terminal(bad.stdout + bad.stderr, "why hostile"), text, "why hostile")
+    # a dry run's refusal and a dry run's reason
+    for args in (("bump", text, "--dry-run"), ("bump", "a", "--dry-run", "--reason", text), ("push", "z", text, "--dry-run")):
+        done = cli(root, *args)
+        assert_clean_terminal(done.stdout + done.stderr, " ".join(args))
+    assert len(log_lines(root)) == 2, "dry runs record nothing"
+    # the JSON views carry the text exactly
+    doc = json.loads(cli(root, "why", "b", "--json").stdout)
+    assert doc["mark"]["reason"] == text
+    rows = json.loads(cli(root, "list", "--json").stdout)["rows"]
+    assert rows[1]["mark"]["reason"] == text
+
+
+def log_lines(root: Path) -> list[bytes]:
+    return (root / "priority.log").read_bytes().splitlines()
+
+
+@pytest.mark.parametrize("text", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_hostile_text_in_the_terminal_table(tmp_path: Path, text: str) -> None:
+    """The rich table, forced onto a terminal in-process: every escape
+    sequence in its output is rich's own colour (SGR), and outside text,
+    markup included, is shown literally."""
+    import io
+
+    from rich.console import Console
+
+    from storm_queue.desk import Storm
+    from storm_queue.table import print_listing
+
+    root = hostile_storm(tmp_path, text)
+    queue = root / "queue.txt"
+    queue.write_text(queue.read_text() + text.replace("\n", " ") + " 3\n")
+    buf = io.StringIO()
+    print_listing(Storm.find(str(root)).listing(), Console(file=buf, force_terminal=True, width=400, color_system="truecolor"))
+    out = buf.getvalue()
+    assert "\x1b]" not in out, "no hyperlink or title sequence"
+    plain = SGR.sub("", out)
+    for line in plain.split("\n"):
+        assert line.isprintable(), f"raw control character in {line!r}"
+    assert_shown_literally(plain, text, "table reason")
+    skipped = next(line for line in plain.split("\n") if " 3 " in line and "│" in line and '"' in line)
+    assert quote(text.replace("\n", " ") + " 3") in skipped

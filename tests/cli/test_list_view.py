@@ -1,0 +1,204 @@
+"""``list`` for people and for scripts (issue 3 item 1): a rich table at a
+terminal, documented plain columns otherwise, ``--all``, and ``--json``
+extended only additively."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import pty
+import re
+import struct
+import subprocess
+import sys
+import termios
+from pathlib import Path
+
+from tests.conftest import clean_env, make_storm, run_cli
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+BOX = set("┏━┳┓┃┡╇┩│└┴┘─┼╭╮╰╯")
+
+QUEUE = "a 1\nb 2 a\nc 3\nd 4 c\ne 5\nold 6\nbad line here x\n"
+
+
+def run_in_pty(root: Path, *args: str, env: dict[str, str] | None = None, columns: int = 200) -> tuple[int, str]:
+    """Run the CLI with stdout on a pseudo-terminal ``columns`` wide;
+    return the exit code and what the terminal received."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    env = dict(env or clean_env())
+    env.pop("COLUMNS", None)
+    env.pop("TERM", None)
+    env["TERM"] = "xterm-256color"
+    proc = subprocess.Popen([sys.executable, "-m", "storm_queue", *args, "--root", str(root)],
+                            stdout=slave, stderr=subprocess.PIPE, env=env)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    proc.stderr.read()
+    code = proc.wait(timeout=60)
+    return code, b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+
+
+def prepared(storm) -> Path:
+    """A storm with a named lane, a pulled-forward dependency, a settled
+    lane, a stray slug and a skipped line."""
+    root = storm(QUEUE, integrated=["old"], running=["e"])
+    assert run_cli(root, "bump", "d", "--reason", "customer outage").returncode == 0
+    assert run_cli(root, "push", "gone", "7", "--source", "bot").returncode == 1
+    assert run_cli(root, "push", "gone", "7").returncode == 0
+    text = (root / "queue.txt").read_text().replace("gone 7\n", "")
+    (root / "queue.txt").write_text(text)
+    return root
+
+
+def lane_lines(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.split() and re.fullmatch(r"[0-9]+|-", line.split()[0])]
+
+
+def test_plain_columns_are_the_documented_ones(storm) -> None:
+    root = prepared(storm)
+    done = run_cli(root, "list")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert not SGR.search(out) and not (set(out) & BOX)
+    rows = lane_lines(out)
+    # POSITION PRIORITY SLUG ISSUE STATE BY AT DETAIL...
+    assert [r[:5] for r in rows] == [
+        ["1", "*", "c", "3", "ready"],
+        ["2", "*", "d", "4", "waiting"],
+        ["3", "-", "a", "1", "ready"],
+        ["4", "-", "b", "2", "waiting"],
+        ["5", "-", "e", "5", "running"],
+    ]
+    bumped = json.loads((root / "priority.log").read_text().splitlines()[0])
+    assert rows[0][5:7] == ["operator:" + bumped["by"].split(":", 1)[1], bumped["at"]]
+    assert rows[1][5:7] == rows[0][5:7]
+    assert rows[2][5:7] == ["-", "-"]
+    c_line = next(line for line in out.splitlines() if line.split()[:3] == ["1", "*", "c"])
+    assert c_line.endswith('ready; pulled forward for d; reason "customer outage"')
+    d_line = next(line for line in out.splitlines() if line.split()[:3] == ["2", "*", "d"])
+    assert "waits on c (not yet run)" in d_line
+    others = [line for line in out.splitlines() if line.split() not in rows]
+    assert all(re.match(r"[a-z]+: ", line) for line in others), others
+    assert "next: run c 3" in others
+    assert "settled: 1 lane(s), not listed (--all lists them)" in others
+    assert any(line.startswith("stray: gone ") for line in others)
+    assert 'skipped: queue.txt line 7: "bad line here x": ' in out
+    # awk-style use, as the README shows
+    assert [r[2] for r in rows if r[1] == "*"] == ["c", "d"]
+
+
+def test_all_lists_settled_lanes(storm) -> None:
+    root = prepared(storm)
+    out = run_cli(root, "list", "--all").stdout
+    rows = lane_lines(out)
+    assert rows[-1][:5] == ["-", "-", "old", "6", "settled"]
+    assert rows[-1][-1] == "integrated"
+    assert "settled:" not in out
+    plain = run_cli(root, "list", "--plain").stdout
+    assert "old" not in [r[2] for r in lane_lines(plain)]
+
+
+def test_json_is_extended_additively(storm) -> None:
+    root = prepared(storm)
+    doc = json.loads(run_cli(root, "list", "--json").stdout)
+    rows = {r["slug"]: r for r in doc["rows"]}
+    assert set(doc["rows"][0]) == {"position", "slug", "issue", "deps", "prioritised", "state", "status", "waits_on", "mark"}
+    assert rows["c"]["mark"]["slug"] == "d" and rows["c"]["mark"]["reason"] == "customer outage"
+    assert rows["d"]["mark"]["action"] == "bump" and rows["d"]["mark"]["seq"] == 1
+    assert rows["a"]["mark"] is None
+    assert rows["b"]["waits_on"] == ["a"]
+    assert [s["slug"] for s in doc["settled"]] == ["old"]
+    assert doc["stray"] == ["gone"]
+
+
+def test_terminal_gets_a_table(storm) -> None:
+    root = prepared(storm)
+    code, out = run_in_pty(root, "list")
+    assert code == 0
+    assert set(out) & BOX, out
+    assert "\x1b[" in out
+    text = SGR.sub("", out)
+    assert "next: run c 3" in text
+    for heading in ("lane", "issue", "state", "prioritised by", "waits on"):
+        assert heading in text
+    table_rows = [line for line in text.splitlines() if line.startswith("│")]
+    lane_rows = [cells for cells in (row.split("│") for row in table_rows) if len(cells) == 9]  # 7 columns
+    slugs = [cells[3].strip() for cells in lane_rows if cells[3].strip()]
+    assert slugs == ["c", "d", "a", "b", "e"]
+    assert "customer outage" in text and "pulled forward for d" in text
+    assert "Stray" in text and "gone" in text
+    assert "Skipped queue.txt lines" in text and '"bad line here x"' in text
+    assert "1 settled lane(s) not shown" in text
+    # the state is coloured: "ready" in green, "waiting" in yellow
+    assert re.search(r"\x1b\[[0-9;]*32m ?ready", out) and re.search(r"\x1b\[[0-9;]*33m ?waiting", out)
+
+
+def test_terminal_all_shows_settled_rows(storm) -> None:
+    root = prepared(storm)
+    code, out = run_in_pty(root, "list", "--all")
+    assert code == 0
+    text = SGR.sub("", out)
+    assert "old" in text and "integrated" in text and "not shown" not in text
+
+
+def test_no_color_and_plain_win_over_a_terminal(storm) -> None:
+    root = prepared(storm)
+    pipe = run_cli(root, "list").stdout
+    for args, env in ((("list",), clean_env(NO_COLOR="1")), (("list", "--plain"), clean_env())):
+        code, out = run_in_pty(root, *args, env=env)
+        assert code == 0
+        assert "\x1b" not in out and not (set(out) & BOX), out
+        assert out == pipe
+
+
+def test_in_process_table_content() -> None:
+    """The table's renderable, on a forced terminal: content, not only 'no crash'."""
+    from rich.console import Console
+
+    from storm_queue.desk import Storm
+    from storm_queue.table import print_listing
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = make_storm(Path(tmp) / "storm", "a 1\nb 2 a\n", abandoned=["x"])
+        assert run_cli(root, "bump", "b", "--reason", "why not").returncode == 0
+        buf = io.StringIO()
+        print_listing(Storm.find(str(root)).listing(), Console(file=buf, force_terminal=True, width=160, color_system="standard"))
+    out = buf.getvalue()
+    text = SGR.sub("", out)
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in text.splitlines() if line.startswith("│")]
+    first = [r for r in rows if r[0]]
+    assert [r[:5] for r in first] == [["1", "*", "a", "1", "ready"], ["2", "*", "b", "2", "waiting"]]
+    assert first[0][5].startswith("operator:") and first[1][6] == "waits on a (not yet run)"
+    assert 'reason "why not"' in text
+    assert "* in the priority lane" in text
+
+
+def test_plain_paths_never_import_rich(storm) -> None:
+    root = prepared(storm)
+    probe = (
+        "import sys\n"
+        "from storm_queue.cli import main\n"
+        "for args in (['list'], ['list', '--json'], ['list', '--plain'], ['log'], ['why', 'c']):\n"
+        "    try:\n"
+        "        main.main(args=args + ['--root', sys.argv[1]], standalone_mode=False)\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('RICH' if 'rich' in sys.modules else 'NO-RICH', file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe, str(root)], capture_output=True, text=True, env=clean_env(), timeout=60)
+    assert done.stderr.strip().splitlines()[-1] == "NO-RICH", done.stderr

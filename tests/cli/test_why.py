@@ -1,0 +1,119 @@
+"""``storm-queue why SLUG`` (issue 3 item 3): where a lane stands and why,
+in words and as JSON, for every kind of slug; it writes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from storm_queue import why as whymod
+from storm_queue.fold import replay
+from storm_queue.lane import Snapshot
+from storm_queue.ledger import Ledgers
+from storm_queue.queuefile import parse
+from storm_queue.resolver import resolve
+from tests.conftest import run_cli, tree
+
+QUEUE = "a 1\nb 2 a\nc 3 b,x\nd 4\ne 5\n.bad 6\n"
+
+
+def prepared(storm) -> Path:
+    root = storm(QUEUE, integrated=["x"], running=["e"])
+    assert run_cli(root, "bump", "c", "--reason", "release blocker").returncode == 0
+    return root
+
+
+def why(root: Path, slug: str) -> dict:
+    done = run_cli(root, "why", slug, "--json")
+    doc = json.loads(done.stdout)
+    assert done.returncode == (0 if doc["known"] else 2), done.stderr
+    return doc
+
+
+def test_a_named_lane_says_what_it_waits_on_and_who_prioritised_it(storm) -> None:
+    root = prepared(storm)
+    done = run_cli(root, "why", "c")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "c: waiting: waits on b (waiting)"
+    assert "position 3 of 5 in run order" in lines
+    assert "runs after: a, b" in lines
+    assert "depends on: b: waits on a (not yet run) (not satisfied)" in lines
+    assert "depends on: x: integrated" in lines
+    prio = next(line for line in lines if line.startswith("prioritised by name by operator:"))
+    assert '(bump #1), reason "release blocker"' in prio
+    assert lines[-1] == "next: run a 1"
+    doc = why(root, "c")
+    assert doc["state"] == "waiting" and doc["position"] == 3 and doc["of"] == 5
+    assert doc["ahead"] == ["a", "b"] and doc["running"] == ["e"]
+    assert doc["waits_on"] == ["b"]
+    assert [(d["slug"], d["state"], d["satisfied"]) for d in doc["deps"]] == [("b", "waiting", False), ("x", "settled", True)]
+    assert doc["named"] and doc["prioritised"]
+    assert doc["mark"]["reason"] == "release blocker" and doc["mark"]["slug"] == "c" and doc["mark"]["seq"] == 1
+
+
+def test_a_pulled_forward_dependency_names_what_pulled_it(storm) -> None:
+    root = prepared(storm)
+    out = run_cli(root, "why", "a").stdout
+    assert "position 1 of 5 in run order; it is what next runs" in out
+    assert "in the priority lane, pulled forward for c by operator:" in out
+    assert "needed by prioritised: c" in out
+    doc = why(root, "a")
+    assert doc["next"] and not doc["named"] and doc["prioritised"] and doc["needed_by"] == ["c"]
+
+
+def test_plain_lanes_running_and_settled(storm) -> None:
+    root = prepared(storm)
+    assert "not prioritised: it runs in queue.txt order" in run_cli(root, "why", "d").stdout
+    assert why(root, "d")["ahead"] == ["a", "b", "c"]
+    assert why(root, "e")["state"] == "running"
+    settled = why(root, "x")
+    assert settled["state"] == "settled" and settled["status"] == "integrated; queue.txt no longer carries it"
+
+
+def test_stray_and_skipped_are_known(storm) -> None:
+    root = prepared(storm)
+    assert run_cli(root, "push", "gone", "9").returncode == 0
+    (root / "queue.txt").write_text(QUEUE + "dup 7\ndup 8\n")
+    stray = why(root, "gone")
+    assert stray["state"] == "stray" and stray["prioritised"] and stray["mark"]["action"] == "push"
+    done = run_cli(root, "why", "gone")
+    assert done.returncode == 0 and "gone: stray: prioritised, but queue.txt no longer carries it" in done.stdout
+    dup = why(root, "dup")
+    assert dup["state"] == "ready" and [s["line"] for s in dup["skipped"]] == [8]
+    assert "skipped: queue.txt line 8: \"dup 8\": " in run_cli(root, "why", "dup").stdout
+
+
+def test_unknown_and_invalid_slugs_are_clear_answers(storm) -> None:
+    root = prepared(storm)
+    before = tree(root, times=True)
+    done = run_cli(root, "why", "nosuch")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == ("storm-queue: nosuch: unknown: the storm does not know it: queue.txt, the ledgers "
+                           "and the priority lane do not carry it\n")
+    doc = why(root, "nosuch")
+    assert doc["known"] is False and doc["state"] == "unknown"
+    bad = run_cli(root, "why", "../etc")
+    assert bad.returncode == 2 and 'storm-queue: "../etc": invalid: not a name' in bad.stderr
+    # a skipped line's slug that is not a name is still refused as a name
+    assert why(root, ".bad")["state"] == "invalid"
+    assert tree(root, times=True) == before, "why writes nothing"
+
+
+def test_unknown_order_is_exit_3(storm) -> None:
+    root = prepared(storm)
+    (root / "priority.log").write_bytes(b"{}\n")
+    done = run_cli(root, "why", "a")
+    assert done.returncode == 3 and "unknown" in done.stderr
+
+
+def test_explain_is_pure() -> None:
+    queue = parse("a 1\nb 2 a\n")
+    events = [{"action": "bump", "seq": 1, "at": "T", "by": "operator:o", "slug": "b", "moved": ["a", "b"], "removed": [], "reason": "r"}]
+    snap = Snapshot({lane.slug: lane for lane in queue.lanes},
+                    Ledgers(frozenset(), frozenset(), frozenset(), frozenset(), False), replay(events))
+    got = whymod.explain(snap, resolve(snap), queue.skipped, "b")
+    assert (got.state, got.position, got.ahead, got.waits_on, got.named) == ("waiting", 2, ("a",), ("a",), True)
+    assert got.mark.reason == "r" and got.mark.by == "operator:o"
+    assert whymod.explain(snap, resolve(snap), queue.skipped, "a").needed_by == ("b",)
