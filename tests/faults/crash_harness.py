@@ -44,9 +44,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import filelock  # noqa: F401 -- imported before forking, so a writer starts at once
-
-import storm_queue.cli
+import storm_queue.cli  # with everything a writer imports, before forking, so a writer starts at once
 import storm_queue.log.lock  # noqa: F401
 import storm_queue.log.writer  # noqa: F401
 import storm_queue.render  # noqa: F401
