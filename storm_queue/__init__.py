@@ -1,11 +1,23 @@
 """storm-queue: decides what a storm runs next, and keeps the priority lane.
 
-The Python API::
+The Python API (the command line is built on it)::
 
-    from storm_queue import Storm
-    storm = Storm.find("/path/to/storm")
-    storm.listing().decision          # 'run SLUG ISSUE', 'review ...', 'wait ...', 'empty'
-    storm.bump("e", reason="customer outage").outcome   # 'done', 'noop' or 'refused'
+    from storm_queue import Storm, StormError
+
+    storm = Storm.find("/path/to/storm")   # or Storm.find(): $STORM_QUEUE_ROOT, else search upwards
+    listing = storm.listing()              # reads only: the plan, as `list` shows it
+    listing.decision                       # 'run SLUG ISSUE', 'review SLUG...', 'wait [SLUG...]', 'empty'
+    for row in listing.view.rows:          # Row: position, slug, issue, deps, prioritised, state, status
+        ...
+    out = storm.bump("e", reason="customer outage")   # also push(slug, issue, deps=...), unbump(slug)
+    out.outcome                            # 'done', 'noop' or 'refused' (a refusal is recorded, not raised)
+    out.code, out.moved, out.removed, out.recorded, out.exit_code
+    storm.unbump("e").check()              # check() raises Refused (with .code) instead
+
+Errors are raised as ``StormError`` subclasses, each with the CLI's
+``exit_code``: ``NoStorm`` and ``StormUnreadable`` (2), ``UnknownOrder``
+(3), ``RecordFailed`` (4), ``Busy`` (5); ``Refused`` (1 or 2) only from
+``Outcome.check()``.
 
 The names below load on first use, so that a command importing one module
 of the package does not pay for all of them.
@@ -16,13 +28,16 @@ from __future__ import annotations
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .desk import Listing, Outcome, Storm
-    from .errors import Busy, NoStorm, RecordFailed, StormError, UnknownOrder
+    from .errors import Busy, NoStorm, RecordFailed, Refused, StormError, StormUnreadable, UnknownOrder
+    from .resolver import Row
 
-__all__ = ["Storm", "Listing", "Outcome", "StormError", "UnknownOrder", "NoStorm", "Busy", "RecordFailed"]
+__all__ = ["Storm", "Listing", "Outcome", "Row", "StormError", "UnknownOrder", "NoStorm", "Busy", "RecordFailed",
+           "StormUnreadable", "Refused"]
 __version__ = "0.1.0"
 
 _HOME = {"Storm": "desk", "Listing": "desk", "Outcome": "desk", "StormError": "errors",
-         "UnknownOrder": "errors", "NoStorm": "errors", "Busy": "errors", "RecordFailed": "errors"}
+         "UnknownOrder": "errors", "NoStorm": "errors", "Busy": "errors", "RecordFailed": "errors",
+         "StormUnreadable": "errors", "Refused": "errors", "Row": "resolver"}
 
 
 def __getattr__(name: str) -> object:

@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import click
 
+from .completion import complete_deps, complete_slug
 from .entry import list_json, next_decision
 from .entry import run as _run  # errors become exit codes there, for both paths
 
@@ -225,7 +226,7 @@ def next_(root: str | None, as_json: bool) -> int:
 
 
 @main.command(epilog=EXIT_CODES)
-@click.argument("slug")
+@click.argument("slug", shell_complete=complete_slug)
 @request_options
 @dry_run_option
 @common
@@ -243,9 +244,9 @@ def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source:
 
 
 @main.command(epilog=EXIT_CODES)
-@click.argument("slug")
+@click.argument("slug", shell_complete=complete_slug)
 @click.argument("issue")
-@click.option("--deps", metavar="A,B", help="The lane's dependencies, comma-separated.")
+@click.option("--deps", metavar="A,B", shell_complete=complete_deps, help="The lane's dependencies, comma-separated.")
 @request_options
 @dry_run_option
 @common
@@ -261,7 +262,7 @@ def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | Non
 
 
 @main.command(epilog=EXIT_CODES)
-@click.argument("slug")
+@click.argument("slug", shell_complete=complete_slug)
 @request_options
 @dry_run_option
 @common
@@ -300,7 +301,7 @@ LONG_LOG = 32 << 20
                                 (3, "the log is not sound (the first bad line is named), or its place is unknown"), 4))
 @common
 def verify(root: str | None, as_json: bool) -> int:
-    """Audit the whole priority log; exit 3 naming the first bad line.
+    """Audit the whole priority log, naming the first bad line.
 
     Checks every line's framing and schema, the chain from the first line,
     seq without gaps, the witness, the checkpoint, and replays the log.
@@ -405,3 +406,23 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     else:
         click.echo(f"no findings: the storm at {render.printable(storm.root)} is sound")
     return 1 if findings else 0
+
+
+@main.command(epilog=exit_codes((0, "the script was printed"), (2, "a usage error (an unknown SHELL)"), 4))
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for bash, zsh or fish.
+
+    Sourced by the shell, it completes commands, options, and the slugs
+    queue.txt carries wherever a command takes a SLUG (and --deps).
+
+    Example: storm-queue completion bash >> ~/.bash_completion
+    """
+
+    def work() -> int:
+        from .completion import script
+
+        click.echo(script(shell), nl=False)
+        return 0
+
+    _run(False, work)

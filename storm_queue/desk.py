@@ -101,6 +101,14 @@ class Outcome:
     def exit_code(self) -> int:
         return exit_code(self.code)
 
+    def check(self) -> "Outcome":
+        """Return this outcome, or raise ``Refused`` when the request was refused."""
+        if self.outcome == "refused":
+            from .errors import Refused
+
+            raise Refused(self.code or "", self.message, self.exit_code, self.recorded)
+        return self
+
     def to_json(self) -> dict[str, Any]:
         out = {
             "outcome": self.outcome, "code": self.code, "action": self.action, "slug": self.slug,
@@ -188,7 +196,7 @@ class Storm:
         decl = decl or self.declaration()
         if decl.log_error:
             raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
-        return reader.read(self.log_path(decl), use_checkpoint=False, each=each)
+        return reader.read(self.log_path(decl), each=each)
 
     def verify(self, progress: Callable[[int], None] | None = None):
         """The full audit of the priority log (see ``log.audit``); reads only.

@@ -48,6 +48,19 @@ class StormUnreadable(StormError):
     exit_code = 2
 
 
+class Refused(StormError):
+    """A request that was refused, raised by ``Outcome.check()`` for callers
+    that prefer an exception: ``code`` is the stable refusal code,
+    ``recorded`` whether the refusal was written to the log, ``exit_code``
+    1 (not authorised) or 2 (cannot be carried out as asked)."""
+
+    def __init__(self, code: str, message: str, exit_code: int, recorded: bool):
+        super().__init__(f"refused ({code}): {message}")
+        self.code = code
+        self.exit_code = exit_code
+        self.recorded = recorded
+
+
 class InitRefused(StormError):
     """``init`` would overwrite a file, or cannot make a storm there (exit 2:
     cannot be carried out as asked). Nothing was written."""

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 FORMAT = 1
 #: lines appended after the checkpoint before a writer writes a new one
-EVERY = 100
+EVERY = 32
 #: a checkpoint larger than this is not read (a lane of a million slugs fits)
 MAX_BYTES = 256 << 20
 #: the longest line a checkpoint may end on; a longer one is not looked for
@@ -63,46 +63,82 @@ class Checkpoint:
 
 
 # -- the state as JSON, generically from the record fields ------------------
+#
+# Every record (the lane state, its marks, any record a later fold adds) is
+# kept once in a table, in the order they were met (so a record refers only
+# to earlier ones), and referred to as {"@ref": i}: the many slugs one
+# request moved share one mark, and a lane of 100,000 slugs stays small.
 
 
-def _to_json(value: Any) -> Any:
-    if is_record(value):
-        if getattr(fold, type(value).__name__, None) is not type(value):
-            raise TypeError(f"{type(value).__name__} is not a record of the fold")
-        return {"@": type(value).__name__, **{name: _to_json(getattr(value, name)) for name in fields(value)}}
-    if isinstance(value, (tuple, list)):
-        return [_to_json(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return {"@set": sorted(_to_json(v) for v in value)}
-    if hasattr(value, "items"):
-        return {"@map": {str(k): _to_json(v) for k, v in value.items()}}
-    if value is None or isinstance(value, (str, int, bool)):
-        return value
-    raise TypeError(f"cannot keep a {type(value).__name__} in a checkpoint")
+class _Table:
+    def __init__(self) -> None:
+        self.rows: list[dict[str, Any]] = []
+        self.seen: dict[Any, int] = {}
+
+    def ref(self, record: Any) -> dict[str, int]:
+        try:
+            key: Any = (type(record), record)
+            hash(key)
+        except TypeError:  # a record holding a mapping is kept by identity
+            key = id(record)
+        if key not in self.seen:
+            if getattr(fold, type(record).__name__, None) is not type(record):
+                raise TypeError(f"{type(record).__name__} is not a record of the fold")
+            row = {"@": type(record).__name__, **{name: self.value(getattr(record, name)) for name in fields(record)}}
+            self.rows.append(row)
+            self.seen[key] = len(self.rows) - 1
+        return {"@ref": self.seen[key]}
+
+    def value(self, value: Any) -> Any:
+        if is_record(value):
+            return self.ref(value)
+        if isinstance(value, (tuple, list)):
+            return [self.value(v) for v in value]
+        if isinstance(value, (set, frozenset)):
+            return {"@set": sorted(self.value(v) for v in value)}
+        if hasattr(value, "items"):
+            return {"@map": {str(k): self.value(v) for k, v in value.items()}}
+        if value is None or isinstance(value, (str, int, bool)):
+            return value
+        raise TypeError(f"cannot keep a {type(value).__name__} in a checkpoint")
 
 
-def _from_json(value: Any) -> Any:
+def _from_json(value: Any, made: list[Any]) -> Any:
     if isinstance(value, list):
-        return tuple(_from_json(v) for v in value)
+        return tuple(_from_json(v, made) for v in value)
     if isinstance(value, dict):
+        if set(value) == {"@ref"} and isinstance(value["@ref"], int) and 0 <= value["@ref"] < len(made):
+            return made[value["@ref"]]
         if set(value) == {"@map"} and isinstance(value["@map"], dict):
-            return {k: _from_json(v) for k, v in value["@map"].items()}
+            return {k: _from_json(v, made) for k, v in value["@map"].items()}
         if set(value) == {"@set"} and isinstance(value["@set"], list):
-            return frozenset(_from_json(v) for v in value["@set"])
-        cls = getattr(fold, str(value.get("@")), None)
-        if not (isinstance(cls, type) and hasattr(cls, "__record_fields__")):
-            raise ValueError(f"unknown record {value.get('@')!r}")
-        names = fields(cls)
-        if set(value) != {"@", *names}:
-            raise ValueError(f"the fields of {cls.__name__} differ")
-        return cls(**{name: _from_json(value[name]) for name in names})
+            return frozenset(_from_json(v, made) for v in value["@set"])
+        raise ValueError("a value is neither a reference, a mapping nor a set")
     return value
+
+
+def _records(rows: Any) -> list[Any]:
+    """The records of the table, each made from its fields."""
+    if not isinstance(rows, list):
+        raise ValueError("there is no table of records")
+    made: list[Any] = []
+    for row in rows:
+        cls = getattr(fold, str(row.get("@")), None) if isinstance(row, dict) else None
+        if not (isinstance(cls, type) and hasattr(cls, "__record_fields__")):
+            raise ValueError(f"unknown record {row.get('@') if isinstance(row, dict) else row!r}")
+        names = fields(cls)
+        if set(row) != {"@", *names}:
+            raise ValueError(f"the fields of {cls.__name__} differ")
+        made.append(cls(**{name: _from_json(row[name], made) for name in names}))
+    return made
 
 
 def encode(log_path: str, cp: Checkpoint) -> bytes:
     """The checkpoint file's bytes."""
+    table = _Table()
+    state = table.ref(cp.state)
     body = {"v": FORMAT, "storm_queue": __version__, "log": os.path.basename(log_path),
-            "offset": cp.offset, "seq": cp.seq, "digest": cp.digest, "state": _to_json(cp.state)}
+            "offset": cp.offset, "seq": cp.seq, "digest": cp.digest, "state": state, "records": table.rows}
     return (json.dumps(body, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
 
 
@@ -124,12 +160,32 @@ def parse(log_path: str, raw: bytes) -> Checkpoint:
     if not (isinstance(dig, str) and len(dig) == 64):
         raise ValueError("its digest is not a SHA-256 digest")
     try:
-        state = _from_json(body.get("state"))
+        state = _from_json(body.get("state"), _records(body.get("records")))
     except (ValueError, TypeError) as exc:
         raise ValueError(f"its state cannot be read ({exc})") from None
     if not isinstance(state, fold.LaneState):
         raise ValueError("its state is not a lane state")
+    why = _unsound(state)
+    if why:
+        raise ValueError(f"its state {why}")
     return Checkpoint(offset, seq, dig, state)
+
+
+def _unsound(state: fold.LaneState) -> str:
+    """What makes a parsed lane state one the fold could not have made
+    (names enter the lane only as names, as they do from the log), or ''."""
+    from ..names import is_name
+
+    if not (isinstance(state.lane, tuple) and isinstance(state.named, tuple) and isinstance(state.marks, dict)):
+        return "has the wrong shape"
+    if not all(isinstance(s, str) and is_name(s) for s in state.lane + state.named + tuple(state.marks)):
+        return "holds a slug that is not a name"
+    for mark in state.marks.values():
+        if not (isinstance(mark, fold.Mark) and type(mark.seq) is int and isinstance(mark.slug, str)
+                and is_name(mark.slug) and all(isinstance(v, str) for v in (mark.at, mark.by, mark.action))
+                and (mark.reason is None or isinstance(mark.reason, str))):
+            return "holds a mark the fold could not have made"
+    return ""
 
 
 # -- reading and checking it against the log --------------------------------

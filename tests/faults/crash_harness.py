@@ -10,8 +10,9 @@ its n-th write, fsync, rename or truncate, or halfway through a write to the
 log). A request whose process exited with an answer that says it was
 recorded is *acknowledged*. Then:
 
-1. the log reads: it verifies, or its only damage is a torn tail (or whole
-   lines past the witness that a killed writer left);
+1. the log reads and ``storm-queue verify`` finds it sound: its only
+   damage, if any, is a torn tail (or whole lines past the witness that a
+   killed writer left);
 2. the next request repairs a torn tail and records the repair, and after
    it the log verifies, chain, ``seq`` and witness;
 3. every acknowledged request is on the log exactly once, as it was told;
@@ -50,6 +51,7 @@ import storm_queue.render  # noqa: F401
 from storm_queue import ledger, queuefile
 from storm_queue.lane import Snapshot, derive
 from storm_queue.log import reader
+from storm_queue.log.audit import audit
 from storm_queue.resolver import resolve
 
 LOG = "priority.log"
@@ -219,7 +221,8 @@ def run_writers(root: Path, writers: list[Writer], rng: random.Random) -> None:
 # -- one trial --------------------------------------------------------------------
 
 
-def _requests(rng: random.Random, trial: int, n: int) -> list[list[str]]:
+def _requests(rng: random.Random, n: int) -> list[list[str]]:
+    """``n`` random requests on the storm's lanes (pushes of new and of queued lanes too)."""
     out = []
     for k in range(n):
         roll = rng.random()
@@ -236,6 +239,7 @@ def _requests(rng: random.Random, trial: int, n: int) -> list[list[str]]:
 
 
 def _kill_plan(rng: random.Random) -> tuple[str, int] | None:
+    """None (left alone), or when and how the writer is killed (see ``Writer``)."""
     roll = rng.random()
     if roll < 0.25:
         return None
@@ -266,6 +270,9 @@ def _check_log(root: Path) -> list[dict]:
     log = reader.read(str(root / LOG))
     if log.torn or log.warnings:
         raise AssertionError(f"the reader still warns: {log.warnings}")
+    checked = audit(str(root / LOG))  # what storm-queue verify says
+    if not checked.sound or checked.warnings or checked.lane != log.state.lane:
+        raise AssertionError(f"verify finds {checked.problem} {checked.warnings}")
     return events
 
 
@@ -288,11 +295,11 @@ def trial(base: Path, number: int, rng: random.Random) -> Figures:
 
 def _trial(root: Path, number: int, rng: random.Random, fig: Figures) -> None:
     settle = rng.randint(0, 3)  # requests that finish before the trial: the storm may have no log yet
-    warmup = [Writer(f"t{number}-s{k}", argv, None) for k, argv in enumerate(_requests(rng, number, settle))]
+    warmup = [Writer(f"t{number}-s{k}", argv, None) for k, argv in enumerate(_requests(rng, settle))]
     if warmup:
         run_writers(root, warmup, rng)
     writers = [Writer(f"t{number}-w{k}", argv, _kill_plan(rng))
-               for k, argv in enumerate(_requests(rng, number, rng.randint(2, 4)))]
+               for k, argv in enumerate(_requests(rng, rng.randint(2, 4)))]
     run_writers(root, writers, rng)
     fig.writers += len(writers)
 
@@ -309,9 +316,12 @@ def _trial(root: Path, number: int, rng: random.Random, fig: Figures) -> None:
             raise AssertionError(f"writer {w.token} {w.argv} exited {w.status} with {doc}")
         answered.append((w, doc))
 
-    # 1. the log reads, with nothing worse than an unacknowledged tail
+    # 1. the log reads and verifies, with nothing worse than an unacknowledged tail
     torn = b""
     if (root / LOG).exists() or (root / WITNESS).exists():
+        checked = audit(str(root / LOG))
+        if not checked.sound:
+            raise AssertionError(f"verify finds {checked.problem}")
         log = reader.read(str(root / LOG))  # raises UnknownOrder on damage
         if log.torn:
             torn = (root / LOG).read_bytes()[log.length:]

@@ -190,3 +190,35 @@ def test_a_hostile_witness(data):
         assert Storm(str(root), env=_env()).bump("b", reason="before").recorded
         (root / ".priority.log.witness").write_bytes(data)
         _ask_everything(root)
+
+
+def _checkpoint_body(root: Path, state) -> dict:
+    """A checkpoint that names the log's first line truly, carrying ``state``."""
+    from storm_queue import __version__
+    from storm_queue.log import checkpoint
+
+    line = (root / "priority.log").read_bytes().splitlines(keepends=True)[0]
+    return {"v": checkpoint.FORMAT, "storm_queue": __version__, "log": "priority.log", "offset": len(line),
+            "seq": 1, "digest": hashlib.sha256(line).hexdigest(), "state": state}
+
+
+json_values = st.recursive(st.none() | st.booleans() | st.integers(-3, 10**20) | arg_text,
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(arg_text, inner, max_size=3),
+                           max_leaves=8)
+lane_states = st.fixed_dictionaries(
+    {"@": st.just("LaneState"), "lane": hostile_names | json_values, "named": hostile_names | json_values,
+     "marks": st.just({"@map": {}}) | st.dictionaries(arg_text, json_values, max_size=2).map(lambda m: {"@map": m})
+     | json_values})
+
+
+@SETTINGS
+@given(data=file_bytes | lane_states.map(lambda s: ("state", s)))
+def test_a_hostile_checkpoint(data):
+    with Storm_() as root:
+        assert Storm(str(root), env=_env()).bump("b", reason="before").recorded
+        assert Storm(str(root), env=_env()).bump("c", reason="second").recorded
+        if isinstance(data, tuple):
+            data = (json.dumps(_checkpoint_body(root, data[1]), ensure_ascii=True) + "\n").encode()
+        (root / ".priority.log.checkpoint").write_bytes(data)
+        _ask_everything(root)
+        run(root, "verify")

@@ -125,3 +125,32 @@ def test_next_marks_a_lane_in_real_directories(tmp_path):
     assert run_cli(root, "next").stdout == "run y 2\n"
     body = json.loads((root / "lanes" / "x" / ".qwenstorm" / "result.json").read_text())
     assert body["blocked_on"] == ["gone"]
+
+
+def test_a_linked_checkpoint_is_never_read_or_written_through(tmp_path, monkeypatch):
+    """The checkpoint (``.priority.log.checkpoint``, a cache) in place of
+    which a link is planted: commands ignore it and replay the whole log,
+    ``verify`` names it, and the writer that refreshes the checkpoint
+    replaces the link itself, never writing what it points at."""
+    from storm_queue.desk import Storm
+    from storm_queue.log import checkpoint
+
+    root = _storm(tmp_path)
+    outside = tmp_path / "outside"
+    path, st = _plant(root, ".priority.log.checkpoint", outside)
+    listed = run_cli(root, "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [r["slug"] for r in json.loads(listed.stdout)["rows"] if r["prioritised"]] == ["a"]
+    verified = run_cli(root, "verify")
+    assert verified.returncode == 0, verified.stderr
+    said = verified.stdout + verified.stderr
+    assert str(path) in said and "Too many levels of symbolic links" in said, said
+    _untouched(outside, st)
+
+    env = {k: v for k, v in os.environ.items() if k not in ("STORM_QUEUE_LANE", "STORM_QUEUE_ROOT")}
+    storm = Storm(str(root), env=env)
+    for n in range(checkpoint.EVERY):
+        assert storm.bump("c" if n % 2 else "b", reason=f"r{n}").recorded
+    _untouched(outside, st)
+    assert not path.is_symlink() and path.is_file()  # the refresh replaced the link, by rename
+    assert run_cli(root, "verify").returncode == 0

@@ -96,6 +96,27 @@ def test_marks_and_every_lane_field_survive_the_file(tmp_path: Path) -> None:
     assert isinstance(got.state.lane, tuple) and got.state.lane == ("b", "a")
 
 
+def test_a_mark_many_slugs_share_is_kept_once(tmp_path: Path) -> None:
+    path = tmp_path / "priority.log"
+    moved = [f"s{i}" for i in range(1000)]
+    events = write_log(path, [{"action": "bump", "slug": "s999", "issue": "1", "deps": [], "moved": moved, "removed": []}])
+    put(path, events, 1)
+    body = json.loads(Path(checkpoint_path(str(path))).read_bytes())
+    assert [row["@"] for row in body["records"]] == ["Mark", "LaneState"]
+    assert reader.read(str(path)).state == full(path).state
+
+
+def test_references_out_of_the_table_are_refused(tmp_path: Path) -> None:
+    path = tmp_path / "priority.log"
+    events = write_log(path, [{"action": "bump", "slug": "a", "issue": "1", "deps": [], "moved": ["a"], "removed": []}])
+    put(path, events, 1)
+    body = json.loads(Path(checkpoint_path(str(path))).read_bytes())
+    body["records"][0], body["records"][1] = body["records"][1], body["records"][0]  # a record refers to a later one
+    body["state"] = {"@ref": 0}
+    Path(checkpoint_path(str(path))).write_text(json.dumps(body))
+    ignored(path, "its state cannot be read")
+
+
 @pytest.fixture
 def logged(tmp_path: Path) -> tuple[Path, list[dict]]:
     path = tmp_path / "priority.log"
@@ -207,7 +228,7 @@ def test_another_version_or_format_of_the_state_is_ignored(logged) -> None:
     ignored(path, "0.0.1")
     put(path, events, 4)
     body = json.loads(Path(checkpoint_path(str(path))).read_bytes())
-    del body["state"]["marks"]  # a state written before a field was added
+    del body["records"][body["state"]["@ref"]]["marks"]  # a state written before a field was added
     Path(checkpoint_path(str(path))).write_text(json.dumps(body))
     ignored(path, "fields of LaneState differ")
     put(path, events, 4)

@@ -1,0 +1,62 @@
+"""bench/ runs: its smallest sizes once, and a built storm is one that
+``storm-queue verify`` accepts. No timing is asserted here (bench/README.md
+holds the figures)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+from storm_queue.log import checkpoint
+from storm_queue.queuefile import read as read_queue
+from tests.conftest import REPO, clean_env, log_events, run_cli
+
+
+def test_build_writes_a_storm_that_verifies(tmp_path: Path) -> None:
+    root = tmp_path / "storm"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "build.py"), str(root), "--events", "1250", "--lanes", "30"],
+                          capture_output=True, text=True, env=clean_env(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    mark = 1250 - (checkpoint.EVERY - 1)  # the checkpoint as far behind the end as a command ever finds it
+    assert "events=1250" in done.stdout and f"checkpoint_line={mark}" in done.stdout
+    queue = read_queue(str(root / "queue.txt"))
+    assert len(queue.lanes) == 30 and not queue.skipped
+    assert queue.lanes[1].deps == ("l0",) and queue.lanes[5].deps == ()
+    events = log_events(root)
+    assert [e["seq"] for e in events] == list(range(1, 1251))
+    actions = Counter(e["action"] for e in events)
+    assert {"bump", "unbump", "push", "refused"} <= set(actions)
+    verified = run_cli(root, "verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    doc = json.loads(verified.stdout)
+    assert doc["sound"] and doc["lines"] == 1250 and doc["checkpoint"] == {"state": "agrees", "line": mark, "why": None}
+    again = subprocess.run([sys.executable, str(REPO / "bench" / "build.py"), str(root), "--events", "5", "--lanes", "3"],
+                           capture_output=True, text=True, env=clean_env(), timeout=60)
+    assert again.returncode != 0 and "already holds a storm" in again.stderr
+
+
+def test_build_deep_pulls_the_whole_chain_forward(tmp_path: Path) -> None:
+    root = tmp_path / "deep"
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "build.py"), str(root), "--events", "3", "--lanes", "400", "--deep"],
+                          capture_output=True, text=True, env=clean_env(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    first = log_events(root)[0]
+    assert first["slug"] == "l399" and first["moved"] == [f"l{i}" for i in range(400)]
+    assert run_cli(root, "verify").returncode == 0
+
+
+def test_the_benchmark_runs_its_smallest_sizes(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--smoke", "--json", "--work", str(tmp_path / "w")],
+                          capture_output=True, text=True, env=clean_env(), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert [r["storm"] for r in result["rows"]] == ["0 lines", "1M lines", "deep 100k"]
+    for row in result["rows"]:
+        assert all(row[k] > 0 for k in ("next_ms", "list_json_ms", "bump_unbump_ms", "verify_ms"))
+    assert set(result["ratios"]) == {"next_1m_over_0", "next_0_over_python", "writers_over_loop", "memory_1m_over_0"}
+    assert all(v > 0 for v in result["ratios"].values())
+    w = result["writers"]
+    assert (w["new_lines"], w["lost"], w["duplicated"], w["verify_exit"]) == (10, 0, 0, 0)
