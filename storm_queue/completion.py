@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 SHELLS = ("bash", "zsh", "fish")
 PROG = "storm-queue"
