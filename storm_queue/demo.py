@@ -18,7 +18,9 @@ STORY = [
     ("The storm as it stands: nothing prioritised, file order.", ["list"]),
     ("What a runner would start now.", ["next"]),
     ("A customer outage: docs must run next.", ["bump", "docs", "--reason", "customer outage"]),
+    ("What would bumping billing move? A dry run answers and records nothing.", ["bump", "billing", "--dry-run"]),
     ("billing needs auth and api, which need schema: all are pulled forward, dependencies first.", ["bump", "billing"]),
+    ("Why is api where it is?", ["why", "api"]),
     ("Enqueue a hotfix already prioritised, after the earlier bumps.", ["push", "hotfix", "31", "--deps", "schema", "--reason", "security fix"]),
     ("schema is needed by prioritised lanes, so it cannot be un-bumped alone.", ["unbump", "schema"]),
     ("An undeclared automation is refused, and the refusal is recorded.", ["bump", "ui", "--source", "github-label"]),
@@ -26,6 +28,7 @@ STORY = [
     ("Un-bumping billing takes back what only it pulled forward.", ["unbump", "billing"]),
     ("The order now.", ["list"]),
     ("The runner's decision.", ["next"]),
+    ("Every request, the refused one included, as the log records it.", ["log"]),
 ]
 
 

@@ -196,7 +196,7 @@ class Storm:
         decl = decl or self.declaration()
         if decl.log_error:
             raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
-        return reader.read(self.log_path(decl), each=each)
+        return reader.read(self.log_path(decl), use_checkpoint=False, each=each)
 
     def verify(self, progress: Callable[[int], None] | None = None):
         """The full audit of the priority log (see ``log.audit``); reads only.

@@ -14,10 +14,10 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .desk import Listing, Outcome
-    from .log.audit import Audit
     from .fold import Mark
     from .resolver import Row
     from .why import Why
+    from .log.audit import Audit
 
 
 def emit_json(doc: Any) -> None:
@@ -95,7 +95,9 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
     if view.settled and not show_settled:
         lines.append(f"settled: {len(view.settled)} lane(s), not listed (--all lists them)")
     for slug in view.stray:
-        lines.append(f"stray: {slug} (prioritised, but queue.txt no longer carries it; never run)")
+        mark = listing.marks.get(slug)
+        who = f" by {printable(mark.by)} at {printable(mark.at)}" if mark else ""
+        lines.append(f"stray: {slug} (prioritised{who}, but queue.txt no longer carries it; never run)")
     for s in listing.skipped:
         lines.append(f"skipped: queue.txt line {s.line}: {quote(s.text)}: {printable(s.why)}")
     return "\n".join(lines)
@@ -114,52 +116,6 @@ def outcome_text(out: Outcome) -> str:
     if out.order is not None:
         text += "\nrun order after it: " + (" ".join(out.order) or "(no lanes to run)")
     return text
-
-
-def audit_text(audit: Audit) -> str:
-    """``verify``'s report: the verdict first, the first bad line named."""
-    name = printable(audit.log)
-    p = audit.problem
-    if p is not None:
-        where = f" (line {p.line} starts at byte {p.offset})" if p.line else ""
-        hint = "" if audit.checkpoint == "disagrees" else f"\n{RESET_HINT}"
-        return f"{name}: NOT sound: {printable(p.what)}{where}{hint}"
-    lines = [f"{name}: sound: {audit.lines} line(s), {audit.length} bytes; framing, schema, chain, seq and witness agree"]
-    if audit.checkpoint == "agrees":
-        lines.append(f"checkpoint: at line {audit.checkpoint_line}, agrees with the whole replay")
-    elif audit.checkpoint == "ignored":
-        lines.append(f"checkpoint: ignored ({printable(audit.checkpoint_why or '')})")
-    else:
-        lines.append("checkpoint: none")
-    lines.append(f"replay: {len(audit.lane)} lane(s) in the priority lane, {len(audit.named)} by name")
-    return "\n".join(lines)
-
-
-class progress_bar:  # noqa: N801 -- used as a function: with progress_bar(total) as update
-    """A progress bar on stderr, for a long job at a terminal: ``with
-    progress_bar(total, what) as update: update(done)``. Imports rich only
-    when it is shown; elsewhere ``update`` does nothing."""
-
-    def __init__(self, total: int, what: str, show: bool):
-        self.total, self.what, self.show, self._bar = total, what, show, None
-
-    def __enter__(self):
-        if not self.show:
-            return lambda done: None
-        from rich.console import Console
-        from rich.markup import escape
-        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-                             console=Console(stderr=True), transient=True)
-        self._bar.start()
-        task = self._bar.add_task(escape(printable(self.what)), total=self.total)
-        return lambda done: self._bar.update(task, completed=done)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
 
 
 def _lanes(words: str, slugs: list[str]) -> str:
@@ -249,3 +205,48 @@ def why_text(why: Why) -> str:
                      "the next request re-derives it")
     lines.append(f"next: {why.decision}")
     return "\n".join(lines)
+
+
+def audit_text(audit: Audit) -> str:
+    """``verify``'s report: the verdict first, the first bad line named."""
+    name = printable(audit.log)
+    p = audit.problem
+    if p is not None:
+        where = f" (line {p.line} starts at byte {p.offset})" if p.line else ""
+        hint = "" if audit.checkpoint == "disagrees" else f"\n{RESET_HINT}"
+        return f"{name}: NOT sound: {printable(p.what)}{where}{hint}"
+    lines = [f"{name}: sound: {audit.lines} line(s), {audit.length} bytes; framing, schema, chain, seq and witness agree"]
+    if audit.checkpoint == "agrees":
+        lines.append(f"checkpoint: at line {audit.checkpoint_line}, agrees with the whole replay")
+    elif audit.checkpoint == "ignored":
+        lines.append(f"checkpoint: ignored ({printable(audit.checkpoint_why or '')})")
+    else:
+        lines.append("checkpoint: none")
+    lines.append(f"replay: {len(audit.lane)} lane(s) in the priority lane, {len(audit.named)} by name")
+    return "\n".join(lines)
+
+
+class progress_bar:  # noqa: N801 -- used as a function: with progress_bar(total) as update
+    """A progress bar on stderr, for a long job at a terminal: ``with
+    progress_bar(total, what) as update: update(done)``. Imports rich only
+    when it is shown; elsewhere ``update`` does nothing."""
+
+    def __init__(self, total: int, what: str, show: bool):
+        self.total, self.what, self.show, self._bar = total, what, show, None
+
+    def __enter__(self):
+        if not self.show:
+            return lambda done: None
+        from rich.console import Console
+        from rich.markup import escape
+        from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
+                             console=Console(stderr=True), transient=True)
+        self._bar.start()
+        task = self._bar.add_task(escape(printable(self.what)), total=self.total)
+        return lambda done: self._bar.update(task, completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()

@@ -113,18 +113,17 @@ def read(log_path: str, keep_events: bool = False, use_checkpoint: bool = True,
          progress: Callable[[int], None] | None = None,
          each: Callable[[bytes, dict[str, Any]], None] | None = None) -> LogRead:
     """Read, check and fold the log at ``log_path``: from its checkpoint when
-    one still describes the log (``use_checkpoint``, and no ``each``), else
-    from the first line. A read that meets a write in progress (a line not
-    yet whole, or not yet witnessed) looks again once, so that readers racing
-    a writer do not warn for nothing. ``progress`` is told the byte offset
-    now and then. Raises ``Damage`` (an ``UnknownOrder``) naming the first
-    bad line.
+    one still describes the log (``use_checkpoint``), else from the first
+    line. A read that meets a write in progress (a line not yet whole, or
+    not yet witnessed) looks again once, so that readers racing a writer do
+    not warn for nothing. ``progress`` is told the byte offset now and then.
+    Raises ``Damage`` (an ``UnknownOrder``) naming the first bad line.
 
-    ``each``, when given, is called with every checked line (its bytes as
-    stored) and its event, in order, as the read goes: a line reaches it
-    only once it has passed every check, so on damage it has seen exactly
-    the lines before it. A read with ``each`` does not look again."""
-    use_checkpoint = use_checkpoint and each is None
+    ``each``, when given, is called with every checked line that the read
+    folds (its bytes as stored) and its event, in order, as the read goes
+    (pass ``use_checkpoint=False`` to see them all): a line reaches it only
+    once it has passed every check, so on damage it has seen exactly the
+    lines before it. A read with ``each`` does not look again."""
     out = _read_once(log_path, keep_events, use_checkpoint, progress, each)
     if each is None and (out.torn or out.seq != (out.witness.seq if out.witness else 0)):
         out = _read_once(log_path, keep_events, use_checkpoint, progress, None)
@@ -135,6 +134,7 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
                progress: Callable[[int], None] | None,
                each: Callable[[bytes, dict[str, Any]], None] | None) -> LogRead:
     out = LogRead(log_path, events=[] if keep_events else None)
+    loaded = checkpoint.load(log_path) if use_checkpoint else (None, None, -1)  # before the witness: see load
     witness = read_witness(log_path)
     out.witness = witness
     try:
@@ -155,12 +155,14 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
     if witness.log != os.path.basename(log_path):
         f.close()
         raise _damage(log_path, f"the witness is for {witness.log!r}, not this log")
-    folder = fold.Fold()
+    state = fold.EMPTY
     offset, seq, prev = 0, 0, None
     with f:
-        start = checkpoint.examine(log_path, f.fileno(), witness)[0] if use_checkpoint else None
+        start = loaded[0]
+        if start is not None and checkpoint.check(start, loaded[2], f.fileno(), witness) is not None:
+            start = None
         if start is not None:
-            folder, offset, seq, prev = fold.Fold(start.state), start.offset, start.seq, start.digest
+            state, offset, seq, prev = start.state, start.offset, start.seq, start.digest
             out.checkpoint_seq = seq
             f.seek(offset)
         met_witness = witness.length <= offset  # a checkpoint at the witness has its seq and digest
@@ -187,7 +189,7 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
                               number, offset)
             seq, prev = event["seq"], digest(line)
             offset += len(line)
-            folder.step(event)
+            state = fold.apply(state, event)
             if events is not None:
                 events.append(event)
             if offset == witness.length:
@@ -197,10 +199,10 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
             elif offset > witness.length and not met_witness:
                 raise _damage(log_path, f"the witnessed length {witness.length} falls inside line {number}",
                               number, offset - len(line))
-            if progress is not None and not number & 0x3FFF:
-                progress(offset)
             if each is not None:
                 each(line, event)
+            if progress is not None and not number & 0x3FFF:
+                progress(offset)
     if offset + out.torn < witness.length:
         raise _damage(log_path, f"the log holds {offset + out.torn} bytes, shorter than the {witness.length} its witness recorded",
                       seq + 1, offset)
@@ -212,7 +214,7 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
             "stopped before it was acknowledged); they chain correctly and count, "
             "and the next request re-witnesses them"
         )
-    out.state, out.seq, out.digest, out.length = folder.state(), seq, prev, offset
+    out.state, out.seq, out.digest, out.length = state, seq, prev, offset
     if progress is not None:
         progress(offset)
     return out

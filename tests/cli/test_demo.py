@@ -22,3 +22,9 @@ def test_demo_runs_every_step_and_leaves_nothing_behind(tmp_path):
     assert not os.path.exists(root)
     assert out.rstrip().splitlines()[-1].startswith("# every request above")
     assert "next: run docs 15" in out
+    dry = out.split("$ storm-queue bump billing --dry-run\n", 1)[1].split("\n\n", 1)[0]
+    assert "(dry run: nothing recorded)" in dry and "moved: schema api auth billing" in dry
+    assert "pulled forward for billing" in out.split("$ storm-queue why api\n", 1)[1].split("\n\n", 1)[0]
+    logged = out.split("$ storm-queue log\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert [line.split()[0] for line in logged] == [str(n) for n in range(1, len(logged) + 1)]
+    assert any("refused (undeclared_source)" in line for line in logged)

@@ -213,3 +213,17 @@ def test_a_long_log_filters_and_tails(storm) -> None:
     assert [int(l.split()[0]) for l in out] == [2999, 3000]
     assert out[-1].endswith('reason "reason number 2999"')
     assert run_cli(root, "list", "--json").returncode == 0, "the written log replays"
+
+
+def test_log_shows_every_line_though_a_checkpoint_exists(storm) -> None:
+    """Commands fold from the checkpoint; the log view always reads (and
+    checks) the whole log from its first line."""
+    from storm_queue.log import checkpoint
+
+    root = storm(QUEUE)
+    write_log(root, bump_bodies(checkpoint.EVERY + 5))
+    assert run_cli(root, "bump", "b").returncode == 0
+    assert Path(checkpoint.checkpoint_path(str(root / "priority.log"))).exists()
+    out = lines(root)
+    assert [int(l.split()[0]) for l in out] == list(range(1, checkpoint.EVERY + 7))
+    assert run_cli(root, "log", "--json").stdout.encode() == (root / "priority.log").read_bytes()

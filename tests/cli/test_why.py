@@ -117,3 +117,21 @@ def test_explain_is_pure() -> None:
     assert (got.state, got.position, got.ahead, got.waits_on, got.named) == ("waiting", 2, ("a",), ("a",), True)
     assert got.mark.reason == "r" and got.mark.by == "operator:o"
     assert whymod.explain(snap, resolve(snap), queue.skipped, "a").needed_by == ("b",)
+
+
+def test_who_prioritised_survives_a_checkpoint(storm) -> None:
+    """list and why fold from the checkpoint; the marks it keeps still say
+    who put each lane in the priority lane, when and why."""
+    from storm_queue.log import checkpoint
+    from tests.conftest import write_log
+
+    root = storm(QUEUE)
+    write_log(root, ({"action": "bump", "slug": "d", "issue": "4", "deps": [], "moved": [] if i else ["d"],
+                      "removed": [], "reason": f"r{i}"} for i in range(checkpoint.EVERY + 1)))
+    assert run_cli(root, "bump", "b", "--reason", "late").returncode == 0
+    assert Path(checkpoint.checkpoint_path(str(root / "priority.log"))).exists()
+    d, a = why(root, "d"), why(root, "a")
+    assert (d["mark"]["seq"], d["mark"]["reason"], d["mark"]["by"]) == (1, "r0", "operator:op")
+    assert (a["mark"]["seq"], a["mark"]["slug"], a["mark"]["reason"]) == (checkpoint.EVERY + 2, "b", "late")
+    rows = {r["slug"]: r for r in json.loads(run_cli(root, "list", "--json").stdout)["rows"]}
+    assert rows["d"]["mark"] == d["mark"]

@@ -1,7 +1,9 @@
 """The crash harness: writer processes killed with SIGKILL at random moments,
 trial after trial, and after each trial the promises checked.
 
-A trial makes a fresh small storm, starts a few writer processes (each runs
+A trial makes a fresh small storm (sometimes with a log just short of a
+checkpoint refresh, so that the trial's writers write the checkpoint and are
+killed doing it), starts a few writer processes (each runs
 the real command line, ``storm_queue.cli.main``, on ``bump``, ``unbump`` or
 ``push`` of a random lane, with a ``--reason`` token unique to the request)
 and kills some of them with SIGKILL: either from outside after a random
@@ -42,15 +44,14 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import filelock  # noqa: F401 -- imported before forking, so a writer starts at once
-
-import storm_queue.cli
+import storm_queue.cli  # with everything a writer imports, before forking, so a writer starts at once
 import storm_queue.log.lock  # noqa: F401
 import storm_queue.log.writer  # noqa: F401
 import storm_queue.render  # noqa: F401
 from storm_queue import ledger, queuefile
 from storm_queue.lane import Snapshot, derive
-from storm_queue.log import reader
+from storm_queue.desk import Storm
+from storm_queue.log import checkpoint, reader
 from storm_queue.log.audit import audit
 from storm_queue.resolver import resolve
 
@@ -75,11 +76,12 @@ class Figures:
     acknowledged_on_log: int = 0
     lost: int = 0
     duplicated: int = 0
+    checkpointed: int = 0
     failures: list[str] = field(default_factory=list)
 
     def add(self, other: "Figures") -> None:
         for name in ("trials", "writers", "kills", "torn_repaired", "rewitnessed", "acknowledged",
-                     "acknowledged_on_log", "lost", "duplicated"):
+                     "acknowledged_on_log", "lost", "duplicated", "checkpointed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failures.extend(other.failures)
 
@@ -87,6 +89,7 @@ class Figures:
         return (f"trials {self.trials}\nwriters {self.writers}\nkills {self.kills}\n"
                 f"torn tails repaired {self.torn_repaired}\n"
                 f"lines past the witness re-witnessed {self.rewitnessed}\n"
+                f"trials whose log got a checkpoint {self.checkpointed}\n"
                 f"acknowledged requests {self.acknowledged}\n"
                 f"acknowledged requests on the log exactly once {self.acknowledged_on_log}\n"
                 f"acknowledged requests lost {self.lost}\n"
@@ -293,7 +296,24 @@ def trial(base: Path, number: int, rng: random.Random) -> Figures:
     return fig
 
 
+def _prefill(root: Path, number: int, rng: random.Random) -> list[tuple[Writer, dict]]:
+    """Sometimes, a log just short of a checkpoint refresh, so that the
+    trial's writers write the checkpoint (and are killed doing it): requests
+    made in this process, with their answers."""
+    if rng.random() >= 0.2:
+        return []
+    storm = Storm(str(root), env={k: v for k, v in os.environ.items() if k not in ("STORM_QUEUE_LANE", "STORM_QUEUE_ROOT")})
+    done = []
+    for k in range(checkpoint.EVERY - rng.randint(1, 4)):
+        verb, slug = rng.choice(["bump", "bump", "unbump"]), rng.choice(SLUGS)
+        token = f"t{number}-p{k}"
+        out = getattr(storm, verb)(slug, reason=token)
+        done.append((Writer(token, [verb, slug], None), out.to_json()))
+    return done
+
+
 def _trial(root: Path, number: int, rng: random.Random, fig: Figures) -> None:
+    prefilled = _prefill(root, number, rng)
     settle = rng.randint(0, 3)  # requests that finish before the trial: the storm may have no log yet
     warmup = [Writer(f"t{number}-s{k}", argv, None) for k, argv in enumerate(_requests(rng, settle))]
     if warmup:
@@ -303,7 +323,7 @@ def _trial(root: Path, number: int, rng: random.Random, fig: Figures) -> None:
     run_writers(root, writers, rng)
     fig.writers += len(writers)
 
-    answered = []
+    answered = list(prefilled)
     for w in warmup + writers:
         if w.status == KILLED:
             if w in writers:
@@ -352,6 +372,8 @@ def _trial(root: Path, number: int, rng: random.Random, fig: Figures) -> None:
         fig.torn_repaired += 1
     if past_witness:
         fig.rewitnessed += 1
+    if (root / f".{LOG}.checkpoint").exists():
+        fig.checkpointed += 1
 
     # 3. every acknowledged request is on the log exactly once, as it was told
     seen: dict[str, dict] = {}

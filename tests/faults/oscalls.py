@@ -2,7 +2,7 @@
 
 ``Tracer`` wraps ``os.open``, ``os.write``, ``os.fsync``, ``os.ftruncate``,
 ``os.rename``, ``os.replace``, ``os.unlink`` and ``os.close`` (the calls the
-writer, ``fsutil``, ``queuefile`` and filelock make), and records each as a
+writer, ``fsutil``, ``queuefile`` and the lock make), and records each as a
 ``Call`` naming the file by its path. With ``fail_at`` it makes the n-th
 *durable* call (every one of them but ``close``, ``unlink`` and a read-only
 open) raise ``OSError(errno)`` instead, once or, with ``sticky``, from then on.

@@ -20,4 +20,5 @@ def test_writers_killed_at_random_lose_no_acknowledged_request(tmp_path):
     assert fig.kills > TRIALS // 2
     assert fig.torn_repaired > 0, "no trial left a torn tail: the kills missed the log write"
     assert fig.rewitnessed > 0, "no trial killed a writer between its line and its witness"
+    assert fig.checkpointed > 0, "no trial's writers wrote a checkpoint"
     assert fig.acknowledged == fig.acknowledged_on_log > TRIALS

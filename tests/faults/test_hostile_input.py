@@ -20,6 +20,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from storm_queue import fold
 from storm_queue.desk import Storm
 from tests.cli.test_authority import run_forked
 from tests.faults.crash_harness import _check_log
@@ -192,33 +193,61 @@ def test_a_hostile_witness(data):
         _ask_everything(root)
 
 
-def _checkpoint_body(root: Path, state) -> dict:
-    """A checkpoint that names the log's first line truly, carrying ``state``."""
-    from storm_queue import __version__
-    from storm_queue.log import checkpoint
+def _true_checkpoint(root: Path) -> dict:
+    """The body of a true checkpoint at the log's first line, as the writer
+    would write it (so the fuzz follows the format wherever it goes)."""
+    from storm_queue.log import checkpoint, reader
 
     line = (root / "priority.log").read_bytes().splitlines(keepends=True)[0]
-    return {"v": checkpoint.FORMAT, "storm_queue": __version__, "log": "priority.log", "offset": len(line),
-            "seq": 1, "digest": hashlib.sha256(line).hexdigest(), "state": state}
+    state = reader.read(str(root / "priority.log"), keep_events=True, use_checkpoint=False)
+    first = fold.replay(state.events[:1])
+    cp = checkpoint.Checkpoint(len(line), 1, hashlib.sha256(line).hexdigest(), first)
+    return json.loads(checkpoint.encode(str(root / "priority.log"), cp))
+
+
+def _leaves(value, path=()):
+    """Every place in a JSON value where a hostile value can go."""
+    yield path
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _leaves(v, path + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _leaves(v, path + (i,))
+
+
+def _put(value, path, new):
+    if not path:
+        return new
+    value[path[0]] = _put(value[path[0]], path[1:], new)
+    return value
 
 
 json_values = st.recursive(st.none() | st.booleans() | st.integers(-3, 10**20) | arg_text,
                            lambda inner: st.lists(inner, max_size=3) | st.dictionaries(arg_text, inner, max_size=3),
                            max_leaves=8)
-lane_states = st.fixed_dictionaries(
-    {"@": st.just("LaneState"), "lane": hostile_names | json_values, "named": hostile_names | json_values,
-     "marks": st.just({"@map": {}}) | st.dictionaries(arg_text, json_values, max_size=2).map(lambda m: {"@map": m})
-     | json_values})
 
 
 @SETTINGS
-@given(data=file_bytes | lane_states.map(lambda s: ("state", s)))
+@given(data=file_bytes | st.lists(st.tuples(st.integers(0, 10**6), json_values | hostile_names), min_size=1,
+                                  max_size=3))
 def test_a_hostile_checkpoint(data):
+    from storm_queue.log import reader
+
     with Storm_() as root:
         assert Storm(str(root), env=_env()).bump("b", reason="before").recorded
         assert Storm(str(root), env=_env()).bump("c", reason="second").recorded
-        if isinstance(data, tuple):
-            data = (json.dumps(_checkpoint_body(root, data[1]), ensure_ascii=True) + "\n").encode()
-        (root / ".priority.log.checkpoint").write_bytes(data)
+        path = root / ".priority.log.checkpoint"
+        if isinstance(data, list):
+            body = _true_checkpoint(root)
+            path.write_text(json.dumps(body) + "\n")
+            assert reader.read(str(root / "priority.log")).checkpoint_seq == 1  # a true one is used
+            records = body["records"]
+            for where, new in data:
+                places = list(_leaves(records))[1:]
+                records = _put(records, places[where % len(places)], new)
+            body["records"] = records
+            data = (json.dumps(body, ensure_ascii=True) + "\n").encode()
+        path.write_bytes(data)
         _ask_everything(root)
         run(root, "verify")
