@@ -148,7 +148,7 @@ def list_(root: str | None, as_json: bool, plain: bool, show_all: bool) -> int:
 
 
 @main.command("log", epilog=exit_codes((0, "the matching events were printed"), (2, "no storm here, a storm file cannot be read, or a usage error"), (3, "the log is damaged: the lines before the damage, then the damage"), 4))
-@click.option("--slug", "slugs", multiple=True, metavar="SLUG", help="Only events that name SLUG (as the lane asked for, or among those moved or removed). Repeatable.")
+@click.option("--slug", "slugs", multiple=True, metavar="SLUG", shell_complete=complete_slug, help="Only events that name SLUG (as the lane asked for, or among those moved or removed). Repeatable.")
 @click.option("--by", "by", multiple=True, metavar="WHO", help="Only events by WHO: a principal (operator:alice, source:bot) or the name after its colon. Repeatable.")
 @click.option("--action", "actions", multiple=True, type=click.Choice(ACTIONS), help="Only this action (a refusal counts as the verb it refused, too). Repeatable.")
 @click.option("--refused", is_flag=True, help="Only refused requests.")
@@ -191,7 +191,7 @@ def log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[str, 
 
 
 @main.command(epilog=exit_codes((0, "the answer was printed"), (2, "SLUG is unknown or not a name; no storm here; or a usage error"), 3, 4))
-@click.argument("slug")
+@click.argument("slug", shell_complete=complete_slug)
 @common
 def why(root: str | None, as_json: bool, slug: str) -> int:
     """Say where SLUG stands and why, in plain words.
@@ -414,7 +414,7 @@ def completion(shell: str) -> None:
     """Print the shell completion script for bash, zsh or fish.
 
     Sourced by the shell, it completes commands, options, and the slugs
-    queue.txt carries wherever a command takes a SLUG (and --deps).
+    queue.txt carries wherever a command takes a SLUG (and --deps, --slug).
 
     Example: storm-queue completion bash >> ~/.bash_completion
     """

@@ -163,8 +163,10 @@ def _storm_files(root: str, log_path: str) -> list[tuple[str, bool]]:
         paths.append((log_dir, False))
     names = ["queue.txt", "storm.toml", ledger.INTEGRATED, ledger.ABANDONED, ledger.UNATTENDED]
     paths += [(os.path.join(root, n), False) for n in names]
+    from .log.checkpoint import checkpoint_path
+
     paths += [(p, False) for p in (log_path, reader.witness_path(log_path), log_path + ".lock",
-                                  ledger.SaidOnce(log_path).path)]
+                                  ledger.SaidOnce(log_path).path, checkpoint_path(log_path))]
     paths.append((os.path.join(root, ledger.PROGRESS), True))
     lanes = os.path.join(root, ledger.LANES)
     paths.append((lanes, False))

@@ -95,7 +95,9 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
     if view.settled and not show_settled:
         lines.append(f"settled: {len(view.settled)} lane(s), not listed (--all lists them)")
     for slug in view.stray:
-        lines.append(f"stray: {slug} (prioritised, but queue.txt no longer carries it; never run)")
+        mark = listing.marks.get(slug)
+        who = f" by {printable(mark.by)} at {printable(mark.at)}" if mark else ""
+        lines.append(f"stray: {slug} (prioritised{who}, but queue.txt no longer carries it; never run)")
     for s in listing.skipped:
         lines.append(f"skipped: queue.txt line {s.line}: {quote(s.text)}: {printable(s.why)}")
     return "\n".join(lines)

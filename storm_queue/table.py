@@ -69,8 +69,10 @@ def listing_table(listing: Listing, show_settled: bool = False) -> Group:
     if view.stray:
         stray = Table(title="Stray: prioritised, but queue.txt no longer carries them (never run)", title_justify="left")
         stray.add_column("lane")
+        stray.add_column("prioritised by")
         for slug in view.stray:
-            stray.add_row(Text(printable(slug)))
+            mark = listing.marks.get(slug)
+            stray.add_row(Text(printable(slug)), Text(f"{printable(mark.by)} {_when(mark.at)}" if mark else ""))
         parts.append(stray)
     if listing.skipped:
         skipped = Table(title="Skipped queue.txt lines (never run)", title_justify="left")

@@ -216,24 +216,26 @@ def line_ending_at(fd: int, offset: int) -> bytes | None:
     return b"".join(reversed(parts)) + b"\n"
 
 
-def examine(log_path: str, log_fd: int, witness: Witness) -> tuple[Checkpoint | None, str | None]:
-    """The checkpoint of the log open as ``log_fd``, if it still describes
-    it; else None and why not (None when there is no checkpoint)."""
+def load(log_path: str) -> tuple[Checkpoint | None, str | None, int]:
+    """Read the checkpoint file: the checkpoint, or None and why not (None
+    when there is none), and the file's owner. A reader loads it before it
+    reads the witness: writers replace the witness first, so a checkpoint
+    loaded earlier never lies past a witness read later."""
     path = checkpoint_path(log_path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
-        return None, None
+        return None, None, -1
     except OSError as exc:
-        return None, f"it cannot be opened ({exc.strerror})"
+        return None, f"it cannot be opened ({exc.strerror})", -1
     try:
-        st, log_st = os.fstat(fd), os.fstat(log_fd)
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            return None, "it is not a regular file"
-        if st.st_uid != log_st.st_uid or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-            return None, "it is not owned by the log's owner alone, so anyone could have written it"
+            return None, "it is not a regular file", -1
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            return None, "it is writable by others than its owner, so anyone could have written it", -1
         if st.st_size > MAX_BYTES:
-            return None, f"it is larger than {MAX_BYTES} bytes"
+            return None, f"it is larger than {MAX_BYTES} bytes", -1
         raw = b""
         while len(raw) < st.st_size:
             more = os.read(fd, st.st_size - len(raw))
@@ -241,34 +243,55 @@ def examine(log_path: str, log_fd: int, witness: Witness) -> tuple[Checkpoint | 
                 break
             raw += more
     except OSError as exc:
-        return None, f"it cannot be read ({exc.strerror})"
+        return None, f"it cannot be read ({exc.strerror})", -1
     finally:
         os.close(fd)
     try:
-        cp = parse(log_path, raw)
+        return parse(log_path, raw), None, st.st_uid
     except ValueError as exc:
-        return None, str(exc)
+        return None, str(exc), -1
+
+
+def check(cp: Checkpoint, owner: int, log_fd: int, witness: Witness) -> str | None:
+    """Why the loaded checkpoint ``cp`` (its file owned by ``owner``) does
+    not describe the log open as ``log_fd`` with ``witness``; None when it does."""
+    try:
+        log_st = os.fstat(log_fd)
+    except OSError as exc:
+        return f"the log cannot be read ({exc.strerror})"
+    if owner != log_st.st_uid:
+        return "it is not owned by the log's owner, so anyone could have written it"
     if cp.offset > witness.length:
-        return None, f"its offset {cp.offset} is past the witnessed length {witness.length}"
+        return f"its offset {cp.offset} is past the witnessed length {witness.length}"
     if cp.offset > log_st.st_size:
-        return None, f"its offset {cp.offset} is past the end of the log"
+        return f"its offset {cp.offset} is past the end of the log"
     if cp.offset == witness.length and (cp.seq, cp.digest) != (witness.seq, witness.digest):
-        return None, "it ends where the witness does, on another line"
+        return "it ends where the witness does, on another line"
     try:
         line = line_ending_at(log_fd, cp.offset)
     except OSError as exc:
-        return None, f"the log cannot be read at its offset ({exc.strerror})"
+        return f"the log cannot be read at its offset ({exc.strerror})"
     if line is None:
-        return None, f"no line of the log ends at its offset {cp.offset}"
+        return f"no line of the log ends at its offset {cp.offset}"
     if digest(line) != cp.digest:
-        return None, f"the line ending at its offset {cp.offset} has another digest"
+        return f"the line ending at its offset {cp.offset} has another digest"
     try:
         seq = decode(line)["seq"]
     except Malformed as exc:
-        return None, f"the line ending at its offset {cp.offset} is malformed: {exc}"
+        return f"the line ending at its offset {cp.offset} is malformed: {exc}"
     if seq != cp.seq:
-        return None, f"the line ending at its offset has seq {seq}, not {cp.seq}"
-    return cp, None
+        return f"the line ending at its offset has seq {seq}, not {cp.seq}"
+    return None
+
+
+def examine(log_path: str, log_fd: int, witness: Witness) -> tuple[Checkpoint | None, str | None]:
+    """The checkpoint of the log open as ``log_fd``, if it still describes
+    it; else None and why not (None when there is no checkpoint)."""
+    cp, why, owner = load(log_path)
+    if cp is None:
+        return None, why
+    why = check(cp, owner, log_fd, witness)
+    return (None, why) if why else (cp, None)
 
 
 # -- writing it -----------------------------------------------------------

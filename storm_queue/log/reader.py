@@ -134,6 +134,7 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
                progress: Callable[[int], None] | None,
                each: Callable[[bytes, dict[str, Any]], None] | None) -> LogRead:
     out = LogRead(log_path, events=[] if keep_events else None)
+    loaded = checkpoint.load(log_path) if use_checkpoint else (None, None, -1)  # before the witness: see load
     witness = read_witness(log_path)
     out.witness = witness
     try:
@@ -157,7 +158,9 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
     state = fold.EMPTY
     offset, seq, prev = 0, 0, None
     with f:
-        start = checkpoint.examine(log_path, f.fileno(), witness)[0] if use_checkpoint else None
+        start = loaded[0]
+        if start is not None and checkpoint.check(start, loaded[2], f.fileno(), witness) is not None:
+            start = None
         if start is not None:
             state, offset, seq, prev = start.state, start.offset, start.seq, start.digest
             out.checkpoint_seq = seq

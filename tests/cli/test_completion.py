@@ -52,6 +52,8 @@ def test_slugs_complete_from_the_storm_found_as_every_command_finds_it(storm, tm
     assert complete("storm-queue unbump a", cwd=storm) == ["api", "auth"]
     assert complete("storm-queue bump --root " + str(storm) + " b", cwd=tmp_path) == ["billing"]
     assert complete("storm-queue push s", cwd=tmp_path, STORM_QUEUE_ROOT=str(storm)) == ["schema"]
+    assert complete("storm-queue why b", cwd=storm) == ["billing"]
+    assert complete("storm-queue log --slug a", cwd=storm) == ["api", "auth"]
 
 
 def test_deps_complete_the_last_name(storm):

@@ -90,6 +90,16 @@ def test_a_file_another_account_could_forge_is_an_error(sound, rel, change, word
     assert doc["errors"] == 1 and doc["warnings"] == 0 and doc["clean"] is False
 
 
+def test_a_forgeable_checkpoint_is_an_error(sound):
+    for _ in range(32):  # writers refresh the checkpoint every 32 lines
+        assert run_cli(sound, "bump", "a").returncode == 0
+    assert (sound / ".priority.log.checkpoint").exists()
+    assert doctor(sound)[0] == 0
+    os.chmod(sound / ".priority.log.checkpoint", 0o666)
+    _, doc = doctor(sound)
+    assert codes(doc) == [("error", "exposed", ".priority.log.checkpoint")]
+
+
 def test_progress_log_may_be_written_by_everyone(sound):
     os.chmod(sound / "progress.log", 0o666)
     assert doctor(sound)[0] == 0

@@ -128,3 +128,20 @@ def test_a_stranger_dry_run_is_refused_with_1(storm_dir) -> None:  # noqa: F811
     doc = json.loads(ran.stdout)
     assert doc["code"] == "not_operator" and doc["dry_run"] is True and doc["recorded"] is False
     assert tree(root, times=True) == before
+
+
+def test_the_library_dry_run(storm) -> None:
+    """``Storm.bump(..., dry_run=True)``, in-process, as the README shows it."""
+    from storm_queue import Storm
+
+    root = primed(storm)
+    before = tree(root, times=True)
+    s = Storm.find(str(root))
+    out = s.bump("b", reason="soon", dry_run=True)
+    assert (out.outcome, out.recorded, out.dry_run, out.moved, out.exit_code) == ("done", False, True, ["a", "b"], 0)
+    assert out.order == ["c", "d", "a", "b", "fin", "gone"]
+    refused = s.unbump("c", dry_run=True)
+    assert (refused.code, refused.exit_code, refused.recorded, refused.order) == ("needed_by_named", 2, False, None)
+    assert tree(root, times=True) == before
+    assert s.bump("b", reason="soon").moved == out.moved
+    assert [r.slug for r in s.listing().view.rows] == out.order

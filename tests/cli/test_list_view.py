@@ -94,7 +94,8 @@ def test_plain_columns_are_the_documented_ones(storm) -> None:
     assert all(re.match(r"[a-z]+: ", line) for line in others), others
     assert "next: run c 3" in others
     assert "settled: 1 lane(s), not listed (--all lists them)" in others
-    assert any(line.startswith("stray: gone ") for line in others)
+    pushed = json.loads((root / "priority.log").read_text().splitlines()[-1])
+    assert f"stray: gone (prioritised by {pushed['by']} at {pushed['at']}, but queue.txt no longer carries it; never run)" in others
     assert 'skipped: queue.txt line 7: "bad line here x": ' in out
     # awk-style use, as the README shows
     assert [r[2] for r in rows if r[1] == "*"] == ["c", "d"]
@@ -139,7 +140,8 @@ def test_terminal_gets_a_table(storm) -> None:
     slugs = [cells[3].strip() for cells in lane_rows if cells[3].strip()]
     assert slugs == ["c", "d", "a", "b", "e"]
     assert "customer outage" in text and "pulled forward for d" in text
-    assert "Stray" in text and "gone" in text
+    stray = text.split("Stray", 1)[1]
+    assert "gone" in stray and "operator:" in stray
     assert "Skipped queue.txt lines" in text and '"bad line here x"' in text
     assert "1 settled lane(s) not shown" in text
     # the state is coloured: "ready" in green, "waiting" in yellow
