@@ -44,8 +44,7 @@ def _keep_torn(log: LogRead, fd: int, at: str, owner: tuple[int, int] | None) ->
     """Copy the torn tail to a side file, cut it from the log, and return the
     ``repair`` body that records it."""
     torn = os.pread(fd, log.torn, log.length)
-    side = f"{log.path}.torn-{log.seq}-{at.replace(':', '')}"
-    sfd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    side, sfd = _new_side_file(f"{log.path}.torn-{log.seq}-{at.replace(':', '')}")
     try:
         give_to(sfd, owner)
         write_all(sfd, torn)
@@ -56,6 +55,19 @@ def _keep_torn(log: LogRead, fd: int, at: str, owner: tuple[int, int] | None) ->
     os.ftruncate(fd, log.length)
     os.fsync(fd)
     return {"action": "repair", "torn": len(torn), "side": os.path.basename(side)}
+
+
+def _new_side_file(name: str) -> tuple[str, int]:
+    """Create a side file named ``name``, or ``name.N`` with the smallest N
+    free: a writer killed after making its side file, or a clock that
+    repeats a time, must not stop the next repair."""
+    path, n = name, 0
+    while True:
+        try:
+            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            n += 1
+            path = f"{name}.{n}"
 
 
 def check_writable(log_path: str) -> None:

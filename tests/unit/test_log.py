@@ -433,6 +433,27 @@ def test_next_append_repairs_torn_tail_into_side_file(log):
     assert witness(log)["length"] == len(data) and witness(log)["seq"] == 4
 
 
+def test_repair_takes_a_free_side_file_name_when_its_own_is_taken(log):
+    """A writer killed after making its side file, or a clock that repeats a
+    time, leaves the name taken: the repair takes the next free one, and a
+    link planted there is not written through."""
+    append(log, bump("a"))
+    torn = b'{"v":1,"seq":2,"at":"2024-05-01T12'
+    with open(log, "ab") as f:
+        f.write(torn)
+    at = "2024-05-01T13:00:00.000000Z"
+    taken = log.parent / f"priority.log.torn-1-{at.replace(':', '')}"
+    taken.write_bytes(b"left by a killed writer")
+    target = log.parent / "elsewhere"
+    target.write_bytes(b"keep")
+    (log.parent / f"{taken.name}.1").symlink_to(target)
+    events = append(log, bump("c"), at=at)
+    assert events[0]["action"] == "repair" and events[0]["side"] == f"{taken.name}.2"
+    assert (log.parent / events[0]["side"]).read_bytes() == torn
+    assert taken.read_bytes() == b"left by a killed writer" and target.read_bytes() == b"keep"
+    assert reader.read(str(log)).seq == 3
+
+
 def test_torn_tail_on_a_brand_new_log(log):
     write_raw(log, [])
     log.write_bytes(b'{"v":1,"se')
