@@ -63,11 +63,12 @@ def caller(env: Mapping[str, str]) -> Caller:
 
 
 def owner(root: str) -> Owner:
-    """The operator: the owner of ``queue.txt``, or of the root without one."""
+    """The operator: the owner of ``queue.txt``, or of the root without one
+    (or when the caller may not look inside the root)."""
     path = os.path.join(root, "queue.txt")
     try:
         st = os.stat(path, follow_symlinks=False)
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError):
         path = root
         st = os.stat(root)
     return Owner(st.st_uid, st.st_gid, account_name(st.st_uid), path)

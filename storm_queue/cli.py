@@ -43,7 +43,7 @@ def common(fn: Callable[..., int]) -> Callable[..., None]:
     """Add --root and --json to a command, and run it through ``_run``."""
 
     @click.option("--json", "as_json", is_flag=True, help="Write one JSON document to stdout.")
-    @click.option("--root", type=click.Path(file_okay=False), help="The storm's root (default: $STORM_QUEUE_ROOT, else the nearest directory holding queue.txt or storm.toml).")
+    @click.option("--root", type=click.Path(file_okay=False, readable=False), help="The storm's root (default: $STORM_QUEUE_ROOT, else the nearest directory holding queue.txt or storm.toml).")
     @functools.wraps(fn)
     def wrapper(root: str | None, as_json: bool, **kwargs: Any) -> None:
         _run(as_json, lambda: fn(root=root, as_json=as_json, **kwargs))

@@ -22,7 +22,7 @@ from typing import Any
 
 from . import authority, config, ledger, queuefile
 from .authority import Owner
-from .errors import StormError
+from .errors import StormError, StormUnreadable
 from .lane import Snapshot
 from .log import reader
 from .names import quote
@@ -187,7 +187,10 @@ def _storm_files(root: str, log_path: str) -> list[tuple[str, bool]]:
 
 def gather(root: str, now: float | None = None) -> Facts:
     """Read the storm at ``root`` for ``diagnose``; never writes, never takes
-    the lock, and turns what it cannot read into facts, not errors."""
+    the lock, and turns what it cannot read into facts, not errors; a root
+    the caller may not enter is ``StormUnreadable``."""
+    if not os.access(root, os.R_OK | os.X_OK):
+        raise StormUnreadable(f"{quote(root)} cannot be read (permission denied); run doctor as the storm's owner")
     decl = config.load(root)
     op = authority.owner(root)
     log_path = os.path.join(root, decl.log)

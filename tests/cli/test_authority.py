@@ -54,9 +54,10 @@ def drop_to_nobody() -> None:
 
 
 def run_forked(root: Path, *args: str, env: dict[str, str] | None = None,
-               drop: Callable[[], None] = drop_to_nobody) -> Ran:
+               drop: Callable[[], None] = drop_to_nobody, cwd: Path | None = None) -> Ran:
     """Run the CLI in a forked child that first calls ``drop`` (by default:
-    become uid/gid 65534 with no supplementary groups)."""
+    become uid/gid 65534 with no supplementary groups), in ``cwd`` (default
+    ``root``)."""
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
     pid = os.fork()
@@ -75,7 +76,7 @@ def run_forked(root: Path, *args: str, env: dict[str, str] | None = None,
             sys.stdin = io.TextIOWrapper(io.BytesIO(b""))
             signal.alarm(60)  # never hang the suite
             drop()
-            os.chdir(root)
+            os.chdir(cwd or root)
             os.environ.clear()
             os.environ.update(env if env is not None else clean_env())
             try:

@@ -132,3 +132,25 @@ def test_a_storm_toml_owned_by_root_is_untrusted_in_nobodys_storm(storm_dir):
     assert "owned by root" in doc["message"]
     ran = run_forked(root, "bump", "a", "--json")
     assert ran.returncode == 0 and json_of(ran)["by"] == "operator:nobody"
+
+
+def test_a_storm_a_stranger_cannot_enter_is_refused_not_crashed(storm_dir):
+    """A root of mode 0700: the stranger cannot even see who owns queue.txt.
+    Requests are refused (not_operator, unrecorded, exit 1), doctor says the
+    storm cannot be read (exit 2), and the readers answer 2 or 3 (a storm.toml
+    they cannot read leaves the log unknown); nothing crashes."""
+    root = storm_dir("a 1\n")
+    assert run_cli(root, "bump", "a").returncode == 0
+    before = tree(root, times=True)
+    os.chmod(root, 0o700)
+    for args in writing_commands():
+        ran = run_forked(root, *args, "--json", cwd=root.parent)
+        assert ran.returncode == 1, (args, ran.stderr)
+        out = json_of(ran)
+        assert out["code"] == "not_operator" and out["recorded"] is False, args
+    for args in (["doctor"], ["next"], ["list", "--json"], ["why", "a"], ["log"], ["verify"]):
+        ran = run_forked(root, *args, cwd=root.parent)
+        assert ran.returncode == 2 if args == ["doctor"] else ran.returncode in (2, 3), (args, ran.returncode, ran.stderr)
+        assert "crashed" not in ran.stderr and "Traceback" not in ran.stderr, args
+    os.chmod(root, 0o755)
+    assert tree(root, times=True) == before
