@@ -32,7 +32,12 @@ def replace_atomically(path: str, data: bytes, owner: tuple[int, int] | None = N
     directory = os.path.dirname(path) or "."
     name = os.path.basename(path)
     tmp = f".{name}.tmp.{os.getpid()}" if dir_fd is not None else os.path.join(directory, f".{name}.tmp.{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    try:
+        fd = os.open(tmp, flags, 0o644, dir_fd=dir_fd)
+    except FileExistsError:  # left by a killed process that had our pid; no live one has it
+        os.unlink(tmp, dir_fd=dir_fd)
+        fd = os.open(tmp, flags, 0o644, dir_fd=dir_fd)
     try:
         try:
             give_to(fd, owner)

@@ -114,9 +114,9 @@ def read(log_path: str, keep_events: bool = False, use_checkpoint: bool = True,
          each: Callable[[bytes, dict[str, Any]], None] | None = None) -> LogRead:
     """Read, check and fold the log at ``log_path``: from its checkpoint when
     one still describes the log (``use_checkpoint``), else from the first
-    line. A read that meets a write in progress (a line not yet whole, or
-    not yet witnessed) looks again once, so that readers racing a writer do
-    not warn for nothing. ``progress`` is told the byte offset now and then.
+    line. A read that meets a write in progress (a line not yet whole, not
+    yet witnessed, or a repair cutting a torn tail) looks again once, so that
+    readers racing a writer neither warn nor fail for nothing. ``progress`` is told the byte offset now and then.
     Raises ``Damage`` (an ``UnknownOrder``) naming the first bad line.
 
     ``each``, when given, is called with every checked line that the read
@@ -124,8 +124,13 @@ def read(log_path: str, keep_events: bool = False, use_checkpoint: bool = True,
     (pass ``use_checkpoint=False`` to see them all): a line reaches it only
     once it has passed every check, so on damage it has seen exactly the
     lines before it. A read with ``each`` does not look again."""
-    out = _read_once(log_path, keep_events, use_checkpoint, progress, each)
-    if each is None and (out.torn or out.seq != (out.witness.seq if out.witness else 0)):
+    if each is not None:
+        return _read_once(log_path, keep_events, use_checkpoint, progress, each)
+    try:
+        out = _read_once(log_path, keep_events, use_checkpoint, progress, None)
+    except Damage:  # a writer may have cut a torn tail or made the first line under us
+        return _read_once(log_path, keep_events, use_checkpoint, progress, None)
+    if out.torn or out.seq != (out.witness.seq if out.witness else 0):
         out = _read_once(log_path, keep_events, use_checkpoint, progress, None)
     return out
 
@@ -166,6 +171,7 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
             out.checkpoint_seq = seq
             f.seek(offset)
         met_witness = witness.length <= offset  # a checkpoint at the witness has its seq and digest
+        folder = fold.Fold(state)
         events = out.events
         for number, line in enumerate(f, start=seq + 1):
             if not line.endswith(b"\n"):
@@ -189,7 +195,7 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
                               number, offset)
             seq, prev = event["seq"], digest(line)
             offset += len(line)
-            state = fold.apply(state, event)
+            folder.step(event)
             if events is not None:
                 events.append(event)
             if offset == witness.length:
@@ -214,7 +220,7 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
             "stopped before it was acknowledged); they chain correctly and count, "
             "and the next request re-witnesses them"
         )
-    out.state, out.seq, out.digest, out.length = state, seq, prev, offset
+    out.state, out.seq, out.digest, out.length = folder.state(), seq, prev, offset
     if progress is not None:
         progress(offset)
     return out

@@ -530,3 +530,47 @@ def test_decode_roundtrip_and_rejects():
         framing.decode(framing.encode({k: v for k, v in e.items() if k != "prev"}))
     with pytest.raises(framing.Malformed):
         framing.decode(framing.encode({**e, "seq": True}))
+
+
+def test_a_temp_file_left_by_a_killed_process_with_our_pid_is_replaced(log):
+    """A writer killed between making its temp witness and renaming it leaves
+    `.<name>.tmp.<pid>`; a later process given the same pid must still
+    witness its line, not fail after the line is on the log."""
+    append(log, bump("a"))
+    w = reader.witness_path(str(log))
+    left = os.path.join(os.path.dirname(w), f".{os.path.basename(w)}.tmp.{os.getpid()}")
+    with open(left, "wb") as f:
+        f.write(b"half a witness")
+    append(log, bump("b"))
+    assert not os.path.exists(left)
+    r = reader.read(str(log))
+    assert r.seq == 2 and r.warnings == [] and witness(log)["seq"] == 2
+
+
+def test_a_read_that_meets_damage_once_looks_again(log, monkeypatch):
+    """A reader racing a writer (a repair cutting a torn tail under it, or
+    the first line being made) may see damage that is gone a moment later:
+    it looks once more, and only damage seen twice is an unknown order."""
+    append(log, bump("a"))
+    real = reader._read_once
+    calls = []
+
+    def damaged_first(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise reader.Damage(str(log), "not what it was a moment ago")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(reader, "_read_once", damaged_first)
+    assert reader.read(str(log)).seq == 1 and len(calls) == 2
+
+    calls.clear()
+
+    def damaged_always(*args, **kwargs):
+        calls.append(1)
+        raise reader.Damage(str(log), "damaged for good")
+
+    monkeypatch.setattr(reader, "_read_once", damaged_always)
+    with pytest.raises(reader.Damage):
+        reader.read(str(log))
+    assert len(calls) == 2
