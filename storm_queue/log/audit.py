@@ -62,27 +62,40 @@ class Audit:
 
 def audit(log_path: str, progress: Callable[[int], None] | None = None) -> Audit:
     """Audit the log at ``log_path``; ``progress`` is told the byte offset
-    reached now and then. Never raises for damage: it is reported."""
+    reached now and then. Never raises for damage: it is reported. A writer
+    that appends while the audit compares the checkpoint with the replay
+    makes it audit again (three times at most, then it says so)."""
+    for _ in range(3):
+        out, raced = _audit_once(log_path, progress)
+        if not raced:
+            return out
+    out.warnings.append("the log kept growing during the audit, so the checkpoint was not compared "
+                        "with the replay; run verify again when writers are quiet")
+    return out
+
+
+def _audit_once(log_path: str, progress: Callable[[int], None] | None) -> tuple[Audit, bool]:
+    """One audit, and whether a writer appended between its two reads."""
     out = Audit(log_path)
     try:
         whole = reader.read(log_path, use_checkpoint=False, progress=progress)
     except reader.Damage as exc:  # every damage the reader finds is a Damage
         out.problem = Problem(exc.what, exc.line, exc.offset)
-        return out
+        return out, False
     out.lines, out.length, out.warnings = whole.seq, whole.length, list(whole.warnings)
     out.lane, out.named = whole.state.lane, whole.state.named
     if whole.fresh:
         out.warnings.append("the storm has recorded nothing yet: there is no log and no witness")
-        return out
+        return out, False
     if not whole.log_exists:
-        return out
-    _audit_checkpoint(log_path, whole, out)
-    return out
+        return out, False
+    return out, _audit_checkpoint(log_path, whole, out)
 
 
-def _audit_checkpoint(log_path: str, whole: reader.LogRead, out: Audit) -> None:
+def _audit_checkpoint(log_path: str, whole: reader.LogRead, out: Audit) -> bool:
     """Would a reader use the checkpoint, and does its fold agree with the
-    full replay? One that readers use and that disagrees makes the log unsound."""
+    full replay? One that readers use and that disagrees makes the log
+    unsound. True when the log grew since ``whole`` was read: not compared."""
     fd = os.open(log_path, os.O_RDONLY | os.O_NOFOLLOW)
     try:
         cp, why = checkpoint.examine(log_path, fd, whole.witness)  # type: ignore[arg-type]
@@ -93,18 +106,21 @@ def _audit_checkpoint(log_path: str, whole: reader.LogRead, out: Audit) -> None:
             out.checkpoint, out.checkpoint_why = "ignored", why
             out.warnings.append(f"the checkpoint {checkpoint.checkpoint_path(log_path)} is ignored: {why}; "
                                 "commands replay the whole log until a writer replaces it")
-        return
+        return False
     out.checkpoint_line = cp.seq
     try:
         fast = reader.read(log_path)
     except UnknownOrder as exc:  # the log changed under the audit
         out.problem = Problem(f"the log cannot be read from its checkpoint: {exc}", cp.seq, cp.offset)
-        return
+        return False
+    if fast.seq != whole.seq:
+        return True
     if fast.state != whole.state:
         out.checkpoint = "disagrees"
         out.problem = Problem(
             f"the checkpoint {checkpoint.checkpoint_path(log_path)} at line {cp.seq} folds to another lane "
             "than the whole log does, and commands trust it; delete that file (it is only a cache)",
             cp.seq, cp.offset)
-        return
+        return False
     out.checkpoint = "agrees"
+    return False

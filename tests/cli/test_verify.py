@@ -207,3 +207,27 @@ def test_the_progress_bar_shows_only_at_a_terminal(recorded: Path) -> None:
 def test_a_short_log_shows_no_bar_even_at_a_terminal(recorded: Path) -> None:
     code, out = run_in_pty([sys.executable, "-m", "storm_queue", "verify", "--root", str(recorded)])
     assert code == 0 and b"sound: 5 line(s)" in out and b"verifying the log" not in out
+
+
+def test_a_writer_appending_during_the_audit_is_no_false_alarm(recorded: Path, monkeypatch) -> None:
+    """A request recorded between the audit's whole read and its read from the
+    checkpoint changes the lane: the audit looks again rather than calling a
+    sound checkpoint one that disagrees."""
+    from storm_queue.desk import Storm
+    from storm_queue.log import audit
+
+    put_checkpoint(recorded, 3)
+    path = str(recorded / "priority.log")
+    real = reader.read
+    appended = []
+
+    def read_then_a_writer_appends(log_path, *args, **kwargs):
+        out = real(log_path, *args, **kwargs)
+        if kwargs.get("use_checkpoint") is False and not appended:
+            appended.append(Storm(str(recorded)).bump("c", reason="meanwhile"))
+        return out
+
+    monkeypatch.setattr(reader, "read", read_then_a_writer_appends)
+    result = audit.audit(path)
+    assert appended and appended[0].outcome == "done"
+    assert result.problem is None and result.checkpoint == "agrees", result.problem
