@@ -12,6 +12,7 @@ import click
 
 from .completion import complete_deps, complete_slug
 from .entry import list_json, next_decision
+from .log.framing import ACTIONS
 from .entry import run as _run  # errors become exit codes there, for both paths
 
 MEANINGS = {
@@ -64,9 +65,6 @@ class SinceType(click.ParamType):
             return parse_since(value)
         except ValueError as exc:
             self.fail(str(exc), param, ctx)
-
-
-ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair")
 
 
 def dry_run_option(fn: Callable[..., Any]) -> Callable[..., Any]:

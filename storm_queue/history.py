@@ -15,7 +15,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair")
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
 _RFC3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d{1,6})?([Zz]|[+-]\d{2}:\d{2})", re.ASCII)

@@ -7,7 +7,7 @@ Run order is the priority lane as the log replays it (only lanes that
 from __future__ import annotations
 
 
-from .lane import Snapshot, derive
+from .lane import Snapshot, derive, live
 from .records import dataclass
 
 SETTLED, FINISHED, RUNNING, BLOCKED, WAITING, READY = (
@@ -94,7 +94,7 @@ def stale(snap: Snapshot) -> bool:
     """True when a hand edit (or a lane finishing) left the replayed lane
     different from its derivation among lanes still to run."""
     derived = set(derive(snap, snap.state.named))
-    replayed = {s for s in snap.state.lane if s in snap.lanes and not snap.ledgers.done(s)}
+    replayed = {s for s in snap.state.lane if live(snap, s)}
     return derived != replayed
 
 
