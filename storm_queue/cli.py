@@ -12,8 +12,10 @@ import click
 
 from .completion import complete_deps, complete_slug
 from .entry import list_json, next_decision
-from .log.framing import ACTIONS
 from .entry import run as _run  # errors become exit codes there, for both paths
+from .entry import storm as _storm
+from .log.framing import ACTIONS
+from .render import warn as _warn
 
 MEANINGS = {
     0: "done (a recorded no-op too)",
@@ -78,12 +80,6 @@ def request_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def _storm(root: str | None, wait: float = 30.0):
-    from .desk import Storm
-
-    return Storm.find(root, wait=wait)
-
-
 def _answer(out, as_json: bool) -> int:
     from . import render
 
@@ -96,13 +92,6 @@ def _answer(out, as_json: bool) -> int:
     if not as_json:
         _warn(out.warnings)
     return out.exit_code
-
-
-def _warn(warnings: list[str]) -> None:
-    from . import render
-
-    for w in warnings:
-        render.err(f"storm-queue: warning: {w}")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -43,17 +43,18 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
     sys.exit(code)
 
 
-def _storm(root: str | None):
+def storm(root: str | None, wait: float = 30.0):
+    """The storm at ``root`` (or found as ``Storm.find`` finds it)."""
     from .desk import Storm
 
-    return Storm.find(root)
+    return Storm.find(root, wait=wait)
 
 
 def next_decision(root: str | None, as_json: bool) -> int:
     """``next``: decide, do the owner's side effects, print the decision."""
     from . import render
 
-    listing, notes = _storm(root).next()
+    listing, notes = storm(root).next()
     for note in notes:
         render.err(f"storm-queue: {note}")
     if as_json:
@@ -61,8 +62,7 @@ def next_decision(root: str | None, as_json: bool) -> int:
     else:
         sys.stdout.write(listing.decision + "\n")  # a decision is ASCII: names and digits
         sys.stdout.flush()
-        for w in listing.warnings:
-            render.err(f"storm-queue: warning: {w}")
+        render.warn(listing.warnings)
     return 0
 
 
@@ -70,7 +70,7 @@ def list_json(root: str | None) -> int:
     """``list --json``: the listing as one JSON document."""
     from . import render
 
-    render.emit_json(render.listing_json(_storm(root).listing()))
+    render.emit_json(render.listing_json(storm(root).listing()))
     return 0
 
 

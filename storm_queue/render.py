@@ -29,6 +29,12 @@ def err(text: str) -> None:
     sys.stderr.write(printable(text) + "\n")
 
 
+def warn(warnings: list[str]) -> None:
+    """Each warning on stderr, one line each."""
+    for w in warnings:
+        err(f"storm-queue: warning: {w}")
+
+
 def mark_json(mark: Mark | None) -> dict[str, Any] | None:
     if mark is None:
         return None
