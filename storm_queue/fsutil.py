@@ -5,6 +5,12 @@ from __future__ import annotations
 import os
 
 
+def beside(log_path: str, suffix: str) -> str:
+    """The storm-queue file ``.<log name>.<suffix>`` in the log's directory."""
+    head, name = os.path.split(log_path)
+    return os.path.join(head, f".{name}.{suffix}")
+
+
 def write_all(fd: int, data: bytes) -> None:
     """Write every byte of ``data`` to ``fd`` or raise."""
     view = memoryview(data)

@@ -7,7 +7,7 @@ import json
 import os
 
 from .errors import unreadable
-from .fsutil import replace_atomically, write_all
+from .fsutil import beside, replace_atomically, write_all
 from .names import is_name, printable
 from .records import dataclass
 
@@ -146,8 +146,7 @@ class SaidOnce:
     kept beside the log as ``.<log name>.said``."""
 
     def __init__(self, log_path: str):
-        head, name = os.path.split(log_path)
-        self.path = os.path.join(head, f".{name}.said")
+        self.path = beside(log_path, "said")
         self._keys: set[str] | None = None
 
     def keys(self, reload: bool = False) -> set[str]:

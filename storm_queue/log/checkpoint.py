@@ -26,7 +26,7 @@ import os
 import stat
 
 from .. import __version__, fold
-from ..fsutil import replace_atomically
+from ..fsutil import beside, replace_atomically
 from ..records import dataclass, fields, is_record
 from .framing import Malformed, decode, digest
 
@@ -47,8 +47,7 @@ MAX_LINE = 1 << 20
 
 def checkpoint_path(log_path: str) -> str:
     """Where the checkpoint of ``log_path`` lives: ``.<log name>.checkpoint`` beside it."""
-    head, name = os.path.split(log_path)
-    return os.path.join(head, f".{name}.checkpoint")
+    return beside(log_path, "checkpoint")
 
 
 @dataclass(frozen=True)

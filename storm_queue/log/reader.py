@@ -11,6 +11,7 @@ import os
 
 from .. import fold
 from ..errors import UnknownOrder
+from ..fsutil import beside
 from ..records import dataclass, field
 from . import checkpoint
 from .framing import Malformed, decode, digest
@@ -27,8 +28,7 @@ RESET_HINT = (
 
 def witness_path(log_path: str) -> str:
     """Where the witness of ``log_path`` lives: ``.<log name>.witness`` beside it."""
-    head, name = os.path.split(log_path)
-    return os.path.join(head, f".{name}.witness")
+    return beside(log_path, "witness")
 
 
 @dataclass(frozen=True)
