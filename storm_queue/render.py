@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from .desk import Listing, Outcome
     from .fold import Mark
+    from .queuefile import Skipped
     from .resolver import Row
     from .why import Why
     from .log.audit import Audit
@@ -54,10 +55,20 @@ def listing_json(listing: Listing) -> dict[str, Any]:
         "decision": view.decision,
         "rows": [_row_json(r, listing) for r in view.rows],
         "stray": list(view.stray),
-        "skipped": [{"line": s.line, "text": s.text, "why": s.why} for s in listing.skipped],
+        "skipped": [skipped_json(s) for s in listing.skipped],
         "warnings": listing.warnings,
         "settled": [_row_json(r, listing) for r in view.settled],
     }
+
+
+def skipped_json(s: Skipped) -> dict[str, Any]:
+    """A skipped ``queue.txt`` line as JSON."""
+    return {"line": s.line, "text": s.text, "why": s.why}
+
+
+def skipped_text(s: Skipped) -> str:
+    """A skipped ``queue.txt`` line in words, its text quoted and escaped."""
+    return f"skipped: queue.txt line {s.line}: {quote(s.text)}: {printable(s.why)}"
 
 
 def mark_words(mark: Mark | None, slug: str) -> str:
@@ -105,7 +116,7 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
         who = f" by {printable(mark.by)} at {printable(mark.at)}" if mark else ""
         lines.append(f"stray: {slug} (prioritised{who}, but queue.txt no longer carries it; never run)")
     for s in listing.skipped:
-        lines.append(f"skipped: queue.txt line {s.line}: {quote(s.text)}: {printable(s.why)}")
+        lines.append(skipped_text(s))
     return "\n".join(lines)
 
 
@@ -164,7 +175,7 @@ def why_json(why: Why) -> dict[str, Any]:
         "deps": [{"slug": d.slug, "state": d.state, "status": d.status, "satisfied": d.satisfied} for d in why.deps],
         "waits_on": list(why.waits_on), "prioritised": why.prioritised, "named": why.named,
         "mark": mark_json(why.mark), "needed_by": list(why.needed_by), "in_queue": why.in_queue,
-        "skipped": [{"line": s.line, "text": s.text, "why": s.why} for s in why.skipped],
+        "skipped": [skipped_json(s) for s in why.skipped],
         "decision": why.decision, "stale": why.stale,
     }
 
@@ -205,7 +216,7 @@ def why_text(why: Why) -> str:
     elif why.in_queue:
         lines.append("not prioritised: it runs in queue.txt order")
     for s in why.skipped:
-        lines.append(f"skipped: queue.txt line {s.line}: {quote(s.text)}: {printable(s.why)}")
+        lines.append(skipped_text(s))
     if why.stale:
         lines.append("note: the priority lane is stale after a change to queue.txt or the ledgers; "
                      "the next request re-derives it")
