@@ -79,7 +79,7 @@ def _body(verb: str, slug: str, result, snap: Snapshot, appended: bool | None = 
 
 def plan_events(n: int, lanes: dict, deep: bool, rng: random.Random):
     """Yield ``n`` request bodies, each planned against the lane so far."""
-    ledgers = Ledgers(frozenset(), frozenset(), frozenset(), frozenset(), False)
+    ledgers = Ledgers(frozenset(), frozenset(), frozenset(), {}, False)
     slugs = list(lanes)
     state = fold.EMPTY
     for i in range(n):

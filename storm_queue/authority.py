@@ -16,9 +16,6 @@ if TYPE_CHECKING:
 
 LANE_ENV = "STORM_QUEUE_LANE"
 
-#: the refusals of authority (exit 1); every other refusal is 2
-CODES = frozenset({"lane_process", "not_operator", "declaration_unreadable", "declaration_untrusted",
-                   "undeclared_source", "operator_only"})
 
 
 @dataclass(frozen=True)

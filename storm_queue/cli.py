@@ -77,7 +77,20 @@ def request_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option("--source", metavar="NAME", help="Ask as the automation NAME, declared in storm.toml [priority] sources.")(fn)
     fn = click.option("--reason", metavar="TEXT", help="Why you ask; recorded with the request.")(fn)
     fn = click.option("--wait", type=click.FloatRange(min=0), default=30.0, show_default=True, metavar="SECONDS", help="How long to wait for another writer.")(fn)
+    fn = click.option("--key", metavar="KEY", help="An idempotency key: asked again with the same key and arguments, the first outcome is returned and nothing is recorded.")(fn)
     return fn
+
+
+def ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--ttl", type=click.IntRange(min=1), metavar="SECONDS", help="The lease's time to live (default: storm.toml [runner] ttl, else 600).")(fn)
+
+
+def token_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return click.option("--token", type=click.IntRange(min=1), required=True, metavar="TOKEN", help="The fencing token the claim printed.")(fn)
+
+
+def not_before_option(required: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--not-before", metavar="TIME", required=required, help="Start no earlier than TIME: now, +N with s, m, h or d (+90m), a date (2026-12-01) or RFC 3339.")
 
 
 def _answer(out, as_json: bool) -> int:
@@ -217,7 +230,8 @@ def next_(root: str | None, as_json: bool) -> int:
 @request_options
 @dry_run_option
 @common
-def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float, dry_run: bool) -> int:
+def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float, key: str | None,
+         dry_run: bool) -> int:
     """Prioritise SLUG to run next after what is running.
 
     It runs after lanes prioritised earlier, ahead of every other lane; its
@@ -227,25 +241,31 @@ def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source:
 
     Example: storm-queue bump e --dry-run
     """
-    return _answer(_storm(root, wait).bump(slug, reason=reason, source=source, dry_run=dry_run), as_json)
+    return _answer(_storm(root, wait).bump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
 
 
 @main.command(epilog=EXIT_CODES)
 @click.argument("slug", shell_complete=complete_slug)
 @click.argument("issue")
 @click.option("--deps", metavar="A,B", shell_complete=complete_deps, help="The lane's dependencies, comma-separated.")
+@not_before_option()
 @request_options
 @dry_run_option
 @common
-def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None,
-         reason: str | None, source: str | None, wait: float, dry_run: bool) -> int:
+def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None, not_before: str | None,
+         reason: str | None, source: str | None, wait: float, key: str | None, dry_run: bool) -> int:
     """Enqueue SLUG ISSUE already prioritised.
 
     Appends the lane to queue.txt (unless it is queued) and prioritises it.
+    With --not-before it is also scheduled: it keeps its place but does not
+    start before that time.
 
     Example: storm-queue push z 26 --deps c,e
+
+    Example: storm-queue push nightly 30 --not-before 2026-12-01T02:00:00Z --key nightly-2026-12-01
     """
-    return _answer(_storm(root, wait).push(slug, issue, deps, reason=reason, source=source, dry_run=dry_run), as_json)
+    return _answer(_storm(root, wait).push(slug, issue, deps, reason=reason, source=source, dry_run=dry_run,
+                                           key=key, not_before=not_before), as_json)
 
 
 @main.command(epilog=EXIT_CODES)
@@ -253,7 +273,8 @@ def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | Non
 @request_options
 @dry_run_option
 @common
-def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float, dry_run: bool) -> int:
+def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float, key: str | None,
+           dry_run: bool) -> int:
     """Take SLUG out of the priority lane.
 
     Everything that no other prioritised lane requires leaves with it.
@@ -262,13 +283,13 @@ def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, sourc
 
     Example: storm-queue unbump e --dry-run --json
     """
-    return _answer(_storm(root, wait).unbump(slug, reason=reason, source=source, dry_run=dry_run), as_json)
+    return _answer(_storm(root, wait).unbump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
 
 
 @main.command(epilog=exit_codes((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, or a usage error"), 4, 5))
 @request_options
 @common
-def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float) -> int:
+def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None) -> int:
     """Start a new log when the old one cannot be replayed.
 
     Operator only, and refused while the log replays.
@@ -277,7 +298,131 @@ def reset(root: str | None, as_json: bool, reason: str | None, source: str | Non
 
     Example: storm-queue reset --reason "log lost in a disk move"
     """
-    return _answer(_storm(root, wait).reset(reason, source=source), as_json)
+    return _answer(_storm(root, wait).reset(reason, source=source, key=key), as_json)
+
+
+RUNNER_CODES = exit_codes((0, "done; for claim, a decision was printed"), 1,
+                          (2, "refused: a stale token, a TTL out of range, a lane not in that state; or a usage error"),
+                          3, 4, 5)
+
+
+@main.command(epilog=RUNNER_CODES)
+@click.option("--holder", metavar="NAME", help="Who holds the lease (default: this host and the runner's pid).")
+@ttl_option
+@request_options
+@common
+def claim(root: str | None, as_json: bool, holder: str | None, ttl: int | None, reason: str | None,
+          source: str | None, wait: float, key: str | None) -> int:
+    """Decide as next does and lease the lane to run.
+
+    One line: run SLUG ISSUE TOKEN | review SLUG... | wait [SLUG...] |
+    empty. Only run takes a lease (recorded, with a fencing token greater
+    than any before it for that lane); it is wait while storm.toml
+    [runner] slots lanes are running. Leases past their expiry are taken
+    back first (recorded).
+
+    Example: storm-queue claim --holder runner-1 --ttl 900
+    """
+    return _decision(_storm(root, wait).claim(holder, ttl, source=source, reason=reason, key=key), as_json)
+
+
+@main.command(epilog=RUNNER_CODES)
+@click.argument("slug", shell_complete=complete_slug)
+@token_option
+@ttl_option
+@request_options
+@common
+def renew(root: str | None, as_json: bool, slug: str, token: int, ttl: int | None, reason: str | None,
+          source: str | None, wait: float, key: str | None) -> int:
+    """Extend the lease on SLUG held under TOKEN.
+
+    Only the live lease's token is accepted (else stale_fence), and no lease
+    lives past storm.toml [runner] max_lease_age from its claim.
+
+    Example: storm-queue renew e --token 3 --ttl 900
+    """
+    return _answer(_storm(root, wait).renew(slug, token, ttl, source=source, reason=reason, key=key), as_json)
+
+
+@main.command(epilog=RUNNER_CODES)
+@click.argument("slug", shell_complete=complete_slug)
+@token_option
+@click.option("--result", type=click.Choice(["ok", "failed"]), required=True, help="How the lane's work ended.")
+@click.option("--note", metavar="TEXT", help="A note on the result; recorded.")
+@request_options
+@common
+def finish(root: str | None, as_json: bool, slug: str, token: int, result: str, note: str | None,
+           reason: str | None, source: str | None, wait: float, key: str | None) -> int:
+    """End the lease on SLUG held under TOKEN.
+
+    ok: the lane is finished and awaits review. failed: it is claimed again
+    later, until storm.toml [runner] attempts are spent; then it is
+    quarantined. A token that is not the live lease's is refused
+    (stale_fence) and recorded.
+
+    Example: storm-queue finish e --token 3 --result ok
+    """
+    return _answer(_storm(root, wait).finish(slug, token, result, note, source=source, reason=reason, key=key), as_json)
+
+
+@main.command(epilog=RUNNER_CODES)
+@click.argument("slug", required=False, shell_complete=complete_slug)
+@request_options
+@common
+def recover(root: str | None, as_json: bool, slug: str | None, reason: str | None, source: str | None,
+            wait: float, key: str | None) -> int:
+    """Take back orphaned leases (every one, or SLUG's).
+
+    A lease past its expiry is an orphan: its lane may be claimed again.
+    With SLUG (operator only), also end a running marker that has no lease
+    behind it (written by hand or by an older runner).
+
+    Example: storm-queue recover
+
+    Example: storm-queue recover e --reason "runner host lost"
+    """
+    return _answer(_storm(root, wait).recover(slug, source=source, reason=reason, key=key), as_json)
+
+
+@main.command(epilog=RUNNER_CODES)
+@click.argument("slug", shell_complete=complete_slug)
+@request_options
+@common
+def unpark(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None,
+           wait: float, key: str | None) -> int:
+    """Return quarantined SLUG to the queue with fresh attempts.
+
+    Operator only, with --reason. The lane's attempt history stays.
+
+    Example: storm-queue unpark e --reason "flaky disk replaced"
+    """
+    return _answer(_storm(root, wait).unpark(slug, reason, source=source, key=key), as_json)
+
+
+@main.command(epilog=RUNNER_CODES)
+@click.argument("slug", shell_complete=complete_slug)
+@not_before_option(required=True)
+@request_options
+@common
+def schedule(root: str | None, as_json: bool, slug: str, not_before: str, reason: str | None,
+             source: str | None, wait: float, key: str | None) -> int:
+    """Let SLUG start no earlier than --not-before TIME.
+
+    Until then it keeps its place in the run order and is passed over
+    (state scheduled). --not-before now lifts the schedule.
+
+    Example: storm-queue schedule e --not-before +2h
+    """
+    return _answer(_storm(root, wait).schedule(slug, not_before, source=source, reason=reason, key=key), as_json)
+
+
+def _decision(out, as_json: bool) -> int:
+    """A claim's answer: its decision line on stdout, or its refusal."""
+    if as_json or out.outcome == "refused":
+        return _answer(out, as_json)
+    click.echo(out.decision)
+    _warn(out.warnings)
+    return 0
 
 
 #: a log at least this long shows verify's progress bar (at a terminal)

@@ -19,7 +19,23 @@ RESERVED_SOURCES = frozenset({"operator"})
 KNOWN = {
     "priority": ("sources", "log"),
     "doctor": ("running_hours",),
+    "runner": ("slots", "attempts", "ttl", "ttl_min", "ttl_max", "max_lease_age"),
 }
+
+
+@dataclass(frozen=True)
+class Policy:
+    """``[runner]``: how many lanes may hold a lease at once (``slots``), the
+    attempts a lane may spend before it is quarantined, the lease TTL a claim
+    gets by default, the window a TTL must fall in, and how long one claim
+    may be renewed for in all (seconds)."""
+
+    slots: int = 1
+    attempts: int = 3
+    ttl: int = 600
+    ttl_min: int = 60
+    ttl_max: int = 86400
+    max_lease_age: int = 14400
 
 
 @dataclass(frozen=True)
@@ -43,6 +59,7 @@ class Declaration:
     #: ``unknown_key``, or ``wrong_type`` for a key storm-queue can do without
     notes: tuple[tuple[str, str], ...] = ()
     stat: os.stat_result | None = None  # of the file read: who could have written it
+    runner: Policy = Policy()
 
     @property
     def error(self) -> str | None:
@@ -68,6 +85,13 @@ def parse(text: str) -> Declaration:
     hours, notes = _audit(data)
     extra = {"running_hours": hours, "notes": notes}
     priority = data.get("priority", {})
+    policy = _policy(data.get("runner", {}))
+    if isinstance(policy, str):  # the log's place is known, and a refusal of every request can be recorded
+        log = _log_path(priority.get("log", DEFAULT_LOG)) if isinstance(priority, dict) else None
+        if log is not None:
+            return Declaration(True, log, sources_error=policy, **extra)
+        policy = Policy()
+    extra["runner"] = policy
     if not isinstance(priority, dict):
         return Declaration(True, log_error="storm.toml: [priority] must be a table", **extra)
     log = _log_path(priority.get("log", DEFAULT_LOG))
@@ -91,6 +115,22 @@ def parse(text: str) -> Declaration:
             **extra,
         )
     return Declaration(True, log, tuple(sources), **extra)
+
+
+def _policy(table: object) -> Policy | str:
+    """``[runner]`` as a ``Policy``, or what is wrong with it in words."""
+    if not isinstance(table, dict):
+        return "storm.toml: [runner] must be a table"
+    values = {}
+    for name in KNOWN["runner"]:
+        value = table.get(name, getattr(Policy, name))
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            return f"storm.toml: [runner] {name} must be a whole number of at least 1"
+        values[name] = value
+    policy = Policy(**values)
+    if not policy.ttl_min <= policy.ttl <= policy.ttl_max:
+        return "storm.toml: [runner] needs ttl_min <= ttl <= ttl_max"
+    return policy
 
 
 def _audit(data: dict) -> tuple[float | None, tuple[tuple[str, str], ...]]:

@@ -6,35 +6,27 @@ from __future__ import annotations
 
 import os
 
-from . import authority, config, fold, ledger, queuefile
+from . import authority, clock, config, fold, ledger, queuefile
 from .errors import Busy, NoStorm, RecordFailed, UnknownOrder
 from .lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump, with_lane
 from .log import reader
 from .log.checkpoint import checkpoint_path
 from .log.framing import sha256
-from .names import as_text, is_issue, is_name, quote, why_not_name
+from .names import as_text, is_issue, is_name, printable, quote, why_not_name
 from .queuefile import split_deps
-from .records import dataclass, field
+from .records import dataclass, field, replace
+from .refusals import exit_code
 from .resolver import View, resolve
+from .runs import plan_claim, plan_finish, plan_recover, plan_renew, plan_schedule, plan_unpark, ttl_refusal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping
 
 
-def exit_code(code: str | None) -> int:
-    """The exit code of a request's outcome: 0 done, 1 not authorised, 2 refused."""
-    if code is None:
-        return 0
-    return 1 if code in authority.CODES else 2
 
 
-def now() -> str:
-    """UTC time, RFC 3339 with microseconds and ``Z``."""
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
+now = clock.now
 
 def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) -> str:
     """The storm root: ``root``, else ``$STORM_QUEUE_ROOT``, else the nearest
@@ -96,6 +88,12 @@ class Outcome:
     event: dict[str, Any] | None = None
     dry_run: bool = False
     order: list[str] | None = None
+    #: a claim's decision line; the fencing token and expiry of a lease it took or renewed
+    decision: str | None = None
+    token: int | None = None
+    expires: str | None = None
+    #: the ``seq`` of the first request made under the same key, when this is its repeat
+    repeat: int | None = None
 
     @property
     def exit_code(self) -> int:
@@ -121,7 +119,27 @@ class Outcome:
         if self.dry_run:
             out["dry_run"] = True
             out["order"] = self.order
+        for name in ("decision", "token", "expires", "repeat"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         return out
+
+
+@dataclass
+class Step:
+    """What an admitted request does: the ``events`` to record (when
+    ``own``, the last is the request's own and carries its key and
+    reason; none: nothing to record), its answer, a ``queue.txt`` line to
+    append first, file effects that must come ``before`` the record, and
+    those that only cache it ``after`` (given the events recorded, they
+    return notes for stderr)."""
+
+    out: Outcome
+    events: list[dict[str, Any]]
+    line: str | None = None
+    before: Callable[[], None] | None = None
+    after: Callable[[list[dict[str, Any]]], list[str]] | None = None
+    own: bool = True
 
 
 @dataclass(frozen=True)
@@ -130,6 +148,14 @@ class _Request:
     slug: str | None  # raw text as given
     reason: str | None
     source: str | None
+    key: str | None = None
+    args: tuple = ()  # every other argument as given: with the rest, what a key's fingerprint covers
+
+    def fingerprint(self) -> str:
+        import json
+
+        body = json.dumps([self.verb, self.slug, self.reason, self.source, list(self.args)], ensure_ascii=True)
+        return sha256(body.encode("ascii")).hexdigest()[:32]
 
 
 class Storm:
@@ -156,9 +182,10 @@ class Storm:
     def log_path(self, decl: config.Declaration) -> str:
         return os.path.join(self.root, decl.log)
 
-    def _snapshot(self, log: reader.LogRead) -> tuple[Snapshot, queuefile.QueueFile]:
+    def _snapshot(self, log: reader.LogRead, at: str | None = None) -> tuple[Snapshot, queuefile.QueueFile]:
+        """The storm as read now (or at the stamp ``at``)."""
         queue = queuefile.read(os.path.join(self.root, "queue.txt"))
-        return Snapshot({lane.slug: lane for lane in queue.lanes}, ledger.read(self.root), log.state), queue
+        return Snapshot({lane.slug: lane for lane in queue.lanes}, ledger.read(self.root), log.state, at or now()), queue
 
     def listing(self, decl: config.Declaration | None = None) -> Listing:
         """The storm as it will run; reads only, writes nothing."""
@@ -215,96 +242,298 @@ class Storm:
         decl = self.declaration()
         listing = self.listing(decl)
         log_path = self.log_path(decl)
+        view = listing.view
+        if not (self._news(view, listing.skipped, log_path) or view.to_block):
+            return listing, []
         who = authority.caller(self.env)
         op = authority.owner(self.root)
-        view = listing.view
-        said = ledger.SaidOnce(log_path)
-        news = [
-            (f"skipped {s.line} {sha256(s.text.encode('utf-8', 'replace')).hexdigest()[:16]}",
-             f"queue.txt line {s.line} skipped: {quote(s.text)}: {s.why}")
-            for s in listing.skipped
-        ] + [(f"stray {slug}", f"prioritised lane {slug} is stray: queue.txt no longer carries it") for slug in view.stray]
-        news = [(k, words) for k, words in news if k not in said.keys()]
-        if not (news or view.to_block):
-            return listing, []
         if not authority.is_owner(who, op):
             return listing, [f"next: {who.name} is not the storm's owner ({op.name}), so blocked lanes are not marked and progress.log is not written"]
         from .log.lock import held
 
-        at = now()
         try:
             with held(log_path, 0.5, may_create=True):
-                for row in view.to_block:
-                    if ledger.has_result(self.root, row.slug):  # another next got here first
-                        continue
-                    ledger.mark_blocked(self.root, row.slug, list(row.waits_on), at, None)
-                    ledger.say(self.root, at, f"next: marked {row.slug} blocked on abandoned {', '.join(row.waits_on)}", None)
-                fresh = [(k, w) for k, w in news if k not in said.keys(reload=True)]
-                for _, words in fresh:
-                    ledger.say(self.root, at, words, None)
-                said.add([k for k, _ in fresh])
+                return listing, self._tell(view, listing.skipped, now(), log_path)
         except Busy:  # another writer is at work; the next call catches up
             return listing, ["next: the storm is busy, so blocked lanes were not marked this time"]
         except (OSError, RecordFailed) as exc:
             return listing, [f"next: side effects skipped: {exc}"]
-        return listing, []
+
+    def _news(self, view: View, skipped: tuple[queuefile.Skipped, ...], log_path: str,
+              reload: bool = False) -> list[tuple[str, str]]:
+        """What ``next`` has to say once: skipped lines and stray slugs not said before."""
+        said = ledger.SaidOnce(log_path).keys(reload)
+        news = [
+            (f"skipped {s.line} {sha256(s.text.encode('utf-8', 'replace')).hexdigest()[:16]}",
+             f"queue.txt line {s.line} skipped: {quote(s.text)}: {s.why}")
+            for s in skipped
+        ] + [(f"stray {slug}", f"prioritised lane {slug} is stray: queue.txt no longer carries it") for slug in view.stray]
+        return [(k, words) for k, words in news if k not in said]
+
+    def _tell(self, view: View, skipped: tuple[queuefile.Skipped, ...], at: str, log_path: str) -> list[str]:
+        """Under the lock, as the owner: mark blocked the lanes ``view``
+        meets before the one it chose, and say what is news once in
+        ``progress.log``. Returns notes for stderr; never raises."""
+        try:
+            for row in view.to_block:
+                if ledger.has_result(self.root, row.slug):  # another next got here first
+                    continue
+                ledger.mark_blocked(self.root, row.slug, list(row.waits_on), at, None)
+                ledger.say(self.root, at, f"next: marked {row.slug} blocked on abandoned {', '.join(row.waits_on)}", None)
+            fresh = self._news(view, skipped, log_path, reload=True)
+            for _, words in fresh:
+                ledger.say(self.root, at, words, None)
+            ledger.SaidOnce(log_path).add([k for k, _ in fresh])
+        except (OSError, RecordFailed) as exc:
+            return [f"next: side effects skipped: {exc}"]
+        return []
 
     # -- requests ------------------------------------------------------
 
-    def bump(self, slug: str, reason: str | None = None, source: str | None = None, dry_run: bool = False) -> Outcome:
+    def bump(self, slug: str, reason: str | None = None, source: str | None = None, dry_run: bool = False,
+             key: str | None = None) -> Outcome:
         """Prioritise a queued lane, pulling its dependencies forward. With
         ``dry_run``, answer as the request would and record nothing."""
-        req = _Request("bump", as_text(slug), _text(reason), _text(source))
-        return self._request(req, _shape_names(req.slug, (), req.source), lambda snap: (plan_bump(snap, req.slug), _lane_fields(snap, req.slug), None), dry_run)
+        req = _Request("bump", as_text(slug), _text(reason), _text(source), _text(key))
+        return self._request(req, _shape_names(req.slug, (), req.source),
+                             lambda snap, by: _lane_step(req, by, plan_bump(snap, req.slug), _lane_fields(snap, req.slug)),
+                             dry_run)
 
-    def unbump(self, slug: str, reason: str | None = None, source: str | None = None, dry_run: bool = False) -> Outcome:
+    def unbump(self, slug: str, reason: str | None = None, source: str | None = None, dry_run: bool = False,
+               key: str | None = None) -> Outcome:
         """Take a lane out of the priority lane, with what only it required.
         With ``dry_run``, answer as the request would and record nothing."""
-        req = _Request("unbump", as_text(slug), _text(reason), _text(source))
-        return self._request(req, _shape_names(req.slug, (), req.source), lambda snap: (plan_unbump(snap, req.slug), {}, None), dry_run)
+        req = _Request("unbump", as_text(slug), _text(reason), _text(source), _text(key))
+        return self._request(req, _shape_names(req.slug, (), req.source),
+                             lambda snap, by: _lane_step(req, by, plan_unbump(snap, req.slug), {}), dry_run)
 
     def push(self, slug: str, issue: str, deps: str | tuple[str, ...] | None = None,
-             reason: str | None = None, source: str | None = None, dry_run: bool = False) -> Outcome:
-        """Append a lane to ``queue.txt`` (unless queued) and prioritise it.
+             reason: str | None = None, source: str | None = None, dry_run: bool = False,
+             key: str | None = None, not_before: str | None = None) -> Outcome:
+        """Append a lane to ``queue.txt`` (unless queued) and prioritise it;
+        ``not_before`` (a time as ``clock.parse`` reads it) schedules it.
         With ``dry_run``, answer as the request would and write nothing."""
-        req = _Request("push", as_text(slug), _text(reason), _text(source))
         issue = as_text(issue)
         dep_list = split_deps(as_text(deps)) if isinstance(deps, str) else (None if deps is None else tuple(as_text(d) for d in deps))
+        req = _Request("push", as_text(slug), _text(reason), _text(source), _text(key),
+                       (issue, dep_list, _text(not_before)))
         refusal = _shape_names(req.slug, dep_list or (), req.source)
         if refusal is None and not is_issue(issue):
             refusal = Refusal("invalid_issue", f"issue {quote(issue)} is not ASCII digits or '-'")
+        when, refusal = _when(req.args[2], refusal)
 
-        def plan(snap: Snapshot):
+        def plan(snap: Snapshot, by: str) -> Step | Refusal:
             result, append = plan_push(snap, req.slug, issue, dep_list)
             deps = tuple(dict.fromkeys(dep_list or ()))
+            extra = {} if when is None else {"not_before": when}
             if not append:
-                return result, _lane_fields(snap, req.slug, issue, deps), None
-            return result, {"issue": issue, "deps": list(deps)}, queuefile.format_line(req.slug, issue, deps)
+                return _lane_step(req, by, result, {**_lane_fields(snap, req.slug, issue, deps), **extra})
+            return _lane_step(req, by, result, {"issue": issue, "deps": list(deps), **extra},
+                              queuefile.format_line(req.slug, issue, deps))
 
         return self._request(req, refusal, plan, dry_run)
 
-    def reset(self, reason: str | None, source: str | None = None) -> Outcome:
+    def reset(self, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
         """Start a new log when the old one cannot be replayed; operator only."""
-        req = _Request("reset", None, _text(reason), _text(source))
+        req = _Request("reset", None, _text(reason), _text(source), _text(key))
         refusal = _shape_names(None, (), req.source)
         if refusal is None and not (req.reason or "").strip():
             refusal = Refusal("blank_reason", "reset needs --reason TEXT saying why the old log is abandoned")
         return self._request(req, refusal, None)
 
+    # -- runners -------------------------------------------------------
+
+    def claim(self, holder: str | None = None, ttl: int | None = None, source: str | None = None,
+              reason: str | None = None, key: str | None = None) -> Outcome:
+        """Decide as ``next`` does, after taking back orphaned leases; when
+        the decision is ``run`` and a slot is free, lease that lane to
+        ``holder`` under a new fencing token (``Outcome.decision`` is then
+        ``run SLUG ISSUE TOKEN``). Any other decision leases nothing."""
+        decl = self.declaration()
+        req = _Request("claim", None, _text(reason), _text(source), _text(key), (_text(holder), ttl))
+        name = req.args[0] if req.args[0] is not None else default_holder()
+        refusal = _shape_names(None, (), req.source) or _shape_holder(name)
+        ttl = decl.runner.ttl if ttl is None else ttl
+        refusal = refusal or ttl_refusal(decl.runner, ttl)
+
+        def plan(snap: Snapshot, by: str) -> Step:
+            skipped = queuefile.read(os.path.join(self.root, "queue.txt")).skipped
+            claim = plan_claim(snap, decl.runner, name, ttl, self._t)
+            if claim.slug is None:
+                out = Outcome("done", "claim", None, by, message=claim.decision, decision=claim.decision)
+            else:
+                out = Outcome("done", "claim", claim.slug, by, message=f"{claim.slug} is leased to {name} with token "
+                              f"{claim.token} until {claim.expires}", decision=claim.decision, token=claim.token,
+                              expires=claim.expires)
+
+            def after(events: list[dict[str, Any]]) -> list[str]:
+                notes = []
+                for slug, token in claim.ended:
+                    notes += self._cache(lambda: ledger.unmark_running(self.root, slug, token), "running marker", slug)
+                if claim.slug is not None:
+                    body = {"holder": name, "token": claim.token, "expires": claim.expires, "claimed": events[-1]["at"]}
+                    notes += self._cache(lambda: ledger.mark_running(self.root, claim.slug, body, None), "running marker", claim.slug)
+                return notes + self._tell(claim.view, skipped, snap.now, self.log_path(decl))
+
+            return Step(out, list(claim.events), after=after, own=claim.slug is not None)
+
+        return self._request(req, refusal, plan, decl=decl)
+
+    def renew(self, slug: str, token: int, ttl: int | None = None, source: str | None = None,
+              reason: str | None = None, key: str | None = None) -> Outcome:
+        """Extend the live lease on ``slug`` held under ``token``."""
+        decl = self.declaration()
+        req = _Request("renew", as_text(slug), _text(reason), _text(source), _text(key), (token, ttl))
+        ttl = decl.runner.ttl if ttl is None else ttl
+        refusal = _shape_names(req.slug, (), req.source) or _shape_token(token) or ttl_refusal(decl.runner, ttl)
+
+        def plan(snap: Snapshot, by: str) -> Step | Refusal:
+            event = plan_renew(snap, decl.runner, req.slug, token, ttl, self._t)
+            if isinstance(event, Refusal):
+                return event
+            out = Outcome("done", "renew", req.slug, by, message=f"renewed {req.slug} token {token} until {event['expires']}",
+                          token=token, expires=event["expires"])
+            return Step(out, [event], after=lambda events: self._cache(lambda: ledger.mark_running(
+                self.root, req.slug, {"holder": snap.state.run(req.slug).lease.holder, "token": token,
+                                      "expires": event["expires"], "claimed": snap.state.run(req.slug).lease.claimed}, None),
+                "running marker", req.slug))
+
+        return self._request(req, refusal, plan, decl=decl)
+
+    def finish(self, slug: str, token: int, result: str, note: str | None = None, source: str | None = None,
+               reason: str | None = None, key: str | None = None) -> Outcome:
+        """End the live lease on ``slug`` held under ``token``: ``ok``
+        leaves the lane finished, awaiting review; ``failed`` makes it
+        claimable again, or quarantines it once its attempts are spent."""
+        decl = self.declaration()
+        req = _Request("finish", as_text(slug), _text(reason), _text(source), _text(key), (token, result, _text(note)))
+        refusal = _shape_names(req.slug, (), req.source) or _shape_token(token)
+        if refusal is None and result not in ("ok", "failed"):
+            refusal = Refusal("invalid_result", f"result {quote(as_text(result))} is neither ok nor failed")
+
+        def plan(snap: Snapshot, by: str) -> Step | Refusal:
+            events = plan_finish(snap, decl.runner, req.slug, token, result, req.args[2])
+            if isinstance(events, Refusal):
+                return events
+            run = snap.state.run(req.slug)
+            if result == "ok":
+                words = f"{req.slug} finished ok (token {token}); it awaits review"
+            elif len(events) > 1:
+                words = f"{req.slug} failed (token {token}) and is quarantined after {run.attempts} attempts"
+            else:
+                words = f"{req.slug} failed (token {token}); attempt {run.attempts} of {decl.runner.attempts}, it will be claimed again"
+            out = Outcome("done", "finish", req.slug, by, message=words, token=token)
+            before = None
+            if result == "ok":  # result.json before the log: a crash between leaves a finished lane, never a ready one
+                body = {"status": "ok", "token": token, "holder": run.lease.holder, "note": req.args[2], "at": snap.now}
+                before = lambda: ledger.mark_finished(self.root, req.slug, body, None)  # noqa: E731
+            return Step(out, events, before=before, after=lambda _: self._cache(
+                lambda: ledger.unmark_running(self.root, req.slug, token), "running marker", req.slug))
+
+        return self._request(req, refusal, plan, decl=decl)
+
+    def recover(self, slug: str | None = None, source: str | None = None, reason: str | None = None,
+                key: str | None = None) -> Outcome:
+        """Take back orphaned leases (every one, or ``slug``'s); with
+        ``slug``, also end a running marker that has no lease. Naming a
+        lane is the operator's alone."""
+        decl = self.declaration()
+        req = _Request("recover", None if slug is None else as_text(slug), _text(reason), _text(source), _text(key))
+        refusal = _shape_names(req.slug, (), req.source)
+
+        def plan(snap: Snapshot, by: str) -> Step | Refusal:
+            events = plan_recover(snap, decl.runner, req.slug)
+            if isinstance(events, Refusal):
+                return events
+            taken = [e["slug"] for e in events if e["action"] in ("expire", "recover")]
+            parked = [e["slug"] for e in events if e["action"] == "quarantine"]
+            words = f"took back {' '.join(taken)}" if taken else "no orphaned lease to take back"
+            if parked:
+                words += f"; quarantined {' '.join(parked)}"
+            out = Outcome("done" if events else "noop", "recover", req.slug, by, message=words)
+
+            def after(recorded: list[dict[str, Any]]) -> list[str]:
+                notes = []
+                for e in events:
+                    if e["action"] in ("expire", "recover"):
+                        notes += self._cache(lambda: ledger.unmark_running(self.root, e["slug"], e["token"]),
+                                             "running marker", e["slug"])
+                return notes
+
+            return Step(out, events, after=after, own=bool(events))
+
+        return self._request(req, refusal, plan, decl=decl, operator_only=req.slug is not None)
+
+    def unpark(self, slug: str, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
+        """Return a quarantined lane to the queue with a fresh retry budget;
+        operator only, with a reason. Its attempt history stays."""
+        req = _Request("unpark", as_text(slug), _text(reason), _text(source), _text(key))
+        refusal = _shape_names(req.slug, (), req.source)
+        if refusal is None and not (req.reason or "").strip():
+            refusal = Refusal("blank_reason", "unpark needs --reason TEXT saying why the lane may run again")
+
+        def plan(snap: Snapshot, by: str) -> Step | Refusal:
+            event = plan_unpark(snap, req.slug)
+            if isinstance(event, Refusal):
+                return event
+            return Step(Outcome("done", "unpark", req.slug, by, message=f"{req.slug} may be claimed again, "
+                                f"with {self.declaration().runner.attempts} fresh attempts"), [event])
+
+        return self._request(req, refusal, plan, operator_only=True)
+
+    def schedule(self, slug: str, not_before: str, source: str | None = None, reason: str | None = None,
+                 key: str | None = None) -> Outcome:
+        """Let ``slug`` start no earlier than ``not_before`` (a time as
+        ``clock.parse`` reads it); until then it keeps its place and is
+        passed over."""
+        req = _Request("schedule", as_text(slug), _text(reason), _text(source), _text(key), (_text(not_before),))
+        when, refusal = _when(req.args[0], _shape_names(req.slug, (), req.source))
+
+        def plan(snap: Snapshot, by: str) -> Step | Refusal:
+            event = plan_schedule(snap, req.slug, when)
+            if isinstance(event, Refusal):
+                return event
+            words = f"nothing to do: {event['noop']}" if "noop" in event else f"{req.slug} starts no earlier than {when}"
+            return Step(Outcome("noop" if "noop" in event else "done", "schedule", req.slug, by, message=words), [event])
+
+        return self._request(req, refusal, plan)
+
+    def _cache(self, write: Callable[[], Any], what: str, slug: str) -> list[str]:
+        """Write a file that only caches what the log records; a failure is a note, not a failure."""
+        try:
+            write()
+        except OSError as exc:
+            return [f"the {what} of {slug} could not be written ({exc.strerror or exc}); the log's record stands"]
+        return []
+
+    @property
+    def _t(self) -> float:
+        """The time a request is planned at (POSIX seconds)."""
+        import time
+
+        return time.time()
+
     # -- the one path every request takes ------------------------------
 
     def _request(self, req: _Request, shape: Refusal | None,
-                 plan: Callable[[Snapshot], tuple[Plan | Refusal, dict[str, Any], str | None]] | None,
-                 dry_run: bool = False) -> Outcome:
+                 plan: Callable[[Snapshot, str], Step | Refusal] | None,
+                 dry_run: bool = False, decl: config.Declaration | None = None, operator_only: bool = False) -> Outcome:
         """The one path of every request. A ``dry_run`` takes it up to the
         queue append and the log write, then stops: it takes no lock (it is a
         reader, like ``list``), writes nothing, and answers what the request
-        would have answered, with the run order it would leave."""
-        decl = self.declaration()
+        would have answered, with the run order it would leave.
+
+        A request under a key that its principal has used before answers
+        with the first outcome and records nothing when its arguments are
+        the same, and is refused (``idempotency_conflict``) when they are not."""
+        decl = decl or self.declaration()
         who = authority.caller(self.env)
         op = authority.owner(self.root)
-        verdict = authority.judge(who, op, decl, req.source, operator_only=plan is None)
+        verdict = authority.judge(who, op, decl, req.source, operator_only=plan is None or operator_only)
         by = verdict.by
+        shape = shape or _shape_key(req.key)
+        if shape is not None and shape.code == "invalid_key":
+            req = replace(req, key=None)
         refusal = shape or verdict.refusal
         authorised = shape is None and verdict.admitted
         log_path = self.log_path(decl)
@@ -321,8 +550,10 @@ class Storm:
 
         at = now()
         queued = False
+        step: Step | None = None
         try:
             with nullcontext() if dry_run else lock.held(log_path, self.wait, may_create=owner_ids is None):
+                at = now()  # the time the request is answered at, under the lock
                 try:
                     log = reader.read(log_path)
                 except UnknownOrder:
@@ -332,38 +563,61 @@ class Storm:
                         return self._refused(req, by, refusal, authorised, recorded=False,
                                              why_not="the priority order is unknown")
                     return self._start_new_log(req, by, log_path, at)
+                keyed = log.state.keys.get(by, {}).get(req.key) if req.key is not None else None
+                if keyed is not None and keyed.fingerprint == req.fingerprint():
+                    return _repeated(req, by, keyed, dry_run, log)
+                if keyed is not None and refusal is None:
+                    refusal, authorised = Refusal(
+                        "idempotency_conflict",
+                        f"key {quote(req.key)} was first used by {by} for a different request (line {keyed.seq}); "
+                        "a key names one request: use a new key for a new request"), True
                 if plan is None and refusal is None:
                     refusal, authorised = LOG_READABLE, True
                 if refusal is None:
-                    snap = self._snapshot(log)[0]
-                    result, fields, line = plan(snap)
+                    snap = self._snapshot(log, at)[0]
+                    result = plan(snap, by)
                     if isinstance(result, Refusal):
                         refusal, authorised = result, True
+                    else:
+                        step = result
                 if dry_run:
                     if refusal is not None:
                         return self._refused(req, by, refusal, authorised, recorded=False, why_not=DRY_RUN)
-                    return _rehearsed(req, by, result, fields, line, snap, log)
+                    return _rehearsed(req, step, snap, log)
                 if refusal is not None:
-                    body = _refused_body(req, refusal, authorised)
+                    bodies = [_refused_body(req, refusal, authorised)]
                     out = self._refused(req, by, refusal, authorised, recorded=True)
+                    own = True
                 else:
-                    if line is not None:  # queue.txt before the log: a crash between leaves a lane a retry prioritises
+                    if step.line is not None:  # queue.txt before the log: a crash between leaves a lane a retry prioritises
                         writer.check_writable(log_path)
-                        queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
+                        queuefile.append_line(os.path.join(self.root, "queue.txt"), step.line)
                         queued = True
-                    body, out = _admitted(req, by, result, fields, line is not None)
-                if req.reason is not None:
-                    body["reason"] = req.reason
-                events = writer.append(log, [body], at, by, owner_ids)
+                    if step.before is not None:
+                        writer.check_writable(log_path)
+                        step.before()
+                    bodies, out, own = step.events, step.out, step.own
+                if bodies and own:
+                    if req.reason is not None:
+                        bodies[-1]["reason"] = req.reason
+                    if req.key is not None:
+                        bodies[-1]["key"] = req.key
+                        bodies[-1]["fingerprint"] = req.fingerprint()
+                events = writer.append(log, bodies, at, by, owner_ids) if bodies else []
+                if step is not None and step.after is not None:
+                    out.warnings += step.after(events)
         except (OSError, writer.AppendFailed) as exc:
             return self._not_written(req, by, who, refusal, authorised, exc, queued, at, owner_ids)
+        out.warnings = ([] if log.torn else list(log.warnings)) + out.warnings
+        if not events:
+            return out
         out.event = events[-1]
         out.recorded = True
-        out.warnings = [] if log.torn else list(log.warnings)
-        if len(events) > 1:
+        if events[0]["action"] == "repair":
             out.warnings.append(f"repaired the log: kept {events[0]['torn']} torn bytes in {events[0]['side']} and recorded it")
         ledger.say(self.root, at, _progress_words(out, req), owner_ids)
         return out
+
 
     def _not_written(self, req: _Request, by: str, who: authority.Caller, refusal: Refusal | None, authorised: bool,
                      exc: Exception, queued: bool, at: str, owner_ids: tuple[int, int] | None) -> Outcome:
@@ -468,14 +722,15 @@ def _abandon(log_path: str, at: str) -> int:
     return max(size, witnessed)
 
 
-def _rehearsed(req: _Request, by: str, plan: Plan, fields: dict[str, Any], line: str | None,
-               snap: Snapshot, log: reader.LogRead) -> Outcome:
+def _rehearsed(req: _Request, step: Step, snap: Snapshot, log: reader.LogRead) -> Outcome:
     """The outcome of a dry run that the request would pass: what it would
     move, and the run order the replayed lane would then give."""
-    body, out = _admitted(req, by, plan, fields, line is not None)
-    if line is not None:
-        snap = with_lane(snap, queuefile.Lane(req.slug, fields["issue"], tuple(fields["deps"]), 1 << 61))
-    after = Snapshot(snap.lanes, snap.ledgers, fold.apply(snap.state, body))
+    out = step.out
+    if step.line is not None:
+        body = step.events[-1]
+        snap = with_lane(snap, queuefile.Lane(req.slug, body["issue"], tuple(body["deps"]), 1 << 61))
+    events = [{"at": snap.now, "by": out.by, **e} for e in step.events]
+    after = Snapshot(snap.lanes, snap.ledgers, fold.replay(events, snap.state), snap.now)
     out.dry_run = True
     out.order = [row.slug for row in resolve(after).rows]
     out.message = f"{out.message} ({DRY_RUN})"
@@ -483,14 +738,39 @@ def _rehearsed(req: _Request, by: str, plan: Plan, fields: dict[str, Any], line:
     return out
 
 
-def _admitted(req: _Request, by: str, plan: Plan, fields: dict[str, Any], appended: bool) -> tuple[dict[str, Any], Outcome]:
-    """The log body and the outcome of an admitted request."""
+def _repeated(req: _Request, by: str, keyed: fold.Keyed, dry_run: bool, log: reader.LogRead) -> Outcome:
+    """The first outcome of a keyed request, rebuilt from the event that
+    recorded it; nothing new is recorded."""
+    event = keyed.event
+    note = f"a repeat of line {keyed.seq} (key {quote(req.key)}): nothing new recorded"
+    action = event["action"]
+    if action == "refused":
+        out = Outcome("refused", req.verb, req.slug, by, event["code"], f"{event['message']} ({note})")
+    else:
+        out = Outcome("noop" if event.get("noop") else "done", req.verb, req.slug, by,
+                      message=f"{action} {event.get('slug') or ''}".rstrip() + f" was recorded ({note})",
+                      moved=list(event.get("moved", ())), removed=list(event.get("removed", ())),
+                      token=event.get("token"), expires=event.get("expires"))
+        if action == "claim":
+            out.decision = f"run {event['slug']} {event['issue']} {event['token']}"
+        if action == "push":
+            out.appended = event["appended"]
+    out.repeat = keyed.seq
+    out.dry_run = dry_run
+    out.warnings = [] if log.torn else list(log.warnings)
+    return out
+
+
+def _lane_step(req: _Request, by: str, plan: Plan | Refusal, fields: dict[str, Any], line: str | None = None) -> Step | Refusal:
+    """The step of an admitted bump, push or unbump: its event and answer."""
+    if isinstance(plan, Refusal):
+        return plan
     body: dict[str, Any] = {"action": req.verb, "slug": req.slug, **fields,
                             "moved": list(plan.moved), "removed": list(plan.removed)}
     if plan.noop:
         body["noop"] = plan.noop
     if req.verb == "push":
-        body["appended"] = appended
+        body["appended"] = line is not None
     if plan.noop:
         message = f"nothing to do: {plan.noop}"
     elif req.verb == "unbump":
@@ -501,8 +781,8 @@ def _admitted(req: _Request, by: str, plan: Plan, fields: dict[str, Any], append
         message = f"{req.slug} was already in the priority lane and keeps its place"
     out = Outcome("noop" if plan.noop else "done", req.verb, req.slug, by, message=message,
                   moved=list(plan.moved), already=list(plan.already), removed=list(plan.removed),
-                  appended=appended if req.verb == "push" else None)
-    return body, out
+                  appended=(line is not None) if req.verb == "push" else None)
+    return Step(out, [body], line)
 
 
 def _lane_fields(snap: Snapshot, slug: str, issue: str = "-", deps: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -521,6 +801,51 @@ LOG_READABLE = Refusal("log_readable", "the priority log replays fine, so there 
 
 def _text(value: str | None) -> str | None:
     return None if value is None else as_text(value)
+
+
+def default_holder() -> str:
+    """A claim's holder when none is given: this host and the parent
+    process (the runner that asked), made a name."""
+    import re
+    import socket
+
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()).strip(".-") or "host"
+    return f"{host[:150]}-{os.getppid()}".replace("..", ".")
+
+
+def _shape_holder(holder: str) -> Refusal | None:
+    if not is_name(holder):
+        return Refusal("invalid_holder", f"holder {quote(holder)} is not a name: {why_not_name(holder)}")
+    return None
+
+
+def _shape_token(token: int) -> Refusal | None:
+    if isinstance(token, bool) or not isinstance(token, int) or token < 1:
+        return Refusal("invalid_token", f"token {quote(str(token))} is not a positive whole number; "
+                       "give the token the claim printed")
+    return None
+
+
+KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@/+=-")
+
+
+def _shape_key(key: str | None) -> Refusal | None:
+    """A key is 1 to 200 of letters, digits and ``._:@/+=-``."""
+    if key is None or (0 < len(key) <= 200 and set(key) <= KEY_CHARS):
+        return None
+    return Refusal("invalid_key", f"key {quote(key)} is not 1 to 200 letters, digits or ._:@/+=- characters")
+
+
+def _when(text: str | None, refusal: Refusal | None) -> tuple[str | None, Refusal | None]:
+    """The stamp of a ``--not-before`` time, and the first shape refusal."""
+    if text is None or refusal is not None:
+        return None, refusal
+    import time
+
+    try:
+        return clock.parse(text, time.time()), None
+    except ValueError as exc:
+        return None, Refusal("invalid_time", f"--not-before: {printable(str(exc))}")
 
 
 def _shape_names(slug: str | None, deps: tuple[str, ...], source: str | None) -> Refusal | None:
@@ -552,6 +877,8 @@ def _progress_words(out: Outcome, req: _Request) -> str:
             words += f"; moved {' '.join(out.moved)}"
         if out.removed:
             words += f"; removed {' '.join(out.removed)}"
+        if req.verb not in ("push", "bump", "unbump"):
+            words += f": {out.message}"
     if req.reason is not None:
         words += f"; reason {quote(req.reason)}"
     return words

@@ -222,7 +222,7 @@ def gather(root: str, now: float | None = None) -> Facts:
         stray = resolve(Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state)).stray
     running = []
     if led is not None:
-        for slug in sorted(led.running - led.finished):
+        for slug in sorted(set(led.running) - led.finished):
             if led.settled(slug):
                 continue
             st = _lstat(os.path.join(root, ledger.LANES, slug, ledger.MARKS, ledger.RUNNING))

@@ -1,9 +1,13 @@
 """The fold: one pure step from a lane state and a log event to the next
-state. Replay is ``reduce(apply, events, EMPTY)``, done in place by ``Fold``."""
+state. Replay is ``reduce(apply, events, EMPTY)``, done in place by ``Fold``.
+
+Every counter a runner depends on (fencing tokens, attempts, leases,
+quarantine, schedules, idempotency keys) is folded here from the log and
+nowhere else: the running marker a claim leaves in the lane is a cache."""
 
 from __future__ import annotations
 
-from .records import dataclass, field
+from .records import dataclass, field, replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,14 +28,75 @@ class Mark:
 
 
 @dataclass(frozen=True)
+class Lease:
+    """A live claim on a lane: who holds it, under which fencing token,
+    since when, and until when unless renewed."""
+
+    holder: str
+    token: int
+    by: str
+    claimed: str
+    expires: str
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One claim of a lane and how it ended: ``ok``, ``failed``, ``expired``,
+    ``recovered``, or None while it is held."""
+
+    token: int
+    holder: str
+    at: str
+    end: str | None = None
+    ended: str | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Run:
+    """What runners have done with one lane: the highest fencing ``token``
+    minted (or observed on a marker) for it, its live ``lease``, the
+    ``attempts`` spent since it was last unparked, every attempt ever made
+    (``history``, never erased), when it was ``quarantined`` (None when it
+    is not) and the time it may start, ``not_before`` (None: any time)."""
+
+    token: int = 0
+    lease: Lease | None = None
+    attempts: int = 0
+    history: tuple[Attempt, ...] = ()
+    quarantined: str | None = None
+    not_before: str | None = None
+
+
+NO_RUN = Run()
+
+
+@dataclass(frozen=True)
+class Keyed:
+    """The first recorded request a principal made under an idempotency
+    key: the fingerprint of its arguments and the event that answered it."""
+
+    fingerprint: str
+    seq: int
+    event: Mapping
+
+
+@dataclass(frozen=True)
 class LaneState:
     """The priority lane as the log says it: ``lane`` in entry order, the
     ``named`` slugs (prioritised by name, not since un-bumped), and for each
-    slug in the lane the ``marks`` of the request that put it there."""
+    slug in the lane the ``marks`` of the request that put it there; the
+    ``runs`` of lanes runners have touched; the idempotency ``keys`` by
+    principal, then key."""
 
     lane: tuple[str, ...] = ()
     named: tuple[str, ...] = ()
     marks: Mapping[str, Mark] = field(default_factory=dict)
+    runs: Mapping[str, Run] = field(default_factory=dict)
+    keys: Mapping[str, Mapping[str, Keyed]] = field(default_factory=dict)
+
+    def run(self, slug: str) -> Run:
+        return self.runs.get(slug, NO_RUN)
 
 
 EMPTY = LaneState()
@@ -48,11 +113,22 @@ class Fold:
         self.lane = dict.fromkeys(start.lane)
         self.named = dict.fromkeys(start.named)
         self.marks = {s: m for s, m in start.marks.items() if s in self.lane}
+        self.runs = dict(start.runs)
+        self.keys = {by: dict(keys) for by, keys in start.keys.items()}
         self.changed = False
 
     def step(self, event: Mapping) -> None:
-        """Fold one event; refusals, resets and repairs change nothing."""
+        """Fold one event; refusals, resets and repairs change no lane (a
+        refusal made under a key still binds the key)."""
         action = event["action"]
+        key = event.get("key")
+        if key is not None:
+            self.changed = True
+            self.keys.setdefault(event["by"], {}).setdefault(key, Keyed(event.get("fingerprint", ""), event.get("seq", 0), event))
+        if action in RUNNER_ACTIONS:
+            self.changed = True
+            self._run(event)
+            return
         if action not in ("push", "bump", "unbump"):
             return
         self.changed = True
@@ -73,12 +149,50 @@ class Fold:
             if event["slug"] not in self.named and event["slug"] in lane:
                 marks[event["slug"]] = mark
             self.named.setdefault(event["slug"])
+            if "not_before" in event:
+                self.runs[event["slug"]] = replace(self.runs.get(event["slug"], NO_RUN), not_before=event["not_before"])
+
+    def _run(self, event: Mapping) -> None:
+        """A runner's event; one presenting a token that is not the live
+        lease's changes nothing but what it observed."""
+        slug, action, at = event["slug"], event["action"], event["at"]
+        run = self.runs.get(slug, NO_RUN)
+        token = event.get("token")
+        if action == "claim":
+            lease = Lease(event["holder"], token, event["by"], at, event["expires"])
+            run = replace(run, token=max(run.token, token), lease=lease, attempts=run.attempts + 1,
+                          history=run.history + (Attempt(token, event["holder"], at),))
+        elif action in ("renew", "finish", "expire", "recover"):
+            if token is not None and token > run.token:
+                run = replace(run, token=token)
+            lease = run.lease
+            if lease is not None and lease.token == token:
+                if action == "renew":
+                    run = replace(run, lease=replace(lease, expires=event["expires"]))
+                else:
+                    end = event["result"] if action == "finish" else "expired" if action == "expire" else "recovered"
+                    history = run.history
+                    if history and history[-1].token == token and history[-1].end is None:
+                        history = history[:-1] + (replace(history[-1], end=end, ended=at, note=event.get("note")),)
+                    run = replace(run, lease=None, history=history)
+        elif action == "quarantine":
+            run = replace(run, quarantined=at)
+        elif action == "unpark":
+            run = replace(run, quarantined=None, attempts=0)
+        elif action == "schedule":
+            run = replace(run, not_before=event["not_before"])
+        self.runs[slug] = run
 
     def state(self) -> LaneState:
         """The lane state folded so far (``start`` itself when nothing changed)."""
         if not self.changed:
             return self.start
-        return LaneState(tuple(self.lane), tuple(self.named), dict(self.marks))
+        return LaneState(tuple(self.lane), tuple(self.named), dict(self.marks), dict(self.runs),
+                         {by: dict(keys) for by, keys in self.keys.items()})
+
+
+#: the actions of runners and of the operator over runs
+RUNNER_ACTIONS = ("claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule")
 
 
 def apply(state: LaneState, event: Mapping) -> LaneState:

@@ -18,11 +18,14 @@ from .records import dataclass, replace
 @dataclass(frozen=True)
 class Snapshot:
     """Everything a plan needs, read once: ``queue.txt`` lanes by slug (in file
-    order), the ledgers and the lane the log replays to."""
+    order), the ledgers, the lane the log replays to, and the time it was
+    read (a stamp; empty: no lease ever counts as expired, no schedule as
+    come)."""
 
     lanes: dict[str, Lane]
     ledgers: Ledgers
     state: LaneState
+    now: str = ""
 
     def position(self, slug: str) -> int:
         lane = self.lanes.get(slug)

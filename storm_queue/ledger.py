@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 
 from .errors import unreadable
 from .fsutil import beside, replace_atomically, write_all
 from .names import is_name, printable
 from .records import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterator, Mapping
 
 INTEGRATED = "integrated.txt"
 ABANDONED = "abandoned.txt"
@@ -23,10 +28,14 @@ RUNNING = "running"
 
 @dataclass(frozen=True)
 class Ledgers:
+    """The ledgers and markers; ``running`` maps each lane with a running
+    marker to the fencing token the marker carries (None: a marker with no
+    token, written by hand or by a runner that does not claim)."""
+
     integrated: frozenset[str]
     abandoned: frozenset[str]
     finished: frozenset[str]
-    running: frozenset[str]
+    running: Mapping[str, int | None]
     unattended: bool
 
     def settled(self, slug: str) -> bool:
@@ -50,13 +59,14 @@ def _read_slugs(path: str) -> frozenset[str]:
     )
 
 
-def _marked(root: str) -> tuple[frozenset[str], frozenset[str]]:
-    """Slugs with a ``result.json`` and slugs with a running marker."""
-    finished, running = set(), set()
+def _marked(root: str) -> tuple[frozenset[str], dict[str, int | None]]:
+    """Slugs with a ``result.json``, and slugs with a running marker with
+    the token each marker carries."""
+    finished, running = set(), {}
     try:
         entries = os.scandir(os.path.join(root, LANES))
     except (FileNotFoundError, NotADirectoryError):
-        return frozenset(), frozenset()
+        return frozenset(), {}
     with entries:
         for entry in entries:
             if not is_name(entry.name):
@@ -64,9 +74,21 @@ def _marked(root: str) -> tuple[frozenset[str], frozenset[str]]:
             marks = os.path.join(entry.path, MARKS)
             if has_result(root, entry.name):
                 finished.add(entry.name)
-            if os.path.exists(os.path.join(marks, RUNNING)):
-                running.add(entry.name)
-    return frozenset(finished), frozenset(running)
+            marker = os.path.join(marks, RUNNING)
+            if os.path.exists(marker):
+                running[entry.name] = marker_token(marker)
+    return frozenset(finished), running
+
+
+def marker_token(path: str) -> int | None:
+    """The fencing token a running marker carries, if it carries one."""
+    try:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            body = json.loads(f.read(4096))
+    except (OSError, ValueError):
+        return None
+    token = body.get("token") if isinstance(body, dict) else None
+    return token if type(token) is int and token > 0 else None
 
 
 def read(root: str) -> Ledgers:
@@ -87,23 +109,65 @@ def has_result(root: str, slug: str) -> bool:
 
 
 def mark_blocked(root: str, slug: str, blocked_on: list[str], at: str, owner: tuple[int, int] | None) -> None:
-    """Write ``result.json`` saying the lane is blocked on abandoned lanes.
-    ``lanes/``, the lane's directory and its ``.qwenstorm`` are created and
-    entered without following a symbolic link (a lane may have planted one):
-    an ``OSError`` names the one that is not a directory."""
+    """Write ``result.json`` saying the lane is blocked on abandoned lanes."""
+    body = {"status": "blocked", "blocked_on": blocked_on, "at": at, "by": "storm-queue next"}
+    with _marks(root, slug) as fd:
+        replace_atomically(RESULT, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
+
+
+def mark_running(root: str, slug: str, body: dict, owner: tuple[int, int] | None) -> None:
+    """Write the lane's running marker (``body``: holder, token, expiry):
+    the cache of its lease that a runner and a person can read."""
+    with _marks(root, slug) as fd:
+        replace_atomically(RUNNING, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
+
+
+def mark_finished(root: str, slug: str, body: dict, owner: tuple[int, int] | None) -> bool:
+    """Write ``result.json`` unless the lane already wrote its own; True
+    when this call wrote it."""
+    with _marks(root, slug) as fd:
+        try:
+            os.stat(RESULT, dir_fd=fd, follow_symlinks=False)
+            return False
+        except FileNotFoundError:
+            replace_atomically(RESULT, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
+            return True
+
+
+def unmark_running(root: str, slug: str, token: int | None) -> bool:
+    """Remove the lane's running marker when it carries ``token`` (any
+    marker when ``token`` is None); True when one was removed."""
+    path = os.path.join(root, LANES, slug, MARKS, RUNNING)
+    if not os.path.lexists(path) or (token is not None and marker_token(path) != token):
+        return False
+    with _marks(root, slug, create=False) as fd:
+        try:
+            os.unlink(RUNNING, dir_fd=fd)
+        except FileNotFoundError:
+            return False
+        os.fsync(fd)
+    return True
+
+
+@contextmanager
+def _marks(root: str, slug: str, create: bool = True) -> Iterator[int]:
+    """A descriptor of ``lanes/SLUG/.qwenstorm``: each level is created
+    (with ``create``) and entered without following a symbolic link (a lane
+    may have planted one); an ``OSError`` names the one that is not a
+    directory."""
     import errno
 
-    body = {"status": "blocked", "blocked_on": blocked_on, "at": at, "by": "storm-queue next"}
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
     try:
         path = root
         for name in (LANES, slug, MARKS):
             path = os.path.join(path, name)
-            try:
-                os.mkdir(name, 0o755, dir_fd=fd)
-                os.fsync(fd)
-            except FileExistsError:
-                pass
+            if create:
+                try:
+                    os.mkdir(name, 0o755, dir_fd=fd)
+                    os.fsync(fd)
+                except FileExistsError:
+                    pass
             try:
                 inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             except OSError as exc:
@@ -112,7 +176,7 @@ def mark_blocked(root: str, slug: str, blocked_on: list[str], at: str, owner: tu
                 raise
             os.close(fd)
             fd = inner
-        replace_atomically(RESULT, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
+        yield fd
     finally:
         os.close(fd)
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .desk import Listing, Outcome
-    from .fold import Mark
+    from .fold import Mark, Run
     from .queuefile import Skipped
     from .resolver import Row
     from .why import Why
@@ -45,7 +45,21 @@ def mark_json(mark: Mark | None) -> dict[str, Any] | None:
 def _row_json(r: Row, listing: Listing) -> dict[str, Any]:
     return {"position": r.position, "slug": r.slug, "issue": r.issue, "deps": list(r.deps),
             "prioritised": r.prioritised, "state": r.state, "status": r.status,
-            "waits_on": list(r.waits_on), "mark": mark_json(listing.marks.get(r.slug) if r.prioritised else None)}
+            "waits_on": list(r.waits_on), "mark": mark_json(listing.marks.get(r.slug) if r.prioritised else None),
+            "running": r.running or None, **run_json(r.run)}
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    """What runners did with a lane: its lease, attempts, their history,
+    quarantine and schedule."""
+    lease = run.lease
+    return {
+        "lease": None if lease is None else {"holder": lease.holder, "token": lease.token, "by": lease.by,
+                                             "claimed": lease.claimed, "expires": lease.expires},
+        "attempts": run.attempts, "quarantined": run.quarantined, "not_before": run.not_before,
+        "history": [{"token": a.token, "holder": a.holder, "at": a.at, "end": a.end, "ended": a.ended, "note": a.note}
+                    for a in run.history],
+    }
 
 
 def listing_json(listing: Listing) -> dict[str, Any]:
@@ -161,10 +175,23 @@ def event_text(event: dict[str, Any]) -> str:
     elif action == "repair":
         body = f"repair: cut {event['torn']} torn bytes, kept in {printable(event['side'])}"
     else:
-        body = printable(action)
+        body = f"{printable(action)} {printable(event['slug'])}" + _RUNNER_WORDS.get(action, lambda e: "")(event)
+    if event.get("key") is not None:
+        body += f"; key {quote(event['key'])}"
     if event.get("reason") is not None:
         body += f"; reason {quote(event['reason'])}"
     return head + body
+
+
+_RUNNER_WORDS = {
+    "claim": lambda e: f" to {printable(e['holder'])}: token {e['token']}, attempt {e['attempt']}, until {printable(e['expires'])}",
+    "renew": lambda e: f": token {e['token']} until {printable(e['expires'])}",
+    "finish": lambda e: f": token {e['token']} {printable(e['result'])}" + (f"; note {quote(e['note'])}" if e.get("note") is not None else ""),
+    "expire": lambda e: f": token {e['token']}, lease expired at {printable(e['expired'])}",
+    "recover": lambda e: f": a running marker with no lease (token {e['token'] if e['token'] is not None else 'none'})",
+    "quarantine": lambda e: f": after {e['attempts']} attempts (budget {e['budget']})",
+    "schedule": lambda e: f": not before {printable(e['not_before'] or 'any time')}" + (f" (noop: {printable(e['noop'])})" if e.get("noop") else ""),
+}
 
 
 def why_json(why: Why) -> dict[str, Any]:

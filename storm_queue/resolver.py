@@ -7,12 +7,16 @@ Run order is the priority lane as the log replays it (only lanes that
 from __future__ import annotations
 
 
+from .fold import NO_RUN, Run
 from .lane import Snapshot, derive, live
 from .records import dataclass
 
-SETTLED, FINISHED, RUNNING, BLOCKED, WAITING, READY = (
-    "settled", "finished", "running", "blocked", "waiting", "ready",
+SETTLED, FINISHED, RUNNING, QUARANTINED, BLOCKED, WAITING, SCHEDULED, READY = (
+    "settled", "finished", "running", "quarantined", "blocked", "waiting", "scheduled", "ready",
 )
+#: how a lane is running: under a live lease, under a lease past its expiry
+#: (an orphan), or by a marker with no lease behind it
+LEASE, ORPHAN, MARKER = "lease", "orphan", "marker"
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,8 @@ class Row:
     state: str
     status: str
     waits_on: tuple[str, ...] = ()
+    running: str = ""  # LEASE, ORPHAN or MARKER when the state is running
+    run: Run = NO_RUN
 
 
 @dataclass(frozen=True)
@@ -37,22 +43,42 @@ class View:
     stale: bool
 
 
+def running(snap: Snapshot, slug: str) -> str:
+    """How the lane is running (``LEASE``, ``ORPHAN``, ``MARKER``), or ''.
+    A marker carrying a token no greater than the lane's last is what a
+    lease that has ended left behind: it is not running."""
+    run = snap.state.run(slug)
+    if run.lease is not None:
+        return ORPHAN if snap.now and run.lease.expires <= snap.now else LEASE
+    if slug in snap.ledgers.running:
+        token = snap.ledgers.running[slug]
+        return "" if token is not None and token <= run.token else MARKER
+    return ""
+
+
 def _state(snap: Snapshot, slug: str) -> tuple[str, tuple[str, ...]]:
     """A lane's state, and the dependencies it is blocked or waits on; it
-    looks only at the lane's own line and the ledgers."""
+    looks only at the lane's own line, the ledgers and its run."""
     led = snap.ledgers
     if led.settled(slug):
         return SETTLED, ()
     if slug in led.finished:
         return FINISHED, ()
-    if slug in led.running:
+    if running(snap, slug):
         return RUNNING, ()
+    run = snap.state.run(slug)
+    if run.quarantined is not None:
+        return QUARANTINED, ()
     deps = snap.lanes[slug].deps
     gone = tuple(d for d in deps if d in led.abandoned)
     if gone:
         return BLOCKED, gone
     pending = tuple(d for d in deps if d not in led.integrated)
-    return (WAITING, pending) if pending else (READY, ())
+    if pending:
+        return WAITING, pending
+    if run.not_before is not None and not (snap.now and run.not_before <= snap.now):
+        return SCHEDULED, ()
+    return READY, ()
 
 
 def _status(snap: Snapshot, slug: str, state: str, waits: tuple[str, ...]) -> str:
@@ -61,8 +87,20 @@ def _status(snap: Snapshot, slug: str, state: str, waits: tuple[str, ...]) -> st
         return "integrated" if slug in snap.ledgers.integrated else "abandoned"
     if state == FINISHED:
         return "finished, awaits review"
+    run = snap.state.run(slug)
     if state == RUNNING:
-        return "running now"
+        how = running(snap, slug)
+        if how == MARKER:
+            return f"running by a marker with no lease (only the operator's recover {slug} takes it back)"
+        lease = run.lease
+        if how == ORPHAN:
+            return (f"orphaned: the lease of {lease.holder} (token {lease.token}) expired at {lease.expires}; "
+                    "the next claim or recover takes it back")
+        return f"running now: held by {lease.holder}, token {lease.token}, lease until {lease.expires}"
+    if state == QUARANTINED:
+        return f"quarantined after {run.attempts} attempts (the operator's unpark {slug} --reason TEXT returns it)"
+    if state == SCHEDULED:
+        return f"scheduled: not before {run.not_before}"
     if state == BLOCKED:
         return f"blocked: depends on abandoned {', '.join(waits)}"
     if state == WAITING:
@@ -74,7 +112,7 @@ def _dep_word(snap: Snapshot, dep: str) -> str:
     if dep not in snap.lanes:
         return "unknown to queue.txt"
     state, _ = _state(snap, dep)
-    return {FINISHED: "finished, awaits review", READY: "not yet run"}.get(state, state)
+    return {FINISHED: "finished, awaits review", READY: "not yet run", SCHEDULED: "scheduled"}.get(state, state)
 
 
 def decide(rows: tuple[Row, ...], unattended: bool) -> str:
@@ -85,7 +123,7 @@ def decide(rows: tuple[Row, ...], unattended: bool) -> str:
     for row in rows:
         if row.state == READY:
             return f"run {row.slug} {row.issue}"
-    if finished or any(r.state in (RUNNING, WAITING, BLOCKED) for r in rows):
+    if finished or any(r.state in (RUNNING, QUARANTINED, WAITING, BLOCKED, SCHEDULED) for r in rows):
         return " ".join(["wait"] + finished)
     return "empty"
 
@@ -109,7 +147,8 @@ def resolve(snap: Snapshot) -> View:
         status = _status(snap, slug, state, waits)
         target = settled if state == SETTLED else rows
         q = snap.lanes[slug]
-        target.append(Row(len(rows) + 1 if state != SETTLED else 0, slug, q.issue, q.deps, slug in in_lane, state, status, waits))
+        target.append(Row(len(rows) + 1 if state != SETTLED else 0, slug, q.issue, q.deps, slug in in_lane, state, status,
+                          waits, running(snap, slug) if state == RUNNING else "", snap.state.run(slug)))
     stray = tuple(s for s in snap.state.lane if s not in snap.lanes and not snap.ledgers.settled(s))
     rows_t = tuple(rows)
     to_block = []

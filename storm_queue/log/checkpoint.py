@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from .reader import LogRead, Witness
 
-FORMAT = 1
+FORMAT = 2
 #: lines appended after the checkpoint before a writer writes a new one
 EVERY = 32
 #: a checkpoint larger than this is not read (a lane of a million slugs fits)
@@ -184,7 +184,33 @@ def _unsound(state: fold.LaneState) -> str:
                 and is_name(mark.slug) and all(isinstance(v, str) for v in (mark.at, mark.by, mark.action))
                 and (mark.reason is None or isinstance(mark.reason, str))):
             return "holds a mark the fold could not have made"
+    if not (isinstance(state.runs, dict) and isinstance(state.keys, dict)):
+        return "has the wrong shape"
+    for slug, run in state.runs.items():
+        if not (is_name(slug) and _sound_run(run)):
+            return "holds a run the fold could not have made"
+    for by, keys in state.keys.items():
+        if not (isinstance(keys, dict) and all(
+                isinstance(k, fold.Keyed) and type(k.seq) is int and isinstance(k.fingerprint, str)
+                and isinstance(k.event, dict) and isinstance(name, str) for name, k in keys.items())):
+            return "holds a key the fold could not have made"
     return ""
+
+
+def _sound_run(run: object) -> bool:
+    """True when ``run`` has the types the fold gives a ``Run``."""
+    def text(*values: object, empty: bool = False) -> bool:
+        return all(isinstance(v, str) or (empty and v is None) for v in values)
+
+    if not (isinstance(run, fold.Run) and type(run.token) is int and type(run.attempts) is int
+            and text(run.quarantined, run.not_before, empty=True) and isinstance(run.history, tuple)):
+        return False
+    lease = run.lease
+    if lease is not None and not (isinstance(lease, fold.Lease) and type(lease.token) is int
+                                  and text(lease.holder, lease.by, lease.claimed, lease.expires)):
+        return False
+    return all(isinstance(a, fold.Attempt) and type(a.token) is int and text(a.holder, a.at)
+               and text(a.end, a.ended, a.note, empty=True) for a in run.history)
 
 
 # -- reading and checking it against the log --------------------------------

@@ -18,9 +18,10 @@ if TYPE_CHECKING:
     from typing import Any
 
 VERSION = 1
-ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair")
+ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair",
+           "claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule")
 
-_STR, _INT, _BOOL, _LIST, _OPT_STR = "str", "int", "bool", "list", "str?"
+_STR, _INT, _BOOL, _LIST, _OPT_STR, _OPT_INT = "str", "int", "bool", "list", "str?", "int?"
 _COMMON = {"v": _INT, "seq": _INT, "at": _STR, "action": _STR, "by": _STR}
 _LANE = {"slug": _STR, "issue": _STR, "deps": _LIST, "moved": _LIST, "removed": _LIST}
 SCHEMA: dict[str, dict[str, str]] = {
@@ -30,8 +31,19 @@ SCHEMA: dict[str, dict[str, str]] = {
     "refused": {"requested": _STR, "slug": _OPT_STR, "code": _STR, "message": _STR, "authorised": _BOOL},
     "reset": {"reason": _STR, "abandons": _INT},
     "repair": {"torn": _INT, "side": _STR},
+    "claim": {"slug": _STR, "issue": _STR, "holder": _STR, "token": _INT, "ttl": _INT, "expires": _STR, "attempt": _INT},
+    "renew": {"slug": _STR, "token": _INT, "ttl": _INT, "expires": _STR},
+    "finish": {"slug": _STR, "token": _INT, "result": _STR},
+    "expire": {"slug": _STR, "token": _INT, "expired": _STR},
+    "recover": {"slug": _STR, "token": _OPT_INT, "marker": _BOOL},
+    "quarantine": {"slug": _STR, "attempts": _INT, "budget": _INT},
+    "unpark": {"slug": _STR, "reason": _STR},
+    "schedule": {"slug": _STR, "not_before": _OPT_STR},
 }
-OPTIONAL = {"reason": _STR, "noop": _STR}
+OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR}
+#: the fields of each action that hold lane names (a name becomes a directory and a shell word)
+NAMED = {"push": ("slug", "moved", "removed", "deps"), "bump": ("slug", "moved", "removed", "deps"),
+         "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder")}
 
 
 class Malformed(ValueError):
@@ -57,6 +69,8 @@ def _is(value: Any, kind: str) -> bool:
         return value is None or isinstance(value, str)
     if kind == _INT:
         return isinstance(value, int) and not isinstance(value, bool)
+    if kind == _OPT_INT:
+        return value is None or (isinstance(value, int) and not isinstance(value, bool))
     if kind == _BOOL:
         return isinstance(value, bool)
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
@@ -83,14 +97,18 @@ def decode(line: bytes) -> dict[str, Any]:
     for name, kind in OPTIONAL.items():
         if name in event and not _is(event[name], kind):
             raise Malformed(f"field {name!r} is not a {kind}")
-    if action in ("push", "bump", "unbump"):  # a name enters the lane, a directory and a shell only as a name
+    if action not in ("refused", "reset", "repair"):  # a name enters the lane, a directory and a shell only as a name
         from ..names import is_name
 
-        for name in ("slug", "moved", "removed", "deps"):
+        for name in NAMED.get(action, ("slug",)):
             value = event.get(name, [])
             bad = [v for v in ([value] if isinstance(value, str) else value) if not is_name(v)]
             if bad:
                 raise Malformed(f"field {name!r} holds {json.dumps(bad[0])}, which is not a name")
+    if action in ("claim", "renew", "finish", "expire") and event["token"] < 1:
+        raise Malformed("field 'token' is not a positive number")
+    if action == "finish" and event["result"] not in ("ok", "failed"):
+        raise Malformed("field 'result' is neither 'ok' nor 'failed'")
     prev = event.get("prev", "missing")
     if prev is not None and not (isinstance(prev, str) and len(prev) == 64):
         raise Malformed("field 'prev' is not null or a SHA-256 digest")

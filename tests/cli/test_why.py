@@ -112,7 +112,7 @@ def test_explain_is_pure() -> None:
     queue = parse("a 1\nb 2 a\n")
     events = [{"action": "bump", "seq": 1, "at": "T", "by": "operator:o", "slug": "b", "moved": ["a", "b"], "removed": [], "reason": "r"}]
     snap = Snapshot({lane.slug: lane for lane in queue.lanes},
-                    Ledgers(frozenset(), frozenset(), frozenset(), frozenset(), False), replay(events))
+                    Ledgers(frozenset(), frozenset(), frozenset(), {}, False), replay(events))
     got = whymod.explain(snap, resolve(snap), queue.skipped, "b")
     assert (got.state, got.position, got.ahead, got.waits_on, got.named) == ("waiting", 2, ("a",), ("a",), True)
     assert got.mark.reason == "r" and got.mark.by == "operator:o"

@@ -29,6 +29,9 @@ def writing_commands() -> list[list[str]]:
         if "reason" not in params:
             continue
         args = [name] + ["a" if p.name == "slug" else "7" for p in command.params if isinstance(p, click.Argument)]
+        for p in command.params:  # required options, with a well-formed value
+            if isinstance(p, click.Option) and p.required:
+                args += [p.opts[0], p.type.choices[0] if isinstance(p.type, click.Choice) else "now" if p.name == "not_before" else "1"]
         out.append(args + ["--reason", "r"])
     assert {a[0] for a in out} >= {"bump", "push", "unbump", "reset"}
     return out

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from storm_queue import desk
+from storm_queue import desk, reference
 
 REPO = Path(__file__).resolve().parent.parent.parent
 README = (REPO / "README.md").read_text()
@@ -32,16 +32,20 @@ def test_ci_runs_the_readme_test_command_verbatim():
     assert "set -euo pipefail" in ci
 
 
-def test_every_refusal_code_is_documented_with_its_exit_code():
-    codes = set(re.findall(r'Refusal\(\s*"([a-z_]+)"', (REPO / "storm_queue" / "lane.py").read_text()))
-    for module in ("desk.py", "authority.py"):
-        codes |= set(re.findall(r'Refusal\(\s*"([a-z_]+)"', (REPO / "storm_queue" / module).read_text()))
-    assert len(codes) >= 19
-    table = README.split("Refusal codes, with their exit code:", 1)[1].split("\n\n", 2)[1]
-    for code in codes:
-        row = next((line for line in table.splitlines() if f"`{code}`" in line), None)
-        assert row is not None, f"{code} is not in the README's refusal table"
-        assert f"| {desk.exit_code(code)} |" in row, (code, row)
+def test_every_refusal_code_in_the_code_is_in_the_vocabulary_and_back():
+    """No code is made up on the spot, and none is listed that no code makes."""
+    from storm_queue import refusals
+
+    made = set()
+    for path in (REPO / "storm_queue").rglob("*.py"):
+        text = path.read_text()
+        made |= set(re.findall(r'Refusal\(\s*"([a-z_]+)"', text))
+        made |= set(re.findall(r'Outcome\("refused", [^,]+, [^,]+, [^,]+, "([a-z_]+)"', text))
+    assert made == set(refusals.CODES), (made ^ set(refusals.CODES))
+    table = README.split(reference.CODES_BEGIN, 1)[1].split(reference.CODES_END, 1)[0]
+    for code, (exit_code, meaning) in refusals.CODES.items():
+        assert f"| `{code}` | {exit_code} | {meaning} |" in table, f"{code}: run `{reference.REGENERATE}`"
+        assert desk.exit_code(code) == exit_code
 
 
 def test_every_command_is_documented():

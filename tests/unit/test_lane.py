@@ -19,7 +19,7 @@ from storm_queue.ledger import Ledgers
 
 def ledgers(integrated=(), abandoned=(), finished=(), running=(), unattended=False):
     return Ledgers(frozenset(integrated), frozenset(abandoned), frozenset(finished),
-                   frozenset(running), unattended)
+                   dict.fromkeys(running), unattended)
 
 
 def snap(queue: str, state: LaneState = EMPTY, **led) -> Snapshot:

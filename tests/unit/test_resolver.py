@@ -16,7 +16,7 @@ def snap(queue: str, lane_=(), named=None, integrated=(), abandoned=(), finished
     q = queuefile.parse(queue)
     assert q.skipped == ()
     state = LaneState(tuple(lane_), tuple(lane_ if named is None else named))
-    led = Ledgers(frozenset(integrated), frozenset(abandoned), frozenset(finished), frozenset(running), unattended)
+    led = Ledgers(frozenset(integrated), frozenset(abandoned), frozenset(finished), dict.fromkeys(running), unattended)
     return Snapshot({l.slug: l for l in q.lanes}, led, state)
 
 

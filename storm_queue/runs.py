@@ -1,0 +1,186 @@
+"""Pure planning of what runners ask: claim, renew, finish, recover, unpark
+and schedule. Each plan takes a snapshot (its ``now`` is the time the
+request is answered), the runner policy and the request, and returns the
+events to record (without their common fields) or a ``Refusal``. No file,
+clock or uid is touched; times are stamps, or POSIX seconds where a lease's
+expiry is computed."""
+
+from __future__ import annotations
+
+from .clock import seconds, stamp
+from .config import Policy
+from .fold import Run, replay
+from .lane import Refusal, Snapshot
+from .records import dataclass, replace
+from .resolver import FINISHED, LEASE, MARKER, ORPHAN, RUNNING, View, resolve, running
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A claim's plan: the events (expiries and quarantines first, then the
+    claim itself when the decision is ``run``), the decision line, and the
+    lanes whose markers the events ended."""
+
+    events: tuple[dict[str, Any], ...]
+    decision: str
+    slug: str | None = None
+    token: int | None = None
+    expires: str | None = None
+    ended: tuple[tuple[str, int], ...] = ()
+    view: View | None = None  # the storm as it was decided, after the expiries
+
+
+def ttl_refusal(policy: Policy, ttl: int) -> Refusal | None:
+    """A TTL outside ``ttl_min``..``ttl_max``, or longer than a lease may live."""
+    if not policy.ttl_min <= ttl <= policy.ttl_max:
+        return Refusal("lease_ttl_out_of_range",
+                       f"a lease TTL of {ttl} s is outside storm.toml [runner] ttl_min..ttl_max "
+                       f"({policy.ttl_min}..{policy.ttl_max} s); ask for a TTL in that range")
+    if ttl > policy.max_lease_age:
+        return Refusal("lease_age_exceeded",
+                       f"a lease TTL of {ttl} s is longer than storm.toml [runner] max_lease_age "
+                       f"({policy.max_lease_age} s); ask for a shorter TTL")
+    return None
+
+
+def _ended(snap: Snapshot, policy: Policy, slug: str, run: Run, event: dict[str, Any]) -> list[dict[str, Any]]:
+    """``event`` (which ends an attempt of ``slug``), then a quarantine when
+    that attempt spent the lane's last one and the lane has not finished."""
+    events = [event]
+    if (run.quarantined is None and run.attempts >= policy.attempts and event.get("result") != "ok"
+            and not snap.ledgers.done(slug)):
+        events.append({"action": "quarantine", "slug": slug, "attempts": run.attempts, "budget": policy.attempts})
+    return events
+
+
+def expiries(snap: Snapshot, policy: Policy) -> list[dict[str, Any]]:
+    """An ``expire`` for every lease past its expiry (guarded by the token
+    observed), each followed by a quarantine when it spent the last
+    attempt; and a quarantine for every lane not held that has spent its
+    budget (the policy may have been lowered) and has not finished."""
+    events: list[dict[str, Any]] = []
+    for slug, run in snap.state.runs.items():
+        if run.lease is not None and running(snap, slug) == ORPHAN:
+            events += _ended(snap, policy, slug, run, {"action": "expire", "slug": slug, "token": run.lease.token,
+                                                        "expired": run.lease.expires})
+        elif (run.lease is None and run.quarantined is None and run.attempts >= policy.attempts
+              and slug in snap.lanes and not snap.ledgers.done(slug) and not _last_ok(run)):
+            events.append({"action": "quarantine", "slug": slug, "attempts": run.attempts, "budget": policy.attempts})
+    return events
+
+
+def _last_ok(run: Run) -> bool:
+    return bool(run.history) and run.history[-1].end == "ok"
+
+
+def plan_claim(snap: Snapshot, policy: Policy, holder: str, ttl: int, t: float) -> Claim:
+    """Take back orphaned leases, then decide as ``next`` does; when the
+    decision is ``run`` and fewer than ``slots`` lanes are running, lease
+    that lane to ``holder`` under the next fencing token. Any other
+    decision records only the expiries and quarantines it found."""
+    events = expiries(snap, policy)
+    after = replace(snap, state=replay([{**e, "at": snap.now, "by": ""} for e in events], snap.state))
+    view = resolve(after)
+    ended = tuple((e["slug"], e["token"]) for e in events if e["action"] == "expire")
+    decision = view.decision
+    if not decision.startswith("run "):
+        return Claim(tuple(events), decision, ended=ended, view=view)
+    if sum(1 for r in view.rows if r.state == RUNNING) >= policy.slots:
+        return Claim(tuple(events), " ".join(["wait"] + [r.slug for r in view.rows if r.state == FINISHED]),
+                     ended=ended, view=view)
+    _, slug, issue = decision.split(" ")
+    run = after.state.run(slug)
+    token = run.token + 1
+    expires = stamp(t + ttl)
+    events.append({"action": "claim", "slug": slug, "issue": issue, "holder": holder, "token": token, "ttl": ttl,
+                   "expires": expires, "attempt": run.attempts + 1})
+    return Claim(tuple(events), f"run {slug} {issue} {token}", slug, token, expires, ended, view)
+
+
+def _fence(snap: Snapshot, slug: str, token: int, verb: str) -> Refusal | None:
+    """``stale_fence`` unless ``token`` is the live lease's on ``slug``."""
+    run = snap.state.run(slug)
+    lease = run.lease
+    if lease is None:
+        why = f"{slug} holds no lease" + (f" (its last token was {run.token})" if run.token else "")
+    elif lease.token != token:
+        age = "older" if token < lease.token else "newer"
+        why = f"token {token} is {age} than the live lease's token {lease.token} on {slug}"
+    elif running(snap, slug) == ORPHAN:
+        why = f"the lease of token {token} on {slug} expired at {lease.expires}"
+    else:
+        return None
+    return Refusal("stale_fence", f"{why}; a runner that lost its lease may not {verb} the lane: stop its work "
+                   "and claim again")
+
+
+def plan_renew(snap: Snapshot, policy: Policy, slug: str, token: int, ttl: int, t: float) -> dict[str, Any] | Refusal:
+    """Extend the live lease by ``ttl`` from now, within ``max_lease_age``
+    of its claim."""
+    refusal = _fence(snap, slug, token, "renew") or ttl_refusal(policy, ttl)
+    if refusal:
+        return refusal
+    lease = snap.state.run(slug).lease
+    limit = seconds(lease.claimed) + policy.max_lease_age
+    if t + ttl > limit:
+        return Refusal("lease_age_exceeded",
+                       f"the lease on {slug} was claimed at {lease.claimed} and may not be renewed past "
+                       f"{stamp(limit)} (storm.toml [runner] max_lease_age {policy.max_lease_age} s); "
+                       "finish the lane, or ask for a shorter TTL")
+    return {"action": "renew", "slug": slug, "token": token, "ttl": ttl, "expires": stamp(t + ttl)}
+
+
+def plan_finish(snap: Snapshot, policy: Policy, slug: str, token: int, result: str,
+                note: str | None) -> list[dict[str, Any]] | Refusal:
+    """End the live lease with ``result``; a failure that spent the last
+    attempt quarantines the lane."""
+    refusal = _fence(snap, slug, token, "finish")
+    if refusal:
+        return refusal
+    event: dict[str, Any] = {"action": "finish", "slug": slug, "token": token, "result": result}
+    if note is not None:
+        event["note"] = note
+    return _ended(snap, policy, slug, snap.state.run(slug), event)
+
+
+def plan_recover(snap: Snapshot, policy: Policy, slug: str | None) -> list[dict[str, Any]] | Refusal:
+    """Without ``slug``: take back every orphaned lease. With it: take back
+    that lane's orphaned lease, or end a running marker that has no lease
+    (the marker's token, when it has one, is observed so that no later
+    token repeats it)."""
+    if slug is None:
+        return expiries(snap, policy)
+    if slug not in snap.lanes and slug not in snap.state.runs and slug not in snap.ledgers.running:
+        return Refusal("unknown_slug", f"{slug} is not in queue.txt and has never run")
+    how = running(snap, slug)
+    run = snap.state.run(slug)
+    if how == ORPHAN:
+        return _ended(snap, policy, slug, run, {"action": "expire", "slug": slug, "token": run.lease.token,
+                                                "expired": run.lease.expires})
+    if how == MARKER:
+        return [{"action": "recover", "slug": slug, "token": snap.ledgers.running[slug], "marker": True}]
+    if how == LEASE:
+        return Refusal("lease_live", f"{slug} is leased to {run.lease.holder} (token {run.lease.token}) until "
+                       f"{run.lease.expires}; it can be recovered once that lease expires")
+    return Refusal("not_running", f"{slug} is not running, so there is nothing to recover")
+
+
+def plan_unpark(snap: Snapshot, slug: str) -> dict[str, Any] | Refusal:
+    """Return a quarantined lane to the queue with a fresh retry budget."""
+    if snap.state.run(slug).quarantined is None:
+        return Refusal("not_quarantined", f"{slug} is not quarantined, so there is nothing to unpark")
+    return {"action": "unpark", "slug": slug}
+
+
+def plan_schedule(snap: Snapshot, slug: str, not_before: str) -> dict[str, Any] | Refusal:
+    """Let ``slug`` start no earlier than ``not_before``."""
+    if slug not in snap.lanes:
+        return Refusal("unknown_slug", f"{slug} is not in queue.txt; push it with --not-before instead")
+    event: dict[str, Any] = {"action": "schedule", "slug": slug, "not_before": not_before}
+    if snap.state.run(slug).not_before == not_before:
+        event["noop"] = f"{slug} is already scheduled not before {not_before}"
+    return event
