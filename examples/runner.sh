@@ -3,101 +3,256 @@
 #
 #   examples/runner.sh [STORM_ROOT]          (default: the current directory)
 #
-# It asks `storm-queue next` what to do, does exactly that, and asks again,
-# until the storm is empty. It is what a real runner does, one lane at a
-# time, minus the real work (which a lane supplies as an executable
-# lanes/SLUG/run.sh, or which $LANE_COMMAND stands in for).
+# It asks `storm-queue claim` what to do, does exactly that, and asks again,
+# until the storm is empty. It is what a real runner does, minus the real
+# work (which a lane supplies as an executable lanes/SLUG/run.sh, or which
+# $LANE_COMMAND stands in for).
+#
+# Several copies may run at once against one storm, on one machine or on
+# several that share it: `claim` takes a lease on a lane under the writers'
+# lock, so no two runners ever get the same lane, and `[runner] slots` in
+# storm.toml says how many lanes may run at once. A lease lasts its TTL; the
+# runner renews it in the background while the lane's work runs. A runner
+# that dies stops renewing, its lease expires, and the next `claim` (by any
+# runner) records the expiry and hands the lane out again with a greater
+# fencing token. The dead runner's token is then refused (`stale_fence`), so
+# a runner that lost its lease can never overwrite the lane's result.
 #
 # Environment:
 #   STORM_QUEUE    how to call storm-queue (default: storm-queue); it is
 #                  split into words, so "python3 -m storm_queue" works
 #   LANE_COMMAND   the work of a lane without lanes/SLUG/run.sh (default: true),
 #                  run by bash in the lane's directory
-#   RUNNER_POLL    seconds to sleep on `wait` (default: 1)
+#   RUNNER_POLL    seconds to sleep on `wait`, or before asking again when the
+#                  storm is busy (exit 5) (default: 1)
 #   RUNNER_LOG     if set, a file that gets one slug a line as each lane starts
+#   RUNNER_HOLDER  if set, the name this runner claims leases under
+#                  (`claim --holder`); default: storm-queue's own,
+#                  "<hostname>-<pid>"
+#   RUNNER_TTL     if set, the lease length in seconds asked for on claim and
+#                  renew (`--ttl`); default: the storm's `[runner] ttl`
+#   RUNNER_RENEW   seconds between renewals while a lane runs (default: a
+#                  third of the lease length, so two renewals can fail, e.g.
+#                  on a busy storm, before the lease runs out)
 #
 # Exit status: 0 when the storm is empty; otherwise storm-queue's own status
 # (3: the priority order is unknown, and a runner must not guess at it; the
-# operator repairs it with `storm-queue reset`).
+# operator repairs it with `storm-queue reset`; 2 for a decision or answer
+# this runner does not understand).
 
 set -euo pipefail
 
 ROOT="${1:-.}"
-STORM_QUEUE="${STORM_QUEUE:-storm-queue}"
 POLL="${RUNNER_POLL:-1}"
+# storm-queue's command line, split into words once.
+read -r -a STORM_QUEUE_CMD <<<"${STORM_QUEUE:-storm-queue}"
+RUNNER_PID=$$
 
 say() { printf 'runner: %s\n' "$*" >&2; }
+sq() { "${STORM_QUEUE_CMD[@]}" "$@"; }
+
+# The flags every claim and renew carries, from the environment.
+CLAIM_FLAGS=()
+TTL_FLAGS=()
+if [[ -n "${RUNNER_HOLDER:-}" ]]; then
+    CLAIM_FLAGS+=(--holder "$RUNNER_HOLDER")
+fi
+if [[ -n "${RUNNER_TTL:-}" ]]; then
+    TTL_FLAGS+=(--ttl "$RUNNER_TTL")
+fi
 
 # Settle a finished lane from its result.json: "ok" is integrated (lanes that
-# depend on it may now run); anything else ("failed", or "blocked", which
-# `storm-queue next` writes for a lane whose dependency was abandoned) is
-# abandoned. In a real storm a reviewer looks at the work first; this runner
-# reviews by the exit status alone. The ledgers are plain files that
-# storm-queue re-reads on every call, so an append is all it takes.
+# depend on it may now run); anything else ("blocked", which `claim` writes,
+# as `next` does, for a lane whose dependency was abandoned) is abandoned. In
+# a real storm a reviewer looks at the work first; this runner reviews by
+# the result alone. The ledgers are plain files that storm-queue re-reads on
+# every call, so an append is all it takes.
+#
+# With several runners, two of them can be told `review X` at once (or one
+# is told while the runner that finished X is about to settle it), so the
+# check and the append happen under flock(1) on integrated.txt itself: a
+# lane is settled once, whoever gets there first.
 settle() {
     local slug="$1"
     local result="$ROOT/lanes/$slug/.qwenstorm/result.json"
-    if grep -Eq '"status"[[:space:]]*:[[:space:]]*"ok"' "$result"; then
-        printf '%s\n' "$slug" >>"$ROOT/integrated.txt"
-        say "settled $slug: integrated"
+    (
+        if command -v flock >/dev/null; then
+            flock 9
+        fi
+        if grep -qxF -- "$slug" "$ROOT/integrated.txt" "$ROOT/abandoned.txt" 2>/dev/null; then
+            exit 0  # another runner settled it first
+        fi
+        if grep -Eq '"status"[[:space:]]*:[[:space:]]*"ok"' "$result"; then
+            printf '%s\n' "$slug" >>"$ROOT/integrated.txt"
+            say "settled $slug: integrated"
+        else
+            printf '%s\n' "$slug" >>"$ROOT/abandoned.txt"
+            say "settled $slug: abandoned"
+        fi
+    ) 9>>"$ROOT/integrated.txt"
+}
+
+# The lease length of the lane just claimed, in seconds: $RUNNER_TTL when
+# set, else what the running marker that `claim` wrote says (expires minus
+# claimed, as numbers or as RFC 3339 times), else storm-queue's default, 600.
+lease_seconds() {
+    local marker="$ROOT/lanes/$1/.qwenstorm/running"
+    if [[ -n "${RUNNER_TTL:-}" ]]; then
+        printf '%s\n' "$RUNNER_TTL"
+        return
+    fi
+    local claimed expires
+    claimed="$(sed -nE 's/.*"claimed"[[:space:]]*:[[:space:]]*"?([^",}]*)"?.*/\1/p' "$marker" 2>/dev/null || true)"
+    expires="$(sed -nE 's/.*"expires"[[:space:]]*:[[:space:]]*"?([^",}]*)"?.*/\1/p' "$marker" 2>/dev/null || true)"
+    if [[ -n "$claimed" && -n "$expires" ]]; then
+        [[ "$claimed" =~ ^[0-9.]+$ ]] || claimed="$(date -u -d "$claimed" +%s.%N 2>/dev/null || true)"
+        [[ "$expires" =~ ^[0-9.]+$ ]] || expires="$(date -u -d "$expires" +%s.%N 2>/dev/null || true)"
+    fi
+    if [[ -n "$claimed" && -n "$expires" ]]; then
+        awk -v c="$claimed" -v e="$expires" 'BEGIN { t = e - c; if (t <= 0) t = 600; printf "%.3f\n", t }'
     else
-        printf '%s\n' "$slug" >>"$ROOT/abandoned.txt"
-        say "settled $slug: abandoned"
+        printf '600\n'
     fi
 }
 
-# Run one lane: mark it running, do its work with STORM_QUEUE_LANE set,
-# write its result, unmark it, settle it.
-run_lane() {
-    local slug="$1" issue="$2"
-    local lane="$ROOT/lanes/$slug"
-    local marks="$lane/.qwenstorm"
+# Keep a lease alive: renew it every $1 seconds until told to stop (SIGTERM),
+# until the lease is lost, or until this runner itself is gone. It runs in the
+# background while the lane works. A renewal in flight when the stop comes is
+# finished first (bash runs the trap after the foreground command), so it can
+# never land after `finish` and be refused.
+keep_alive() {
+    local slug="$1" token="$2" every="$3" nap="" rc
+    trap 'if [[ -n "$nap" ]]; then kill "$nap" 2>/dev/null || true; fi; exit 0' TERM
+    while true; do
+        sleep "$every" &
+        nap=$!
+        wait "$nap" || true
+        nap=""
+        # A runner killed with SIGKILL cannot stop its renewer: the renewer
+        # notices and stops, so the dead runner's lease expires as it must.
+        if ! kill -0 "$RUNNER_PID" 2>/dev/null; then
+            exit 0
+        fi
+        rc=0
+        sq renew "$slug" --token "$token" --root "$ROOT" --wait "$every" "${TTL_FLAGS[@]}" >/dev/null || rc=$?
+        case "$rc" in
+            0) ;;
+            5) say "storm busy; renewing $slug again in ${every}s" ;;
+            *)
+                # 2: stale_fence (the lease expired and was taken over, or
+                # was recovered by the operator) or the lease reached
+                # [runner] max_lease_age; anything else is storm-queue's own
+                # trouble. Either way this runner no longer holds the lane
+                # for long: its `finish` will say so.
+                say "could not renew the lease on $slug (token $token, exit $rc); no longer renewing"
+                exit 0
+                ;;
+        esac
+    done
+}
 
-    # 1. Mark it running before any work starts. From now on `next` never
-    #    chooses it again, and it keeps the storm from looking empty; a
-    #    `bump` or `push` made meanwhile changes only what starts after it.
-    mkdir -p "$marks"
-    : >"$marks/running"
+# Run one claimed lane: start renewing its lease, do its work with
+# STORM_QUEUE_LANE set, stop renewing, report the result with `finish`, and
+# settle it when it succeeded.
+run_lane() {
+    local slug="$1" issue="$2" token="$3"
+    local lane="$ROOT/lanes/$slug"
+
+    # `claim` has already marked the lane running (with our holder, token and
+    # expiry): from now on no runner is handed it while our lease is live,
+    # and it keeps the storm from looking empty; a `bump` or `push` made
+    # meanwhile changes only what starts after it.
     if [[ -n "${RUNNER_LOG:-}" ]]; then
         printf '%s\n' "$slug" >>"$RUNNER_LOG"
     fi
-    say "running $slug (issue $issue)"
+    say "running $slug (issue $issue, token $token)"
+
+    # 1. Keep the lease alive in the background while the work runs.
+    local every renewer
+    every="${RUNNER_RENEW:-$(awk -v t="$(lease_seconds "$slug")" 'BEGIN { printf "%.3f\n", t / 3 }')}"
+    keep_alive "$slug" "$token" "$every" &
+    renewer=$!
 
     # 2. Do the work, in the lane's directory, with STORM_QUEUE_LANE exported:
     #    storm-queue refuses any priority request from a process that carries
     #    it, so a lane cannot reorder the queue it runs in. A failing lane
     #    must not stop the runner: `|| status=$?` keeps its exit status.
     local status=0
+    mkdir -p "$lane"
     if [[ -x "$lane/run.sh" ]]; then
         (cd "$lane" && export STORM_QUEUE_LANE="$slug" && ./run.sh) || status=$?
     else
         (cd "$lane" && export STORM_QUEUE_LANE="$slug" && bash -c "${LANE_COMMAND:-true}") || status=$?
     fi
 
-    # 3. Write result.json (to a temporary file, then rename, so a reader
-    #    sees the whole file or none), and only then remove the running
-    #    marker: the lane goes from running to finished with no moment in
-    #    between where it would look ready and be chosen again.
-    local word=ok
-    [[ $status -eq 0 ]] || word=failed
-    printf '{"status":"%s","exit":%d}\n' "$word" "$status" >"$marks/.result.json.tmp"
-    mv -f "$marks/.result.json.tmp" "$marks/result.json"
-    rm -f "$marks/running"
+    # 3. Stop renewing, and wait until the renewer has really gone, before
+    #    finishing: the token is spent once `finish` is accepted.
+    kill -TERM "$renewer" 2>/dev/null || true
+    wait "$renewer" 2>/dev/null || true
 
-    # 4. Settle it (the review step; see settle above).
-    settle "$slug"
+    # 4. Report the result. `finish --result ok` writes result.json and
+    #    removes the running marker in one step: the lane goes from running
+    #    to finished with no moment in between where it looks ready.
+    #    `--result failed` spends the attempt: the lane is claimable again
+    #    (by any runner), and after `[runner] attempts` attempts storm-queue
+    #    quarantines it until the operator's `unpark`. So a failed lane is
+    #    not abandoned here any more.
+    local result=ok answer rc
+    [[ $status -eq 0 ]] || result=failed
+    while true; do
+        rc=0
+        answer="$(sq finish "$slug" --token "$token" --result "$result" --note "exit $status" --root "$ROOT" --json)" || rc=$?
+        case "$rc" in
+            0) break ;;
+            5)
+                # Busy: nothing was recorded, so asking again is safe.
+                say "storm busy; finishing $slug again"
+                sleep "$POLL"
+                ;;
+            2)
+                if [[ "$answer" == *stale_fence* ]]; then
+                    # Our lease expired (we were too slow to renew, or were
+                    # stopped) and the lane was handed out again, or the
+                    # operator recovered it. Whatever we did is not the
+                    # lane's result: the holder of the live lease decides it.
+                    say "lost the lease on $slug (token $token is stale); not settling it"
+                    return 0
+                fi
+                say "finish $slug refused: $answer"
+                exit 2
+                ;;
+            *) exit "$rc" ;;
+        esac
+    done
+
+    # 5. Settle it (the review step; see settle above).
+    if [[ $result == ok ]]; then
+        settle "$slug"
+    else
+        say "$slug failed (exit $status): claim hands it out again until its attempts are spent"
+    fi
 }
 
 while true; do
-    # Ask for the one decision. Under `set -e` a failing `next` (unknown
-    # order: 3, no storm: 2, a crash: 4) stops the runner with its status.
-    decision="$($STORM_QUEUE next --root "$ROOT")"
+    # Ask for the one decision. Busy (5) is asked again; any other failure
+    # (unknown order: 3, no storm: 2, a crash: 4) stops the runner with its
+    # status, storm-queue having said why on stderr.
+    rc=0
+    decision="$(sq claim --root "$ROOT" "${CLAIM_FLAGS[@]}" "${TTL_FLAGS[@]}")" || rc=$?
+    if [[ $rc -eq 5 ]]; then
+        say "storm busy; claiming again"
+        sleep "$POLL"
+        continue
+    elif [[ $rc -ne 0 ]]; then
+        exit "$rc"
+    fi
     read -r verb rest <<<"$decision" || true
     case "$verb" in
         run)
-            # run SLUG ISSUE: the first ready lane in run order.
-            read -r slug issue <<<"$rest"
-            run_lane "$slug" "$issue"
+            # run SLUG ISSUE TOKEN: we hold a lease on the first ready lane
+            # in run order, with fencing token TOKEN.
+            read -r slug issue token <<<"$rest"
+            run_lane "$slug" "$issue" "$token"
             ;;
         review)
             # review SLUG...: finished lanes await review (no UNATTENDED).
@@ -106,17 +261,20 @@ while true; do
             done
             ;;
         wait)
-            # wait [SLUG...]: lanes are pending (running elsewhere, or waiting
-            # on lanes under review) but none is ready; look again later.
+            # wait [SLUG...]: lanes are pending (running under other leases,
+            # all slots taken, or waiting on lanes still to be integrated)
+            # but none can be claimed now; look again later.
             sleep "$POLL"
             ;;
         empty)
-            # Nothing pending, nothing to review: done.
+            # Nothing pending, nothing to review: done. (A lane running
+            # under another runner's lease keeps the storm from being empty,
+            # so `empty` never comes while another runner still works.)
             say "storm is empty"
             exit 0
             ;;
         *)
-            say "unexpected decision from storm-queue next: $decision"
+            say "unexpected decision from storm-queue claim: $decision"
             exit 2
             ;;
     esac

@@ -1,5 +1,7 @@
 """End to end (issue 2 item 9): ``examples/runner.sh`` runs lanes in exactly
-the order ``list`` predicted, including a push made while a lane runs."""
+the order ``list`` predicted, including a push made while a lane runs. Since
+issue 6 the runner claims, renews and finishes leases; several runners at
+once are in ``test_runner_claim.py``."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ STORM_QUEUE = f"{sys.executable} -m storm_queue"
 
 
 def runner_env(log: Path, **extra: str) -> dict[str, str]:
-    return clean_env(STORM_QUEUE=STORM_QUEUE, RUNNER_LOG=str(log), RUNNER_POLL="0.05", **extra)
+    return clean_env(**{"STORM_QUEUE": STORM_QUEUE, "RUNNER_LOG": str(log), "RUNNER_POLL": "0.05", **extra})
 
 
 def start_runner(root: Path, env: dict[str, str]) -> subprocess.Popen:
@@ -87,8 +89,15 @@ def test_runner_runs_lanes_in_the_order_list_predicted(tmp_path: Path) -> None:
     for slug in expected:
         marks = root / "lanes" / slug / ".qwenstorm"
         assert (root / "lanes" / slug / "seen").read_text() == slug + "\n"
-        assert json.loads((marks / "result.json").read_text()) == {"status": "ok", "exit": 0}
+        # storm-queue's `finish --result ok` writes result.json now (issue 6),
+        # under the lane's one claim's token
+        result = json.loads((marks / "result.json").read_text())
+        assert (result["status"], result["token"]) == ("ok", 1)
         assert not (marks / "running").exists()
+    # one claim per lane, in the predicted order, each finished ok with its token
+    events = log_events(root)
+    assert [(e["slug"], e["token"]) for e in events if e["action"] == "claim"] == [(s, 1) for s in expected]
+    assert [(e["slug"], e["result"]) for e in events if e["action"] == "finish"] == [(s, "ok") for s in expected]
     # the blocked lane never ran: next marked it, the runner reviewed it as abandoned
     assert json.loads((root / "lanes" / "h" / ".qwenstorm" / "result.json").read_text())["blocked_on"] == ["lost"]
     assert lines(root / "integrated.txt") == ["done", *expected]
@@ -97,19 +106,47 @@ def test_runner_runs_lanes_in_the_order_list_predicted(tmp_path: Path) -> None:
     assert out == ""
 
 
-def test_failed_lane_is_abandoned_and_what_needs_it_never_runs(tmp_path: Path) -> None:
-    root = make_storm(tmp_path / "storm", "a 1\nb 2 a\nc 3\n")
+def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(tmp_path: Path) -> None:
+    # Changed by issue 6: the runner no longer abandons a failed lane. It
+    # reports `finish --result failed`, `claim` hands the lane out again until
+    # its `[runner] attempts` are spent, and then quarantines it: the lane
+    # holds what depends on it (the storm is not empty, the runner waits)
+    # until the operator unparks it or, as here, abandons it by hand.
+    root = make_storm(tmp_path / "storm", "a 1\nb 2 a\nc 3\n", toml="[runner]\nattempts = 3\n")
     run_sh = root / "lanes" / "a" / "run.sh"
     run_sh.parent.mkdir(parents=True)
     run_sh.write_text("#!/usr/bin/env bash\nexit 7\n")
     run_sh.chmod(0o755)
     log = tmp_path / "ran.txt"
-    code, _, err = finish(start_runner(root, runner_env(log)))
+    proc = start_runner(root, runner_env(log))
+    try:
+        deadline = time.monotonic() + 120
+        while lines(log) != ["a", "a", "a", "c"] or "c" not in lines(root / "integrated.txt"):
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, lines(log)
+            time.sleep(0.05)
+        rows = {r["slug"]: r for r in listed(root)["rows"]}
+        assert rows["a"]["state"] == "quarantined"
+        assert rows["b"]["state"] == "waiting"
+        assert listed(root)["decision"] == "wait"
+        assert proc.poll() is None  # a quarantined lane keeps the storm from being empty
+        events = log_events(root)
+        assert [(e["slug"], e["token"], e["attempt"]) for e in events if e["action"] == "claim"] == [
+            ("a", 1, 1), ("a", 2, 2), ("a", 3, 3), ("c", 1, 1)]
+        assert [(e["slug"], e["token"], e["result"]) for e in events if e["action"] == "finish"] == [
+            ("a", 1, "failed"), ("a", 2, "failed"), ("a", 3, "failed"), ("c", 1, "ok")]
+        assert [(e["slug"], e["attempts"]) for e in events if e["action"] == "quarantine"] == [("a", 3)]
+        assert not (root / "lanes" / "a" / ".qwenstorm" / "result.json").exists()
+    finally:
+        # the reviewer gives up on a: b is blocked, the runner settles it, the storm empties
+        with open(root / "abandoned.txt", "a") as f:
+            f.write("a\n")
+    code, _, err = finish(proc)
     assert code == 0, err
-    assert lines(log) == ["a", "c"]
-    assert json.loads((root / "lanes" / "a" / ".qwenstorm" / "result.json").read_text()) == {"status": "failed", "exit": 7}
+    assert lines(log) == ["a", "a", "a", "c"]
     assert lines(root / "abandoned.txt") == ["a", "b"]
     assert lines(root / "integrated.txt") == ["c"]
+    assert json.loads((root / "lanes" / "b" / ".qwenstorm" / "result.json").read_text())["blocked_on"] == ["a"]
 
 
 def test_runner_stops_on_an_unknown_order(tmp_path: Path) -> None:

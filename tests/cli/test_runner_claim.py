@@ -1,0 +1,277 @@
+"""Issue 6 item 9 (and the runner half of item 1): two copies of
+``examples/runner.sh`` at once against one storm with ``[runner] slots = 2``
+run every lane exactly once, in the order ``list`` predicted; killing one
+runner mid-lane leads to recovery once its lease expires, and the dead
+runner's late ``finish`` is refused ``stale_fence``; a lane that outlives its
+TTL keeps its lease by renewing it.
+
+How the order is made deterministic without timing: with two runners, a
+runner that comes back for a lane while the next lane in run order waits on
+a dependency still running elsewhere would rightly pass it over, so the claim
+order would depend on who is faster. Here every dependency sits at least two
+places before the lane that needs it, and each lane's work is gated: lane i
+ends only once lane i-1 is integrated and lane i+1 has started. So lane i
+and lane i+1 always run at the same time (both slots are used), lanes end in
+run order, and whenever a runner claims, everything before the lane it gets
+is integrated or running under the other runner's lease: the first ready
+lane is always the next one in the predicted order. The gates wait on
+events, never on the clock; the only sleeps in these tests let leases
+expire.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_runner import finish, lines, listed, runner_env, start_runner, wait_for
+from tests.conftest import log_events, make_storm, run_cli
+
+GATE_TIMEOUT = 180  # seconds a gated lane waits before it fails loudly instead of hanging
+
+
+def gated_run_sh(root: Path, flags: Path, slug: str, prev: str | None, nxt: str | None) -> None:
+    """lanes/SLUG/run.sh: say it started, then wait until PREV is integrated
+    and NXT has started; record how many lanes were running at that moment."""
+    run_sh = root / "lanes" / slug / "run.sh"
+    run_sh.parent.mkdir(parents=True, exist_ok=True)
+    run_sh.write_text(
+        "#!/usr/bin/env bash\n"
+        "set -u\n"
+        f'flags="{flags}"\n'
+        f'integrated="{root}/integrated.txt"\n'
+        f'prev="{prev or ""}"\n'
+        f'nxt="{nxt or ""}"\n'
+        'touch "$flags/$STORM_QUEUE_LANE.started"\n'
+        f"deadline=$((SECONDS + {GATE_TIMEOUT}))\n"
+        'while { [ -n "$prev" ] && ! grep -qx "$prev" "$integrated" 2>/dev/null; } ||\n'
+        '      { [ -n "$nxt" ] && [ ! -e "$flags/$nxt.started" ]; }; do\n'
+        '    if [ "$SECONDS" -ge "$deadline" ]; then echo "gate of $STORM_QUEUE_LANE timed out" >&2; exit 9; fi\n'
+        "    sleep 0.02\n"
+        "done\n"
+        # both this lane and the next are running now, and nothing else is
+        'ls ../*/.qwenstorm/running 2>/dev/null | wc -l | tr -d " " > "$flags/$STORM_QUEUE_LANE.running"\n'
+    )
+    run_sh.chmod(0o755)
+
+
+# Run order after the bumps: b f e a d c h g. Every dependency is at least two
+# places before what needs it (e needs b, c needs a, h needs e, g needs d).
+QUEUE = "a 1\nb 2\nd 4\nc 3 a\ne 5 b\nh 8 e,base\nf 6\ng 7 d\n"
+PREDICTED = ["b", "f", "e", "a", "d", "c", "h", "g"]
+
+
+def test_two_runners_with_two_slots_run_every_lane_once_in_the_predicted_order(tmp_path: Path) -> None:
+    root = make_storm(tmp_path / "storm", QUEUE, integrated=["base"],
+                      toml="[runner]\nslots = 2\nttl = 60\nttl_min = 1\n")
+    for slug in ("b", "f", "e"):
+        done = run_cli(root, "bump", slug)
+        assert done.returncode == 0, done.stderr
+    predicted = listed(root)
+    order = [r["slug"] for r in predicted["rows"]]
+    assert order == PREDICTED
+    assert {r["state"] for r in predicted["rows"]} == {"ready", "waiting"}
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    for i, slug in enumerate(order):
+        gated_run_sh(root, flags, slug, order[i - 1] if i else None, order[i + 1] if i + 1 < len(order) else None)
+    before = len(log_events(root))
+
+    logs = [tmp_path / "ran-r1.txt", tmp_path / "ran-r2.txt"]
+    procs = [start_runner(root, runner_env(log, RUNNER_HOLDER=f"r{n}"))
+             for n, log in enumerate(logs, start=1)]
+    results = [finish(proc, timeout=300) for proc in procs]
+    for code, out, err in results:
+        assert code == 0, err
+        assert out == ""
+
+    # every lane ran exactly once, by one runner or the other
+    ran = lines(logs[0]) + lines(logs[1])
+    assert sorted(ran) == sorted(order), results
+    # one claim per lane, each with token 1, in exactly the predicted order
+    events = log_events(root)[before:]
+    claims = [e for e in events if e["action"] == "claim"]
+    assert [c["slug"] for c in claims] == order
+    assert [c["token"] for c in claims] == [1] * len(order)
+    assert not [e for e in events if e["action"] in ("expire", "refused")], events
+    # both runners worked, taking turns: lane i and lane i+1 ran at the same time
+    holders = [c["holder"] for c in claims]
+    assert set(holders) == {"r1", "r2"}
+    assert all(h1 != h2 for h1, h2 in zip(holders, holders[1:])), holders
+    assert lines(logs[0]) == [c["slug"] for c in claims if c["holder"] == "r1"]
+    assert lines(logs[1]) == [c["slug"] for c in claims if c["holder"] == "r2"]
+    # two lanes were running at once (the slots were used, never exceeded)
+    assert [(flags / f"{s}.running").read_text().strip() for s in order] == ["2"] * (len(order) - 1) + ["1"]
+
+    # each lane finished under its own token, was settled once, in run order
+    for slug in order:
+        marks = root / "lanes" / slug / ".qwenstorm"
+        result = json.loads((marks / "result.json").read_text())
+        assert (result["status"], result["token"]) == ("ok", 1)
+        assert not (marks / "running").exists()
+    assert lines(root / "integrated.txt") == ["base", *order]
+    assert not (root / "abandoned.txt").exists()
+    assert run_cli(root, "next").stdout == "empty\n"
+    verified = run_cli(root, "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def stuck_once_run_sh(root: Path, flags: Path, slug: str) -> None:
+    """First attempt: hang (until killed). Second: wait for the test's go."""
+    run_sh = root / "lanes" / slug / "run.sh"
+    run_sh.parent.mkdir(parents=True, exist_ok=True)
+    run_sh.write_text(
+        "#!/usr/bin/env bash\n"
+        "set -u\n"
+        f'flags="{flags}"\n'
+        'if [ ! -e "$flags/attempt-1" ]; then\n'
+        '    touch "$flags/attempt-1"\n'
+        "    exec sleep 3600\n"
+        "fi\n"
+        'touch "$flags/attempt-2"\n'
+        f"deadline=$((SECONDS + {GATE_TIMEOUT}))\n"
+        'while [ ! -e "$flags/go" ]; do\n'
+        '    if [ "$SECONDS" -ge "$deadline" ]; then exit 9; fi\n'
+        "    sleep 0.02\n"
+        "done\n"
+        "echo done > output\n"
+    )
+    run_sh.chmod(0o755)
+
+
+def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(tmp_path: Path) -> None:
+    # The storm's default lease is long; the doomed runner asks for a short one.
+    root = make_storm(tmp_path / "storm", "slow 1\na 2\nb 3\nc 4 a\n",
+                      toml="[runner]\nslots = 2\nttl = 60\nttl_min = 1\n")
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    stuck_once_run_sh(root, flags, "slow")
+    doomed_log, rescuer_log = tmp_path / "ran-doomed.txt", tmp_path / "ran-rescuer.txt"
+
+    # The doomed runner claims `slow` (first in run order) and keeps renewing
+    # its 5-second lease while the lane hangs.
+    doomed = start_runner(root, runner_env(doomed_log, RUNNER_HOLDER="doomed", RUNNER_TTL="5", RUNNER_RENEW="0.5"))
+    try:
+        wait_for(flags / "attempt-1", doomed)
+        claim = [e for e in log_events(root) if e["action"] == "claim"]
+        assert [(c["slug"], c["token"], c["holder"]) for c in claim] == [("slow", 1, "doomed")]
+        marker = json.loads((root / "lanes" / "slow" / ".qwenstorm" / "running").read_text())
+        assert (marker["holder"], marker["token"]) == ("doomed", 1)
+
+        # The rescuer takes the second slot and runs the other lanes meanwhile.
+        rescuer = start_runner(root, runner_env(rescuer_log, RUNNER_HOLDER="rescuer", RUNNER_POLL="0.3"))
+        try:
+            deadline = time.monotonic() + 120
+            while sorted(lines(rescuer_log)) != ["a", "b", "c"]:
+                assert rescuer.poll() is None, rescuer.communicate()
+                assert time.monotonic() < deadline, lines(rescuer_log)
+                time.sleep(0.05)
+            # `slow` is still doomed's: its renewals kept the lease alive
+            assert not (flags / "attempt-2").exists()
+            assert lines(doomed_log) == ["slow"]
+
+            # Kill the doomed runner, its renewer and its lane's work at once.
+            os.killpg(doomed.pid, signal.SIGKILL)
+            doomed.communicate()
+            assert doomed.returncode == -signal.SIGKILL
+
+            # Once the lease expires, the rescuer's next claim records the
+            # expiry and takes `slow` with a greater token.
+            wait_for(flags / "attempt-2", rescuer, timeout=120)
+            events = log_events(root)
+            kinds = [(e["action"], e.get("slug"), e.get("token")) for e in events
+                     if e["action"] in ("claim", "expire", "finish")]
+            first, expiry, second = (kinds.index(("claim", "slow", 1)), kinds.index(("expire", "slow", 1)),
+                                     [i for i, k in enumerate(kinds) if k[:2] == ("claim", "slow") and k[2] != 1])
+            assert len(second) == 1, kinds
+            assert first < expiry < second[0], kinds
+            reclaim = [e for e in events if e["action"] == "claim" and e["slug"] == "slow"][-1]
+            assert reclaim["token"] > 1 and reclaim["holder"] == "rescuer"
+            token = reclaim["token"]
+
+            # The dead runner's late reports, with its old token, are refused
+            # and recorded, and change nothing.
+            marks = root / "lanes" / "slow" / ".qwenstorm"
+            late = run_cli(root, "finish", "slow", "--token", "1", "--result", "ok", "--json")
+            assert late.returncode == 2, late.stdout + late.stderr
+            doc = json.loads(late.stdout)
+            assert doc["code"] == "stale_fence" and doc["recorded"] is True, doc
+            assert not (marks / "result.json").exists()
+            assert json.loads((marks / "running").read_text())["token"] == token
+            late = run_cli(root, "renew", "slow", "--token", "1", "--json")
+            assert late.returncode == 2, late.stdout + late.stderr
+            assert json.loads(late.stdout)["code"] == "stale_fence"
+            refusals = [e for e in log_events(root) if e["action"] == "refused"]
+            assert [e["code"] for e in refusals] == ["stale_fence", "stale_fence"]
+        finally:
+            (flags / "go").touch()
+        code, out, err = finish(rescuer, timeout=120)
+        assert code == 0, err
+        assert out == ""
+    finally:
+        if doomed.poll() is None:
+            os.killpg(doomed.pid, signal.SIGKILL)
+            doomed.communicate()
+
+    # the recovered lane finished under the rescuer's token and was settled once
+    result = json.loads((root / "lanes" / "slow" / ".qwenstorm" / "result.json").read_text())
+    assert (result["status"], result["token"]) == ("ok", token)
+    assert (root / "lanes" / "slow" / "output").read_text() == "done\n"
+    assert lines(rescuer_log)[-1] == "slow"
+    assert sorted(lines(root / "integrated.txt")) == ["a", "b", "c", "slow"]
+    claims = [(e["slug"], e["token"]) for e in log_events(root) if e["action"] == "claim"]
+    assert sorted(claims) == [("a", 1), ("b", 1), ("c", 1), ("slow", 1), ("slow", token)]
+    assert run_cli(root, "next").stdout == "empty\n"
+    verified = run_cli(root, "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def test_a_lane_that_outlives_its_ttl_keeps_its_lease_by_renewing(tmp_path: Path) -> None:
+    root = make_storm(tmp_path / "storm", "long 1\nnext 2\n", toml="[runner]\nslots = 1\nttl = 60\nttl_min = 1\n")
+    flags = tmp_path / "flags"
+    flags.mkdir()
+    run_sh = root / "lanes" / "long" / "run.sh"
+    run_sh.parent.mkdir(parents=True)
+    run_sh.write_text(
+        "#!/usr/bin/env bash\n"
+        f'touch "{flags}/started"\n'
+        f'deadline=$((SECONDS + {GATE_TIMEOUT}))\n'
+        f'while [ ! -e "{flags}/go" ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.02; done\n'
+        f'[ -e "{flags}/go" ]\n'
+    )
+    run_sh.chmod(0o755)
+    ttl = 4
+    log = tmp_path / "ran.txt"
+    proc = start_runner(root, runner_env(log, RUNNER_TTL=str(ttl), RUNNER_RENEW="0.5"))
+    try:
+        wait_for(flags / "started", proc)
+        claimed = time.monotonic()
+        # Let the first lease's expiry pass twice over, and a few renewals land.
+        while True:
+            renewals = [e for e in log_events(root) if e["action"] == "renew"]
+            if time.monotonic() - claimed > 2 * ttl + 1 and len(renewals) >= 3:
+                break
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() - claimed < 120, renewals
+            time.sleep(0.2)
+        # Another claimer finds the lane still leased: one slot, taken; no expiry.
+        probe = run_cli(root, "claim", "--holder", "probe", "--json")
+        assert probe.returncode == 0, probe.stderr
+        assert json.loads(probe.stdout)["decision"].split()[0] == "wait"
+        assert not [e for e in log_events(root) if e["action"] == "expire"]
+    finally:
+        (flags / "go").touch()
+    code, out, err = finish(proc)
+    assert code == 0, err
+    events = log_events(root)
+    assert [(e["slug"], e["token"]) for e in events if e["action"] == "claim"] == [("long", 1), ("next", 1)]
+    assert {(e["slug"], e["token"]) for e in events if e["action"] == "renew"} == {("long", 1)}
+    assert not [e for e in events if e["action"] in ("expire", "refused")]
+    assert lines(log) == ["long", "next"]
+    assert lines(root / "integrated.txt") == ["long", "next"]
