@@ -29,8 +29,9 @@
 #   RUNNER_HOLDER  if set, the name this runner claims leases under
 #                  (`claim --holder`); default: storm-queue's own,
 #                  "<hostname>-<pid>"
-#   RUNNER_TTL     if set, the lease length in seconds asked for on claim and
-#                  renew (`--ttl`); default: the storm's `[runner] ttl`
+#   RUNNER_TTL     if set, the lease length in whole seconds asked for on
+#                  claim and on every renew (`--ttl`; storm.toml [runner]
+#                  ttl_min..ttl_max); default: the storm's `[runner] ttl`
 #   RUNNER_RENEW   seconds between renewals while a lane runs (default: a
 #                  third of the lease length, so two renewals can fail, e.g.
 #                  on a busy storm, before the lease runs out)
@@ -262,8 +263,10 @@ while true; do
             ;;
         wait)
             # wait [SLUG...]: lanes are pending (running under other leases,
-            # all slots taken, or waiting on lanes still to be integrated)
-            # but none can be claimed now; look again later.
+            # all slots taken, waiting on lanes still to be integrated or on
+            # their scheduled time, or quarantined until the operator's
+            # `storm-queue unpark`) but none can be claimed now; look again
+            # later. An orphaned lease is taken back by a later claim.
             sleep "$POLL"
             ;;
         empty)

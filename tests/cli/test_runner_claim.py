@@ -24,11 +24,8 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
-
-import pytest
 
 from tests.cli.test_runner import finish, lines, listed, runner_env, start_runner, wait_for
 from tests.conftest import log_events, make_storm, run_cli
@@ -225,8 +222,13 @@ def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(tmp
     assert (root / "lanes" / "slow" / "output").read_text() == "done\n"
     assert lines(rescuer_log)[-1] == "slow"
     assert sorted(lines(root / "integrated.txt")) == ["a", "b", "c", "slow"]
-    claims = [(e["slug"], e["token"]) for e in log_events(root) if e["action"] == "claim"]
+    events = log_events(root)
+    claims = [(e["slug"], e["token"]) for e in events if e["action"] == "claim"]
     assert sorted(claims) == [("a", 1), ("b", 1), ("c", 1), ("slow", 1), ("slow", token)]
+    # the lane's only finish is the rescuer's, after the expiry of token 1
+    slow = [(e["action"], e["token"]) + ((e["result"],) if e["action"] == "finish" else ())
+            for e in events if e.get("slug") == "slow" and e["action"] in ("claim", "expire", "finish")]
+    assert slow == [("claim", 1), ("expire", 1), ("claim", token), ("finish", token, "ok")]
     assert run_cli(root, "next").stdout == "empty\n"
     verified = run_cli(root, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
