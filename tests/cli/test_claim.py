@@ -417,16 +417,49 @@ def test_orphaned_lease_is_recovered_and_the_old_token_is_fenced_off(tmp_path: P
     check_log(root, "claim", "expire", "finish")
 
 
-def test_claim_takes_back_an_orphan_itself(tmp_path: Path) -> None:
-    root = make_storm(tmp_path / "storm", "a 1\nb 2\n", toml=FAST)
+def test_claim_and_recover_slug_take_back_orphans_and_a_crash_spends_an_attempt(tmp_path: Path) -> None:
+    # three storms whose leases expire during one sleep
+    root = make_storm(tmp_path / "storm", "a 1\nb 2\nc 3\n", toml=FAST + "slots = 2\n")
     assert claim(root) == "run a 1 1"
+    assert claim(root) == "run b 2 1"
+    spent = make_storm(tmp_path / "spent", "a 1\nb 2\n", toml=FAST + "attempts = 1\n")
+    assert claim(spent, "--holder", "crashed") == "run a 1 1"
+    full = make_storm(tmp_path / "full", "a 1\nb 2\n", toml=FAST)
+    assert claim(full, "--ttl", "60") == "run a 1 1"
+    cli(full, "renew", "a", "--token", "1", "--ttl", LONG)
     time.sleep(ORPHAN_SLEEP)
+    # the operator's recover SLUG takes back that orphan only
+    assert "took back b" in cli(root, "recover", "b").stdout
+    expire = log_events(root)[-1]
+    assert (expire["action"], expire["slug"], expire["token"]) == ("expire", "b", 1)
+    assert [(s, r["state"]) for s, r in rows(root).items()] == [("a", "running"), ("b", "ready"), ("c", "ready")]
+    assert not marker(root, "b").exists() and marker(root, "a").exists()
+    # the next claim takes back a (guarded by the token it observed), then leases it again
     assert claim(root, "--ttl", LONG) == "run a 1 2"
     expire, again = log_events(root)[-2:]
     assert (expire["action"], expire["slug"], expire["token"]) == ("expire", "a", 1)
     assert (again["action"], again["slug"], again["token"], again["attempt"]) == ("claim", "a", 2, 2)
+    assert expire["at"] == again["at"] and again["seq"] == expire["seq"] + 1
     assert json.loads(marker(root, "a").read_text())["token"] == 2
     check_log(root, "claim", "expire")
+    # a runner that crashed without reporting spent its lane's last attempt: quarantined, and b runs
+    assert claim(spent) == "run b 2 1"
+    expire, quarantine, taken = log_events(spent)[-3:]
+    assert (expire["action"], expire["slug"], expire["token"]) == ("expire", "a", 1)
+    assert (quarantine["action"], quarantine["slug"], quarantine["attempts"], quarantine["budget"]) == (
+        "quarantine", "a", 1, 1)
+    assert (taken["action"], taken["slug"]) == ("claim", "b")
+    row = rows(spent)["a"]
+    assert row["state"] == "quarantined"
+    assert [(h["holder"], h["end"]) for h in row["history"]] == [("crashed", "expired")]
+    assert not marker(spent, "a").exists()
+    check_log(spent, "claim", "expire", "quarantine")
+    # a renewed lease did not expire: its one slot stays taken, and claim records nothing
+    before = log_bytes(full)
+    assert rows(full)["a"]["running"] == "lease"
+    assert claim(full) == "wait"
+    assert log_bytes(full) == before
+    check_log(full, "claim", "renew")
 
 
 def test_a_hand_written_marker_runs_the_lane_until_the_operator_recovers_it(tmp_path: Path) -> None:
