@@ -90,6 +90,7 @@ class Outcome:
     order: list[str] | None = None
     #: a claim's decision line; the fencing token and expiry of a lease it took or renewed
     decision: str | None = None
+    holder: str | None = None
     token: int | None = None
     expires: str | None = None
     #: the ``seq`` of the first request made under the same key, when this is its repeat
@@ -119,7 +120,7 @@ class Outcome:
         if self.dry_run:
             out["dry_run"] = True
             out["order"] = self.order
-        for name in ("decision", "token", "expires", "repeat"):
+        for name in ("decision", "holder", "token", "expires", "repeat"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
@@ -363,8 +364,8 @@ class Storm:
                 out = Outcome("done", "claim", None, by, message=claim.decision, decision=claim.decision)
             else:
                 out = Outcome("done", "claim", claim.slug, by, message=f"{claim.slug} is leased to {name} with token "
-                              f"{claim.token} until {claim.expires}", decision=claim.decision, token=claim.token,
-                              expires=claim.expires)
+                              f"{claim.token} until {claim.expires}", decision=claim.decision, holder=name,
+                              token=claim.token, expires=claim.expires)
 
             def after(events: list[dict[str, Any]]) -> list[str]:
                 notes = []
@@ -755,7 +756,7 @@ def _repeated(req: _Request, by: str, keyed: fold.Keyed, dry_run: bool, log: rea
                       moved=list(event.get("moved", ())), removed=list(event.get("removed", ())),
                       token=event.get("token"), expires=event.get("expires"))
         if action == "claim":
-            out.slug = event["slug"]
+            out.slug, out.holder = event["slug"], event["holder"]
             out.decision = f"run {event['slug']} {event['issue']} {event['token']}"
         if action == "push":
             out.appended = event["appended"]

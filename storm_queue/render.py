@@ -169,6 +169,8 @@ def event_text(event: dict[str, Any]) -> str:
             body += f" (issue {printable(event['issue'])})"
         if event.get("appended"):
             body += " appended to queue.txt"
+        if event.get("not_before") is not None:
+            body += f" not before {printable(event['not_before'])}"
         body += f" {outcome}" + _lanes("moved", event.get("moved", [])) + _lanes("removed", event.get("removed", []))
     elif action == "reset":
         body = f"reset: a new log, abandoning {event['abandons']} bytes of the old one"
