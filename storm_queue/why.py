@@ -8,7 +8,7 @@ from .fold import NO_RUN, Run
 from .lane import needed_by
 from .names import is_name, why_not_name
 from .records import dataclass
-from .resolver import MARKER, READY, RUNNING, SETTLED, _status, running
+from .resolver import MARKER, QUARANTINED, READY, RUNNING, SETTLED, _status, running
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,8 +41,9 @@ class Why:
     ``state`` is a resolver state (``ready``, ``waiting``, ...) or one of
     ``stray``, ``skipped``, ``unknown``, ``invalid``; ``status`` says it in
     words. ``position`` is the place in run order (None when the lane is not
-    to run). ``ahead`` are the lanes still to start before it, ``running``
-    the lanes running now. ``mark`` is the recorded request that put it in
+    to run). ``ahead`` are the lanes still to start before it (not one
+    quarantined: it starts nothing until unparked), ``running`` the lanes
+    running now. ``mark`` is the recorded request that put it in
     the priority lane; ``named`` says whether it was prioritised by name
     (else it was pulled forward for ``mark.slug``); ``needed_by`` are the
     prioritised lanes that require it.
@@ -145,7 +146,7 @@ def explain(snap: Snapshot, view: View, skipped: tuple[Skipped, ...], slug: str,
         return Why(slug, UNKNOWN, "the storm does not know it: queue.txt, the ledgers and the priority lane do not carry it", **common)
     ahead = ()
     if row.position:
-        ahead = tuple(r.slug for r in view.rows[: row.position - 1] if r.state not in (RUNNING, "finished"))
+        ahead = tuple(r.slug for r in view.rows[: row.position - 1] if r.state not in (RUNNING, "finished", QUARANTINED))
     return Why(
         slug, row.state, row.status, issue=row.issue, position=row.position or None, of=len(view.rows),
         ahead=ahead, deps=tuple(_dependency(snap, rows, d) for d in row.deps), waits_on=row.waits_on,

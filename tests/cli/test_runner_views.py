@@ -246,6 +246,8 @@ def test_a_quarantined_lane_is_shown_with_its_attempt_history_until_unparked(tmp
     assert f"since {parked[0]['at']} after 2 attempts (budget 2)" in findings[0]["message"]
     assert findings[0]["fix"] == "look at its history (storm-queue why a), then: storm-queue unpark a --reason TEXT"
     assert any(line.startswith("warning quarantined a: ") for line in text.splitlines())
+    # a quarantined lane is not among those that start before the others
+    assert why_doc(root, "c")["ahead"] == ["b"]
     # never claimed while quarantined: the next lane is
     assert ok(root, "claim", "--holder", "r3") == "run b 2 1\n"
     # unpark (operator only) returns it with a fresh budget; its history stays
