@@ -214,7 +214,7 @@ class Storm:
             raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
         log = reader.read(self.log_path(decl))
         snap, queue = self._snapshot(log)
-        return why.explain(snap, resolve(snap), queue.skipped, as_text(slug))
+        return why.explain(snap, resolve(snap), queue.skipped, as_text(slug), decl.runner)
 
     def history(self, each, decl: config.Declaration | None = None) -> reader.LogRead:
         """Read the whole log, oldest first, calling ``each(line, event)``
