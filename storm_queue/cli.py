@@ -510,7 +510,8 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     could forge, a log that does not replay, a storm.toml that requests
     refuse. A warning needs a look: a skipped queue.txt line, a stray slug, an
     unknown storm.toml key, a witness behind its log, a torn tail, a lane
-    marked running for longer than HOURS. Doctor only reads.
+    marked running for longer than HOURS, an orphaned lease, a running
+    marker with no lease, a quarantined lane. Doctor only reads.
 
     Example: storm-queue doctor --running-hours 6
     """
