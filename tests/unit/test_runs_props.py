@@ -30,7 +30,7 @@ from storm_queue.clock import seconds, stamp
 from storm_queue.config import Policy
 from storm_queue.lane import Refusal
 from storm_queue.log import checkpoint
-from tests.unit.test_runs import T0, World
+from tests.unit.test_runs import World
 
 SLUGS = ("a", "b", "c")
 QUEUE = "a 1\nb 2\nc 3\n"
@@ -84,12 +84,14 @@ class Checked:
 
     # -- one request ----------------------------------------------------
     def do(self, req) -> None:
-        (name, *args), keyed = req
+        (name, *args), under = req
         w = self.w
         before, n = w.state, len(w.events)
-        fingerprint = repr((name, *args))
-        if keyed is not None:
-            by, key = keyed
+        if name in ("renew", "finish", "recover", "unpark", "schedule", "mark", "push", "unbump", "written"):
+            args[0] = lane_of(before, args[0])
+        fingerprint = repr((name, *args))  # the request's arguments, as the desk fingerprints them
+        if under is not None:
+            by, key = under
             first = before.keys.get(by, {}).get(key)
             if first is not None and first.fingerprint == fingerprint:
                 return  # a repeat: the first outcome, nothing recorded
@@ -99,12 +101,10 @@ class Checked:
                            "fingerprint": fingerprint}], by)
                 self.after(before, n, None)
                 return
-        if name in ("renew", "finish", "recover", "unpark", "schedule", "mark", "push", "unbump", "written"):
-            args[0] = lane_of(before, args[0])
         own = getattr(self, name)(before, *args)
-        if keyed is not None and own and len(w.events) > n:
-            w.events[-1].update(by=keyed[0], key=keyed[1], fingerprint=fingerprint)
-            self.bound.setdefault(keyed, w.events[-1]["seq"])
+        if under is not None and own and len(w.events) > n:
+            w.events[-1].update(by=under[0], key=under[1], fingerprint=fingerprint)
+            self.bound.setdefault(under, w.events[-1]["seq"])
         self.after(before, n, name)
 
     def claim(self, before: fold.LaneState, holder: str, ttl: int) -> bool:
