@@ -11,7 +11,7 @@ from typing import Any, Callable
 import click
 
 from .completion import complete_deps, complete_slug
-from .entry import list_json, next_decision
+from .entry import claim_decision, list_json, next_decision
 from .entry import run as _run  # errors become exit codes there, for both paths
 from .entry import storm as _storm
 from .log.framing import ACTIONS
@@ -323,7 +323,7 @@ def claim(root: str | None, as_json: bool, holder: str | None, ttl: int | None, 
 
     Example: storm-queue claim --holder runner-1 --ttl 900
     """
-    return _decision(_storm(root, wait).claim(holder, ttl, source=source, reason=reason, key=key), as_json)
+    return claim_decision(root, as_json, holder, ttl, source=source, reason=reason, key=key, wait=wait)
 
 
 @main.command(epilog=RUNNER_CODES)
@@ -414,15 +414,6 @@ def schedule(root: str | None, as_json: bool, slug: str, not_before: str, reason
     Example: storm-queue schedule e --not-before +2h
     """
     return _answer(_storm(root, wait).schedule(slug, not_before, source=source, reason=reason, key=key), as_json)
-
-
-def _decision(out, as_json: bool) -> int:
-    """A claim's answer: its decision line on stdout, or its refusal."""
-    if as_json or out.outcome == "refused":
-        return _answer(out, as_json)
-    click.echo(out.decision)
-    _warn(out.warnings)
-    return 0
 
 
 #: a log at least this long shows verify's progress bar (at a terminal)
@@ -519,7 +510,8 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     could forge, a log that does not replay, a storm.toml that requests
     refuse. A warning needs a look: a skipped queue.txt line, a stray slug, an
     unknown storm.toml key, a witness behind its log, a torn tail, a lane
-    marked running for longer than HOURS. Doctor only reads.
+    marked running for longer than HOURS, an orphaned lease, a running
+    marker with no lease, a quarantined lane. Doctor only reads.
 
     Example: storm-queue doctor --running-hours 6
     """

@@ -52,7 +52,7 @@ def parse(text: str, at: float) -> str:
         if len(word) == 10 and word.isascii():
             moment = datetime.strptime(word, "%Y-%m-%d").replace(tzinfo=timezone.utc)
         else:
-            moment = datetime.fromisoformat(word.replace("Z", "+00:00") if word.endswith(("Z", "z")) else word)
+            moment = datetime.fromisoformat(word[:-1] + "+00:00" if word.endswith(("Z", "z")) else word)
             if moment.tzinfo is None or not word.isascii() or "T" not in word.upper():
                 raise ValueError
     except (ValueError, OverflowError):

@@ -90,6 +90,7 @@ class Outcome:
     order: list[str] | None = None
     #: a claim's decision line; the fencing token and expiry of a lease it took or renewed
     decision: str | None = None
+    holder: str | None = None
     token: int | None = None
     expires: str | None = None
     #: the ``seq`` of the first request made under the same key, when this is its repeat
@@ -119,7 +120,7 @@ class Outcome:
         if self.dry_run:
             out["dry_run"] = True
             out["order"] = self.order
-        for name in ("decision", "token", "expires", "repeat"):
+        for name in ("decision", "holder", "token", "expires", "repeat"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out
@@ -127,19 +128,19 @@ class Outcome:
 
 @dataclass
 class Step:
-    """What an admitted request does: the ``events`` to record (when
-    ``own``, the last is the request's own and carries its key and
-    reason; none: nothing to record), its answer, a ``queue.txt`` line to
-    append first, file effects that must come ``before`` the record, and
-    those that only cache it ``after`` (given the events recorded, they
-    return notes for stderr)."""
+    """What an admitted request does: the ``events`` to record (``own`` is
+    the index of the request's own, which carries its key and reason; None
+    when none is; no events: nothing to record), its answer, a
+    ``queue.txt`` line to append first, file effects that must come
+    ``before`` the record, and those that only cache it ``after`` (given
+    the events recorded, they return notes for stderr)."""
 
     out: Outcome
     events: list[dict[str, Any]]
     line: str | None = None
     before: Callable[[], None] | None = None
     after: Callable[[list[dict[str, Any]]], list[str]] | None = None
-    own: bool = True
+    own: int | None = -1
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,7 @@ class Storm:
             raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
         log = reader.read(self.log_path(decl))
         snap, queue = self._snapshot(log)
-        return why.explain(snap, resolve(snap), queue.skipped, as_text(slug))
+        return why.explain(snap, resolve(snap), queue.skipped, as_text(slug), decl.runner)
 
     def history(self, each, decl: config.Declaration | None = None) -> reader.LogRead:
         """Read the whole log, oldest first, calling ``each(line, event)``
@@ -363,8 +364,8 @@ class Storm:
                 out = Outcome("done", "claim", None, by, message=claim.decision, decision=claim.decision)
             else:
                 out = Outcome("done", "claim", claim.slug, by, message=f"{claim.slug} is leased to {name} with token "
-                              f"{claim.token} until {claim.expires}", decision=claim.decision, token=claim.token,
-                              expires=claim.expires)
+                              f"{claim.token} until {claim.expires}", decision=claim.decision, holder=name,
+                              token=claim.token, expires=claim.expires)
 
             def after(events: list[dict[str, Any]]) -> list[str]:
                 notes = []
@@ -375,7 +376,7 @@ class Storm:
                     notes += self._cache(lambda: ledger.mark_running(self.root, claim.slug, body, None), "running marker", claim.slug)
                 return notes + self._tell(claim.view, skipped, snap.now, self.log_path(decl))
 
-            return Step(out, list(claim.events), after=after, own=claim.slug is not None)
+            return Step(out, list(claim.events), after=after, own=-1 if claim.slug is not None else None)
 
         return self._request(req, refusal, plan, decl=decl)
 
@@ -427,7 +428,7 @@ class Storm:
             if result == "ok":  # result.json before the log: a crash between leaves a finished lane, never a ready one
                 body = {"status": "ok", "token": token, "holder": run.lease.holder, "note": req.args[2], "at": snap.now}
                 before = lambda: ledger.mark_finished(self.root, req.slug, body, None)  # noqa: E731
-            return Step(out, events, before=before, after=lambda _: self._cache(
+            return Step(out, events, before=before, own=0, after=lambda _: self._cache(
                 lambda: ledger.unmark_running(self.root, req.slug, token), "running marker", req.slug))
 
         return self._request(req, refusal, plan, decl=decl)
@@ -460,7 +461,7 @@ class Storm:
                                              "running marker", e["slug"])
                 return notes
 
-            return Step(out, events, after=after, own=bool(events))
+            return Step(out, events, after=after, own=0 if events else None)
 
         return self._request(req, refusal, plan, decl=decl, operator_only=req.slug is not None)
 
@@ -587,7 +588,7 @@ class Storm:
                 if refusal is not None:
                     bodies = [_refused_body(req, refusal, authorised)]
                     out = self._refused(req, by, refusal, authorised, recorded=True)
-                    own = True
+                    own = -1
                 else:
                     if step.line is not None:  # queue.txt before the log: a crash between leaves a lane a retry prioritises
                         writer.check_writable(log_path)
@@ -597,12 +598,12 @@ class Storm:
                         writer.check_writable(log_path)
                         step.before()
                     bodies, out, own = step.events, step.out, step.own
-                if bodies and own:
+                if bodies and own is not None:
                     if req.reason is not None:
-                        bodies[-1]["reason"] = req.reason
+                        bodies[own]["reason"] = req.reason
                     if req.key is not None:
-                        bodies[-1]["key"] = req.key
-                        bodies[-1]["fingerprint"] = req.fingerprint()
+                        bodies[own]["key"] = req.key
+                        bodies[own]["fingerprint"] = req.fingerprint()
                 events = writer.append(log, bodies, at, by, owner_ids) if bodies else []
                 if step is not None and step.after is not None:
                     out.warnings += step.after(events)
@@ -611,13 +612,13 @@ class Storm:
         out.warnings = ([] if log.torn else list(log.warnings)) + out.warnings
         if not events:
             return out
-        out.event = events[-1]
+        own_index = len(bodies) - 1 if own is None else own % len(bodies)
+        out.event = events[len(events) - len(bodies) + own_index]  # a repair line may come first
         out.recorded = True
         if events[0]["action"] == "repair":
             out.warnings.append(f"repaired the log: kept {events[0]['torn']} torn bytes in {events[0]['side']} and recorded it")
         ledger.say(self.root, at, _progress_words(out, req), owner_ids)
         return out
-
 
     def _not_written(self, req: _Request, by: str, who: authority.Caller, refusal: Refusal | None, authorised: bool,
                      exc: Exception, queued: bool, at: str, owner_ids: tuple[int, int] | None) -> Outcome:
@@ -683,7 +684,10 @@ class Storm:
         abandons = _abandon(log_path, at)
         fresh = reader.LogRead(log_path, fresh=True)
         try:
-            event = writer.append(fresh, [{"action": "reset", "reason": req.reason, "abandons": abandons}], at, by)[-1]
+            body = {"action": "reset", "reason": req.reason, "abandons": abandons}
+            if req.key is not None:
+                body.update(key=req.key, fingerprint=req.fingerprint())
+            event = writer.append(fresh, [body], at, by)[-1]
         except writer.AppendFailed as exc:
             if exc.state != "nothing":
                 raise
@@ -752,6 +756,7 @@ def _repeated(req: _Request, by: str, keyed: fold.Keyed, dry_run: bool, log: rea
                       moved=list(event.get("moved", ())), removed=list(event.get("removed", ())),
                       token=event.get("token"), expires=event.get("expires"))
         if action == "claim":
+            out.slug, out.holder = event["slug"], event["holder"]
             out.decision = f"run {event['slug']} {event['issue']} {event['token']}"
         if action == "push":
             out.appended = event["appended"]

@@ -8,7 +8,8 @@ turns what it read into findings (plain data, no I/O). Severities:
   refuse, a file doctor cannot read);
 - ``warning``: it works, but something needs a look (a skipped line, a stray
   slug, an unknown key, a witness behind its log, a torn tail, a lane running
-  for longer than the threshold).
+  for longer than the threshold, a lease past its expiry, a running marker
+  with no lease behind it, a quarantined lane).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .authority import Owner
 from .errors import StormError, StormUnreadable
 from .lane import Snapshot
 from .log import reader
-from .names import quote
+from .names import printable, quote
 
 ERROR, WARNING = "error", "warning"
 DEFAULT_RUNNING_HOURS = 24.0
@@ -73,6 +74,9 @@ class Facts:
     stray: tuple[str, ...]
     running: tuple[tuple[str, float], ...]  # (slug, marker mtime)
     now: float
+    #: the storm as the log folds it (runs, leases) with the ledgers and
+    #: queue.txt, at ``now``; None when the log or a file could not be read
+    snapshot: Snapshot | None = None
 
 
 def _sh(path: str) -> str:
@@ -145,6 +149,46 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
             out.append(Finding(WARNING, "long_running", slug,
                                f"has been marked running for {hours:.1f} hours (threshold {running_hours:g})",
                                f"check its runner; if it is dead, remove {_sh(marker)}"))
+    if facts.snapshot is not None:
+        out += _runner_findings(facts.snapshot, facts.declaration.runner.attempts)
+    return out
+
+
+def _runner_findings(snap: Snapshot, budget: int) -> list[Finding]:
+    """What runners left that needs a look, lane by lane in name order: a
+    lease past its expiry, a running marker with no lease behind it, a
+    quarantined lane. Lanes finished or settled are past caring."""
+    from .resolver import MARKER, ORPHAN, running
+
+    out: list[Finding] = []
+    led = snap.ledgers
+    for slug in sorted(set(snap.state.runs) | set(led.running)):
+        if led.done(slug):
+            continue
+        run = snap.state.run(slug)
+        how = running(snap, slug)
+        if how == ORPHAN:
+            lease = run.lease
+            out.append(Finding(WARNING, "orphaned_lease", slug,
+                               f"the lease of {lease.holder} under token {lease.token} expired at "
+                               f"{printable(lease.expires)}; the lane counts as running until it is taken back",
+                               "storm-queue recover (the next claim takes it back too)"))
+        elif how == MARKER:
+            token = led.running.get(slug)
+            carries = "carrying no token" if token is None else f"carrying token {token}"
+            out.append(Finding(WARNING, "marker_without_lease", slug,
+                               f"has a running marker ({carries}) with no lease behind it in the log: no claim or "
+                               "recover takes it back" + (", and it holds a [runner] slot" if slug in snap.lanes else ""),
+                               f"if no runner is working on it, as the operator: storm-queue recover {slug}"))
+        if run.quarantined is not None and slug in snap.lanes:
+            last = run.history[-1] if run.history else None
+            ended = "" if last is None else f"; its last attempt (token {last.token}) ended {last.end or 'never'}" + (
+                "" if last.note is None else f", note {quote(last.note)}")
+            out.append(Finding(WARNING, "quarantined", slug,
+                               f"quarantined since {printable(run.quarantined)} after {run.attempts} attempts "
+                               f"(budget {budget}){ended}; it is never claimed",
+                               f"look at its history (storm-queue why {slug}), then: "
+                               f"storm-queue unpark {slug} --reason TEXT"))
     return out
 
 
@@ -216,10 +260,14 @@ def gather(root: str, now: float | None = None) -> Facts:
     except StormError as exc:
         unreadable.append(("ledgers", str(exc)))
     stray: tuple[str, ...] = ()
+    snap = None
+    t = time.time() if now is None else now
     if queue is not None and led is not None and log is not None:
+        from .clock import stamp
         from .resolver import resolve
 
-        stray = resolve(Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state)).stray
+        snap = Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, stamp(t))
+        stray = resolve(snap).stray
     running = []
     if led is not None:
         for slug in sorted(set(led.running) - led.finished):
@@ -229,7 +277,7 @@ def gather(root: str, now: float | None = None) -> Facts:
             if st is not None:
                 running.append((slug, st.st_mtime))
     return Facts(root, op, tuple(entries), decl, os.path.relpath(log_path, root), log, log_error,
-                 queue, tuple(unreadable), tuple(stray), tuple(running), time.time() if now is None else now)
+                 queue, tuple(unreadable), tuple(stray), tuple(running), t, snap)
 
 
 def render_text(findings: list[Finding]) -> str:

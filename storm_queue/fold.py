@@ -124,7 +124,10 @@ class Fold:
         key = event.get("key")
         if key is not None:
             self.changed = True
-            self.keys.setdefault(event["by"], {}).setdefault(key, Keyed(event.get("fingerprint", ""), event.get("seq", 0), event))
+            keys = self.keys.setdefault(event["by"], {})
+            if key not in keys:  # lists kept as tuples, as a checkpoint gives them back
+                body = {k: tuple(v) if isinstance(v, list) else v for k, v in event.items()}
+                keys[key] = Keyed(event.get("fingerprint", ""), event.get("seq", 0), body)
         if action in RUNNER_ACTIONS:
             self.changed = True
             self._run(event)

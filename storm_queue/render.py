@@ -169,6 +169,8 @@ def event_text(event: dict[str, Any]) -> str:
             body += f" (issue {printable(event['issue'])})"
         if event.get("appended"):
             body += " appended to queue.txt"
+        if event.get("not_before") is not None:
+            body += f" not before {printable(event['not_before'])}"
         body += f" {outcome}" + _lanes("moved", event.get("moved", [])) + _lanes("removed", event.get("removed", []))
     elif action == "reset":
         body = f"reset: a new log, abandoning {event['abandons']} bytes of the old one"
@@ -204,6 +206,9 @@ def why_json(why: Why) -> dict[str, Any]:
         "mark": mark_json(why.mark), "needed_by": list(why.needed_by), "in_queue": why.in_queue,
         "skipped": [skipped_json(s) for s in why.skipped],
         "decision": why.decision, "stale": why.stale,
+        # what runners did with it (added by issue 6; the fields above never change)
+        "running_kind": why.how or None, "marker_token": why.marker_token, "last_token": why.run.token,
+        "budget": why.budget, **run_json(why.run),
     }
 
 
@@ -226,6 +231,7 @@ def why_text(why: Why) -> str:
             lines.append(f"runs after: {_list(why.ahead)}")
         if why.running:
             lines.append(f"running now: {_list(why.running)}")
+    lines += _run_lines(why)
     for d in why.deps:
         lines.append(f"depends on: {printable(d.slug)}: {printable(d.status)}" + ("" if d.satisfied else " (not satisfied)"))
     if why.prioritised:
@@ -249,6 +255,52 @@ def why_text(why: Why) -> str:
                      "the next request re-derives it")
     lines.append(f"next: {why.decision}")
     return "\n".join(lines)
+
+
+_ENDS = {"ok": "finished ok", "failed": "failed", "expired": "its lease expired and was taken back",
+         "recovered": "taken back by the operator's recover"}
+
+
+def _run_lines(why: Why) -> list[str]:
+    """What runners did with the lane, in words: how it runs (a lease, an
+    orphan, a marker with no lease), the attempts spent of the budget and
+    each attempt, quarantine and schedule; outside text quoted or escaped."""
+    run, slug, lines = why.run, printable(why.slug), []
+    lease = run.lease
+    if why.how == "lease" and lease is not None:
+        lines.append(f"lease: held by {printable(lease.holder)} under token {lease.token}, claimed at "
+                     f"{printable(lease.claimed)} by {printable(lease.by)}, until {printable(lease.expires)}; "
+                     "only that token may renew or finish it")
+    elif why.how == "orphan" and lease is not None:
+        lines.append(f"lease: orphaned: the lease of {printable(lease.holder)} under token {lease.token} (claimed at "
+                     f"{printable(lease.claimed)}) expired at {printable(lease.expires)}; the next claim or "
+                     "storm-queue recover takes it back")
+    elif why.how == "marker":
+        token = "carrying no token" if why.marker_token is None else f"carrying token {why.marker_token}"
+        lines.append(f"marker: a running marker with no lease behind it ({token}); no claim or recover takes it "
+                     f"back: only the operator's storm-queue recover {slug}")
+    if run.history or run.attempts or run.quarantined is not None:
+        of = "" if why.budget is None else f" of {why.budget}"
+        earlier = len(run.history) - run.attempts
+        lines.append(f"attempts: {run.attempts}{of} spent" + (
+            f" since it was last unparked ({earlier} before that)" if earlier > 0 else ""))
+        for number, a in enumerate(run.history, 1):
+            if a.end is not None:
+                end = f"{_ENDS.get(a.end, printable(a.end))} at {printable(a.ended or '')}"
+            elif lease is not None and lease.token == a.token:
+                end = "its lease expired, not yet taken back" if why.how == "orphan" else "held now"
+            else:
+                end = "not ended"
+            note = "" if a.note is None else f"; note {quote(a.note)}"
+            lines.append(f"attempt {number}: token {a.token}, {printable(a.holder)}, claimed at {printable(a.at)}: {end}{note}")
+    if run.quarantined is not None:
+        lines.append(f"quarantined: since {printable(run.quarantined)}, after {run.attempts} attempts; it is never "
+                     f"claimed until the operator, having looked at its attempts, runs: "
+                     f"storm-queue unpark {slug} --reason TEXT")
+    if run.not_before is not None:
+        lines.append(f"scheduled: not before {printable(run.not_before)}"
+                     + ("; that time has come" if why.due else "; until then it keeps its place and is passed over"))
+    return lines
 
 
 def audit_text(audit: Audit) -> str:

@@ -17,7 +17,11 @@ from .resolver import Row
 STATE_STYLES = {
     "ready": "bold green", "running": "bold cyan", "finished": "magenta",
     "waiting": "yellow", "blocked": "bold red", "settled": "dim",
+    "quarantined": "bold white on red", "scheduled": "blue",
 }
+#: how a running lane runs, under its state: a live lease says nothing more;
+#: an orphan and a marker with no lease are shown, each in its colour
+RUNNING_STYLES = {"orphan": ("orphan", "bold yellow"), "marker": ("no lease", "bold red")}
 
 
 def _when(at: str) -> str:
@@ -39,10 +43,36 @@ def _row(table: Table, r: Row, listing: Listing) -> None:
         Text("*" if r.prioritised else "", style="bold yellow"),
         Text(r.slug, style="bold"),
         Text(r.issue),
-        Text(r.state, style=STATE_STYLES.get(r.state, "")),
+        _state(r),
         who,
-        Text(printable(r.status)),
+        _status(r),
     )
+
+
+def _state(r: Row) -> Text:
+    """The state word in its colour; a running lane's kind under it when
+    it is an orphan or a marker with no lease, a quarantined lane's attempts."""
+    state = Text()
+    state.append(r.state, style=STATE_STYLES.get(r.state, ""))
+    if r.running in RUNNING_STYLES:
+        word, style = RUNNING_STYLES[r.running]
+        state.append(f"\n{word}", style=style)
+    elif r.state == "quarantined":
+        state.append(f"\n{r.run.attempts} attempts", style="dim")
+    return state
+
+
+def _status(r: Row) -> Text:
+    """The state in words; for a quarantined lane, how its last attempt
+    ended (with its note, quoted: outside text)."""
+    status = Text(printable(r.status))
+    if r.state == "quarantined" and r.run.history:
+        last = r.run.history[-1]
+        words = f"last attempt: token {last.token} {printable(last.end or 'not ended')}"
+        if last.note is not None:
+            words += f", note {quote(last.note)}"
+        status.append("\n" + words, style="italic")
+    return status
 
 
 def listing_table(listing: Listing, show_settled: bool = False) -> Group:

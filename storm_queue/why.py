@@ -4,13 +4,15 @@ and gathers what the resolver and the fold already know about the slug."""
 
 from __future__ import annotations
 
+from .fold import NO_RUN, Run
 from .lane import needed_by
 from .names import is_name, why_not_name
 from .records import dataclass
-from .resolver import READY, RUNNING, SETTLED
+from .resolver import MARKER, QUARANTINED, READY, RUNNING, SETTLED, _status, running
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from .config import Policy
     from .fold import Mark
     from .lane import Snapshot
     from .queuefile import Skipped
@@ -39,11 +41,19 @@ class Why:
     ``state`` is a resolver state (``ready``, ``waiting``, ...) or one of
     ``stray``, ``skipped``, ``unknown``, ``invalid``; ``status`` says it in
     words. ``position`` is the place in run order (None when the lane is not
-    to run). ``ahead`` are the lanes still to start before it, ``running``
-    the lanes running now. ``mark`` is the recorded request that put it in
+    to run). ``ahead`` are the lanes still to start before it (not one
+    quarantined: it starts nothing until unparked), ``running`` the lanes
+    running now. ``mark`` is the recorded request that put it in
     the priority lane; ``named`` says whether it was prioritised by name
     (else it was pulled forward for ``mark.slug``); ``needed_by`` are the
     prioritised lanes that require it.
+
+    What runners did with it: ``how`` it is running (``lease``, ``orphan``,
+    ``marker``, or '' when it is not), the token its running marker carries
+    (``marker_token``, for a marker), its ``run`` as the log folds it
+    (lease, attempts spent, their history, quarantine, schedule), the
+    ``budget`` of attempts ``storm.toml [runner] attempts`` gives (None when
+    not known), and whether its ``not_before`` time has come (``due``).
     """
 
     slug: str
@@ -65,6 +75,11 @@ class Why:
     is_next: bool = False
     decision: str = ""
     stale: bool = False
+    how: str = ""
+    marker_token: int | None = None
+    run: Run = NO_RUN
+    budget: int | None = None
+    due: bool = True
 
     @property
     def known(self) -> bool:
@@ -95,16 +110,21 @@ def _dependency(snap: Snapshot, rows: dict, dep: str) -> Dependency:
     return Dependency(dep, UNKNOWN, "unknown to queue.txt and the ledgers", False)
 
 
-def explain(snap: Snapshot, view: View, skipped: tuple[Skipped, ...], slug: str) -> Why:
-    """Where ``slug`` stands in the storm ``snap`` resolves to ``view``, and why."""
+def explain(snap: Snapshot, view: View, skipped: tuple[Skipped, ...], slug: str, policy: Policy | None = None) -> Why:
+    """Where ``slug`` stands in the storm ``snap`` resolves to ``view``, and
+    why; ``policy`` (the declaration's ``[runner]``) gives the attempt budget."""
     if not is_name(slug):
         return Why(slug, INVALID, f"not a name: {why_not_name(slug)}", decision=view.decision)
     lines = tuple(s for s in skipped if _first_word(s.text) == slug)
     state = snap.state
     mark = state.marks.get(slug)
+    run = state.run(slug)
+    how = running(snap, slug)
     common = dict(skipped=lines, decision=view.decision, stale=view.stale, mark=mark,
                   prioritised=slug in state.lane, named=slug in state.named,
-                  running=tuple(r.slug for r in view.rows if r.state == RUNNING))
+                  running=tuple(r.slug for r in view.rows if r.state == RUNNING),
+                  run=run, budget=None if policy is None else policy.attempts,
+                  due=run.not_before is None or bool(snap.now and run.not_before <= snap.now))
     rows = {r.slug: r for r in view.rows + view.settled}
     row = rows.get(slug)
     if row is None:
@@ -118,15 +138,24 @@ def explain(snap: Snapshot, view: View, skipped: tuple[Skipped, ...], slug: str)
             return Why(slug, SKIPPED, "only a skipped queue.txt line names it, so it never runs", **common)
         if slug in led.finished:
             return Why(slug, "finished", "finished, awaits review; queue.txt does not carry it", **common)
+        if how:
+            return Why(slug, RUNNING, f"{_status(snap, slug, RUNNING, ())}; queue.txt does not carry it", how=how,
+                       marker_token=_marker_token(snap, slug, how), **common)
         if slug in led.running:
             return Why(slug, RUNNING, "running now; queue.txt does not carry it", **common)
         return Why(slug, UNKNOWN, "the storm does not know it: queue.txt, the ledgers and the priority lane do not carry it", **common)
     ahead = ()
     if row.position:
-        ahead = tuple(r.slug for r in view.rows[: row.position - 1] if r.state not in (RUNNING, "finished"))
+        ahead = tuple(r.slug for r in view.rows[: row.position - 1] if r.state not in (RUNNING, "finished", QUARANTINED))
     return Why(
         slug, row.state, row.status, issue=row.issue, position=row.position or None, of=len(view.rows),
         ahead=ahead, deps=tuple(_dependency(snap, rows, d) for d in row.deps), waits_on=row.waits_on,
         needed_by=tuple(n for n in needed_by(snap, slug) if n != slug) if slug in state.lane else (),
-        in_queue=True, is_next=row.state == READY and view.decision == f"run {slug} {row.issue}", **common,
+        in_queue=True, is_next=row.state == READY and view.decision == f"run {slug} {row.issue}",
+        how=row.running, marker_token=_marker_token(snap, slug, row.running), **common,
     )
+
+
+def _marker_token(snap: Snapshot, slug: str, how: str) -> int | None:
+    """The token a running marker with no lease carries (None: none, or not such a marker)."""
+    return snap.ledgers.running.get(slug) if how == MARKER else None

@@ -60,3 +60,11 @@ def test_the_benchmark_runs_its_smallest_sizes(tmp_path: Path) -> None:
     assert all(v > 0 for v in result["ratios"].values())
     w = result["writers"]
     assert (w["new_lines"], w["lost"], w["duplicated"], w["verify_exit"]) == (10, 0, 0, 0)
+
+
+def test_the_claim_benchmark_runs_and_checks_its_runners() -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "claim.py"), "--lanes", "6", "--runs", "1", "--runners", "2"],
+                          capture_output=True, text=True, env=clean_env(), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "| poll / next |" in done.stdout
+    assert "every lane claimed once with token 1 and verify exit 0: yes" in done.stdout

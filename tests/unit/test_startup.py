@@ -146,6 +146,32 @@ def test_other_forms_answer_as_click_does(tmp_path: Path) -> None:
         same(quick, slow)
 
 
+@pytest.mark.parametrize("form", [["claim"], ["claim", "--json"], ["claim", "--holder", "r1", "--ttl", "90"],
+                                  ["claim", "--holder", "bad name"], ["claim", "--ttl", "5"],
+                                  ["claim", "--root", "{root}", "--json", "--holder", "r2"]])
+def test_quick_claims_answer_as_click_does(tmp_path: Path, form: list[str]) -> None:
+    """Two copies of each storm, one asked through each path: the same
+    decision, the same record, the same words (times aside)."""
+    import re
+    import shutil
+
+    for name, root in storms(tmp_path / "a").items():
+        twin = tmp_path / "b" / name
+        shutil.copytree(root, twin, symlinks=True)
+        quick = subprocess.run([sys.executable, "-m", "storm_queue", *[a.replace("{root}", str(root)) for a in form]],
+                               capture_output=True, cwd=root, env=clean_env(), timeout=60)
+        slow = subprocess.run([sys.executable, "-c", CLICK, *[a.replace("{root}", str(twin)) for a in form]],
+                              capture_output=True, cwd=twin, env=clean_env(), timeout=60)
+
+        def plain(ran: subprocess.CompletedProcess) -> tuple:
+            strip = lambda b: re.sub(rb"\d{4}-\d\d-\d\dT[\d:.]+Z", b"T", b.replace(str(twin).encode(), str(root).encode()))  # noqa: E731
+            return ran.returncode, strip(ran.stdout), strip(ran.stderr)
+
+        assert plain(quick) == plain(slow), name
+        if name == "plain" and "--ttl" not in form and "bad name" not in form:
+            assert quick.returncode == 0 and quick.stdout.split()[0] in (b"run", b'{"outcome":')
+
+
 def test_no_storm_here_answers_as_click_does(tmp_path: Path) -> None:
     lone = tmp_path / "nothing"
     lone.mkdir()
@@ -156,9 +182,15 @@ def test_no_storm_here_answers_as_click_does(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "form"), [
-    (["next"], ("next", None, False)),
-    (["list", "--json"], ("list", None, True)),
-    (["next", "--root", ".", "--json"], ("next", ".", True)),
+    (["next"], ("next", None, False, {})),
+    (["list", "--json"], ("list", None, True, {})),
+    (["next", "--root", ".", "--json"], ("next", ".", True, {})),
+    (["claim", "--holder", "r1", "--ttl", "90"], ("claim", None, False, {"holder": "r1", "ttl": 90})),
+    (["claim", "--ttl", "0"], None),
+    (["claim", "--ttl", "٣"], None),
+    (["claim", "--key", "k"], None),
+    (["claim", "--holder", "a", "--holder", "b"], None),
+    (["next", "--holder", "a"], None),
     (["list"], None),
     (["next", "--json", "--json"], None),
     (["next", "--root"], None),

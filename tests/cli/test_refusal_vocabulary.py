@@ -1,0 +1,323 @@
+"""One refusal vocabulary (issue 6 item 8): every refusal the tool can
+produce has a stable snake_case code, listed in ``storm_queue.refusals``
+(and from there in the README, see tests/unit/test_docs.py), and this file
+makes the tool produce each one.
+
+``SCENARIOS`` maps every code to a function that builds a storm and makes
+the tool refuse with exactly that code: through the real command line with
+``--json`` wherever the command line can produce it, as the real uid 65534
+for ``not_operator`` (and for ``storm_unwritable``, in a storm that account
+owns but cannot write), and through the Python API only for the two codes
+the command line checks as a usage error (``invalid_token``,
+``invalid_result``). A code with no scenario is unasserted; a scenario with
+no code is a refusal outside the vocabulary: both fail."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from storm_queue import refusals
+from storm_queue.desk import Storm
+from tests.cli.test_authority import NOBODY, chown_tree, json_of, run_forked, storm_dir  # noqa: F401 -- a fixture
+from tests.conftest import clean_env, log_events, run_cli
+
+#: a storm factory: ``make(queue, toml=None, abandoned=())`` returns a root another account can reach
+Make = Callable[..., Path]
+#: what a scenario returns: the process's exit code and its one JSON document
+Answer = tuple[int, dict]
+
+BOT = '[priority]\nsources = ["bot"]\n'
+
+
+def cli(root: Path, *args: str, env: dict[str, str] | None = None) -> Answer:
+    """Run the real CLI with --json; its exit code and its JSON document."""
+    done = run_cli(root, *args, "--json", env=env)
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+def ok(root: Path, *args: str) -> str:
+    """A setup step that must be admitted; returns its stdout."""
+    done = run_cli(root, *args)
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
+def api(out) -> Answer:
+    """An answer of the Python API, as the command line would give it."""
+    return out.exit_code, out.to_json()
+
+
+def claimed(make: Make, toml: str | None = None) -> Path:
+    """A storm whose lane ``a`` is leased under token 1."""
+    root = make("a 1\nb 2\n", toml=toml)
+    assert ok(root, "claim", "--holder", "r1").strip() == "run a 1 1"
+    return root
+
+
+# -- authority -----------------------------------------------------------------
+
+
+def _lane_process(make: Make) -> Answer:
+    return cli(make("a 1\n"), "bump", "a", env=clean_env(STORM_QUEUE_LANE="a"))
+
+
+def _not_operator(make: Make) -> Answer:
+    ran = run_forked(make("a 1\n"), "bump", "a", "--json")
+    return ran.returncode, json_of(ran)
+
+
+def _declaration_unreadable(make: Make) -> Answer:
+    return cli(make("a 1\n", toml="[priority]\nsources = 3\n"), "bump", "a")
+
+
+def _declaration_unreadable_runner(make: Make) -> Answer:
+    return cli(make("a 1\n", toml="[runner]\nslots = 0\n"), "claim")
+
+
+def _declaration_untrusted(make: Make) -> Answer:
+    root = make("a 1\n", toml=BOT)
+    os.chmod(root / "storm.toml", 0o664)
+    return cli(root, "bump", "a", "--source", "bot")
+
+
+def _undeclared_source(make: Make) -> Answer:
+    return cli(make("a 1\n", toml=BOT), "bump", "a", "--source", "other")
+
+
+def _operator_only(make: Make) -> Answer:
+    return cli(make("a 1\n", toml=BOT), "unpark", "a", "--reason", "r", "--source", "bot")
+
+
+# -- shape -----------------------------------------------------------------------
+
+
+def _invalid_slug(make: Make) -> Answer:
+    return cli(make("a 1\n"), "bump", "../x")
+
+
+def _invalid_dependency(make: Make) -> Answer:
+    return cli(make("a 1\n"), "push", "z", "5", "--deps", "a,x;y")
+
+
+def _invalid_source(make: Make) -> Answer:
+    return cli(make("a 1\n", toml=BOT), "bump", "a", "--source", "x;y")
+
+
+def _invalid_holder(make: Make) -> Answer:
+    return cli(make("a 1\n"), "claim", "--holder", "a b")
+
+
+def _invalid_issue(make: Make) -> Answer:
+    return cli(make("a 1\n"), "push", "z", "\u00b2")
+
+
+def _invalid_key(make: Make) -> Answer:
+    return cli(make("a 1\n"), "bump", "a", "--key", "two words")
+
+
+def _invalid_time(make: Make) -> Answer:
+    return cli(make("a 1\n"), "schedule", "a", "--not-before", "tomorrow")
+
+
+def _invalid_token(make: Make) -> Answer:
+    root = claimed(make)
+    return api(Storm(str(root), env=clean_env()).finish("a", 0, "ok"))
+
+
+def _invalid_result(make: Make) -> Answer:
+    root = claimed(make)
+    return api(Storm(str(root), env=clean_env()).finish("a", 1, "maybe"))
+
+
+def _blank_reason(make: Make) -> Answer:
+    return cli(make("a 1\n"), "unpark", "a", "--reason", "  ")
+
+
+def _lease_ttl_out_of_range(make: Make) -> Answer:
+    return cli(make("a 1\n"), "claim", "--ttl", "5")  # [runner] ttl_min is 60 by default
+
+
+def _lease_age_exceeded(make: Make) -> Answer:
+    # the TTL is in range and no longer than max_lease_age, but renewed now it
+    # would outlive max_lease_age from the claim, which was earlier
+    root = claimed(make, toml="[runner]\nttl = 60\nmax_lease_age = 100\n")
+    return cli(root, "renew", "a", "--token", "1", "--ttl", "100")
+
+
+# -- lookups ---------------------------------------------------------------------
+
+
+def _idempotency_conflict(make: Make) -> Answer:
+    root = make("a 1\nb 2\n")
+    ok(root, "bump", "a", "--key", "k")
+    return cli(root, "bump", "b", "--key", "k")
+
+
+def _unknown_slug(make: Make) -> Answer:
+    return cli(make("a 1\n"), "bump", "nosuch")
+
+
+def _dependency_abandoned(make: Make) -> Answer:
+    return cli(make("a 1\nb 2\n", abandoned=["b"]), "push", "z", "5", "--deps", "a,b")
+
+
+def _dependency_unknown(make: Make) -> Answer:
+    return cli(make("a 1\n"), "push", "z", "5", "--deps", "a,nosuch")
+
+
+def _dependency_cycle(make: Make) -> Answer:
+    return cli(make("a 1 z\n"), "push", "z", "5", "--deps", "a")
+
+
+def _needed_by_named(make: Make) -> Answer:
+    root = make("a 1\nb 2 a\n")
+    ok(root, "bump", "a")
+    ok(root, "bump", "b")
+    return cli(root, "unbump", "a")
+
+
+def _not_prioritised(make: Make) -> Answer:
+    return cli(make("a 1\n"), "unbump", "a")
+
+
+def _issue_mismatch(make: Make) -> Answer:
+    return cli(make("a 1\n"), "push", "a", "9")
+
+
+def _deps_mismatch(make: Make) -> Answer:
+    return cli(make("a 1\nb 2\n"), "push", "a", "1", "--deps", "b")
+
+
+def _log_readable(make: Make) -> Answer:
+    root = make("a 1\n")
+    ok(root, "bump", "a")
+    return cli(root, "reset", "--reason", "r")
+
+
+def _stale_fence(make: Make) -> Answer:
+    return cli(claimed(make), "renew", "a", "--token", "2")
+
+
+def _lease_live(make: Make) -> Answer:
+    return cli(claimed(make), "recover", "a")
+
+
+def _not_running(make: Make) -> Answer:
+    return cli(make("a 1\n"), "recover", "a")
+
+
+def _not_quarantined(make: Make) -> Answer:
+    return cli(make("a 1\n"), "unpark", "a", "--reason", "r")
+
+
+# -- the disk ----------------------------------------------------------------------
+
+
+def _storm_unwritable(make: Make) -> Answer:
+    """nobody's own storm, its directory read-only: even its owner cannot write it."""
+    root = make("a 1\nb 2\n")
+    ok(root, "bump", "a")
+    chown_tree(root, NOBODY)
+    os.chmod(root, 0o555)
+    ran = run_forked(root, "bump", "b", "--json")
+    return ran.returncode, json_of(ran)
+
+
+SCENARIOS: dict[str, Callable[[Make], Answer]] = {
+    "lane_process": _lane_process,
+    "not_operator": _not_operator,
+    "declaration_unreadable": _declaration_unreadable,
+    "declaration_untrusted": _declaration_untrusted,
+    "undeclared_source": _undeclared_source,
+    "operator_only": _operator_only,
+    "invalid_slug": _invalid_slug,
+    "invalid_dependency": _invalid_dependency,
+    "invalid_source": _invalid_source,
+    "invalid_holder": _invalid_holder,
+    "invalid_issue": _invalid_issue,
+    "invalid_key": _invalid_key,
+    "invalid_time": _invalid_time,
+    "invalid_token": _invalid_token,
+    "invalid_result": _invalid_result,
+    "blank_reason": _blank_reason,
+    "lease_ttl_out_of_range": _lease_ttl_out_of_range,
+    "lease_age_exceeded": _lease_age_exceeded,
+    "idempotency_conflict": _idempotency_conflict,
+    "unknown_slug": _unknown_slug,
+    "dependency_abandoned": _dependency_abandoned,
+    "dependency_unknown": _dependency_unknown,
+    "dependency_cycle": _dependency_cycle,
+    "needed_by_named": _needed_by_named,
+    "not_prioritised": _not_prioritised,
+    "issue_mismatch": _issue_mismatch,
+    "deps_mismatch": _deps_mismatch,
+    "log_readable": _log_readable,
+    "stale_fence": _stale_fence,
+    "lease_live": _lease_live,
+    "not_running": _not_running,
+    "not_quarantined": _not_quarantined,
+    "storm_unwritable": _storm_unwritable,
+}
+
+#: more ways to the same code, each asserted the same way
+ALSO = {"declaration_unreadable": [_declaration_unreadable_runner]}
+
+#: the codes the command line cannot produce (it checks them as usage errors), so the API does
+API_ONLY = {"invalid_token", "invalid_result"}
+
+
+def _assert_refused(root_of: Callable[[], list[Path]], code: str, answer: Answer) -> None:
+    exit_code, doc = answer
+    assert (doc["outcome"], doc["code"]) == ("refused", code), doc
+    assert exit_code == refusals.CODES[code][0], (exit_code, doc)
+    assert doc["message"], doc
+    if doc["recorded"]:  # a recorded refusal is the log's last line, with its code
+        last = log_events(root_of()[-1])[-1]
+        assert (last["action"], last["code"]) == ("refused", code), last
+
+
+@pytest.mark.parametrize("code", list(refusals.CODES))
+def test_the_tool_produces_each_refusal_code(storm_dir, code: str) -> None:
+    made: list[Path] = []
+
+    def make(queue: str, toml: str | None = None, abandoned=()) -> Path:
+        made.append(storm_dir(queue, toml, abandoned))
+        return made[-1]
+
+    assert code in SCENARIOS, f"no scenario produces {code}: it is unasserted"
+    for scenario in [SCENARIOS[code], *ALSO.get(code, [])]:
+        _assert_refused(lambda: made, code, scenario(make))
+
+
+def test_every_code_has_a_scenario_and_every_scenario_a_code() -> None:
+    assert set(SCENARIOS) == set(refusals.CODES), set(SCENARIOS) ^ set(refusals.CODES)
+    assert set(ALSO) <= set(SCENARIOS) and API_ONLY <= set(SCENARIOS)
+
+
+def test_every_code_is_snake_case_with_an_exit_code_and_a_meaning() -> None:
+    for code, (exit_code, meaning) in refusals.CODES.items():
+        assert re.fullmatch(r"[a-z]+(_[a-z]+)*", code), code
+        assert exit_code in (1, 2), code
+        assert meaning.strip(), code
+    assert refusals.AUTHORITY == {code for code, (e, _) in refusals.CODES.items() if e == 1}
+
+
+@pytest.mark.parametrize("args", [["finish", "a", "--token", "0", "--result", "ok"],
+                                  ["finish", "a", "--token", "1", "--result", "maybe"],
+                                  ["renew", "a", "--token", "x"]])
+def test_the_api_only_codes_are_usage_errors_on_the_command_line(storm_dir, args) -> None:
+    """Why ``invalid_token`` and ``invalid_result`` come from the API: the
+    command line refuses them as usage errors, exit 2, recording nothing."""
+    root = claimed(lambda queue, toml=None: storm_dir(queue, toml))
+    before = (root / "priority.log").read_bytes()
+    done = run_cli(root, *args)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert "--token" in done.stderr or "--result" in done.stderr, done.stderr
+    assert (root / "priority.log").read_bytes() == before
