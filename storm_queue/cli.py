@@ -81,8 +81,8 @@ def request_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return click.option("--ttl", type=click.IntRange(min=1), metavar="SECONDS", help="The lease's time to live (default: storm.toml [runner] ttl, else 600).")(fn)
+def ttl_option(default: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    return click.option("--ttl", type=click.IntRange(min=1), metavar="SECONDS", help=f"The lease's time to live (default: {default}).")
 
 
 def token_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -308,7 +308,7 @@ RUNNER_CODES = exit_codes((0, "done; for claim, a decision was printed"), 1,
 
 @main.command(epilog=RUNNER_CODES)
 @click.option("--holder", metavar="NAME", help="Who holds the lease (default: this host and the runner's pid).")
-@ttl_option
+@ttl_option("storm.toml [runner] ttl, else 600")
 @request_options
 @common
 def claim(root: str | None, as_json: bool, holder: str | None, ttl: int | None, reason: str | None,
@@ -329,7 +329,7 @@ def claim(root: str | None, as_json: bool, holder: str | None, ttl: int | None, 
 @main.command(epilog=RUNNER_CODES)
 @click.argument("slug", shell_complete=complete_slug)
 @token_option
-@ttl_option
+@ttl_option("the TTL it was claimed or last renewed with")
 @request_options
 @common
 def renew(root: str | None, as_json: bool, slug: str, token: int, ttl: int | None, reason: str | None,

@@ -385,8 +385,9 @@ class Storm:
         """Extend the live lease on ``slug`` held under ``token``."""
         decl = self.declaration()
         req = _Request("renew", as_text(slug), _text(reason), _text(source), _text(key), (token, ttl))
-        ttl = decl.runner.ttl if ttl is None else ttl
-        refusal = _shape_names(req.slug, (), req.source) or _shape_token(token) or ttl_refusal(decl.runner, ttl)
+        refusal = _shape_names(req.slug, (), req.source) or _shape_token(token)
+        if refusal is None and ttl is not None:
+            refusal = ttl_refusal(decl.runner, ttl)
 
         def plan(snap: Snapshot, by: str) -> Step | Refusal:
             event = plan_renew(snap, decl.runner, req.slug, token, ttl, self._t)

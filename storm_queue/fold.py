@@ -37,6 +37,7 @@ class Lease:
     by: str
     claimed: str
     expires: str
+    ttl: int = 0  # seconds it was claimed or last renewed for
 
 
 @dataclass(frozen=True)
@@ -162,7 +163,7 @@ class Fold:
         run = self.runs.get(slug, NO_RUN)
         token = event.get("token")
         if action == "claim":
-            lease = Lease(event["holder"], token, event["by"], at, event["expires"])
+            lease = Lease(event["holder"], token, event["by"], at, event["expires"], event["ttl"])
             run = replace(run, token=max(run.token, token), lease=lease, attempts=run.attempts + 1,
                           history=run.history + (Attempt(token, event["holder"], at),))
         elif action in ("renew", "finish", "expire", "recover"):
@@ -171,7 +172,7 @@ class Fold:
             lease = run.lease
             if lease is not None and lease.token == token:
                 if action == "renew":
-                    run = replace(run, lease=replace(lease, expires=event["expires"]))
+                    run = replace(run, lease=replace(lease, expires=event["expires"], ttl=event["ttl"]))
                 else:
                     end = event["result"] if action == "finish" else "expired" if action == "expire" else "recovered"
                     history = run.history

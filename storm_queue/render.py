@@ -55,7 +55,7 @@ def run_json(run: Run) -> dict[str, Any]:
     lease = run.lease
     return {
         "lease": None if lease is None else {"holder": lease.holder, "token": lease.token, "by": lease.by,
-                                             "claimed": lease.claimed, "expires": lease.expires},
+                                             "claimed": lease.claimed, "expires": lease.expires, "ttl": lease.ttl},
         "attempts": run.attempts, "quarantined": run.quarantined, "not_before": run.not_before,
         "history": [{"token": a.token, "holder": a.holder, "at": a.at, "end": a.end, "ended": a.ended, "note": a.note}
                     for a in run.history],

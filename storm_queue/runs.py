@@ -118,13 +118,17 @@ def _fence(snap: Snapshot, slug: str, token: int, verb: str) -> Refusal | None:
                    "and claim again")
 
 
-def plan_renew(snap: Snapshot, policy: Policy, slug: str, token: int, ttl: int, t: float) -> dict[str, Any] | Refusal:
-    """Extend the live lease by ``ttl`` from now, within ``max_lease_age``
-    of its claim."""
-    refusal = _fence(snap, slug, token, "renew") or ttl_refusal(policy, ttl)
+def plan_renew(snap: Snapshot, policy: Policy, slug: str, token: int, ttl: int | None, t: float) -> dict[str, Any] | Refusal:
+    """Extend the live lease by ``ttl`` from now (None: by the TTL it was
+    claimed or last renewed with), within ``max_lease_age`` of its claim."""
+    refusal = _fence(snap, slug, token, "renew")
     if refusal:
         return refusal
     lease = snap.state.run(slug).lease
+    ttl = ttl if ttl is not None else lease.ttl or policy.ttl
+    refusal = ttl_refusal(policy, ttl)
+    if refusal:
+        return refusal
     limit = seconds(lease.claimed) + policy.max_lease_age
     if t + ttl > limit:
         return Refusal("lease_age_exceeded",

@@ -206,7 +206,7 @@ def _sound_run(run: object) -> bool:
             and text(run.quarantined, run.not_before, empty=True) and isinstance(run.history, tuple)):
         return False
     lease = run.lease
-    if lease is not None and not (isinstance(lease, fold.Lease) and type(lease.token) is int
+    if lease is not None and not (isinstance(lease, fold.Lease) and type(lease.token) is int and type(lease.ttl) is int
                                   and text(lease.holder, lease.by, lease.claimed, lease.expires)):
         return False
     return all(isinstance(a, fold.Attempt) and type(a.token) is int and text(a.holder, a.at)

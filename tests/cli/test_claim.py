@@ -286,6 +286,20 @@ def test_renew_extends_the_lease_and_is_refused_past_max_lease_age(tmp_path: Pat
     check_log(root, "claim", "renew")
 
 
+def test_renew_without_a_ttl_keeps_the_leases_own_ttl(tmp_path: Path) -> None:
+    root = make_storm(tmp_path / "storm", "a 1\n", toml="[runner]\nttl_min = 1\nttl = 600\n")
+    assert claim(root, "--ttl", "90") == "run a 1 1"
+    cli(root, "renew", "a", "--token", "1")
+    assert log_events(root)[-1]["ttl"] == 90  # not [runner] ttl
+    cli(root, "renew", "a", "--token", "1", "--ttl", "120")
+    cli(root, "renew", "a", "--token", "1")
+    assert [e["ttl"] for e in log_events(root) if e["action"] == "renew"] == [90, 120, 120]
+    assert rows(root)["a"]["lease"]["ttl"] == 120
+    # a lease's own TTL the policy no longer allows is refused like a --ttl
+    (root / "storm.toml").write_text("[runner]\nttl_min = 200\nttl = 600\n")
+    refused(root, "lease_ttl_out_of_range", 2, "renew", "a", "--token", "1")
+
+
 def test_finish_ok_writes_the_result_and_the_lane_awaits_review(tmp_path: Path) -> None:
     root = make_storm(tmp_path / "storm", "a 1\nb 2\n")
     assert claim(root, "--holder", "r1") == "run a 1 1"

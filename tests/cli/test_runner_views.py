@@ -120,7 +120,7 @@ def test_a_live_lease_is_shown_with_its_holder_token_and_expiry(tmp_path: Path) 
     doc = why_doc(root, "a")
     assert (doc["state"], doc["running_kind"], doc["marker_token"], doc["last_token"]) == ("running", "lease", None, 1)
     assert doc["lease"] == {"holder": "runner-1", "token": 1, "by": claim["by"], "claimed": claim["at"],
-                            "expires": claim["expires"]}
+                            "expires": claim["expires"], "ttl": claim["ttl"]}
     assert (doc["attempts"], doc["budget"], doc["quarantined"], doc["not_before"]) == (1, 2, None, None)
     assert doc["history"] == [{"token": 1, "holder": "runner-1", "at": claim["at"], "end": None, "ended": None, "note": None}]
     assert rows(root)["a"]["running"] == "lease"

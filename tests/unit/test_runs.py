@@ -278,7 +278,7 @@ def test_the_fold_of_a_claim_and_how_each_attempt_ends() -> None:
     w = World("a 1\n", Policy(slots=1, attempts=9, ttl=10, ttl_min=1, ttl_max=1000, max_lease_age=100))
     w.claim(holder="h1", by="source:cron")
     run = w.run("a")
-    assert run.lease == fold.Lease("h1", 1, "source:cron", stamp(T0), stamp(T0 + 10))
+    assert run.lease == fold.Lease("h1", 1, "source:cron", stamp(T0), stamp(T0 + 10), 10)
     assert run.attempts == 1 and run.history == (fold.Attempt(1, "h1", stamp(T0)),)
     w.advance(1)
     w.finish("a", 1, "failed", note="boom")
