@@ -1,5 +1,6 @@
 """``storm-queue demo``: a throwaway copy of the example storm, and the story
-of list, push, bump, unbump and next told with their real output."""
+of list, push, bump, unbump, next, claim and finish told with their real
+output."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ STORY = [
     ("Un-bumping billing takes back what only it pulled forward.", ["unbump", "billing"]),
     ("The order now.", ["list"]),
     ("The runner's decision.", ["next"]),
+    ("A runner claims it: a lease on docs under fencing token 1.", ["claim", "--holder", "runner-1", "--ttl", "900"]),
+    ("Its work fails: the attempt is spent, and docs may be claimed again.", ["finish", "docs", "--token", "1", "--result", "failed", "--note", "exit 1"]),
+    ("The next claim of docs gets a greater token.", ["claim", "--holder", "runner-2", "--ttl", "900"]),
+    ("The first runner, late, cannot overwrite the result: its token is stale.", ["finish", "docs", "--token", "1", "--result", "ok"]),
+    ("The live lease's holder finishes: docs awaits review.", ["finish", "docs", "--token", "2", "--result", "ok"]),
     ("Every request, the refused one included, as the log records it.", ["log"]),
 ]
 

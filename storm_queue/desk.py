@@ -469,6 +469,7 @@ class Storm:
     def unpark(self, slug: str, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
         """Return a quarantined lane to the queue with a fresh retry budget;
         operator only, with a reason. Its attempt history stays."""
+        decl = self.declaration()
         req = _Request("unpark", as_text(slug), _text(reason), _text(source), _text(key))
         refusal = _shape_names(req.slug, (), req.source)
         if refusal is None and not (req.reason or "").strip():
@@ -479,9 +480,9 @@ class Storm:
             if isinstance(event, Refusal):
                 return event
             return Step(Outcome("done", "unpark", req.slug, by, message=f"{req.slug} may be claimed again, "
-                                f"with {self.declaration().runner.attempts} fresh attempts"), [event])
+                                f"with {decl.runner.attempts} fresh attempts"), [event])
 
-        return self._request(req, refusal, plan, operator_only=True)
+        return self._request(req, refusal, plan, decl=decl, operator_only=True)
 
     def schedule(self, slug: str, not_before: str, source: str | None = None, reason: str | None = None,
                  key: str | None = None) -> Outcome:

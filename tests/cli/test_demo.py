@@ -28,3 +28,12 @@ def test_demo_runs_every_step_and_leaves_nothing_behind(tmp_path):
     logged = out.split("$ storm-queue log\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert [line.split()[0] for line in logged] == [str(n) for n in range(1, len(logged) + 1)]
     assert any("refused (undeclared_source)" in line for line in logged)
+
+
+def test_demo_shows_a_lease_and_a_stale_token_refused(tmp_path):
+    out = run_cli(None, "demo", cwd=tmp_path).stdout
+    assert "$ storm-queue claim --holder runner-1 --ttl 900\nrun docs 15 1\n" in out
+    assert "$ storm-queue claim --holder runner-2 --ttl 900\nrun docs 15 2\n" in out
+    late = out.split("$ storm-queue finish docs --token 1 --result ok\n", 1)[1].split("\n\n", 1)[0]
+    assert "refused (stale_fence)" in late and "(exit 2)" in late
+    assert "docs finished ok (token 2); it awaits review" in out
