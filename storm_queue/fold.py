@@ -72,6 +72,13 @@ class Run:
 NO_RUN = Run()
 
 
+#: an idempotency key is remembered for at least this many days after the
+#: request it bound (a retry after a timeout comes within minutes); older
+#: keys are forgotten at the log's next day, so keys cost memory and
+#: checkpoint space for a week of requests, not for the log's whole life
+KEY_DAYS = 7
+
+
 @dataclass(frozen=True)
 class Keyed:
     """The first recorded request a principal made under an idempotency
@@ -80,6 +87,10 @@ class Keyed:
     fingerprint: str
     seq: int
     event: Mapping
+
+    @property
+    def day(self) -> str:
+        return str(self.event.get("at", ""))[:10]
 
 
 @dataclass(frozen=True)
@@ -95,6 +106,7 @@ class LaneState:
     marks: Mapping[str, Mark] = field(default_factory=dict)
     runs: Mapping[str, Run] = field(default_factory=dict)
     keys: Mapping[str, Mapping[str, Keyed]] = field(default_factory=dict)
+    keys_day: str = ""  # the log's day (YYYY-MM-DD) on which old keys were last forgotten
 
     def run(self, slug: str) -> Run:
         return self.runs.get(slug, NO_RUN)
@@ -116,12 +128,15 @@ class Fold:
         self.marks = {s: m for s, m in start.marks.items() if s in self.lane}
         self.runs = dict(start.runs)
         self.keys = {by: dict(keys) for by, keys in start.keys.items()}
+        self.keys_day = start.keys_day
         self.changed = False
 
     def step(self, event: Mapping) -> None:
         """Fold one event; refusals, resets and repairs change no lane (a
         refusal made under a key still binds the key)."""
         action = event["action"]
+        if self.keys and str(event.get("at", ""))[:10] > self.keys_day:
+            self._forget(str(event["at"])[:10])
         key = event.get("key")
         if key is not None:
             self.changed = True
@@ -155,6 +170,23 @@ class Fold:
             self.named.setdefault(event["slug"])
             if "not_before" in event:
                 self.runs[event["slug"]] = replace(self.runs.get(event["slug"], NO_RUN), not_before=event["not_before"])
+
+    def _forget(self, day: str) -> None:
+        """Drop the keys bound more than ``KEY_DAYS`` days before ``day``."""
+        from datetime import date, timedelta
+
+        try:
+            cutoff = (date.fromisoformat(day) - timedelta(days=KEY_DAYS)).isoformat()
+        except ValueError:  # not a day: keep every key
+            return
+        self.changed = True
+        self.keys_day = day
+        for by in list(self.keys):
+            kept = {k: v for k, v in self.keys[by].items() if v.day >= cutoff}
+            if kept:
+                self.keys[by] = kept
+            else:
+                del self.keys[by]
 
     def _run(self, event: Mapping) -> None:
         """A runner's event; one presenting a token that is not the live
@@ -192,7 +224,7 @@ class Fold:
         if not self.changed:
             return self.start
         return LaneState(tuple(self.lane), tuple(self.named), dict(self.marks), dict(self.runs),
-                         {by: dict(keys) for by, keys in self.keys.items()})
+                         {by: dict(keys) for by, keys in self.keys.items()}, self.keys_day)
 
 
 #: the actions of runners and of the operator over runs

@@ -721,3 +721,29 @@ def test_parse_relative_is_a_stamp_after_at(base: int, n: int, unit: str) -> Non
     at = float(base)
     got = clock.parse(f"+{n}{unit}", at)
     assert got == stamp(at + n * clock.UNITS[unit]) and got >= stamp(at)
+
+
+def test_keys_are_forgotten_a_week_after_the_day_they_were_bound() -> None:
+    """Deterministic from the log: at the first line of a day, keys bound
+    more than KEY_DAYS days before it are dropped; a checkpoint carries the
+    day, so a replay from it agrees with the whole replay."""
+    from storm_queue.log import checkpoint
+
+    def refused(seq: int, at: str, key: str | None = None, by: str = "operator:r") -> dict:
+        event = {"v": 1, "seq": seq, "at": at, "action": "refused", "by": by, "requested": "bump", "slug": "a",
+                 "code": "unknown_slug", "message": "m", "authorised": True}
+        return {**event, "key": key, "fingerprint": "f"} if key else event
+
+    events = [refused(1, "2026-11-01T23:59:59.000000Z", "k1"), refused(2, "2026-11-05T00:00:00.000000Z", "k2", "source:bot"),
+              refused(3, "2026-11-08T12:00:00.000000Z"), refused(4, "2026-11-09T00:00:00.000000Z"),
+              refused(5, "2026-11-13T00:00:00.000000Z")]
+    assert fold.KEY_DAYS == 7
+    kept = [{by: sorted(keys) for by, keys in fold.replay(events[:n]).keys.items()} for n in range(1, 6)]
+    assert kept == [{"operator:r": ["k1"]}, {"operator:r": ["k1"], "source:bot": ["k2"]},
+                    {"operator:r": ["k1"], "source:bot": ["k2"]},  # seven days on: still remembered
+                    {"source:bot": ["k2"]}, {}]
+    for n in range(1, 5):
+        head = fold.replay(events[:n])
+        back = checkpoint.parse("/s/priority.log", checkpoint.encode("/s/priority.log", checkpoint.Checkpoint(9, n, "0" * 64, head)))
+        assert back.state == head
+        assert fold.replay(events[n:], back.state) == fold.replay(events)
