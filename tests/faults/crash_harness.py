@@ -57,7 +57,9 @@ records an ``expire`` for each, guarded by its token, and nothing else but
 quarantines of lanes that had spent their budget and its own claim; and
 claims (finishing the lanes they get in between, unparking an orphaned
 lane that the expiry quarantined) re-claim an orphaned lane under a
-greater token. The runs replay soundly after that too (point 5).
+greater token; the finish of the runner that lost it, with its old token,
+is refused and writes no result. The runs replay soundly after that too
+(point 5).
 
 The writers are forked from a process that has already imported the tool, so
 that a trial costs milliseconds rather than an interpreter start-up each; a
@@ -91,7 +93,7 @@ from storm_queue.lane import Snapshot, derive
 from storm_queue.desk import Storm
 from storm_queue.log import checkpoint, reader
 from storm_queue.log.audit import audit
-from storm_queue.resolver import MARKER, resolve
+from storm_queue.resolver import MARKER, ORPHAN, resolve
 
 LOG = "priority.log"
 WITNESS = ".priority.log.witness"
@@ -744,6 +746,7 @@ def check_runs(root: Path, events: list[dict], policy: config.Policy, state) -> 
     tokens: dict[str, set[int]] = {}
     top: dict[str, int] = {}
     leases: dict[str, list] = {}
+    history: dict[str, list[tuple[int, str | None]]] = {}  # each claim's token and how it ended
     since: dict[str, int] = {}
     parked: set[str] = set()
     quarantines = unparks = 0
@@ -765,6 +768,7 @@ def check_runs(root: Path, events: list[dict], policy: config.Policy, state) -> 
             if e.get("attempt") != since[slug]:
                 raise AssertionError(f"{where}: attempt {e.get('attempt')}, but {since[slug]} claims since the last unpark")
             leases[slug] = [token, e["expires"]]
+            history.setdefault(slug, []).append((token, None))
             tokens.setdefault(slug, set()).add(token)
             top[slug] = token
             live = sorted(s for s, (_, expires) in leases.items() if expires > at)
@@ -777,10 +781,12 @@ def check_runs(root: Path, events: list[dict], policy: config.Policy, state) -> 
                 lease[1] = e["expires"]
             else:
                 del leases[slug]
+                history[slug][-1] = (token, e["result"])
         elif action == "expire":
             if lease is None or lease[0] != token or lease[1] > at or e.get("expired") != lease[1]:
                 raise AssertionError(f"{where}: not a lease that had expired ({lease})")
             del leases[slug]
+            history[slug][-1] = (token, "expired")
         elif action == "recover":
             raise AssertionError(f"{where}: a marker with no lease was recovered, but nothing here makes one")
         elif action == "quarantine":
@@ -803,8 +809,11 @@ def check_runs(root: Path, events: list[dict], policy: config.Policy, state) -> 
         mine = (since.get(slug, 0), top.get(slug, 0), tuple(leases[slug]) if slug in leases else None, slug in parked)
         folded = (run.attempts, run.token, (run.lease.token, run.lease.expires) if run.lease else None,
                   run.quarantined is not None)
+        mine += (history.get(slug, []),)
+        folded += ([(a.token, a.end) for a in run.history],)
         if mine != folded:
-            raise AssertionError(f"the fold has {slug} at (attempts, token, lease, quarantined) {folded}, the log {mine}")
+            raise AssertionError(f"the fold has {slug} at (attempts, token, lease, quarantined, history) {folded}, "
+                                 f"the log {mine}")
     # the markers are caches of the log, never its only record
     led = ledger.read(str(root))
     for slug, token in led.running.items():
@@ -839,11 +848,17 @@ def _reap(reap: Reap, fig: Figures) -> None:
     token each, a quarantine where that spent the lane's budget, nothing
     else but its own claim); then claims, finishing each lane they get that
     is not an orphaned one, until an orphaned lane is claimed again under a
-    greater token; when every orphaned lane left is quarantined, the
-    operator unparks one first (one that finished cannot run again)."""
+    greater token (when every orphaned lane left is quarantined, the
+    operator unparks one first; one that finished cannot run again); then
+    the runner that lost that lane finishes it with its old token, and is
+    refused (``stale_fence``, recorded) without writing ``result.json``."""
     root, rng, n = reap.root, reap.rng, reap.number
     if rng.random() < 0.5:
         (root / ledger.UNATTENDED).write_text("")
+    log, queue, led = reader.read(str(root / LOG)), queuefile.read(str(root / "queue.txt")), ledger.read(str(root))
+    for row in resolve(Snapshot({ln.slug: ln for ln in queue.lanes}, led, log.state, clock.now())).rows:
+        if row.slug in reap.leases and row.state != "finished" and row.running != ORPHAN:  # its finish died after result.json
+            raise AssertionError(f"the lease of {row.slug} has expired, but the lane is {row.state} {row.running}: {row.status}")
     seq = start = len(_check_log(root))
     for round in range(12):
         claim = _acknowledged(ask_one(root, f"t{n}-reap{round}", ["claim", "--holder", f"reaper{n}", "--ttl", "60"],
@@ -867,9 +882,18 @@ def _reap(reap: Reap, fig: Figures) -> None:
         if token is not None:
             slug = claim.told["slug"]
             if slug in reap.leases:
-                if token <= reap.leases[slug][0]:
-                    raise AssertionError(f"{slug} was re-claimed under token {token}, not above {reap.leases[slug][0]}")
+                old = reap.leases[slug][0]
+                if token <= old:
+                    raise AssertionError(f"{slug} was re-claimed under token {token}, not above {old}")
                 fig.reclaimed += 1
+                # the runner that lost the lane comes back: its finish is refused, and writes no result
+                late = _acknowledged(ask_one(root, f"t{n}-late", ["finish", slug, "--token", str(old), "--result", "ok"], rng))
+                if (late.code, late.told["code"]) != (2, "stale_fence") or ledger.has_result(str(root), slug):
+                    raise AssertionError(f"the finish of {slug} with the expired token {old} answered {late.told}")
+                events = _check_log(root)
+                if events[-1].get("reason") != late.token or events[-1]["code"] != "stale_fence":
+                    raise AssertionError(f"the refused late finish is on the log as {events[-1]}")
+                fig.stale_refused += 1
                 break
             done = _acknowledged(ask_one(root, f"t{n}-reapf{round}", ["finish", slug, "--token", str(token), "--result", "ok"], rng))
             if done.code != 0:
