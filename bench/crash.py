@@ -1,6 +1,7 @@
-"""Crash consistency, the long run: writer processes killed with SIGKILL at
+"""Crash consistency, the long run: writer processes (lane writers, and
+runners that claim, renew, finish, recover and unpark) killed with SIGKILL at
 random moments, trial after trial (see tests/faults/crash_harness.py for what
-a trial is and what it checks).
+a trial is and what it checks, the runner invariants included).
 
     python bench/crash.py --trials 10000
 
@@ -30,7 +31,7 @@ def main() -> int:
     started = time.monotonic()
 
     def progress(fig: crash_harness.Figures) -> None:
-        print(f"... {fig.trials} trials, {fig.kills} kills, {fig.lost} lost, "
+        print(f"... {fig.trials} trials, {fig.kills} kills, {fig.claims_acknowledged} claims, {fig.lost} lost, "
               f"{len(fig.failures)} failed, {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
 
     fig = crash_harness.run(args.trials, args.seed, progress=progress)

@@ -3,23 +3,63 @@ trial after trial, and after each trial the promises checked.
 
 A trial makes a fresh small storm (sometimes with a log just short of a
 checkpoint refresh, so that the trial's writers write the checkpoint and are
-killed doing it), starts a few writer processes (each runs
-the real command line, ``storm_queue.cli.main``, on ``bump``, ``unbump`` or
-``push`` of a random lane, with a ``--reason`` token unique to the request)
-and kills some of them with SIGKILL: either from outside after a random
-delay of 0-50 ms, or from inside at a chosen step of its write path (before
-its n-th write, fsync, rename or truncate, or halfway through a write to the
-log). A request whose process exited with an answer that says it was
-recorded is *acknowledged*. Then:
+killed doing it), starts a few writer processes and kills some of them with
+SIGKILL: either from outside after a random delay, or from inside at a
+chosen step of its write path (before its n-th write, fsync, rename or
+truncate, or halfway through a write to the log). Each writer runs the real
+command line, ``storm_queue.cli.main``, with a ``--reason`` token unique to
+each request it makes:
+
+- a lane writer makes one request: ``bump``, ``unbump`` or ``push`` of a
+  random lane;
+- in a runner trial (half of them: a storm whose ``storm.toml`` says
+  ``[runner] ttl_min = 1``, ``ttl = 2``, 1 or 2 ``slots`` and 1 to 3
+  ``attempts``, mostly with ``UNATTENDED``), most writers are runners:
+  ``claim --ttl 1|2`` and, with the token the claim printed, perhaps
+  ``renew``, then ``finish --result ok|failed``; or a claim whose runner is
+  then killed mid-lane (it never finishes); or a claim, a ``finish`` or
+  ``renew`` with a token that is not its own (refused ``stale_fence``), then
+  the right finish; or ``recover`` (of every orphan, or of one lane), or
+  ``unpark``. Some claims print their decision as text, the rest as JSON.
+
+A request whose process printed its answer and its exit status is
+*acknowledged* (for a claim: a ``run SLUG ISSUE TOKEN`` decision). Then:
 
 1. the log reads and ``storm-queue verify`` finds it sound: its only
    damage, if any, is a torn tail (or whole lines past the witness that a
    killed writer left);
 2. the next request repairs a torn tail and records the repair, and after
-   it the log verifies, chain, ``seq`` and witness;
-3. every acknowledged request is on the log exactly once, as it was told;
-   no request is on it twice;
-4. the replayed lane equals its derivation (the resolver sees nothing stale).
+   it the log verifies, chain, ``seq`` and witness; then ``storm-queue
+   claim`` still works (exit 0) and ``storm-queue verify`` exits 0;
+3. every acknowledged request is on the log exactly once, as it was told (a
+   claim that took no lease, a ``recover`` with nothing to take back: not at
+   all); no request is on it twice; an acknowledged claim's token is on the
+   log in a ``claim`` line for its lane exactly once;
+4. the replayed lane equals its derivation (the resolver sees nothing stale);
+5. the runs, replayed line by line from the log (``check_runs``): per lane,
+   claim tokens strictly increase (so never repeat); a lane is claimed only
+   while it holds no lease and is not quarantined; at most ``[runner]
+   slots`` leases are live at any line; every ``renew`` and ``finish`` on
+   the log (acknowledged or not) names the lease that was live at its line,
+   every ``expire`` the lease that had expired by it; a claim's ``attempt``
+   and the fold's ``attempts`` equal the claims since the last ``unpark``; a
+   lane is quarantined only after ``attempts`` claims; the fold's leases,
+   tokens and quarantines equal this replay's; every running marker on disk
+   carries a token the log has in a claim of its lane (the harness never
+   hand-makes one, so a marker the log does not know would be a lease
+   recorded nowhere else), no lane runs "by a marker with no lease", and a
+   ``result.json`` that says ok carries a token the log has given.
+
+When a runner trial leaves leases (a runner killed mid-lane, the claim of
+step 2), its storm is, in most such trials, kept and revisited once they
+have expired (other trials run meanwhile, so nobody sleeps): a claim then
+records an ``expire`` for each, guarded by its token, and nothing else but
+quarantines of lanes that had spent their budget and its own claim; and
+claims (finishing the lanes they get in between, unparking an orphaned
+lane that the expiry quarantined) re-claim an orphaned lane under a
+greater token; the finish of the runner that lost it, with its old token,
+is refused and writes no result. The runs replay soundly after that too
+(point 5).
 
 The writers are forked from a process that has already imported the tool, so
 that a trial costs milliseconds rather than an interpreter start-up each; a
@@ -48,18 +88,24 @@ import storm_queue.cli  # with everything a writer imports, before forking, so a
 import storm_queue.log.lock  # noqa: F401
 import storm_queue.log.writer  # noqa: F401
 import storm_queue.render  # noqa: F401
-from storm_queue import ledger, queuefile
+from storm_queue import clock, config, ledger, queuefile
 from storm_queue.lane import Snapshot, derive
 from storm_queue.desk import Storm
 from storm_queue.log import checkpoint, reader
 from storm_queue.log.audit import audit
-from storm_queue.resolver import resolve
+from storm_queue.resolver import MARKER, ORPHAN, resolve
 
 LOG = "priority.log"
 WITNESS = ".priority.log.witness"
 QUEUE = "a 1\nb 2 a\nc 3\nd 4 c\ne 5\nf 6 b,d\n"
 SLUGS = ("a", "b", "c", "d", "e", "f")
 KILLED = -signal.SIGKILL
+RUNNER_TRIALS = 0.5  # the share of trials on a storm with a short-lease [runner]
+RUNNER_SHARE = 0.7  # the share of a runner trial's writers that are runners
+CLAIM_AFTER = 0.15  # the share of the other trials whose repairing request is followed by a claim
+#: the share of runner trials left with leases whose storm is revisited once they expired: with a runner
+#: killed mid-lane, and without
+REAP_SHARE = (0.6, 0.15)
 
 
 @dataclass
@@ -77,35 +123,81 @@ class Figures:
     lost: int = 0
     duplicated: int = 0
     checkpointed: int = 0
+    runner_trials: int = 0
+    runners: int = 0
+    claims_acknowledged: int = 0
+    claims_on_log: int = 0
+    finishes_acknowledged: int = 0
+    finishes_on_log: int = 0
+    renewals_acknowledged: int = 0
+    stale_refused: int = 0
+    killed_mid_lane: int = 0
+    quarantines: int = 0
+    unparked: int = 0
+    orphans_expired: int = 0
+    reclaimed: int = 0
     failures: list[str] = field(default_factory=list)
 
+    COUNTS = ("trials", "writers", "kills", "torn_repaired", "rewitnessed", "acknowledged", "acknowledged_on_log",
+              "lost", "duplicated", "checkpointed", "runner_trials", "runners", "claims_acknowledged",
+              "claims_on_log", "finishes_acknowledged", "finishes_on_log", "renewals_acknowledged", "stale_refused",
+              "killed_mid_lane", "quarantines", "unparked", "orphans_expired", "reclaimed")
+
     def add(self, other: "Figures") -> None:
-        for name in ("trials", "writers", "kills", "torn_repaired", "rewitnessed", "acknowledged",
-                     "acknowledged_on_log", "lost", "duplicated", "checkpointed"):
+        for name in self.COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.failures.extend(other.failures)
 
     def report(self) -> str:
-        return (f"trials {self.trials}\nwriters {self.writers}\nkills {self.kills}\n"
+        return (f"trials {self.trials} (runner trials {self.runner_trials})\n"
+                f"writers {self.writers} (runners {self.runners})\nkills {self.kills}\n"
+                f"runners killed mid-lane (claim acknowledged, no finish) {self.killed_mid_lane}\n"
                 f"torn tails repaired {self.torn_repaired}\n"
                 f"lines past the witness re-witnessed {self.rewitnessed}\n"
                 f"trials whose log got a checkpoint {self.checkpointed}\n"
                 f"acknowledged requests {self.acknowledged}\n"
                 f"acknowledged requests on the log exactly once {self.acknowledged_on_log}\n"
+                f"acknowledged claims (run SLUG ISSUE TOKEN) {self.claims_acknowledged}\n"
+                f"acknowledged claims whose token is on the log exactly once {self.claims_on_log}\n"
+                f"acknowledged renewals {self.renewals_acknowledged}\n"
+                f"acknowledged finishes {self.finishes_acknowledged}\n"
+                f"acknowledged finishes on the log, of the live lease {self.finishes_on_log}\n"
+                f"stale tokens refused (stale_fence) {self.stale_refused}\n"
+                f"quarantines on the logs {self.quarantines}\n"
+                f"lanes unparked {self.unparked}\n"
+                f"orphaned leases expired by a later claim {self.orphans_expired}\n"
+                f"orphaned lanes re-claimed under a greater token {self.reclaimed}\n"
                 f"acknowledged requests lost {self.lost}\n"
                 f"requests on the log twice {self.duplicated}\n"
                 f"failed trials {len(self.failures)}")
 
 
 @dataclass
-class Writer:
+class Request:
+    """One request a writer made: its ``--reason`` token, its arguments,
+    whether it asked for a text answer; once answered, its exit status and
+    what it printed (``code`` None: the writer was killed before it printed
+    both, so the request is not acknowledged)."""
+
     token: str
     argv: list[str]
+    text: bool = False
+    code: int | None = None
+    answer: str = ""
+    told: dict | None = None  # the answer as data (a text claim's decision line made a dict)
+
+
+@dataclass
+class Writer:
+    token: str
+    argv: list[str]  # a lane writer's request; a runner's plan says what it asks
     kill_at: tuple[str, int] | None  # ("after", ms) from outside, ("step", n) or ("half", n) from inside
+    plan: dict | None = None  # a runner's: kind, holder, ttl, renew, result, text, ...
     pid: int = 0
     out_fd: int = -1
     status: int | None = None
     stdout: bytes = b""
+    requests: list[Request] = field(default_factory=list)
 
 
 # -- the writer process ----------------------------------------------------------
@@ -154,27 +246,96 @@ def _child(root: Path, w: Writer, out_w: int, keep: set[int]) -> None:
                 os.close(fd)
             except OSError:
                 pass
-        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8")
+        out = io.FileIO(1, "w", closefd=False)  # not os.write: the kill points do not count the harness's own writes
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8")
         signal.alarm(60)
         os.environ.pop("STORM_QUEUE_LANE", None)
         os.environ.pop("STORM_QUEUE_ROOT", None)
         if w.kill_at and w.kill_at[0] in ("step", "half"):
             _arm(*w.kill_at)
+        _script(root, w, out)
+        code = 0
+    except BaseException:  # noqa: BLE001 -- the parent sees 98
+        code = 98
+    finally:
+        os._exit(code)
+
+
+def _script(root: Path, w: Writer, out: io.FileIO) -> None:
+    """In the forked writer: make its requests, one after another, each
+    framed on stdout as ``#req {...}``, then its answer, then ``#exit N``
+    (printed at once after the command returned: the answer and its status
+    are acknowledged together, or not at all)."""
+    made = [0]
+
+    def ask(argv: list[str], text: bool = False) -> tuple[int, dict]:
+        token = w.token if made[0] == 0 else f"{w.token}.{made[0]}"
+        made[0] += 1
+        out.write(b"#req " + json.dumps({"token": token, "argv": argv, "text": text}).encode() + b"\n")
+        extra = [] if argv[0] == "verify" else ["--reason", token]
+        buf = sys.stdout = io.StringIO()
         try:
-            storm_queue.cli.main([*w.argv, "--reason", w.token, "--json", "--root", str(root)],
+            storm_queue.cli.main([*argv, *extra, *([] if text else ["--json"]), "--root", str(root)],
                                  prog_name="storm-queue")
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 96
-    except BaseException:  # noqa: BLE001 -- the parent sees 98
-        code = 98
-    finally:
-        try:
-            sys.stdout.flush()
-        except Exception:  # noqa: BLE001
-            pass
-        os._exit(code)
+        answer = buf.getvalue()
+        out.write(f"{answer.rstrip(chr(10))}\n#exit {code}\n".encode())
+        return code, _told(argv, text, answer)
+
+    plan = w.plan
+    if plan is None or plan["kind"] == "one":
+        ask(w.argv, bool(plan and plan.get("text")))
+        return
+    code, told = ask(["claim", "--holder", plan["holder"], "--ttl", str(plan["ttl"])], plan["text"])
+    if code != 0 or told.get("token") is None:
+        return
+    slug, token = told["slug"], told["token"]
+    if plan["kind"] == "die":  # killed mid-lane: the lease is left to expire
+        os.kill(os.getpid(), signal.SIGKILL)
+    if plan["kind"] == "stale":
+        wrong = token + 1 if token == 1 or plan["newer"] else token - 1
+        if plan["renew"]:
+            ask(["renew", slug, "--token", str(wrong), "--ttl", str(plan["rttl"])])
+        else:
+            ask(["finish", slug, "--token", str(wrong), "--result", plan["result"]])
+    elif plan["renew"]:
+        ask(["renew", slug, "--token", str(token), "--ttl", str(plan["rttl"])])
+    ask(["finish", slug, "--token", str(token), "--result", plan["result"]])
+
+
+def _told(argv: list[str], text: bool, answer: str) -> dict:
+    """An answer as data: the JSON document, or a text claim's decision
+    line made one (``slug`` and ``token`` only for ``run``)."""
+    if not text:
+        return json.loads(answer)
+    line = answer.strip()
+    if "\n" in line:
+        raise AssertionError(f"a text claim printed more than its decision line: {answer!r}")
+    words = line.split(" ")
+    if words[0] == "run":
+        if len(words) != 4 or not words[3].isdigit():
+            raise AssertionError(f"a claim printed {line!r}, not run SLUG ISSUE TOKEN")
+        return {"outcome": "done", "decision": line, "slug": words[1], "token": int(words[3])}
+    return {"outcome": "done", "decision": line, "slug": None, "token": None}
+
+
+def _frames(w: Writer) -> None:
+    """The requests a writer made, from its framed stdout."""
+    for line in w.stdout.decode("utf-8").split("\n"):
+        if line.startswith("#req "):
+            body = json.loads(line[5:])
+            w.requests.append(Request(body["token"], body["argv"], body["text"]))
+        elif line.startswith("#exit "):
+            w.requests[-1].code = int(line[6:])
+        elif line and w.requests:
+            r = w.requests[-1]
+            r.answer += line + "\n"
+    for r in w.requests:
+        if r.code is not None:
+            if r.code in (0, 1, 2) and (r.answer or not r.text):
+                r.told = _told(r.argv, r.text, r.answer)
 
 
 def run_writers(root: Path, writers: list[Writer], rng: random.Random) -> None:
@@ -219,6 +380,33 @@ def run_writers(root: Path, writers: list[Writer], rng: random.Random) -> None:
         _, status = os.waitpid(w.pid, 0)
         w.status = os.waitstatus_to_exitcode(status)
         w.stdout = b"".join(chunks[w.out_fd])
+    for w in writers:
+        if w.status not in (0, KILLED):
+            raise AssertionError(f"writer {w.token} {w.argv} {w.plan} exited {w.status}: {w.stdout!r}")
+        _frames(w)
+
+
+def verify_cli(root: Path) -> tuple[int, str]:
+    """``storm-queue verify --json``, run here (it only reads): its exit
+    status and what it printed."""
+    saved, sys.stdout = sys.stdout, io.StringIO()
+    try:
+        storm_queue.cli.main(["verify", "--json", "--root", str(root)], prog_name="storm-queue")
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 96
+    finally:
+        answer, sys.stdout = sys.stdout.getvalue(), saved
+    return code, answer
+
+
+def ask_one(root: Path, token: str, argv: list[str], rng: random.Random, text: bool = False) -> Request:
+    """One request in a writer of its own, left alone: its answer."""
+    w = Writer(token, argv, None, {"kind": "one", "text": text})
+    run_writers(root, [w], rng)
+    if len(w.requests) != 1 or w.requests[0].code is None:
+        raise AssertionError(f"the request {argv} was not answered: {w.stdout!r}")
+    return w.requests[0]
 
 
 # -- one trial --------------------------------------------------------------------
@@ -241,16 +429,45 @@ def _requests(rng: random.Random, n: int) -> list[list[str]]:
     return out
 
 
-def _kill_plan(rng: random.Random) -> tuple[str, int] | None:
-    """None (left alone), or when and how the writer is killed (see ``Writer``)."""
+def _writers(rng: random.Random, number: int, tag: str, n: int, runner: bool, kill: bool) -> list[Writer]:
+    """``n`` writers: lane writers, and in a runner trial mostly runners."""
+    out = []
+    for k, argv in enumerate(_requests(rng, n)):
+        token = f"t{number}-{tag}{k}"
+        plan = None
+        if runner and rng.random() < RUNNER_SHARE:
+            plan = _runner_plan(rng, f"h{number}-{tag}{k}", kill)
+            if plan["kind"] == "recover":
+                argv, plan = ["recover"] + ([rng.choice(SLUGS)] if rng.random() < 0.3 else []), {"kind": "one"}
+            elif plan["kind"] == "unpark":
+                argv, plan = ["unpark", rng.choice(SLUGS)], {"kind": "one"}
+        out.append(Writer(token, argv, _kill_plan(rng, plan is not None) if kill else None, plan))
+    return out
+
+
+def _runner_plan(rng: random.Random, holder: str, kill: bool) -> dict:
+    """What a runner asks: ``work`` (claim, perhaps renew, finish), ``die``
+    (claim, then killed mid-lane), ``stale`` (claim, a renew or finish with a
+    token not its own, then the right finish), ``recover`` or ``unpark``."""
+    roll = rng.random()
+    kind = ("work" if roll < 0.5 else "die" if roll < (0.65 if kill else 0.55) else "stale" if roll < 0.78
+            else "recover" if roll < 0.9 else "unpark")
+    return {"kind": kind, "holder": holder, "ttl": rng.choice((1, 2)), "rttl": rng.choice((1, 2)),
+            "renew": rng.random() < 0.35, "result": "ok" if rng.random() < 0.5 else "failed",
+            "text": rng.random() < 0.3, "newer": rng.random() < 0.5}
+
+
+def _kill_plan(rng: random.Random, runner: bool = False) -> tuple[str, int] | None:
+    """None (left alone), or when and how the writer is killed (see ``Writer``).
+    A runner makes up to three requests, so its kill points reach further."""
     roll = rng.random()
     if roll < 0.25:
         return None
     if roll < 0.6:
-        return ("after", rng.randint(0, 50))
+        return ("after", rng.randint(0, 120 if runner else 50))
     if roll < 0.9:
-        return ("step", rng.randint(1, 12))
-    return ("half", rng.randint(1, 2))
+        return ("step", rng.randint(1, 36 if runner else 12))
+    return ("half", rng.randint(1, 3 if runner else 2))
 
 
 def _check_log(root: Path) -> list[dict]:
@@ -279,24 +496,54 @@ def _check_log(root: Path) -> list[dict]:
     return events
 
 
-def trial(base: Path, number: int, rng: random.Random) -> Figures:
-    """One trial in a fresh storm under ``base``; the figures it adds."""
+@dataclass
+class Reap:
+    """A runner trial's storm kept until the leases it was left with have
+    expired: then a claim must take them back (see ``reap``)."""
+
+    root: Path
+    number: int
+    due: float  # time.time() after which every lease has expired
+    leases: dict[str, tuple[int, str]]  # slug -> (token, expires) as the log left them
+    policy: config.Policy
+    rng: random.Random
+
+
+def trial(base: Path, number: int, rng: random.Random, reaps: list[Reap] | None = None) -> Figures:
+    """One trial in a fresh storm under ``base``; the figures it adds. A
+    runner trial that leaves leases adds a ``Reap`` to ``reaps`` (the storm
+    is kept until then); without ``reaps`` it is reaped at once, after
+    waiting for its leases to expire."""
     fig = Figures(trials=1)
     root = base / f"t{number}"
     root.mkdir()
     (root / "queue.txt").write_text(QUEUE)
     if rng.random() < 0.3:
         (root / "integrated.txt").write_text("c\n")
+    policy = None
+    if rng.random() < RUNNER_TRIALS:
+        policy = config.Policy(slots=rng.choice((1, 1, 2)), attempts=rng.choice((1, 2, 2, 3)), ttl=2, ttl_min=1)
+        (root / "storm.toml").write_text(f"[runner]\nslots = {policy.slots}\nattempts = {policy.attempts}\n"
+                                         "ttl = 2\nttl_min = 1\n")
+        if rng.random() < 0.8:
+            (root / ledger.UNATTENDED).write_text("")
+        fig.runner_trials = 1
     try:
-        _trial(root, number, rng, fig)
+        reap = _trial(root, number, rng, fig, policy)
     except Exception as exc:  # noqa: BLE001 -- a failed promise is a figure, with its trial kept for a look
         fig.failures.append(f"trial {number} ({root}): {type(exc).__name__}: {exc}")
         return fig
-    shutil.rmtree(root)
+    if reap is None:
+        shutil.rmtree(root)
+    elif reaps is not None:
+        reaps.append(reap)
+    else:
+        time.sleep(max(0.0, reap.due - time.time()))
+        fig.add(reaped(reap))
     return fig
 
 
-def _prefill(root: Path, number: int, rng: random.Random) -> list[tuple[Writer, dict]]:
+def _prefill(root: Path, number: int, rng: random.Random) -> list[Request]:
     """Sometimes, a log just short of a checkpoint refresh, so that the
     trial's writers write the checkpoint (and are killed doing it): requests
     made in this process, with their answers."""
@@ -308,33 +555,55 @@ def _prefill(root: Path, number: int, rng: random.Random) -> list[tuple[Writer, 
         verb, slug = rng.choice(["bump", "bump", "unbump"]), rng.choice(SLUGS)
         token = f"t{number}-p{k}"
         out = getattr(storm, verb)(slug, reason=token)
-        done.append((Writer(token, [verb, slug], None), out.to_json()))
+        done.append(Request(token, [verb, slug], code=out.exit_code, told=out.to_json()))
     return done
 
 
-def _trial(root: Path, number: int, rng: random.Random, fig: Figures) -> None:
+def _records(r: Request) -> bool:
+    """Whether an acknowledged request said it recorded a line of its own
+    (a claim that took no lease and a recover with nothing to take back
+    record none; an expiry a claim found is recorded, but is not its own)."""
+    if r.argv[0] == "claim":
+        return r.told.get("token") is not None
+    if r.argv[0] == "recover":
+        return r.told["outcome"] != "noop"
+    return r.argv[0] != "verify"
+
+
+def _acknowledged(r: Request) -> Request:
+    """Check what an acknowledged request printed; return it."""
+    if r.code not in (0, 1, 2) or r.told is None:
+        raise AssertionError(f"request {r.token} {r.argv} exited {r.code}: {r.answer!r}")
+    doc = r.told
+    if (r.code == 0) != (doc["outcome"] in ("done", "noop")):
+        raise AssertionError(f"request {r.token} {r.argv} exited {r.code} with {doc}")
+    if not r.text and _records(r) and doc["recorded"] is not True:
+        raise AssertionError(f"request {r.token} {r.argv} was not recorded: {doc}")
+    if r.argv[0] == "claim" and r.code != 0:
+        raise AssertionError(f"claim {r.token} exited {r.code}: {doc}")
+    return r
+
+
+def _trial(root: Path, number: int, rng: random.Random, fig: Figures, policy: config.Policy | None) -> Reap | None:
+    runner = policy is not None
     prefilled = _prefill(root, number, rng)
-    settle = rng.randint(0, 3)  # requests that finish before the trial: the storm may have no log yet
-    warmup = [Writer(f"t{number}-s{k}", argv, None) for k, argv in enumerate(_requests(rng, settle))]
+    settle = rng.randint(0, 1 if runner else 3)  # requests that finish before the trial: the storm may have no log yet
+    warmup = _writers(rng, number, "s", settle, runner, kill=False)
     if warmup:
         run_writers(root, warmup, rng)
-    writers = [Writer(f"t{number}-w{k}", argv, _kill_plan(rng))
-               for k, argv in enumerate(_requests(rng, rng.randint(2, 4)))]
+    writers = _writers(rng, number, "w", rng.randint(2, 3 if runner else 4), runner, kill=True)
     run_writers(root, writers, rng)
     fig.writers += len(writers)
+    fig.runners += sum(1 for w in writers if w.plan is not None)
 
-    answered = list(prefilled)
+    answered, mid_lane = list(prefilled), 0
     for w in warmup + writers:
-        if w.status == KILLED:
-            if w in writers:
-                fig.kills += 1
-            continue
-        if w.status not in (0, 1, 2):
-            raise AssertionError(f"writer {w.token} {w.argv} exited {w.status}: {w.stdout!r}")
-        doc = json.loads(w.stdout)
-        if (w.status == 0) != (doc["outcome"] in ("done", "noop")) or doc["recorded"] is not True:
-            raise AssertionError(f"writer {w.token} {w.argv} exited {w.status} with {doc}")
-        answered.append((w, doc))
+        if w.status == KILLED and w in writers:
+            fig.kills += 1
+            claims = [r for r in w.requests if r.argv[0] == "claim" and r.told and r.told.get("token")]
+            if claims and not any(r.argv[0] == "finish" and r.code is not None for r in w.requests):
+                mid_lane += 1
+        answered += [_acknowledged(r) for r in w.requests if r.code is not None]
 
     # 1. the log reads and verifies, with nothing worse than an unacknowledged tail
     torn = b""
@@ -353,13 +622,11 @@ def _trial(root: Path, number: int, rng: random.Random, fig: Figures) -> None:
         past_witness = False
 
     # 2. the next request repairs a torn tail and records the repair
-    after = Writer(f"t{number}-after", ["bump", rng.choice(SLUGS)], None)
-    run_writers(root, [after], rng)
-    if after.status not in (0, 2):
-        raise AssertionError(f"the request after the trial exited {after.status}: {after.stdout!r}")
-    doc = json.loads(after.stdout)
-    if not doc["recorded"]:
-        raise AssertionError(f"the request after the trial was not recorded: {doc}")
+    after = ask_one(root, f"t{number}-after", ["bump", rng.choice(SLUGS)], rng)
+    if after.code not in (0, 2):
+        raise AssertionError(f"the request after the trial exited {after.code}: {after.answer!r}")
+    if not after.told["recorded"]:
+        raise AssertionError(f"the request after the trial was not recorded: {after.told}")
     events = _check_log(root)
     if events[-1].get("reason") != after.token:
         raise AssertionError("the request after the trial is not the log's last line")
@@ -374,32 +641,28 @@ def _trial(root: Path, number: int, rng: random.Random, fig: Figures) -> None:
         fig.rewitnessed += 1
     if (root / f".{LOG}.checkpoint").exists():
         fig.checkpointed += 1
+    # ... and then a claim still works (in every runner trial, and in some others), and verify says the log is sound
+    claim = None
+    if runner or rng.random() < CLAIM_AFTER:
+        claim = _acknowledged(ask_one(root, f"t{number}-claim", ["claim", "--holder", f"h{number}-after", "--ttl",
+                                                                  "1" if runner else "600"], rng, text=rng.random() < 0.3))
+    code, answer = verify_cli(root)
+    if code != 0 or json.loads(answer).get("sound") is not True:
+        raise AssertionError(f"verify exited {code}: {answer!r}")
+    events = _check_log(root)
 
     # 3. every acknowledged request is on the log exactly once, as it was told
-    seen: dict[str, dict] = {}
-    for event in events:
+    seen: dict[str, int] = {}
+    for i, event in enumerate(events):
         token = event.get("reason")
         if token is None:
             continue
         if token in seen:
             fig.duplicated += 1
             raise AssertionError(f"request {token} is on the log twice")
-        seen[token] = event
-    for w, told in answered + [(after, doc)]:
-        fig.acknowledged += 1
-        event = seen.get(w.token)
-        if event is None:
-            fig.lost += 1
-            raise AssertionError(f"acknowledged request {w.token} {w.argv} is not on the log")
-        verb = w.argv[0]
-        if told["outcome"] == "refused":
-            ok = (event["action"], event["requested"], event["code"]) == ("refused", verb, told["code"])
-        else:
-            ok = (event["action"], event["slug"], event["moved"], event["removed"]) == (
-                verb, w.argv[1], told["moved"], told["removed"])
-        if not ok:
-            raise AssertionError(f"request {w.token} is on the log as {event}, but was told {told}")
-        fig.acknowledged_on_log += 1
+        seen[token] = i
+    for r in answered + [after] + ([claim] if claim else []):
+        _on_log(r, events, seen.get(r.token), fig)
 
     # 4. the replayed lane equals its derivation
     log = reader.read(str(root / LOG))
@@ -410,18 +673,280 @@ def _trial(root: Path, number: int, rng: random.Random, fig: Figures) -> None:
     if log.state.lane != derive(snap, log.state.named) or resolve(snap).stale:
         raise AssertionError(f"the lane {log.state.lane} is not its derivation {derive(snap, log.state.named)}")
 
+    # 5. the runs replay soundly, and the markers are only caches of the log
+    leases, quarantines, unparked = check_runs(root, events, policy or config.Policy(), log.state)
+    fig.quarantines += quarantines
+    fig.unparked += unparked
+    fig.killed_mid_lane += mid_lane
+    reap_rng, roll = random.Random(rng.random()), rng.random()
+    if not runner or not leases or roll >= REAP_SHARE[0 if mid_lane else 1]:
+        return None
+    due = max(clock.seconds(expires) for _, expires in leases.values()) + 0.05
+    return Reap(root, number, due, leases, policy, reap_rng)
+
+
+def _on_log(r: Request, events: list[dict], i: int | None, fig: Figures) -> None:
+    """An acknowledged request is on the log (at ``i``) as it was told, or,
+    when it recorded nothing of its own, not at all."""
+    verb, told = r.argv[0], r.told
+    if verb == "verify":
+        return
+    if not _records(r):
+        if i is not None:
+            raise AssertionError(f"request {r.token} {r.argv} recorded nothing, yet it is on the log: {events[i]}")
+        return
+    fig.acknowledged += 1
+    if i is None:
+        fig.lost += 1
+        raise AssertionError(f"acknowledged request {r.token} {r.argv} is not on the log")
+    event = events[i]
+    if told["outcome"] == "refused":
+        ok = (event["action"], event["requested"], event["code"]) == ("refused", verb, told["code"])
+        fig.stale_refused += ok and told["code"] == "stale_fence"
+    elif verb in ("bump", "unbump", "push"):
+        ok = (event["action"], event["slug"], event["moved"], event["removed"]) == (
+            verb, r.argv[1], told["moved"], told["removed"])
+    elif verb == "claim":
+        fig.claims_acknowledged += 1
+        ok = ((event["action"], event["slug"], event["token"], event["holder"]) == ("claim", told["slug"], told["token"], r.argv[2])
+              and told["decision"] == f"run {event['slug']} {event['issue']} {event['token']}"
+              and (r.text or told["expires"] == event["expires"]))
+        same = [e for e in events if e["action"] == "claim" and e["slug"] == told["slug"] and e["token"] == told["token"]]
+        if ok and len(same) != 1:
+            raise AssertionError(f"claim {r.token}'s token {told['token']} on {told['slug']} is on the log in {len(same)} claims")
+        fig.claims_on_log += ok
+    elif verb == "renew":
+        fig.renewals_acknowledged += 1
+        ok = (event["action"], event["slug"], event["token"], event["expires"]) == (
+            "renew", r.argv[1], int(r.argv[3]), told["expires"])
+    elif verb == "finish":
+        fig.finishes_acknowledged += 1
+        ok = True
+        if event["action"] == "quarantine":  # a failure that spent the last attempt: one write, the reason on its last line
+            ok = event["slug"] == r.argv[1] and r.argv[5] == "failed"
+            event = events[i - 1]
+        ok = ok and (event["action"], event["slug"], event["token"], event["result"]) == (
+            "finish", r.argv[1], int(r.argv[3]), r.argv[5])
+        fig.finishes_on_log += ok  # and check_runs saw that it named the live lease
+    elif verb == "recover":
+        ok = event["action"] in ("expire", "quarantine")
+    elif verb == "unpark":
+        ok = (event["action"], event["slug"]) == ("unpark", r.argv[1])
+    else:
+        ok = False
+    if not ok:
+        raise AssertionError(f"request {r.token} {r.argv} is on the log as {event}, but was told {told}")
+    fig.acknowledged_on_log += 1
+
+
+def check_runs(root: Path, events: list[dict], policy: config.Policy, state) -> tuple[dict[str, tuple[int, str]], int, int]:
+    """Replay the runs line by line and check the runner invariants (see the
+    module's point 5); return the leases the log leaves (slug -> token,
+    expiry), and how many quarantines and unparks it has."""
+    tokens: dict[str, set[int]] = {}
+    top: dict[str, int] = {}
+    leases: dict[str, list] = {}
+    history: dict[str, list[tuple[int, str | None]]] = {}  # each claim's token and how it ended
+    since: dict[str, int] = {}
+    parked: set[str] = set()
+    quarantines = unparks = 0
+    for e in events:
+        action = e["action"]
+        if action not in ("claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule"):
+            continue
+        slug, at, token = e["slug"], e["at"], e.get("token")
+        where = f"line {e['seq']} ({action} {slug} token {token})"
+        lease = leases.get(slug)
+        if action == "claim":
+            if lease is not None:
+                raise AssertionError(f"{where}: the lane still held the lease of token {lease[0]}")
+            if slug in parked:
+                raise AssertionError(f"{where}: the lane is quarantined")
+            if token <= top.get(slug, 0):
+                raise AssertionError(f"{where}: the token is not greater than the lane's last, {top.get(slug, 0)}")
+            since[slug] = since.get(slug, 0) + 1
+            if e.get("attempt") != since[slug]:
+                raise AssertionError(f"{where}: attempt {e.get('attempt')}, but {since[slug]} claims since the last unpark")
+            leases[slug] = [token, e["expires"]]
+            history.setdefault(slug, []).append((token, None))
+            tokens.setdefault(slug, set()).add(token)
+            top[slug] = token
+            live = sorted(s for s, (_, expires) in leases.items() if expires > at)
+            if len(live) > policy.slots:
+                raise AssertionError(f"{where}: {len(live)} live leases ({' '.join(live)}), but {policy.slots} slots")
+        elif action in ("renew", "finish"):
+            if lease is None or lease[0] != token or lease[1] <= at:
+                raise AssertionError(f"{where}: not the live lease ({lease})")
+            if action == "renew":
+                lease[1] = e["expires"]
+            else:
+                del leases[slug]
+                history[slug][-1] = (token, e["result"])
+        elif action == "expire":
+            if lease is None or lease[0] != token or lease[1] > at or e.get("expired") != lease[1]:
+                raise AssertionError(f"{where}: not a lease that had expired ({lease})")
+            del leases[slug]
+            history[slug][-1] = (token, "expired")
+        elif action == "recover":
+            raise AssertionError(f"{where}: a marker with no lease was recovered, but nothing here makes one")
+        elif action == "quarantine":
+            if since.get(slug, 0) < policy.attempts or lease is not None or slug in parked:
+                raise AssertionError(f"{where}: after {since.get(slug, 0)} claims of a budget of {policy.attempts} "
+                                     f"(lease {lease}, quarantined already: {slug in parked})")
+            if e.get("attempts") != since[slug]:
+                raise AssertionError(f"{where}: says {e.get('attempts')} attempts, but {since[slug]} claims since the last unpark")
+            parked.add(slug)
+            quarantines += 1
+        elif action == "unpark":
+            if slug not in parked:
+                raise AssertionError(f"{where}: the lane was not quarantined")
+            parked.discard(slug)
+            since[slug] = 0
+            unparks += 1
+    # the fold agrees with this replay
+    for slug in set(state.runs) | set(since):
+        run = state.run(slug)
+        mine = (since.get(slug, 0), top.get(slug, 0), tuple(leases[slug]) if slug in leases else None, slug in parked)
+        folded = (run.attempts, run.token, (run.lease.token, run.lease.expires) if run.lease else None,
+                  run.quarantined is not None)
+        mine += (history.get(slug, []),)
+        folded += ([(a.token, a.end) for a in run.history],)
+        if mine != folded:
+            raise AssertionError(f"the fold has {slug} at (attempts, token, lease, quarantined, history) {folded}, "
+                                 f"the log {mine}")
+    # the markers are caches of the log, never its only record
+    led = ledger.read(str(root))
+    for slug, token in led.running.items():
+        if token is None or token not in tokens.get(slug, ()):
+            raise AssertionError(f"the running marker of {slug} carries token {token}, which no claim on the log gave")
+    for slug in led.finished:
+        body = json.loads((root / ledger.LANES / slug / ledger.MARKS / ledger.RESULT).read_bytes())
+        if body.get("status") == "ok" and body.get("token") not in tokens.get(slug, ()):
+            raise AssertionError(f"the result.json of {slug} carries token {body.get('token')}, which no claim gave")
+    queue = queuefile.read(str(root / "queue.txt"))
+    view = resolve(Snapshot({ln.slug: ln for ln in queue.lanes}, led, state, clock.now()))
+    for row in view.rows:
+        if row.running == MARKER:
+            raise AssertionError(f"{row.slug} runs by a marker with no lease: {row.status}")
+    return {slug: (token, expires) for slug, (token, expires) in leases.items()}, quarantines, unparks
+
+
+def reaped(reap: Reap) -> Figures:
+    """Revisit a runner trial's storm once its leases have expired."""
+    fig = Figures()
+    try:
+        _reap(reap, fig)
+    except Exception as exc:  # noqa: BLE001
+        fig.failures.append(f"trial {reap.number} reaped ({reap.root}): {type(exc).__name__}: {exc}")
+        return fig
+    shutil.rmtree(reap.root)
+    return fig
+
+
+def _reap(reap: Reap, fig: Figures) -> None:
+    """A claim takes back every orphaned lease (an ``expire`` guarded by its
+    token each, a quarantine where that spent the lane's budget, nothing
+    else but its own claim); then claims, finishing each lane they get that
+    is not an orphaned one, until an orphaned lane is claimed again under a
+    greater token (when every orphaned lane left is quarantined, the
+    operator unparks one first; one that finished cannot run again); then
+    the runner that lost that lane finishes it with its old token, and is
+    refused (``stale_fence``, recorded) without writing ``result.json``."""
+    root, rng, n = reap.root, reap.rng, reap.number
+    if rng.random() < 0.5:
+        (root / ledger.UNATTENDED).write_text("")
+    log, queue, led = reader.read(str(root / LOG)), queuefile.read(str(root / "queue.txt")), ledger.read(str(root))
+    for row in resolve(Snapshot({ln.slug: ln for ln in queue.lanes}, led, log.state, clock.now())).rows:
+        if row.slug in reap.leases and row.state != "finished" and row.running != ORPHAN:  # its finish died after result.json
+            raise AssertionError(f"the lease of {row.slug} has expired, but the lane is {row.state} {row.running}: {row.status}")
+    seq = start = len(_check_log(root))
+    for round in range(12):
+        claim = _acknowledged(ask_one(root, f"t{n}-reap{round}", ["claim", "--holder", f"reaper{n}", "--ttl", "60"],
+                                      rng, text=rng.random() < 0.3))
+        events = _check_log(root)
+        new, seq = events[seq:], len(events)
+        token = claim.told.get("token")
+        own = [e for e in new if e.get("reason") == claim.token]
+        if (own and (own[0] is not new[-1] or own[0]["action"] != "claim")) or bool(own) != (token is not None):
+            raise AssertionError(f"the reaping claim {claim.told} is on the log as {own}")
+        found = new[:-1] if own else new
+        expired = {e["slug"]: (e["token"], e["expired"]) for e in found if e["action"] == "expire"}
+        if round == 0:
+            if expired != reap.leases or sum(1 for e in found if e["action"] == "expire") != len(reap.leases):
+                raise AssertionError(f"the leases {reap.leases} expired as {[e for e in found if e['action'] == 'expire']}")
+            if any(e["action"] not in ("expire", "quarantine") or e["slug"] not in reap.leases for e in found):
+                raise AssertionError(f"a claim after the leases expired recorded {found}")
+            fig.orphans_expired += len(expired)
+        elif found:
+            raise AssertionError(f"a claim with no orphan left recorded {found}")
+        if token is not None:
+            slug = claim.told["slug"]
+            if slug in reap.leases:
+                old = reap.leases[slug][0]
+                if token <= old:
+                    raise AssertionError(f"{slug} was re-claimed under token {token}, not above {old}")
+                fig.reclaimed += 1
+                # the runner that lost the lane comes back: its finish is refused, and writes no result
+                late = _acknowledged(ask_one(root, f"t{n}-late", ["finish", slug, "--token", str(old), "--result", "ok"], rng))
+                if (late.code, late.told["code"]) != (2, "stale_fence") or ledger.has_result(str(root), slug):
+                    raise AssertionError(f"the finish of {slug} with the expired token {old} answered {late.told}")
+                events = _check_log(root)
+                if events[-1].get("reason") != late.token or events[-1]["code"] != "stale_fence":
+                    raise AssertionError(f"the refused late finish is on the log as {events[-1]}")
+                fig.stale_refused += 1
+                break
+            done = _acknowledged(ask_one(root, f"t{n}-reapf{round}", ["finish", slug, "--token", str(token), "--result", "ok"], rng))
+            if done.code != 0:
+                raise AssertionError(f"the finish of the reaping claim's lane {slug} was refused: {done.told}")
+            seq = len(_check_log(root))
+        elif claim.told["decision"].startswith("review "):
+            (root / ledger.UNATTENDED).write_text("")
+        else:
+            log = reader.read(str(root / LOG))
+            led = ledger.read(str(root))
+            left = [s for s in reap.leases if not led.done(s)]
+            if any(log.state.run(s).quarantined is None for s in left):
+                raise AssertionError(f"the orphaned lanes {left} were not claimed again; the claim said {claim.told['decision']}")
+            if not left:
+                break
+            # every one left is quarantined: the operator unparks one, and it is claimed again
+            unpark = _acknowledged(ask_one(root, f"t{n}-unpark{round}", ["unpark", left[0]], rng))
+            if unpark.code != 0:
+                raise AssertionError(f"unpark {left[0]} was refused: {unpark.told}")
+            fig.unparked += 1
+            seq = len(_check_log(root))
+    else:
+        raise AssertionError("twelve claims and not one came back to an orphaned lane or ran out of lanes")
+    check_runs(root, _check_log(root), reap.policy, reader.read(str(root / LOG)).state)
+    fig.quarantines += sum(1 for e in _check_log(root)[start:] if e["action"] == "quarantine")
+
 
 def run(trials: int, seed: int, base: Path | None = None, progress=None) -> Figures:
-    """Run ``trials`` trials; ``progress(figures)`` is called now and then."""
+    """Run ``trials`` trials; ``progress(figures)`` is called now and then.
+    The storms of runner trials wait to be reaped while later trials run."""
     rng = random.Random(seed)
     total = Figures()
     own = base is None
     base = Path(tempfile.mkdtemp(prefix="sq-crash-")) if own else base
+    reaps: list[Reap] = []
+
+    def reap_due(wait: bool) -> None:
+        reaps.sort(key=lambda r: r.due)
+        while reaps and (wait or reaps[0].due <= time.time()):
+            time.sleep(max(0.0, reaps[0].due - time.time()))
+            total.add(reaped(reaps.pop(0)))
+
     try:
         for number in range(trials):
-            total.add(trial(base, number, rng))
+            reap_due(False)
+            total.add(trial(base, number, rng, reaps))
+            if number >= trials - trials // 20:  # the last trials leave no storm to reap, so the run ends sooner
+                for reap in [r for r in reaps if r.number == number]:
+                    reaps.remove(reap)
+                    shutil.rmtree(reap.root)
             if progress and (number + 1) % 500 == 0:
                 progress(total)
+        reap_due(True)
     finally:
         if own and not total.failures:
             shutil.rmtree(base, ignore_errors=True)
