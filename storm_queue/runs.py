@@ -79,9 +79,10 @@ def _last_ok(run: Run) -> bool:
 
 def plan_claim(snap: Snapshot, policy: Policy, holder: str, ttl: int, t: float) -> Claim:
     """Take back orphaned leases, then decide as ``next`` does; when the
-    decision is ``run`` and fewer than ``slots`` lanes are running, lease
-    that lane to ``holder`` under the next fencing token. Any other
-    decision records only the expiries and quarantines it found."""
+    decision is ``run`` and fewer than ``slots`` lanes are running or hold
+    a live lease, lease that lane to ``holder`` under the next fencing
+    token. Any other decision records only the expiries and quarantines it
+    found."""
     events = expiries(snap, policy)
     after = replace(snap, state=replay([{**e, "at": snap.now, "by": ""} for e in events], snap.state))
     view = resolve(after)
@@ -89,7 +90,9 @@ def plan_claim(snap: Snapshot, policy: Policy, holder: str, ttl: int, t: float) 
     decision = view.decision
     if not decision.startswith("run "):
         return Claim(tuple(events), decision, ended=ended, view=view)
-    if sum(1 for r in view.rows if r.state == RUNNING) >= policy.slots:
+    # a lease holds its slot until it ends, even on a lane whose result.json came first (a finish cut short)
+    busy = {r.slug for r in view.rows if r.state == RUNNING} | {s for s, r in after.state.runs.items() if r.lease is not None}
+    if len(busy) >= policy.slots:
         return Claim(tuple(events), " ".join(["wait"] + [r.slug for r in view.rows if r.state == FINISHED]),
                      ended=ended, view=view)
     _, slug, issue = decision.split(" ")
