@@ -114,7 +114,10 @@ class Checked:
         assert len(claims) == (c.slug is not None) <= 1
         assert c.events[:len(c.events) - len(claims)] == tuple(e for e in c.events if e["action"] != "claim")
         view = c.view
-        running = sum(1 for r in view.rows if r.state == resolver.RUNNING)
+        # a slot is held by a running lane, and by a live lease on a lane whose result.json came first
+        expired = fold.replay(w.events[len(w.events) - len(c.events):len(w.events) - len(claims)], before)
+        running = len({r.slug for r in view.rows if r.state == resolver.RUNNING}
+                      | {s for s, r in expired.runs.items() if r.lease is not None})
         ready = [r for r in view.rows if r.state == resolver.READY]
         finished = [r.slug for r in view.rows if r.state == resolver.FINISHED]
         if claims:
