@@ -117,6 +117,11 @@ def parse(text: str) -> Declaration:
     return Declaration(True, log, tuple(sources), **extra)
 
 
+#: no [runner] value may exceed ten years (in seconds): a lease's expiry
+#: stays a stamp that compares as a string (years up to 9999)
+RUNNER_MAX = 10 * 366 * 86400
+
+
 def _policy(table: object) -> Policy | str:
     """``[runner]`` as a ``Policy``, or what is wrong with it in words."""
     if not isinstance(table, dict):
@@ -124,12 +129,12 @@ def _policy(table: object) -> Policy | str:
     values = {}
     for name in KNOWN["runner"]:
         value = table.get(name, getattr(Policy, name))
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            return f"storm.toml: [runner] {name} must be a whole number of at least 1"
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= RUNNER_MAX:
+            return f"storm.toml: [runner] {name} must be a whole number from 1 to {RUNNER_MAX}"
         values[name] = value
     policy = Policy(**values)
-    if not policy.ttl_min <= policy.ttl <= policy.ttl_max:
-        return "storm.toml: [runner] needs ttl_min <= ttl <= ttl_max"
+    if not policy.ttl_min <= policy.ttl <= min(policy.ttl_max, policy.max_lease_age):
+        return "storm.toml: [runner] needs ttl_min <= ttl <= ttl_max, and ttl <= max_lease_age"
     return policy
 
 

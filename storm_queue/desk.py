@@ -132,13 +132,13 @@ class Step:
     the index of the request's own, which carries its key and reason; None
     when none is; no events: nothing to record), its answer, a
     ``queue.txt`` line to append first, file effects that must come
-    ``before`` the record, and those that only cache it ``after`` (given
+    ``before`` the record (undone when the record is not made), and those that only cache it ``after`` (given
     the events recorded, they return notes for stderr)."""
 
     out: Outcome
     events: list[dict[str, Any]]
     line: str | None = None
-    before: Callable[[], None] | None = None
+    before: Callable[[], Callable[[], None] | None] | None = None  # returns what undoes it
     after: Callable[[list[dict[str, Any]]], list[str]] | None = None
     own: int | None = -1
 
@@ -186,7 +186,9 @@ class Storm:
     def _snapshot(self, log: reader.LogRead, at: str | None = None) -> tuple[Snapshot, queuefile.QueueFile]:
         """The storm as read now (or at the stamp ``at``)."""
         queue = queuefile.read(os.path.join(self.root, "queue.txt"))
-        return Snapshot({lane.slug: lane for lane in queue.lanes}, ledger.read(self.root), log.state, at or now()), queue
+        led = ledger.read(self.root)
+        return Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, at or now(),
+                        leased_results(self.root, led, log.state)), queue
 
     def listing(self, decl: config.Declaration | None = None) -> Listing:
         """The storm as it will run; reads only, writes nothing."""
@@ -355,7 +357,8 @@ class Storm:
         name = req.args[0] if req.args[0] is not None else default_holder()
         refusal = _shape_names(None, (), req.source) or _shape_holder(name)
         ttl = decl.runner.ttl if ttl is None else ttl
-        refusal = refusal or ttl_refusal(decl.runner, ttl)
+        if not decl.error:  # an unreadable declaration says nothing about TTLs: authority refuses it
+            refusal = refusal or ttl_refusal(decl.runner, ttl)
 
         def plan(snap: Snapshot, by: str) -> Step:
             skipped = queuefile.read(os.path.join(self.root, "queue.txt")).skipped
@@ -386,7 +389,7 @@ class Storm:
         decl = self.declaration()
         req = _Request("renew", as_text(slug), _text(reason), _text(source), _text(key), (token, ttl))
         refusal = _shape_names(req.slug, (), req.source) or _shape_token(token)
-        if refusal is None and ttl is not None:
+        if refusal is None and ttl is not None and not decl.error:
             refusal = ttl_refusal(decl.runner, ttl)
 
         def plan(snap: Snapshot, by: str) -> Step | Refusal:
@@ -428,7 +431,7 @@ class Storm:
             before = None
             if result == "ok":  # result.json before the log: a crash between leaves a finished lane, never a ready one
                 body = {"status": "ok", "token": token, "holder": run.lease.holder, "note": req.args[2], "at": snap.now}
-                before = lambda: ledger.mark_finished(self.root, req.slug, body, None)  # noqa: E731
+                before = lambda: ledger.mark_finished(self.root, req.slug, body, None)  # noqa: E731 -- returns its undo
             return Step(out, events, before=before, own=0, after=lambda _: self._cache(
                 lambda: ledger.unmark_running(self.root, req.slug, token), "running marker", req.slug))
 
@@ -534,9 +537,10 @@ class Storm:
         op = authority.owner(self.root)
         verdict = authority.judge(who, op, decl, req.source, operator_only=plan is None or operator_only)
         by = verdict.by
-        shape = shape or _shape_key(req.key)
-        if shape is not None and shape.code == "invalid_key":
+        bad_key = _shape_key(req.key)
+        if bad_key is not None:  # a key that is not one is never recorded, whatever else is wrong
             req = replace(req, key=None)
+        shape = shape or bad_key
         refusal = shape or verdict.refusal
         authorised = shape is None and verdict.admitted
         log_path = self.log_path(decl)
@@ -554,6 +558,7 @@ class Storm:
         at = now()
         queued = False
         step: Step | None = None
+        undo = None
         try:
             with nullcontext() if dry_run else lock.held(log_path, self.wait, may_create=owner_ids is None):
                 at = now()  # the time the request is answered at, under the lock
@@ -568,7 +573,7 @@ class Storm:
                     return self._start_new_log(req, by, log_path, at)
                 keyed = log.state.keys.get(by, {}).get(req.key) if req.key is not None else None
                 if keyed is not None and keyed.fingerprint == req.fingerprint():
-                    return _repeated(req, by, keyed, dry_run, log)
+                    return _repeated(req, by, keyed, dry_run, log, at)
                 if keyed is not None and refusal is None:
                     refusal, authorised = Refusal(
                         "idempotency_conflict",
@@ -598,7 +603,7 @@ class Storm:
                         queued = True
                     if step.before is not None:
                         writer.check_writable(log_path)
-                        step.before()
+                        undo = step.before()
                     bodies, out, own = step.events, step.out, step.own
                 if bodies and own is not None:
                     if req.reason is not None:
@@ -610,6 +615,11 @@ class Storm:
                 if step is not None and step.after is not None:
                     out.warnings += step.after(events)
         except (OSError, writer.AppendFailed) as exc:
+            if undo is not None and getattr(exc, "state", "nothing") == "nothing":
+                try:
+                    undo()
+                except OSError:
+                    pass
             return self._not_written(req, by, who, refusal, authorised, exc, queued, at, owner_ids)
         out.warnings = ([] if log.torn else list(log.warnings)) + out.warnings
         if not events:
@@ -728,6 +738,12 @@ def _abandon(log_path: str, at: str) -> int:
     return max(size, witnessed)
 
 
+def leased_results(root: str, led: ledger.Ledgers, state: fold.LaneState) -> dict[str, int | None]:
+    """The tokens of the ``result.json`` files of lanes that hold a lease:
+    the only results whose author matters (see ``resolver``)."""
+    return ledger.result_tokens(root, [s for s, r in state.runs.items() if r.lease is not None and s in led.finished])
+
+
 def _rehearsed(req: _Request, step: Step, snap: Snapshot, log: reader.LogRead) -> Outcome:
     """The outcome of a dry run that the request would pass: what it would
     move, and the run order the replayed lane would then give."""
@@ -744,13 +760,20 @@ def _rehearsed(req: _Request, step: Step, snap: Snapshot, log: reader.LogRead) -
     return out
 
 
-def _repeated(req: _Request, by: str, keyed: fold.Keyed, dry_run: bool, log: reader.LogRead) -> Outcome:
+def _repeated(req: _Request, by: str, keyed: fold.Keyed, dry_run: bool, log: reader.LogRead, at: str) -> Outcome:
     """The first outcome of a keyed request, rebuilt from the event that
-    recorded it; nothing new is recorded."""
+    recorded it; nothing new is recorded. A claim is repeated only while
+    the lease it took is live: a repeat never sends a runner to work
+    without one."""
     event = keyed.event
     note = f"a repeat of line {keyed.seq} (key {quote(req.key)}): nothing new recorded"
     action = event["action"]
-    if action == "refused":
+    lease = log.state.run(event["slug"]).lease if action == "claim" else None
+    if action == "claim" and (lease is None or lease.token != event["token"] or lease.expires <= at):
+        out = Outcome("refused", req.verb, event["slug"], by, "stale_fence",
+                      f"the lease that this key's claim took (token {event['token']} on {event['slug']}) has ended; "
+                      f"claim again under a new key ({note})")
+    elif action == "refused":
         out = Outcome("refused", req.verb, req.slug, by, event["code"], f"{event['message']} ({note})")
     else:
         out = Outcome("noop" if event.get("noop") else "done", req.verb, req.slug, by,

@@ -266,7 +266,10 @@ def gather(root: str, now: float | None = None) -> Facts:
         from .clock import stamp
         from .resolver import resolve
 
-        snap = Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, stamp(t))
+        from .desk import leased_results
+
+        snap = Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, stamp(t),
+                        leased_results(root, led, log.state))
         stray = resolve(snap).stray
     running = []
     if led is not None:

@@ -107,6 +107,9 @@ class LaneState:
     runs: Mapping[str, Run] = field(default_factory=dict)
     keys: Mapping[str, Mapping[str, Keyed]] = field(default_factory=dict)
     keys_day: str = ""  # the log's day (YYYY-MM-DD) on which old keys were last forgotten
+    #: every fencing token of an abandoned log is below this (a reset records
+    #: the bytes it abandoned, and a token never exceeds its log's lines)
+    token_floor: int = 0
 
     def run(self, slug: str) -> Run:
         return self.runs.get(slug, NO_RUN)
@@ -129,6 +132,7 @@ class Fold:
         self.runs = dict(start.runs)
         self.keys = {by: dict(keys) for by, keys in start.keys.items()}
         self.keys_day = start.keys_day
+        self.token_floor = start.token_floor
         self.changed = False
 
     def step(self, event: Mapping) -> None:
@@ -148,6 +152,9 @@ class Fold:
             self.changed = True
             self._run(event)
             return
+        if action == "reset":
+            self.changed = True
+            self.token_floor = max(self.token_floor, event.get("abandons", 0))
         if action not in ("push", "bump", "unbump"):
             return
         self.changed = True
@@ -224,7 +231,7 @@ class Fold:
         if not self.changed:
             return self.start
         return LaneState(tuple(self.lane), tuple(self.named), dict(self.marks), dict(self.runs),
-                         {by: dict(keys) for by, keys in self.keys.items()}, self.keys_day)
+                         {by: dict(keys) for by, keys in self.keys.items()}, self.keys_day, self.token_floor)
 
 
 #: the actions of runners and of the operator over runs

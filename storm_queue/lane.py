@@ -12,7 +12,11 @@ import heapq
 from .fold import LaneState
 from .ledger import Ledgers
 from .queuefile import Lane
-from .records import dataclass, replace
+from .records import dataclass, field, replace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Mapping
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,8 @@ class Snapshot:
     ledgers: Ledgers
     state: LaneState
     now: str = ""
+    #: for lanes that hold a lease and have a result.json: the token it carries
+    results: Mapping[str, int | None] = field(default_factory=dict)
 
     def position(self, slug: str) -> int:
         lane = self.lanes.get(slug)

@@ -14,7 +14,7 @@ from .records import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterator, Mapping
+    from typing import Callable, Iterable, Iterator, Mapping
 
 INTEGRATED = "integrated.txt"
 ABANDONED = "abandoned.txt"
@@ -84,11 +84,9 @@ def marker_token(path: str) -> int | None:
     """The fencing token a running marker carries, if it carries one."""
     try:
         with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
-            body = json.loads(f.read(4096))
-    except (OSError, ValueError):
+            return _token_in(f.read(4096))
+    except OSError:
         return None
-    token = body.get("token") if isinstance(body, dict) else None
-    return token if type(token) is int and token > 0 else None
 
 
 def read(root: str) -> Ledgers:
@@ -122,16 +120,53 @@ def mark_running(root: str, slug: str, body: dict, owner: tuple[int, int] | None
         replace_atomically(RUNNING, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
 
 
-def mark_finished(root: str, slug: str, body: dict, owner: tuple[int, int] | None) -> bool:
-    """Write ``result.json`` unless the lane already wrote its own; True
-    when this call wrote it."""
+def mark_finished(root: str, slug: str, body: dict, owner: tuple[int, int] | None) -> Callable[[], None] | None:
+    """Write ``result.json`` (``body`` carries the lease's ``token``)
+    unless it already carries that token (a finish asked again after a
+    crash); a result.json written by anyone else is replaced, so a lane
+    that lost its lease never has the last word. Returns what undoes the
+    write (None when nothing was written)."""
     with _marks(root, slug) as fd:
         try:
-            os.stat(RESULT, dir_fd=fd, follow_symlinks=False)
-            return False
+            with os.fdopen(os.open(RESULT, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), "rb") as f:
+                before: bytes | None = f.read()
         except FileNotFoundError:
-            replace_atomically(RESULT, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
-            return True
+            before = None
+        if before is not None and _token_in(before) == body["token"]:
+            return None
+        replace_atomically(RESULT, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
+
+    def undo() -> None:
+        with _marks(root, slug, create=False) as inner:
+            if before is None:
+                os.unlink(RESULT, dir_fd=inner)
+                os.fsync(inner)
+            else:
+                replace_atomically(RESULT, before, owner, dir_fd=inner)
+
+    return undo
+
+
+def result_tokens(root: str, slugs: Iterable[str]) -> dict[str, int | None]:
+    """The fencing token each lane's ``result.json`` carries (None: none,
+    or no result.json), for ``slugs``."""
+    out = {}
+    for slug in slugs:
+        try:
+            with os.fdopen(os.open(os.path.join(root, LANES, slug, MARKS, RESULT), os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+                out[slug] = _token_in(f.read(65536))
+        except OSError:
+            out[slug] = None
+    return out
+
+
+def _token_in(raw: bytes) -> int | None:
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        return None
+    token = body.get("token") if isinstance(body, dict) else None
+    return token if type(token) is int and token > 0 else None
 
 
 def unmark_running(root: str, slug: str, token: int | None) -> bool:

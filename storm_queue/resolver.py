@@ -56,13 +56,20 @@ def running(snap: Snapshot, slug: str) -> str:
     return ""
 
 
+def _foreign_result(snap: Snapshot, slug: str) -> bool:
+    """A ``result.json`` on a leased lane that the lease's own finish did not
+    write (a lane that lost its lease wrote it): it does not finish the lane."""
+    lease = snap.state.run(slug).lease
+    return lease is not None and snap.results.get(slug) != lease.token
+
+
 def _state(snap: Snapshot, slug: str) -> tuple[str, tuple[str, ...]]:
     """A lane's state, and the dependencies it is blocked or waits on; it
     looks only at the lane's own line, the ledgers and its run."""
     led = snap.ledgers
     if led.settled(slug):
         return SETTLED, ()
-    if slug in led.finished:
+    if slug in led.finished and not _foreign_result(snap, slug):
         return FINISHED, ()
     if running(snap, slug):
         return RUNNING, ()

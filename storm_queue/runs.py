@@ -97,7 +97,7 @@ def plan_claim(snap: Snapshot, policy: Policy, holder: str, ttl: int, t: float) 
                      ended=ended, view=view)
     _, slug, issue = decision.split(" ")
     run = after.state.run(slug)
-    token = run.token + 1
+    token = max(run.token, after.state.token_floor) + 1
     expires = stamp(t + ttl)
     events.append({"action": "claim", "slug": slug, "issue": issue, "holder": holder, "token": token, "ttl": ttl,
                    "expires": expires, "attempt": run.attempts + 1})

@@ -184,7 +184,8 @@ def _unsound(state: fold.LaneState) -> str:
                 and is_name(mark.slug) and all(isinstance(v, str) for v in (mark.at, mark.by, mark.action))
                 and (mark.reason is None or isinstance(mark.reason, str))):
             return "holds a mark the fold could not have made"
-    if not (isinstance(state.runs, dict) and isinstance(state.keys, dict) and isinstance(state.keys_day, str)):
+    if not (isinstance(state.runs, dict) and isinstance(state.keys, dict) and isinstance(state.keys_day, str)
+            and type(state.token_floor) is int):
         return "has the wrong shape"
     for slug, run in state.runs.items():
         if not (is_name(slug) and _sound_run(run)):

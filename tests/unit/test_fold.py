@@ -94,7 +94,10 @@ def test_refused_reset_repair_change_nothing():
         {"action": "repair", "torn": 3, "side": "priority.log.torn-1"},
     ]
     for e in events:
-        assert fold.apply(start, e) is start or fold.apply(start, e) == start
+        after = fold.apply(start, e)
+        assert (after.lane, after.named, after.marks, after.runs) == (start.lane, start.named, start.marks, start.runs)
+        # a reset raises the floor of fencing tokens above any its abandoned log could hold
+        assert after.token_floor == (10 if e["action"] == "reset" else 0)
 
 
 def test_unknown_future_action_changes_nothing():
