@@ -180,23 +180,27 @@ class Storm:
     def declaration(self) -> config.Declaration:
         return config.load(self.root)
 
+    def _known(self, decl: config.Declaration) -> None:
+        """Raise ``UnknownOrder`` when storm.toml hides the log's place."""
+        if decl.log_error:
+            raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
+
     def log_path(self, decl: config.Declaration) -> str:
         return os.path.join(self.root, decl.log)
 
-    def _snapshot(self, log: reader.LogRead, at: str | None = None) -> tuple[Snapshot, queuefile.QueueFile]:
+    def _snapshot(self, log: reader.LogRead, at: str | None = None) -> Snapshot:
         """The storm as read now (or at the stamp ``at``)."""
         queue = queuefile.read(os.path.join(self.root, "queue.txt"))
         led = ledger.read(self.root)
         return Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, at or now(),
-                        leased_results(self.root, led, log.state)), queue
+                        leased_results(self.root, led, log.state), queue.skipped)
 
     def listing(self, decl: config.Declaration | None = None) -> Listing:
         """The storm as it will run; reads only, writes nothing."""
         decl = decl or self.declaration()
-        if decl.log_error:
-            raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
+        self._known(decl)
         log = reader.read(self.log_path(decl))
-        snap, queue = self._snapshot(log)
+        snap = self._snapshot(log)
         view = resolve(snap)
         warnings = list(log.warnings)
         if view.stale:
@@ -204,7 +208,7 @@ class Storm:
                 "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "
                 "replayed, and the next request will re-derive it"
             )
-        return Listing(self.root, view, queue.skipped, warnings, log.state.marks)
+        return Listing(self.root, view, snap.skipped, warnings, log.state.marks)
 
     def why(self, slug: str):
         """Where the lane ``slug`` stands and why, as plain data
@@ -212,11 +216,10 @@ class Storm:
         from . import why
 
         decl = self.declaration()
-        if decl.log_error:
-            raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
+        self._known(decl)
         log = reader.read(self.log_path(decl))
-        snap, queue = self._snapshot(log)
-        return why.explain(snap, resolve(snap), queue.skipped, as_text(slug), decl.runner)
+        snap = self._snapshot(log)
+        return why.explain(snap, resolve(snap), snap.skipped, as_text(slug), decl.runner)
 
     def history(self, each, decl: config.Declaration | None = None) -> reader.LogRead:
         """Read the whole log, oldest first, calling ``each(line, event)``
@@ -224,8 +227,7 @@ class Storm:
         longer than that call). Damage raises ``UnknownOrder`` after ``each``
         has seen every line before it."""
         decl = decl or self.declaration()
-        if decl.log_error:
-            raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
+        self._known(decl)
         return reader.read(self.log_path(decl), use_checkpoint=False, each=each)
 
     def verify(self, progress: Callable[[int], None] | None = None):
@@ -234,8 +236,7 @@ class Storm:
         from .log import audit
 
         decl = self.declaration()
-        if decl.log_error:
-            raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
+        self._known(decl)
         return audit.audit(self.log_path(decl), progress)
 
     def next(self) -> tuple[Listing, list[str]]:
@@ -361,7 +362,6 @@ class Storm:
             refusal = refusal or ttl_refusal(decl.runner, ttl)
 
         def plan(snap: Snapshot, by: str) -> Step:
-            skipped = queuefile.read(os.path.join(self.root, "queue.txt")).skipped
             claim = plan_claim(snap, decl.runner, name, ttl, self._t)
             if claim.slug is None:
                 out = Outcome("done", "claim", None, by, message=claim.decision, decision=claim.decision)
@@ -377,7 +377,7 @@ class Storm:
                 if claim.slug is not None:
                     body = {"holder": name, "token": claim.token, "expires": claim.expires, "claimed": events[-1]["at"]}
                     notes += self._cache(lambda: ledger.mark_running(self.root, claim.slug, body, None), "running marker", claim.slug)
-                return notes + self._tell(claim.view, skipped, snap.now, self.log_path(decl))
+                return notes + self._tell(claim.view, snap.skipped, snap.now, self.log_path(decl))
 
             return Step(out, list(claim.events), after=after, own=-1 if claim.slug is not None else None)
 
@@ -398,10 +398,10 @@ class Storm:
                 return event
             out = Outcome("done", "renew", req.slug, by, message=f"renewed {req.slug} token {token} until {event['expires']}",
                           token=token, expires=event["expires"])
-            return Step(out, [event], after=lambda events: self._cache(lambda: ledger.mark_running(
-                self.root, req.slug, {"holder": snap.state.run(req.slug).lease.holder, "token": token,
-                                      "expires": event["expires"], "claimed": snap.state.run(req.slug).lease.claimed}, None),
-                "running marker", req.slug))
+            lease = snap.state.run(req.slug).lease
+            marker = {"holder": lease.holder, "token": token, "expires": event["expires"], "claimed": lease.claimed}
+            return Step(out, [event], after=lambda _: self._cache(
+                lambda: ledger.mark_running(self.root, req.slug, marker, None), "running marker", req.slug))
 
         return self._request(req, refusal, plan, decl=decl)
 
@@ -582,7 +582,7 @@ class Storm:
                 if plan is None and refusal is None:
                     refusal, authorised = LOG_READABLE, True
                 if refusal is None:
-                    snap = self._snapshot(log, at)[0]
+                    snap = self._snapshot(log, at)
                     result = plan(snap, by)
                     if isinstance(result, Refusal):
                         refusal, authorised = result, True

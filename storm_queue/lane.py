@@ -11,7 +11,7 @@ import heapq
 
 from .fold import LaneState
 from .ledger import Ledgers
-from .queuefile import Lane
+from .queuefile import Lane, Skipped
 from .records import dataclass, field, replace
 
 TYPE_CHECKING = False
@@ -32,6 +32,8 @@ class Snapshot:
     now: str = ""
     #: for lanes that hold a lease and have a result.json: the token it carries
     results: Mapping[str, int | None] = field(default_factory=dict)
+    #: the queue.txt lines that were skipped, and why
+    skipped: tuple[Skipped, ...] = ()
 
     def position(self, slug: str) -> int:
         lane = self.lanes.get(slug)
