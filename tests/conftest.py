@@ -1,9 +1,11 @@
-"""Shared fixtures: build a storm directory, run the real CLI in a subprocess."""
+"""Shared fixtures: build a storm directory, run the real CLI in a subprocess,
+and a throwaway PostgreSQL server with a fresh database per test."""
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import stat
 import subprocess
 import sys
@@ -106,3 +108,100 @@ def write_log(root: Path, bodies, at: str = "2026-11-30T00:00:00.000000Z", by: s
     witness = {"log": name, "length": length, "seq": seq, "digest": prev, "at": at}
     (root / f".{name}.witness").write_text(json.dumps(witness) + "\n")
     return seq
+
+
+# -- PostgreSQL: a throwaway server of our own (tests/pgserver.py) -----------
+
+def in_ci() -> bool:
+    """Whether this run is CI's: $CI set to anything but "", "0" or "false".
+    There a missing server or driver is a failure, never a skip."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+def skip_or_fail(reason: str):
+    """Skip the test with REASON, or fail it under CI (a skip there is a failure)."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI is set: the database tests must run)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """The session's one PostgreSQL server (a ``tests.pgserver.PgServer``),
+    started on first use and stopped at the session's end; the server
+    $STORM_QUEUE_TEST_URL names (a superuser URL) when set. Skips, or
+    under CI fails, when psycopg or the server binaries are missing."""
+    from tests.pgserver import PgServer, find_bindir
+
+    try:
+        import psycopg  # noqa: F401
+    except ImportError as e:
+        skip_or_fail(f"psycopg is not importable ({e}); pip install -e '.[test]' installs it")
+    external = os.environ.get("STORM_QUEUE_TEST_URL") or None
+    if external is None and find_bindir() is None:
+        skip_or_fail("no PostgreSQL server binaries (initdb and pg_ctl: not in `pg_config --bindir` nor "
+                    "/usr/lib/postgresql/*/bin); install them with `apt-get install postgresql`, "
+                    "or set STORM_QUEUE_TEST_URL to a superuser URL of a server to use")
+    server = PgServer(url=external).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def _pg_cleanup(pg_server):
+    """What a test's pg_url and pg_role made, dropped after it: the
+    databases first (their connections ended), then the roles."""
+    made = {"databases": [], "roles": []}
+    yield made
+    for name in reversed(made["databases"]):
+        pg_server.drop_database(name)
+    for name in reversed(made["roles"]):
+        pg_server.drop_role(name)
+
+
+@pytest.fixture
+def pg_role(pg_server, _pg_cleanup):
+    """A factory: ``pg_role(password=None, login=True, prefix="stranger")``
+    creates a fresh role (never a superuser, owning nothing) and returns its
+    name; dropped after the test. ``pg_server.url_as(pg_url, name)`` is
+    the URL for it on the test's database."""
+
+    def factory(password: str | None = None, login: bool = True, prefix: str = "stranger") -> str:
+        name = f"{prefix}_{secrets.token_hex(4)}"
+        _pg_cleanup["roles"].append(name)
+        return pg_server.create_role(name, password=password, login=login)
+
+    return factory
+
+
+@pytest.fixture
+def pg_database(pg_server, _pg_cleanup):
+    """A factory: ``pg_database()`` returns the libpq URL of a fresh empty
+    database ``storm_<hex>`` owned by a fresh login role ``op_<hex>`` (not
+    a superuser; as the owner it may CREATE SCHEMA), connecting as that
+    role; each call a new pair, all dropped after the test."""
+
+    def factory() -> str:
+        tag = secrets.token_hex(4)
+        role, dbname = f"op_{tag}", f"storm_{tag}"
+        _pg_cleanup["roles"].append(role)
+        pg_server.create_role(role)
+        _pg_cleanup["databases"].append(dbname)
+        pg_server.create_database(dbname, owner=role)
+        return pg_server.url(dbname, role)
+
+    return factory
+
+
+@pytest.fixture
+def pg_url(pg_database) -> str:
+    """The URL of the test's own fresh database, as its owner (see pg_database)."""
+    return pg_database()
+
+
+def pytest_collection_modifyitems(items):
+    """Every test that uses the server (through any pg_* fixture) carries
+    the ``postgresql`` marker, so ``-m "not postgresql"`` leaves them out."""
+    for item in items:
+        if "pg_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgresql)
