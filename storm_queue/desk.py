@@ -95,6 +95,8 @@ class Outcome:
     expires: str | None = None
     #: the ``seq`` of the first request made under the same key, when this is its repeat
     repeat: int | None = None
+    #: the lanes of ``removed`` that left whatever was asked, each with why (``lane.Plan.swept``)
+    swept: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -811,7 +813,7 @@ def _lane_step(req: _Request, by: str, plan: Plan | Refusal, fields: dict[str, A
         message = f"{req.slug} was already in the priority lane and keeps its place"
     out = Outcome("noop" if plan.noop else "done", req.verb, req.slug, by, message=message,
                   moved=list(plan.moved), already=list(plan.already), removed=list(plan.removed),
-                  appended=(line is not None) if req.verb == "push" else None)
+                  appended=(line is not None) if req.verb == "push" else None, swept=dict(plan.swept))
     return Step(out, [body], line)
 
 

@@ -1,0 +1,65 @@
+"""What a new operator tripped on (issue 13, items 5 to 9 and 13), each
+through the real CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import log_events, make_storm, run_cli
+
+QUEUE = "setup 1\nschema 2 setup\nhotfix 3\ndocs 4\napi 5 schema\n"
+
+
+# item 5: a sweep of settled lanes is said in its own sentence
+
+
+def _bump_all(root: Path, *slugs: str) -> None:
+    for slug in slugs:
+        assert run_cli(root, "bump", slug).returncode == 0
+
+
+def test_a_noop_bump_says_the_lanes_it_swept_in_their_own_sentence(tmp_path):
+    root = make_storm(tmp_path / "s", QUEUE)
+    _bump_all(root, "api", "hotfix", "docs")
+    (root / "integrated.txt").write_text("setup\nschema\nhotfix\ndocs\napi\n")
+    r = run_cli(root, "bump", "api")
+    assert r.returncode == 0, r.stderr
+    first, second = r.stdout.splitlines()
+    assert first == "nothing to do: api is already integrated"
+    assert second == "also took out of the lane, now settled: setup schema api hotfix docs"
+    assert "removed" not in r.stdout
+    assert log_events(root)[-1]["removed"] == ["setup", "schema", "api", "hotfix", "docs"]
+
+
+def test_an_unbump_tells_its_own_removal_from_the_sweep_by_why_each_left(tmp_path):
+    root = make_storm(tmp_path / "s", QUEUE + "x 6\n")
+    _bump_all(root, "api", "hotfix", "docs", "x")
+    make_storm(root, QUEUE + "x 6\n", integrated=("setup", "schema", "hotfix"), finished=("docs",))
+    for args in (("--dry-run",), ()):
+        r = run_cli(root, "unbump", "x", *args)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert lines[0].startswith("x is no longer prioritised") and lines[0].endswith("; removed: x")
+        assert lines[1] == "also took out of the lane, now settled: setup schema hotfix"
+        assert lines[2] == "also took out of the lane, now finished, awaiting review: docs"
+    assert log_events(root)[-1]["removed"] == ["setup", "schema", "hotfix", "docs", "x"]
+
+
+def test_a_lane_gone_from_queue_txt_is_said_as_gone(tmp_path):
+    root = make_storm(tmp_path / "s", "a 1\nb 2\nc 3\n")
+    _bump_all(root, "a", "b")
+    (root / "queue.txt").write_text("b 2\nc 3\n")
+    r = run_cli(root, "bump", "c")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["c is prioritised; moved: c",
+                                     "also took out of the lane, no longer in queue.txt: a"]
+
+
+def test_a_dependency_no_longer_needed_is_said_as_unneeded(tmp_path):
+    root = make_storm(tmp_path / "s", "a 1\nb 2 a\nc 3\n")
+    _bump_all(root, "b")
+    (root / "queue.txt").write_text("a 1\nb 2\nc 3\n")
+    r = run_cli(root, "push", "c", "3")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["c is prioritised; moved: c",
+                                     "also took out of the lane, no longer needed by a prioritised lane: a"]
