@@ -8,6 +8,7 @@ import sys
 
 from .log.reader import RESET_HINT
 from .names import printable, quote
+from .refusals import AUTHORITY, CODES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -166,6 +167,18 @@ def _lanes(words: str, slugs: list[str]) -> str:
     return f"; {words} {' '.join(printable(s) for s in slugs)}" if slugs else ""
 
 
+def _refusal_label(event: dict[str, Any]) -> str:
+    """What kind of refusal a recorded one was, by its code in the one
+    vocabulary (``refusals.CODES``): ``[not authorised]`` for an authority
+    code the caller did not pass, ``[cannot be done as asked]`` for a shape
+    or lookup code, whoever asked; nothing for a code this version does not
+    know."""
+    code = event.get("code")
+    if code in AUTHORITY:
+        return "" if event.get("authorised") else " [not authorised]"
+    return " [cannot be done as asked]" if code in CODES else ""
+
+
 def event_text(event: dict[str, Any]) -> str:
     """One recorded event as one line: seq, time, who, action, lane, what
     moved, the outcome and the reason; outside text quoted and escaped."""
@@ -174,7 +187,7 @@ def event_text(event: dict[str, Any]) -> str:
     if action == "refused":
         slug = "-" if event.get("slug") is None else quote(event["slug"])
         body = f"{printable(event['requested'])} {slug} refused ({printable(event['code'])}): {printable(event['message'])}"
-        body += "" if event.get("authorised") else " [not authorised]"
+        body += _refusal_label(event)
     elif action in ("push", "bump", "unbump"):
         outcome = f"noop: {printable(event['noop'])}" if event.get("noop") else "done"
         body = f"{action} {printable(event['slug'])}"

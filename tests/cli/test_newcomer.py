@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.conftest import log_events, make_storm, run_cli
+from tests.conftest import clean_env, log_events, make_storm, run_cli
 
 QUEUE = "setup 1\nschema 2 setup\nhotfix 3\ndocs 4\napi 5 schema\n"
 
@@ -63,3 +63,34 @@ def test_a_dependency_no_longer_needed_is_said_as_unneeded(tmp_path):
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["c is prioritised; moved: c",
                                      "also took out of the lane, no longer needed by a prioritised lane: a"]
+
+
+# item 6: `log` labels a refusal by what it is
+
+
+def test_log_labels_a_shape_refusal_as_such_and_an_authority_refusal_as_not_authorised(tmp_path):
+    root = make_storm(tmp_path / "s", QUEUE)
+    assert run_cli(root, "schedule", "docs", "--not-before", "tomorrow").returncode == 2
+    assert run_cli(root, "bump", "docs", env=clean_env(STORM_QUEUE_LANE="api")).returncode == 1
+    assert run_cli(root, "bump", "nosuch").returncode == 2
+    events = log_events(root)
+    assert [(e["code"], e["authorised"]) for e in events] == [
+        ("invalid_time", False), ("lane_process", False), ("unknown_slug", True)]
+    r = run_cli(root, "log")
+    assert r.returncode == 0, r.stderr
+    shape, authority, lookup = r.stdout.splitlines()
+    assert "schedule docs refused (invalid_time)" in shape.replace('"', "")
+    assert shape.endswith("[cannot be done as asked]") and "not authorised" not in shape
+    assert "refused (lane_process)" in authority and authority.endswith("[not authorised]")
+    assert "refused (unknown_slug)" in lookup and lookup.endswith("[cannot be done as asked]")
+
+
+def test_log_gives_a_shape_refusal_no_authority_label_whoever_asked(tmp_path):
+    """Shape is judged before authority, so a lane process's malformed
+    request is recorded unauthorised; it is still a shape refusal."""
+    root = make_storm(tmp_path / "s", QUEUE)
+    r = run_cli(root, "bump", "x;y", env=clean_env(STORM_QUEUE_LANE="api"))
+    assert r.returncode == 2
+    assert log_events(root)[0]["authorised"] is False
+    line = run_cli(root, "log").stdout.strip()
+    assert "refused (invalid_slug)" in line and line.endswith("[cannot be done as asked]")
