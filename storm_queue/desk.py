@@ -205,6 +205,8 @@ class Storm:
         snap = self._snapshot(log)
         view = resolve(snap)
         warnings = list(log.warnings)
+        if decl.sources_error:
+            warnings.append(f"{decl.sources_error}: every request is refused until storm.toml is fixed (see storm.toml.example)")
         if view.stale:
             warnings.append(
                 "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "

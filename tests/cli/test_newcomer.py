@@ -3,7 +3,10 @@ through the real CLI."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pytest
 
 from tests.conftest import clean_env, log_events, make_storm, run_cli
 
@@ -94,3 +97,31 @@ def test_log_gives_a_shape_refusal_no_authority_label_whoever_asked(tmp_path):
     assert log_events(root)[0]["authorised"] is False
     line = run_cli(root, "log").stdout.strip()
     assert "refused (invalid_slug)" in line and line.endswith("[cannot be done as asked]")
+
+
+# item 7: `list` warns when storm.toml's sources has the wrong type
+
+
+@pytest.mark.parametrize("toml,words", [
+    ('[priority]\nsources = "bot"\n', "storm.toml: [priority] sources must be a list of names"),
+    ('[priority]\nsources = ["operator"]\n', "storm.toml: [priority] sources lists 'operator'"),
+    ("[runner]\nslots = 0\n", "storm.toml: [runner] slots must be a whole number"),
+])
+def test_list_warns_when_the_declaration_refuses_every_request(tmp_path, toml, words):
+    root = make_storm(tmp_path / "s", QUEUE, toml=toml)
+    assert run_cli(root, "bump", "api").returncode == 1, "every request is refused"
+    for args in (("--plain",), ()):
+        r = run_cli(root, "list", *args)
+        assert r.returncode == 0, r.stderr
+        warning, = [line for line in r.stderr.splitlines() if "storm.toml" in line]
+        assert warning.startswith(f"storm-queue: warning: {words}")
+        assert warning.endswith("every request is refused until storm.toml is fixed (see storm.toml.example)")
+    doc = json.loads(run_cli(root, "list", "--json").stdout)
+    assert len(doc["warnings"]) == 1 and doc["warnings"][0].startswith(words)
+    assert "every request is refused" in doc["warnings"][0]
+
+
+def test_list_says_nothing_of_a_sound_declaration(tmp_path):
+    root = make_storm(tmp_path / "s", QUEUE, toml='[priority]\nsources = ["bot"]\n')
+    r = run_cli(root, "list", "--json")
+    assert r.returncode == 0 and r.stderr == "" and json.loads(r.stdout)["warnings"] == []
