@@ -125,3 +125,29 @@ def test_list_says_nothing_of_a_sound_declaration(tmp_path):
     root = make_storm(tmp_path / "s", QUEUE, toml='[priority]\nsources = ["bot"]\n')
     r = run_cli(root, "list", "--json")
     assert r.returncode == 0 and r.stderr == "" and json.loads(r.stdout)["warnings"] == []
+
+
+# item 8: `-` is "no dependencies" as it is "no issue"
+
+
+def test_a_queue_line_with_dash_for_its_dependencies_is_a_lane_without_any(tmp_path):
+    root = make_storm(tmp_path / "s", "docs 107 -\nnotes - -\napi 1 docs\nodd 2 -,docs\n")
+    doc = json.loads(run_cli(root, "list", "--json").stdout)
+    assert [(r["slug"], r["issue"], r["deps"]) for r in doc["rows"]] == [
+        ("docs", "107", []), ("notes", "-", []), ("api", "1", ["docs"])]
+    assert doc["skipped"] == [{"line": 4, "text": "odd 2 -,docs",
+                               "why": "'-' means no dependencies, so it cannot stand among them"}]
+    assert run_cli(root, "next").stdout == "run docs 107\n"
+    r = run_cli(root, "bump", "docs")
+    assert r.returncode == 0 and r.stdout == "docs is prioritised; moved: docs\n"
+
+
+def test_push_deps_dash_is_no_dependencies(tmp_path):
+    root = make_storm(tmp_path / "s", "docs 107\n")
+    r = run_cli(root, "push", "z", "3", "--deps", "-")
+    assert r.returncode == 0, r.stderr
+    assert (root / "queue.txt").read_text() == "docs 107\nz 3\n"
+    assert log_events(root)[-1]["deps"] == []
+    assert run_cli(root, "push", "docs", "107", "--deps", "-").returncode == 0, "the same (no) dependencies"
+    r = run_cli(root, "push", "y", "4", "--deps", "-,docs")
+    assert r.returncode == 2 and "refused (invalid_dependency)" in r.stderr
