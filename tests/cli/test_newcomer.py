@@ -151,3 +151,59 @@ def test_push_deps_dash_is_no_dependencies(tmp_path):
     assert run_cli(root, "push", "docs", "107", "--deps", "-").returncode == 0, "the same (no) dependencies"
     r = run_cli(root, "push", "y", "4", "--deps", "-,docs")
     assert r.returncode == 2 and "refused (invalid_dependency)" in r.stderr
+
+
+# item 9: a storm.toml syntax error is reported at the line the file has it
+
+HEAD = "# the storm's declaration\n\n[priority]\n"  # lines 1 to 3
+
+
+@pytest.mark.parametrize("name,body,words", [
+    ("unterminated string", 'sources = ["bot]\nlog = "priority.log"\n',
+     'line 4, column 17: Illegal character \'\\n\' (a string not closed on its line?): "sources = [\\"bot]"'),
+    ("bad key", 'sour ces = ["bot"]\n',
+     'line 4, column 6: Expected \'=\' after a key in a key/value pair: "sour ces = [\\"bot\\"]"'),
+    ("duplicate key", 'sources = ["bot"]\nlog = "priority.log"\n\nsources = ["cron"]\n',
+     'line 7, column 19: Cannot overwrite a value (a key given twice?): "sources = [\\"cron\\"]"'),
+    ("duplicate table", 'sources = ["bot"]\n\n[priority]\n',
+     "line 6, column 10: Cannot declare ('priority',) twice: \"[priority]\""),
+    ("missing =", 'sources ["bot"]\n',
+     'line 4, column 9: Expected \'=\' after a key in a key/value pair: "sources [\\"bot\\"]"'),
+    ("crlf line ends", 'sources = ["bot]\r\n',
+     'line 4, column 17: Illegal character \'\\n\' (a string not closed on its line?): "sources = [\\"bot]"'),
+])
+def test_a_syntax_error_on_one_line_is_named_at_that_line_with_its_text(tmp_path, name, body, words):
+    root = make_storm(tmp_path / "s", QUEUE, toml=HEAD.replace("\n", "\r\n") + body if "crlf" in name else HEAD + body)
+    r = run_cli(root, "list")
+    assert r.returncode == 3
+    assert r.stderr == f"storm-queue: the priority order is unknown: storm.toml is not valid TOML: {words}; " \
+                       "fix storm.toml so the log can be found\n"
+    doc = json.loads(run_cli(root, "doctor", "--json").stdout)
+    assert doc["findings"][0]["code"] == "declaration_unreadable" and words in doc["findings"][0]["message"]
+
+
+@pytest.mark.parametrize("name,body,words", [
+    # the parser stops at "cron", on line 7; the comma is missing at the end of line 6
+    ("a multi-line array missing a comma", 'sources = [\n  "bot",\n  "nightly"\n  "cron",\n]\n',
+     'Unclosed array at line 7, column 3, inside the statement that starts at line 4 ("sources = ["): '
+     "the mistake is on one of lines 4 to 7"),
+    # the parser stops at [runner], on line 8; the array opened on line 4 is never closed
+    ("a multi-line array never closed", 'sources = [\n  "bot",\n  "cron",\n\n[runner]\nslots = 2\n',
+     'Invalid value at line 8, column 2, inside the statement that starts at line 4 ("sources = ["): '
+     "the mistake is on one of lines 4 to 8"),
+    # the parser says only "at end of document"
+    ("a multi-line string never closed", 'sources = ["bot"]\nlog = """priority.log\n\n',
+     'Unterminated string at the end of the file: the statement at line 5 ("log = \\"\\"\\"priority.log") '
+     "is not finished"),
+    ("an array never closed, at the end", 'sources = [\n  "bot",\n  "cron",\n',
+     'Invalid value at the end of the file, inside the statement that starts at line 4 ("sources = ["): '
+     "the mistake is on one of lines 4 to 6"),
+])
+def test_where_the_parsers_line_is_not_the_mistakes_both_lines_are_named(tmp_path, name, body, words):
+    root = make_storm(tmp_path / "s", QUEUE, toml=HEAD + body)
+    r = run_cli(root, "list")
+    assert r.returncode == 3
+    assert f"storm.toml is not valid TOML: {words}" in r.stderr
+    assert "not necessarily where the parser stopped" in r.stderr or "is not finished" in r.stderr
+    refused = run_cli(root, "bump", "api")
+    assert refused.returncode == 1 and words in refused.stderr
