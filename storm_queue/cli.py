@@ -539,8 +539,22 @@ def completion(shell: str) -> None:
 
     Sourced by the shell, it completes commands, options, and the slugs
     queue.txt carries wherever a command takes a SLUG (and --deps, --slug).
+    Each Tab runs storm-queue, so it must be on PATH. Install once, then
+    open a new shell:
 
-    Example: storm-queue completion bash >> ~/.bash_completion
+    \b
+      bash 4.4 or newer; the bash-completion package is not needed.
+      Add to ~/.bashrc:
+        eval "$(storm-queue completion bash)"
+      zsh: its completion system (compinit) must be started first.
+      Add to ~/.zshrc (without the first line if it already runs compinit):
+        autoload -Uz compinit && compinit
+        eval "$(storm-queue completion zsh)"
+      fish: nothing else is needed. Run once:
+        mkdir -p ~/.config/fish/completions
+        storm-queue completion fish > ~/.config/fish/completions/storm-queue.fish
+
+    Example: storm-queue completion bash
     """
 
     def work() -> int:
