@@ -22,10 +22,10 @@
 # quarantined, as ever.
 #
 # When nothing can run and nothing will change by itself (no lane is running
-# under a lease, scheduled or ready: a quarantined lane, a lane blocked or
-# waiting on one, a dependency queue.txt does not know, finished lanes
-# waiting for a batch review under UNATTENDED, a running marker with no
-# lease), the runner says so once on stderr, naming each lane and the
+# under a lease or scheduled: a quarantined lane, a lane blocked or waiting
+# on one, a dependency queue.txt does not know, finished lanes waiting for
+# a batch review under UNATTENDED, a running marker with no lease holding a
+# [runner] slot), the runner says so once on stderr, naming each lane and the
 # command that unblocks it (`storm-queue unpark SLUG --reason TEXT`, ...),
 # and goes on waiting for the operator (or, with --once, exits 0). It says
 # it again only when what holds the storm up changes.
@@ -294,7 +294,7 @@ retry_later() {
     why="$(sq why "$slug" --root "$ROOT" --json 2>/dev/null)" || why=""
     if [[ "$why" == *'"quarantined": "'* ]]; then
         say "$slug failed (exit $status) and is quarantined: its attempts are spent;" \
-            "look at them (storm-queue why $slug), then: storm-queue unpark $slug --reason TEXT"
+            "look at them (storm-queue why $slug --root $ROOT_WORD), then: storm-queue unpark $slug --reason TEXT --root $ROOT_WORD"
         return 0
     fi
     attempts="$(sed -nE 's/.*"attempts": ([0-9]+).*/\1/p' <<<"$why")"
@@ -321,9 +321,11 @@ retry_later() {
 ROOT_WORD="$(printf '%q' "$(cd "$ROOT" 2>/dev/null && pwd || printf '%s' "$ROOT")")"
 
 # When the answer is `wait`: is anything going to change by itself? If a
-# lane is running under a lease, scheduled or ready (all slots are taken),
-# yes: print nothing. Otherwise print what holds the storm up, one lane a
-# line, with the command that unblocks it. It reads `list --plain` (the
+# lane is running under a lease (live, or orphaned: a claim takes it back)
+# or scheduled, yes: print nothing; so too when a lane is ready and no
+# running marker without a lease holds a [runner] slot (it became ready
+# since the claim: the next claim takes it). Otherwise print what holds the
+# storm up, one lane a line, with the command that unblocks it. It reads `list --plain` (the
 # documented columns: POSITION PRIORITY SLUG ISSUE STATE BY AT DETAIL, the
 # detail already escaped by storm-queue).
 stuck_report() {
@@ -336,14 +338,19 @@ stuck_report() {
             slug = $3; state = $5; detail = ""
             for (i = 8; i <= NF; i++) detail = detail (i > 8 ? " " : "") $i
         }
-        state == "ready" || state == "scheduled" || (state == "running" && detail !~ /^running by a marker with no lease/) {
+        state == "scheduled" || (state == "running" && detail !~ /^running by a marker with no lease/) {
             moving = 1; exit
+        }
+        state == "ready" {
+            ready = 1
+            out = out sprintf("  %s: ready, but every [runner] slot is taken\n", slug); next
         }
         state == "quarantined" {
             sub(/ \(the operator.s unpark .*\)$/, "", detail)
             out = out sprintf("  %s: %s; look at its attempts (storm-queue why %s --root %s), then: storm-queue unpark %s --reason TEXT --root %s\n", slug, detail, slug, root, slug, root); next
         }
         state == "running" {
+            marker = 1
             out = out sprintf("  %s: %s; if no runner is working on it: storm-queue recover %s --root %s\n", slug, detail, slug, root); next
         }
         state == "finished" {
@@ -356,7 +363,7 @@ stuck_report() {
             out = out sprintf("  %s: %s: add the missing lane to queue.txt, or correct the line of %s\n", slug, detail, slug); next
         }
         { out = out sprintf("  %s: %s\n", slug, detail) }
-        END { if (!moving) printf "%s", out }
+        END { if (!moving && !(ready && !marker)) printf "%s", out }
     ' <<<"$rows"
 }
 

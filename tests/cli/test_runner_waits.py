@@ -178,3 +178,19 @@ def test_an_unknown_option_is_a_usage_error(tmp_path):
     result = subprocess.run(["bash", str(RUNNER), "--twice", str(tmp_path)], capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr == "runner: unknown option --twice (usage: runner.sh [--once] [STORM_ROOT])\n"
+
+
+def test_a_ready_lane_held_back_by_a_marker_with_no_lease_in_the_only_slot_is_stuck(tmp_path):
+    """A ready lane changes nothing by itself when the slot it waits for is
+    held by a running marker that no claim or recover takes back."""
+    root = make_storm(tmp_path / "storm", "m 1\nx 2\n", running=["m"])
+    assert listed(root)["decision"] == "run x 2", "next knows no slots; claim does"
+    result = run_once(root, runner_env(tmp_path / "ran.txt"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        STUCK,
+        "runner:   m: running by a marker with no lease (only the operator's recover m takes it back); if no runner is "
+        f"working on it: storm-queue recover m --root {root}",
+        "runner:   x: ready, but every [runner] slot is taken",
+        "runner: exiting (--once)",
+    ]
