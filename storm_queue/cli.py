@@ -508,10 +508,11 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     Each line is SEVERITY CODE SUBJECT: MESSAGE (fix: FIX). An error is a
     storm that is unsafe or cannot work as declared: a file another account
     could forge, a storm its owner cannot write, a log that does not replay,
-    a storm.toml that requests refuse. A warning needs a look: a skipped queue.txt line, a stray slug, an
-    unknown storm.toml key, a witness behind its log, a torn tail, a lane
-    marked running for longer than HOURS, an orphaned lease, a running
-    marker with no lease, a quarantined lane. Doctor only reads.
+    a storm.toml that requests refuse. A warning needs a look: a skipped
+    queue.txt line, a stray slug, an unknown storm.toml key, a witness behind
+    its log, a torn tail, a lane marked running for longer than HOURS, an
+    orphaned lease, a running marker with no lease, a quarantined lane.
+    Doctor only reads.
 
     Example: storm-queue doctor --running-hours 6
     """
