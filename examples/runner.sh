@@ -1,12 +1,34 @@
 #!/usr/bin/env bash
 # examples/runner.sh: a small but complete storm runner.
 #
-#   examples/runner.sh [STORM_ROOT]          (default: the current directory)
+#   examples/runner.sh [--once] [STORM_ROOT]  (default: the current directory)
 #
 # It asks `storm-queue claim` what to do, does exactly that, and asks again,
 # until the storm is empty. It is what a real runner does, minus the real
 # work (which a lane supplies as an executable lanes/SLUG/run.sh, or which
 # $LANE_COMMAND stands in for).
+#
+# --once: ask for one decision, carry it out (run the lane to its end, or
+# settle the lanes to review) and exit 0, whatever it was: for cron, which
+# mails what it prints (an empty storm, or one that waits on a running
+# lane, prints nothing; one held up by the operator says so every run), e.g.
+#   */5 * * * * examples/runner.sh --once /srv/storm
+#
+# A lane that fails is not retried at once: the runner records
+# `storm-queue schedule SLUG --not-before +Ns` (with a reason that says so),
+# so every runner passes it over for N seconds while other lanes run; N
+# doubles with each failed attempt of the lane, from $RUNNER_RETRY_DELAY up
+# to $RUNNER_RETRY_MAX. Once its `[runner] attempts` are spent the lane is
+# quarantined, as ever.
+#
+# When nothing can run and nothing will change by itself (no lane is running
+# under a lease or scheduled: a quarantined lane, a lane blocked or waiting
+# on one, a dependency queue.txt does not know, finished lanes waiting for
+# a batch review under UNATTENDED, a running marker with no lease holding a
+# [runner] slot), the runner says so once on stderr, naming each lane and the
+# command that unblocks it (`storm-queue unpark SLUG --reason TEXT`, ...),
+# and goes on waiting for the operator (or, with --once, exits 0). It says
+# it again only when what holds the storm up changes.
 #
 # Several copies may run at once against one storm, on one machine or on
 # several that share it: `claim` takes a lease on a lane under the writers'
@@ -35,16 +57,42 @@
 #   RUNNER_RENEW   seconds between renewals while a lane runs (default: a
 #                  third of the lease length, so two renewals can fail, e.g.
 #                  on a busy storm, before the lease runs out)
+#   RUNNER_RETRY_DELAY  whole seconds a lane waits after its first failed
+#                  attempt, doubled after each further one (default: 30;
+#                  0 retries a failed lane at once)
+#   RUNNER_RETRY_MAX    the longest such wait, in whole seconds (default: 600)
 #
-# Exit status: 0 when the storm is empty; otherwise storm-queue's own status
-# (3: the priority order is unknown, and a runner must not guess at it; the
-# operator repairs it with `storm-queue reset`; 2 for a decision or answer
-# this runner does not understand).
+# Exit status: 0 when the storm is empty (with --once: when the decision was
+# carried out); otherwise storm-queue's own status (3: the priority order is
+# unknown, and a runner must not guess at it; the operator repairs it with
+# `storm-queue reset`; 2 for a decision or answer this runner does not
+# understand, or a usage error).
 
 set -euo pipefail
 
+ONCE=0
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --once) ONCE=1; shift ;;
+        --) shift; break ;;
+        -*) printf 'runner: unknown option %q (usage: runner.sh [--once] [STORM_ROOT])\n' "$1" >&2; exit 2 ;;
+        *) break ;;
+    esac
+done
+if [[ $# -gt 1 ]]; then
+    printf 'runner: one storm root at most (usage: runner.sh [--once] [STORM_ROOT])\n' >&2
+    exit 2
+fi
 ROOT="${1:-.}"
 POLL="${RUNNER_POLL:-1}"
+RETRY_DELAY="${RUNNER_RETRY_DELAY:-30}"
+RETRY_MAX="${RUNNER_RETRY_MAX:-600}"
+for setting in "RUNNER_RETRY_DELAY=$RETRY_DELAY" "RUNNER_RETRY_MAX=$RETRY_MAX"; do
+    if ! [[ "${setting#*=}" =~ ^[0-9]{1,9}$ ]]; then
+        printf 'runner: %s is not a whole number of seconds\n' "$setting" >&2
+        exit 2
+    fi
+done
 # storm-queue's command line, split into words once.
 read -r -a STORM_QUEUE_CMD <<<"${STORM_QUEUE:-storm-queue}"
 RUNNER_PID=$$
@@ -226,11 +274,117 @@ run_lane() {
         esac
     done
 
-    # 5. Settle it (the review step; see settle above).
+    # 5. Settle it (the review step; see settle above), or let it wait
+    #    before its next attempt.
     if [[ $result == ok ]]; then
         settle "$slug"
     else
+        retry_later "$slug" "$status"
+    fi
+}
+
+# A lane that failed waits before its next attempt, longer after each: this
+# records `schedule SLUG --not-before +Ns`, so every runner passes it over
+# (and runs other lanes) until then; N is $RETRY_DELAY doubled for each
+# attempt the lane has spent before this one, at most $RETRY_MAX. The
+# attempts spent are `why --json`'s; a quarantined lane waits for the
+# operator instead.
+retry_later() {
+    local slug="$1" status="$2" why attempts budget delay n
+    why="$(sq why "$slug" --root "$ROOT" --json 2>/dev/null)" || why=""
+    if [[ "$why" == *'"quarantined": "'* ]]; then
+        say "$slug failed (exit $status) and is quarantined: its attempts are spent;" \
+            "look at them (storm-queue why $slug --root $ROOT_WORD), then: storm-queue unpark $slug --reason TEXT --root $ROOT_WORD"
+        return 0
+    fi
+    attempts="$(sed -nE 's/.*"attempts": ([0-9]+).*/\1/p' <<<"$why")"
+    budget="$(sed -nE 's/.*"budget": ([0-9]+).*/\1/p' <<<"$why")"
+    if [[ $RETRY_DELAY -eq 0 || -z "$attempts" ]]; then
         say "$slug failed (exit $status): claim hands it out again until its attempts are spent"
+        return 0
+    fi
+    delay=$RETRY_DELAY
+    for ((n = 1; n < attempts && delay < RETRY_MAX; n++)); do
+        delay=$((delay * 2))
+    done
+    ((delay <= RETRY_MAX)) || delay=$RETRY_MAX
+    if sq schedule "$slug" --not-before "+${delay}s" --root "$ROOT" \
+        --reason "runner: attempt $attempts of ${budget:-?} failed (exit $status); retry after ${delay}s" >/dev/null; then
+        say "$slug failed (exit $status), attempt $attempts of ${budget:-?}: retrying it in ${delay}s; other lanes run meanwhile"
+    else
+        say "$slug failed (exit $status), and it could not be scheduled for later: claim hands it out again at once"
+    fi
+}
+
+# The root, absolute, as a shell word: for the commands the runner tells
+# the operator, who may be anywhere.
+ROOT_WORD="$(printf '%q' "$(cd "$ROOT" 2>/dev/null && pwd || printf '%s' "$ROOT")")"
+
+# When the answer is `wait`: is anything going to change by itself? If a
+# lane is running under a lease (live, or orphaned: a claim takes it back)
+# or scheduled, yes: print nothing; so too when a lane is ready and no
+# running marker without a lease holds a [runner] slot (it became ready
+# since the claim: the next claim takes it). Otherwise print what holds the
+# storm up, one lane a line, with the command that unblocks it. It reads `list --plain` (the
+# documented columns: POSITION PRIORITY SLUG ISSUE STATE BY AT DETAIL, the
+# detail already escaped by storm-queue).
+stuck_report() {
+    local rows
+    rows="$(sq list --plain --root "$ROOT" 2>/dev/null)" || return 0
+    ROOT_WORD="$ROOT_WORD" awk '
+        BEGIN { root = ENVIRON["ROOT_WORD"] }
+        $1 !~ /^[0-9]+$/ { next }
+        {
+            slug = $3; state = $5; detail = ""
+            for (i = 8; i <= NF; i++) detail = detail (i > 8 ? " " : "") $i
+        }
+        state == "scheduled" || (state == "running" && detail !~ /^running by a marker with no lease/) {
+            moving = 1; exit
+        }
+        state == "ready" {
+            ready = 1
+            out = out sprintf("  %s: ready, but every [runner] slot is taken\n", slug); next
+        }
+        state == "quarantined" {
+            sub(/ \(the operator.s unpark .*\)$/, "", detail)
+            out = out sprintf("  %s: %s; look at its attempts (storm-queue why %s --root %s), then: storm-queue unpark %s --reason TEXT --root %s\n", slug, detail, slug, root, slug, root); next
+        }
+        state == "running" {
+            marker = 1
+            out = out sprintf("  %s: %s; if no runner is working on it: storm-queue recover %s --root %s\n", slug, detail, slug, root); next
+        }
+        state == "finished" {
+            out = out sprintf("  %s: %s (UNATTENDED is set, so runners leave it to you): settle it by adding %s to %s/integrated.txt or %s/abandoned.txt\n", slug, detail, slug, root, root); next
+        }
+        state == "blocked" {
+            out = out sprintf("  %s: %s; it can never run: take its line out of queue.txt, or add %s to %s/abandoned.txt\n", slug, detail, slug, root); next
+        }
+        detail ~ /unknown to queue\.txt/ {
+            out = out sprintf("  %s: %s: add the missing lane to queue.txt, or correct the line of %s\n", slug, detail, slug); next
+        }
+        { out = out sprintf("  %s: %s\n", slug, detail) }
+        END { if (!moving && !(ready && !marker)) printf "%s", out }
+    ' <<<"$rows"
+}
+
+# Say what holds the storm up once, and again only when it changes.
+STUCK_SAID=""
+say_if_stuck() {
+    local report
+    report="$(stuck_report)"
+    if [[ -z "$report" ]]; then
+        STUCK_SAID=""
+        return 0
+    fi
+    if [[ "$report" != "$STUCK_SAID" ]]; then
+        say "nothing can run, and nothing will change by itself: the storm waits for you"
+        printf '%s\n' "$report" | sed 's/^/runner: /' >&2
+        if [[ $ONCE -eq 1 ]]; then
+            say "exiting (--once)"
+        else
+            say "waiting, asking again every ${POLL}s; this is said once, until it changes"
+        fi
+        STUCK_SAID="$report"
     fi
 }
 
@@ -253,10 +407,12 @@ while true; do
             # run SLUG ISSUE TOKEN: we hold a lease on the first ready lane
             # in run order, with fencing token TOKEN.
             read -r slug issue token <<<"$rest"
+            STUCK_SAID=""
             run_lane "$slug" "$issue" "$token"
             ;;
         review)
             # review SLUG...: finished lanes await review (no UNATTENDED).
+            STUCK_SAID=""
             for slug in $rest; do
                 settle "$slug"
             done
@@ -266,14 +422,20 @@ while true; do
             # all slots taken, waiting on lanes still to be integrated or on
             # their scheduled time, or quarantined until the operator's
             # `storm-queue unpark`) but none can be claimed now; look again
-            # later. An orphaned lease is taken back by a later claim.
+            # later. An orphaned lease is taken back by a later claim. When
+            # nothing will change by itself, say so (once).
+            say_if_stuck
+            if [[ $ONCE -eq 1 ]]; then
+                exit 0
+            fi
             sleep "$POLL"
             ;;
         empty)
             # Nothing pending, nothing to review: done. (A lane running
             # under another runner's lease keeps the storm from being empty,
             # so `empty` never comes while another runner still works.)
-            say "storm is empty"
+            # With --once (cron) there is nothing worth a mail: say nothing.
+            [[ $ONCE -eq 1 ]] || say "storm is empty"
             exit 0
             ;;
         *)
@@ -281,4 +443,7 @@ while true; do
             exit 2
             ;;
     esac
+    if [[ $ONCE -eq 1 ]]; then
+        exit 0
+    fi
 done

@@ -507,11 +507,12 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
 
     Each line is SEVERITY CODE SUBJECT: MESSAGE (fix: FIX). An error is a
     storm that is unsafe or cannot work as declared: a file another account
-    could forge, a log that does not replay, a storm.toml that requests
-    refuse. A warning needs a look: a skipped queue.txt line, a stray slug, an
-    unknown storm.toml key, a witness behind its log, a torn tail, a lane
-    marked running for longer than HOURS, an orphaned lease, a running
-    marker with no lease, a quarantined lane. Doctor only reads.
+    could forge, a storm its owner cannot write, a log that does not replay,
+    a storm.toml that requests refuse. A warning needs a look: a skipped
+    queue.txt line, a stray slug, an unknown storm.toml key, a witness behind
+    its log, a torn tail, a lane marked running for longer than HOURS, an
+    orphaned lease, a running marker with no lease, a quarantined lane.
+    Doctor only reads.
 
     Example: storm-queue doctor --running-hours 6
     """
@@ -539,8 +540,22 @@ def completion(shell: str) -> None:
 
     Sourced by the shell, it completes commands, options, and the slugs
     queue.txt carries wherever a command takes a SLUG (and --deps, --slug).
+    Each Tab runs storm-queue, so it must be on PATH. Install once, then
+    open a new shell:
 
-    Example: storm-queue completion bash >> ~/.bash_completion
+    \b
+      bash 4.4 or newer; the bash-completion package is not needed.
+      Add to ~/.bashrc:
+        eval "$(storm-queue completion bash)"
+      zsh: its completion system (compinit) must be started first.
+      Add to ~/.zshrc (without the first line if it already runs compinit):
+        autoload -Uz compinit && compinit
+        eval "$(storm-queue completion zsh)"
+      fish: nothing else is needed. Run once:
+        mkdir -p ~/.config/fish/completions
+        storm-queue completion fish > ~/.config/fish/completions/storm-queue.fish
+
+    Example: storm-queue completion bash
     """
 
     def work() -> int:

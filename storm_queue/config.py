@@ -7,8 +7,9 @@
 from __future__ import annotations
 
 import os
+import re
 
-from .names import is_name
+from .names import is_name, quote
 from .records import dataclass, replace
 
 DEFAULT_LOG = "priority.log"
@@ -81,7 +82,7 @@ def parse(text: str) -> Declaration:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        return Declaration(True, log_error=f"storm.toml is not valid TOML ({exc})")
+        return Declaration(True, log_error=syntax_error(text, str(exc)))
     hours, notes = _audit(data)
     extra = {"running_hours": hours, "notes": notes}
     priority = data.get("priority", {})
@@ -115,6 +116,71 @@ def parse(text: str) -> Declaration:
             **extra,
         )
     return Declaration(True, log, tuple(sources), **extra)
+
+
+_AT = re.compile(r" \((?:at line (\d+), column (\d+)|at end of document)\)$")
+
+#: what a few of the parser's words usually mean, said after them
+_HINTS = {
+    "Illegal character '\\n'": "a string not closed on its line?",
+    "Cannot overwrite a value": "a key given twice?",
+}
+
+#: how many characters of storm.toml may be parsed again in all, looking
+#: for the line a syntax error's statement starts at (a storm.toml is a
+#: few hundred; this bounds the time a pathological file can take)
+LOOK_BACK = 200_000
+
+
+def syntax_error(text: str, parser_says: str) -> str:
+    """A storm.toml syntax error in words, at the line the file has it.
+
+    tomllib says where it stopped (``(at line N, column M)``, or ``(at end
+    of document)``). That is the wrong line when the statement it stopped in
+    began on an earlier line (an array missing a comma or its ``]``, a
+    multi-line string not closed): then the statement's first line is found
+    (the longest run of whole lines before it that parses) and both are
+    named, saying that the mistake lies between them."""
+    import tomllib
+
+    found = _AT.search(parser_says)
+    what = parser_says[: found.start()] if found else parser_says
+    if what in _HINTS:
+        what += f" ({_HINTS[what]})"
+    if found is None:
+        return f"storm.toml is not valid TOML: {what}"
+    lines = text.split("\n")
+    if found.group(1):
+        stop, where = int(found.group(1)), f"line {found.group(1)}, column {found.group(2)}"
+    else:  # the last line that holds anything
+        stop, where = max((n for n, line in enumerate(lines, 1) if line.strip()), default=1), "the end of the file"
+    start, budget = None, LOOK_BACK
+    for first in range(stop, 0, -1):
+        prefix = "".join(line + "\n" for line in lines[: first - 1])
+        budget -= len(prefix)
+        if budget < 0:
+            break
+        try:
+            tomllib.loads(prefix)
+        except tomllib.TOMLDecodeError:
+            continue
+        start = first
+        break
+
+    def shown(number: int) -> str:
+        return quote(lines[number - 1].removesuffix("\r"))
+
+    if start == stop and found.group(1):
+        return f"storm.toml is not valid TOML: line {stop}, column {found.group(2)}: {what}: {shown(stop)}"
+    if start == stop:
+        return (f"storm.toml is not valid TOML: {what} at the end of the file: the statement at line {stop} "
+                f"({shown(stop)}) is not finished (a missing bracket or closing quote?)")
+    if start is None:
+        return (f"storm.toml is not valid TOML: {what} at {where}, where the parser stopped; the mistake may be "
+                "on an earlier line, inside a value that starts above it")
+    return (f"storm.toml is not valid TOML: {what} at {where}, inside the statement that starts at line {start} "
+            f"({shown(start)}): the mistake is on one of lines {start} to {stop} (a missing comma, "
+            f"bracket or closing quote?), not necessarily where the parser stopped")
 
 
 #: no [runner] value may exceed ten years (in seconds): a lease's expiry

@@ -53,6 +53,7 @@ def run(keep: bool = False) -> int:
     from .cli import main
 
     root = tempfile.mkdtemp(prefix="storm-queue-demo-")
+    log = os.path.join(root, "priority.log")
     try:
         for name in EXAMPLE_FILES:
             shutil.copyfile(os.path.join(example_dir(), name), os.path.join(root, name))
@@ -69,10 +70,21 @@ def run(keep: bool = False) -> int:
                 if exc.code:
                     click.echo(f"(exit {exc.code})")
             click.echo()
-        click.echo(f"# every request above is one line in {os.path.join(root, 'priority.log')}")
-    finally:
+    except BaseException:
         if keep:
             click.echo(f"# kept: {root}")
         else:
             shutil.rmtree(root, ignore_errors=True)
+        raise
+    if keep:
+        click.echo(f"# every request above is one line in {log}")
+        click.echo(f"# kept: {root}")
+        return 0
+    # the last line names no file of a storm that is gone
+    shutil.rmtree(root, ignore_errors=True)
+    if os.path.exists(root):
+        click.echo(f"# every request above is one line in {log}; the throwaway storm could not be deleted")
+    else:
+        click.echo("# every request above was one line in the throwaway storm's priority.log, deleted now "
+                   "with it; storm-queue demo --keep keeps the storm to look at")
     return 0

@@ -95,6 +95,8 @@ class Outcome:
     expires: str | None = None
     #: the ``seq`` of the first request made under the same key, when this is its repeat
     repeat: int | None = None
+    #: the lanes of ``removed`` that left whatever was asked, each with why (``lane.Plan.swept``)
+    swept: dict[str, str] = field(default_factory=dict)
 
     @property
     def exit_code(self) -> int:
@@ -203,6 +205,8 @@ class Storm:
         snap = self._snapshot(log)
         view = resolve(snap)
         warnings = list(log.warnings)
+        if decl.sources_error:
+            warnings.append(f"{decl.sources_error}: every request is refused until storm.toml is fixed (see storm.toml.example)")
         if view.stale:
             warnings.append(
                 "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "
@@ -811,7 +815,7 @@ def _lane_step(req: _Request, by: str, plan: Plan | Refusal, fields: dict[str, A
         message = f"{req.slug} was already in the priority lane and keeps its place"
     out = Outcome("noop" if plan.noop else "done", req.verb, req.slug, by, message=message,
                   moved=list(plan.moved), already=list(plan.already), removed=list(plan.removed),
-                  appended=(line is not None) if req.verb == "push" else None)
+                  appended=(line is not None) if req.verb == "push" else None, swept=dict(plan.swept))
     return Step(out, [body], line)
 
 

@@ -4,8 +4,8 @@
 turns what it read into findings (plain data, no I/O). Severities:
 
 - ``error``: the storm is unsafe or cannot work as declared (a file another
-  account could forge, a log that does not replay, a declaration requests
-  refuse, a file doctor cannot read);
+  account could forge, a storm its owner cannot write, a log that does not
+  replay, a declaration requests refuse, a file doctor cannot read);
 - ``warning``: it works, but something needs a look (a skipped line, a stray
   slug, an unknown key, a witness behind its log, a torn tail, a lane running
   for longer than the threshold, a lease past its expiry, a running marker
@@ -77,6 +77,8 @@ class Facts:
     #: the storm as the log folds it (runs, leases) with the ledgers and
     #: queue.txt, at ``now``; None when the log or a file could not be read
     snapshot: Snapshot | None = None
+    #: the storm's directory is on a file system mounted read-only
+    read_only: bool = False
 
 
 def _sh(path: str) -> str:
@@ -103,14 +105,49 @@ def _exposure(entry: Entry, op: Owner) -> Finding | None:
                    "; ".join(fixes))
 
 
+def _owner_cannot_write(entry: Entry, op: Owner) -> bool:
+    """The operator's own file or directory without the owner's write
+    permission (a directory needs search too). A file of another account is
+    the ``exposed`` finding's; root writes whatever its mode."""
+    if op.uid == 0 or entry.st.st_uid != op.uid or stat.S_ISLNK(entry.st.st_mode):
+        return False
+    need = stat.S_IWUSR | (stat.S_IXUSR if stat.S_ISDIR(entry.st.st_mode) else 0)
+    return entry.st.st_mode & need != need
+
+
+def _unwritable(facts: Facts) -> list[Finding]:
+    """What storm-queue writes that the storm's owner cannot: the storm's
+    directory and the log's, the log and its lock (every request), and
+    ``queue.txt`` (``push``); or a storm on a file system mounted read-only."""
+    op = facts.owner
+    if facts.read_only:
+        return [Finding(ERROR, "unwritable", ".", "is on a file system mounted read-only: every request is refused "
+                        "(storm_unwritable) and nothing is recorded", f"remount it read-write, or move the storm: {_sh(facts.root)}")]
+    log_dir = os.path.dirname(facts.log_rel) or "."
+    every = "every request is refused (storm_unwritable) and nothing is recorded"
+    written = {".": every, log_dir: every, facts.log_rel: every, facts.log_rel + ".lock": every,
+               "queue.txt": "push cannot append a lane to it (storm_unwritable)"}
+    out = []
+    for entry in facts.entries:
+        if entry.rel in written and _owner_cannot_write(entry, op):
+            is_dir = stat.S_ISDIR(entry.st.st_mode)
+            out.append(Finding(ERROR, "unwritable", entry.rel,
+                               f"the storm's owner {op.name} cannot write this {'directory' if is_dir else 'file'} "
+                               f"(mode {stat.filemode(entry.st.st_mode)}): {written[entry.rel]}",
+                               f"chmod {'u+wx' if is_dir else 'u+w'} {_sh(entry.path)}"))
+    return out
+
+
 def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
-    """Every finding, in the order: files, declaration, log, queue.txt,
-    stray slugs, running lanes. Pure: reads nothing but ``facts``."""
+    """Every finding, in the order: files (forgeable, then unwritable),
+    declaration, log, queue.txt, stray slugs, running lanes. Pure: reads
+    nothing but ``facts``."""
     out: list[Finding] = []
     for entry in facts.entries:
         finding = _exposure(entry, facts.owner)
         if finding:
             out.append(finding)
+    out += _unwritable(facts)
     for rel, why in facts.unreadable:
         out.append(Finding(ERROR, "unreadable", rel, why, "make it a readable regular file of the operator's"))
     decl = facts.declaration
@@ -280,7 +317,14 @@ def gather(root: str, now: float | None = None) -> Facts:
             if st is not None:
                 running.append((slug, st.st_mtime))
     return Facts(root, op, tuple(entries), decl, os.path.relpath(log_path, root), log, log_error,
-                 queue, tuple(unreadable), tuple(stray), tuple(running), t, snap)
+                 queue, tuple(unreadable), tuple(stray), tuple(running), t, snap, _read_only(root))
+
+
+def _read_only(root: str) -> bool:
+    try:
+        return bool(os.statvfs(root).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
 
 
 def render_text(findings: list[Finding]) -> str:

@@ -51,13 +51,18 @@ class Refusal:
 class Plan:
     """What an admitted request does to the lane: ``moved`` joins the end of
     the lane in this order, ``removed`` leaves it; ``noop`` says why the lane
-    named was not prioritised; ``already`` lists the closure already in the lane."""
+    named was not prioritised; ``already`` lists the closure already in the lane.
+    ``swept`` names the lanes of ``removed`` that left whatever the request
+    asked (the named set no longer required them before it), each with why:
+    ``settled``, ``finished``, ``gone`` (``queue.txt`` no longer carries it)
+    or ``unneeded``."""
 
     slug: str
     moved: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     already: tuple[str, ...] = ()
     noop: str | None = None
+    swept: tuple[tuple[str, str], ...] = ()
 
 
 def _closure(snap: Snapshot, slug: str, strict: bool) -> list[str] | Refusal:
@@ -141,12 +146,24 @@ def _rederive(snap: Snapshot, slug: str, named: tuple[str, ...], noop: str | Non
     lane = derive(snap, named)
     old = set(snap.state.lane)
     new = set(lane)
+    removed = tuple(s for s in snap.state.lane if s not in new)
+    required = set(derive(snap, snap.state.named)) if removed else set()
     return Plan(
         slug,
         moved=tuple(s for s in lane if s not in old),
-        removed=tuple(s for s in snap.state.lane if s not in new),
+        removed=removed,
         noop=noop,
+        swept=tuple((s, _swept_why(snap, s)) for s in removed if s not in required),
     )
+
+
+def _swept_why(snap: Snapshot, slug: str) -> str:
+    """Why a lane left the priority lane without the request asking."""
+    if snap.ledgers.settled(slug):
+        return "settled"
+    if slug in snap.ledgers.finished:
+        return "finished"
+    return "unneeded" if slug in snap.lanes else "gone"
 
 
 def _done_words(snap: Snapshot, slug: str) -> str | None:

@@ -1,4 +1,5 @@
-"""The ``queue.txt`` grammar: one lane a line, ``<slug> <issue> [deps]``.
+"""The ``queue.txt`` grammar: one lane a line, ``<slug> <issue> [deps]``,
+where ``-`` is no issue, and, as the whole dependency list, no dependency.
 
 Parsing never drops a line silently: every line that is not a lane, a blank
 or a comment comes back as ``Skipped`` with the reason in words.
@@ -40,9 +41,15 @@ class QueueFile:
     ends_with_newline: bool = True
 
 
+#: a dependency list of this one word is none, as ``-`` is no issue
+NO_DEPS = "-"
+
+
 def split_deps(text: str) -> tuple[str, ...]:
-    """Split a dependency list written with commas and/or whitespace."""
-    return tuple(d for d in _DEP_SPLIT.split(text.strip()) if d)
+    """Split a dependency list written with commas and/or whitespace; ``-``
+    alone is no dependency."""
+    deps = tuple(d for d in _DEP_SPLIT.split(text.strip()) if d)
+    return () if deps == (NO_DEPS,) else deps
 
 
 def _lane(fields: list[str], number: int) -> Lane | str:
@@ -57,6 +64,8 @@ def _lane(fields: list[str], number: int) -> Lane | str:
         return f"issue {quote(issue)} is not ASCII digits or '-'"
     deps = split_deps(" ".join(fields[2:]))
     for dep in deps:
+        if dep == NO_DEPS:
+            return f"'{NO_DEPS}' means no dependencies, so it cannot stand among them"
         if not is_name(dep):
             return f"dependency {quote(dep)} is not a name: {why_not_name(dep)}"
     return Lane(slug, issue, tuple(dict.fromkeys(deps)), number)

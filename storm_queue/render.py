@@ -8,6 +8,7 @@ import sys
 
 from .log.reader import RESET_HINT
 from .names import printable, quote
+from .refusals import AUTHORITY, CODES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -134,16 +135,29 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
     return "\n".join(lines)
 
 
+#: why a lane left the priority lane without the request asking, as the sentence says it
+_SWEPT = {"settled": "now settled", "finished": "now finished, awaiting review",
+          "gone": "no longer in queue.txt", "unneeded": "no longer needed by a prioritised lane"}
+
+
 def outcome_text(out: Outcome) -> str:
-    """A request's outcome in words: one line, then what moved."""
+    """A request's outcome in words: one line of what it did (what moved,
+    what it removed), then one sentence for each kind of lane it swept out
+    of the priority lane whatever it asked (``also took out of the lane,
+    now settled: A B``)."""
     if out.outcome == "refused":
         return f"refused ({out.code}): {printable(out.message)}"
     parts = [printable(out.message)]
     if out.moved:
         parts.append("moved: " + " ".join(out.moved))
-    if out.removed:
-        parts.append("removed: " + " ".join(out.removed))
+    own = [s for s in out.removed if s not in out.swept]
+    if own:
+        parts.append("removed: " + " ".join(own))
     text = "; ".join(parts)
+    for why, words in _SWEPT.items():
+        swept = [s for s in out.removed if out.swept.get(s) == why]
+        if swept:
+            text += f"\nalso took out of the lane, {words}: " + " ".join(printable(s) for s in swept)
     if out.order is not None:
         text += "\nrun order after it: " + (" ".join(out.order) or "(no lanes to run)")
     return text
@@ -151,6 +165,18 @@ def outcome_text(out: Outcome) -> str:
 
 def _lanes(words: str, slugs: list[str]) -> str:
     return f"; {words} {' '.join(printable(s) for s in slugs)}" if slugs else ""
+
+
+def _refusal_label(event: dict[str, Any]) -> str:
+    """What kind of refusal a recorded one was, by its code in the one
+    vocabulary (``refusals.CODES``): ``[not authorised]`` for an authority
+    code the caller did not pass, ``[cannot be done as asked]`` for a shape
+    or lookup code, whoever asked; nothing for a code this version does not
+    know."""
+    code = event.get("code")
+    if code in AUTHORITY:
+        return "" if event.get("authorised") else " [not authorised]"
+    return " [cannot be done as asked]" if code in CODES else ""
 
 
 def event_text(event: dict[str, Any]) -> str:
@@ -161,7 +187,7 @@ def event_text(event: dict[str, Any]) -> str:
     if action == "refused":
         slug = "-" if event.get("slug") is None else quote(event["slug"])
         body = f"{printable(event['requested'])} {slug} refused ({printable(event['code'])}): {printable(event['message'])}"
-        body += "" if event.get("authorised") else " [not authorised]"
+        body += _refusal_label(event)
     elif action in ("push", "bump", "unbump"):
         outcome = f"noop: {printable(event['noop'])}" if event.get("noop") else "done"
         body = f"{action} {printable(event['slug'])}"

@@ -5,6 +5,7 @@ literally and never interpreted."""
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -29,7 +30,18 @@ def _when(at: str) -> str:
     return printable(at[:16].replace("T", " ") + "Z") if len(at) >= 16 else printable(at)
 
 
-def _row(table: Table, r: Row, listing: Listing) -> None:
+#: the lane table's columns (heading, options), in order
+COLUMNS = (("#", {"justify": "right"}), ("", {}), ("lane", {}), ("issue", {}),
+           ("state", {}), ("prioritised by", {}), ("waits on", {}))
+#: the columns a narrow terminal drops, least useful first, until the rest
+#: fit without cutting a word; the lane and its state are never dropped
+DROP_ORDER = ("#", "issue", "prioritised by", "waits on")
+#: who gets the room left once every kept column holds its widest word
+GROW_ORDER = ("waits on", "prioritised by", "lane", "state", "issue", "#", "")
+
+
+def _row(r: Row, listing: Listing) -> tuple[Text, ...]:
+    """One lane's cells, one per column of ``COLUMNS``."""
     mark = listing.marks.get(r.slug) if r.prioritised else None
     who = Text()
     if mark is not None:
@@ -38,7 +50,7 @@ def _row(table: Table, r: Row, listing: Listing) -> None:
         extra = mark_words(mark, r.slug)
         if extra:
             who.append("\n" + extra, style="italic")
-    table.add_row(
+    return (
         Text(str(r.position) if r.position else "-"),
         Text("*" if r.prioritised else "", style="bold yellow"),
         Text(r.slug, style="bold"),
@@ -75,31 +87,79 @@ def _status(r: Row) -> Text:
     return status
 
 
-def listing_table(listing: Listing, show_settled: bool = False) -> Group:
+def _widest(heading: str, cells: list[Text], unit: str | None) -> int:
+    """The widest word (``unit`` None: split on whitespace) or line
+    (``unit`` "\\n") of a column, its heading included."""
+    pieces = heading.split(unit) + [piece for cell in cells for piece in cell.plain.split(unit)]
+    return max((cell_len(piece) for piece in pieces), default=1)
+
+
+def _fit(rows: list[tuple[Text, ...]], width: int) -> tuple[dict[int, int | None], list[str]]:
+    """Each column kept (an index into ``COLUMNS``) with its width, and the
+    headings dropped. A column costs its width plus three (padding and a
+    rule), the table one more. Every kept column gets at least its widest
+    word, so none is cut; columns are dropped in ``DROP_ORDER`` until that
+    fits, and the room left goes to the columns whose lines are longer, in
+    ``GROW_ORDER``. When even the lane and its state cannot have their
+    widest words, the widths are rich's (None), and words are folded."""
+    kept = list(range(len(COLUMNS)))
+    cells = [[row[i] for row in rows] for i in kept]
+    least = [_widest(COLUMNS[i][0], cells[i], None) for i in kept]
+    most = [_widest(COLUMNS[i][0], cells[i], "\n") for i in kept]
+    dropped: list[str] = []
+    for heading in DROP_ORDER:
+        if sum(least[i] + 3 for i in kept) + 1 <= width:
+            break
+        kept = [i for i in kept if COLUMNS[i][0] != heading]
+        dropped.append(heading)
+    room = width - 1 - sum(least[i] + 3 for i in kept)
+    if room < 0:
+        return {i: None for i in kept}, dropped
+    widths = {i: least[i] for i in kept}
+    for heading in GROW_ORDER:
+        for i in kept:
+            if COLUMNS[i][0] == heading:
+                more = min(room, most[i] - widths[i])
+                widths[i] += more
+                room -= more
+    return widths, dropped
+
+
+def listing_table(listing: Listing, show_settled: bool = False, width: int | None = None) -> Group:
     """The renderable of ``list`` at a terminal: the run order as a table,
-    then the skipped lines, the stray slugs and the settled count."""
+    then the skipped lines, the stray slugs and the settled count. On a
+    terminal ``width`` columns wide no word is cut: long cells wrap, and when
+    even that does not fit, columns are dropped in ``DROP_ORDER`` (and the
+    listing says which); a word wider than the whole terminal is folded,
+    never cut short with an ellipsis."""
     view = listing.view
     title = Text(f"storm {printable(listing.root)}")
     parts: list = [title, Text.assemble("next: ", (view.decision, "bold"))]
     rows = view.rows + (view.settled if show_settled else ())
     if rows:
+        cells = [_row(r, listing) for r in rows]
+        widths, dropped = _fit(cells, width) if width is not None else ({i: None for i in range(len(COLUMNS))}, [])
         table = Table(header_style="bold", show_lines=False)
-        for name, kw in (("#", {"justify": "right"}), ("", {}), ("lane", {}), ("issue", {}),
-                         ("state", {}), ("prioritised by", {}), ("waits on", {"ratio": 1})):
-            table.add_column(name, **kw)
-        for r in rows:
-            _row(table, r, listing)
+        for i, column_width in widths.items():
+            name, kw = COLUMNS[i]
+            table.add_column(name, width=column_width, overflow="fold", **kw)
+        for row in cells:
+            table.add_row(*(row[i] for i in widths))
         parts.append(table)
         if any(r.prioritised for r in rows):
             parts.append(Text("* in the priority lane: runs before every other lane", style="dim"))
+        if dropped:
+            names = ", ".join(f'"{name}"' for name in dropped)
+            parts.append(Text(f"narrow terminal: not shown: {names} (a wider terminal, or list --plain, shows "
+                              "every column)", style="dim"))
     else:
         parts.append(Text("no lanes to run"))
     if view.settled and not show_settled:
         parts.append(Text(f"{len(view.settled)} settled lane(s) not shown (--all shows them)", style="dim"))
     if view.stray:
         stray = Table(title="Stray: prioritised, but queue.txt no longer carries them (never run)", title_justify="left")
-        stray.add_column("lane")
-        stray.add_column("prioritised by")
+        stray.add_column("lane", overflow="fold")
+        stray.add_column("prioritised by", overflow="fold")
         for slug in view.stray:
             mark = listing.marks.get(slug)
             stray.add_row(Text(printable(slug)), Text(f"{printable(mark.by)} {_when(mark.at)}" if mark else ""))
@@ -107,8 +167,8 @@ def listing_table(listing: Listing, show_settled: bool = False) -> Group:
     if listing.skipped:
         skipped = Table(title="Skipped queue.txt lines (never run)", title_justify="left")
         skipped.add_column("line", justify="right")
-        skipped.add_column("text")
-        skipped.add_column("why")
+        skipped.add_column("text", overflow="fold")
+        skipped.add_column("why", overflow="fold")
         for s in listing.skipped:
             skipped.add_row(Text(str(s.line)), Text(quote(s.text)), Text(printable(s.why)))
         parts.append(skipped)
@@ -117,4 +177,5 @@ def listing_table(listing: Listing, show_settled: bool = False) -> Group:
 
 def print_listing(listing: Listing, console: Console | None = None, show_settled: bool = False) -> None:
     """Print the listing's table on ``console`` (default: stdout)."""
-    (console or Console()).print(listing_table(listing, show_settled))
+    console = console or Console()
+    console.print(listing_table(listing, show_settled, console.width))

@@ -4,6 +4,7 @@ commands, options and the slugs queue.txt carries; the scripts source."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from storm_queue.cli import main
-from tests.conftest import clean_env, make_storm, run_cli
+from tests.conftest import REPO, clean_env, make_storm, run_cli
 
 QUEUE = "schema 12\napi 13 schema\nauth 14\n../bad 15\nbilling 17 auth,api\n"
 COMMANDS = sorted(main.commands)
@@ -101,3 +102,100 @@ def test_bash_sources_the_script_and_completes_slugs(storm):
                          env=env, cwd=storm, timeout=60)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["schema", "api", "auth", "billing"]
+
+
+# issue 13 item 11: one set of instructions, true for bash, zsh and fish
+
+COMMAND_LINES = ("eval ", "autoload ", "mkdir ", "storm-queue completion ")
+
+
+def instructions(text: str) -> dict[str, list[str]]:
+    """The install commands in ``text``, by shell: each command line (eval,
+    autoload, mkdir, storm-queue completion) under the last shell named."""
+    out: dict[str, list[str]] = {}
+    shell = None
+    for line in text.splitlines():
+        words = line.strip().lstrip("-* ").replace("*", "")
+        for name in ("bash", "zsh", "fish"):
+            if words.startswith(name):
+                shell = name
+        if line.startswith("      ") and words.startswith(COMMAND_LINES) and shell:
+            out.setdefault(shell, []).append(words)
+    return out
+
+
+def help_instructions() -> dict[str, list[str]]:
+    ran = run_cli(None, "completion", "--help", env=clean_env(COLUMNS="80"))
+    assert ran.returncode == 0, ran.stderr
+    body = ran.stdout.split("Example:")[0]
+    return instructions(body)
+
+
+def shell_env(home: Path) -> dict[str, str]:
+    env = clean_env(HOME=str(home), PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    for name in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "ZDOTDIR", "BASH_ENV", "ENV"):
+        env.pop(name, None)
+    return env
+
+
+def test_the_help_and_the_readme_give_the_same_instructions():
+    told = help_instructions()
+    assert told == {
+        "bash": ['eval "$(storm-queue completion bash)"'],
+        "zsh": ["autoload -Uz compinit && compinit", 'eval "$(storm-queue completion zsh)"'],
+        "fish": ["mkdir -p ~/.config/fish/completions",
+                 "storm-queue completion fish > ~/.config/fish/completions/storm-queue.fish"],
+    }
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("### Shell completion\n", 1)[1].split("\n## ", 1)[0]
+    assert instructions(section) == told
+    words = " ".join(section.split())
+    assert "bash-completion package is not needed" in words and "(`compinit`) must be started first" in words
+
+
+def test_bash_as_told_completes_without_the_bash_completion_package(storm, tmp_path):
+    """A real `bash --norc` (so no system file can load bash-completion)
+    runs the ~/.bashrc line the help gives: storm-queue is registered and
+    completes the storm's slugs, and no bash-completion function exists."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("\n".join(help_instructions()["bash"]) + "\n")
+    program = ('source ~/.bashrc\n'
+               'complete -p storm-queue\n'
+               'if declare -F _init_completion _comp_initialize >/dev/null; then echo "bash-completion is loaded"; fi\n'
+               'COMP_WORDS=(storm-queue bump a); COMP_CWORD=2; _storm_queue_completion storm-queue\n'
+               'printf "%s\\n" "${COMPREPLY[@]}"\n')
+    ran = subprocess.run(["bash", "--norc", "--noprofile", "-c", program], capture_output=True, text=True,
+                         env=shell_env(home), cwd=storm, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.splitlines() == ["complete -o nosort -F _storm_queue_completion storm-queue", "api", "auth"]
+    assert ran.stderr == ""
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed here")
+def test_zsh_as_told_registers_the_completion_and_needs_compinit(storm, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    told = help_instructions()["zsh"]
+    probe = ["zsh", "-i", "-c", "print -r -- ${_comps[storm-queue]}"]
+    (home / ".zshrc").write_text("\n".join(told) + "\n")
+    ran = subprocess.run(probe, capture_output=True, text=True, env=shell_env(home), cwd=storm, timeout=60)
+    assert ran.stdout == "_storm_queue_completion\n", ran.stderr
+    (home / ".zshrc").write_text("\n".join(line for line in told if "compinit" not in line) + "\n")
+    ran = subprocess.run(probe, capture_output=True, text=True, env=shell_env(home), cwd=storm, timeout=60)
+    assert ran.stdout == "\n" and "compdef" in ran.stderr, "without compinit the script cannot register"
+
+
+@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed here")
+def test_fish_as_told_completes_the_storms_slugs(storm, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    env = shell_env(home)
+    for line in help_instructions()["fish"]:
+        ran = subprocess.run(["fish", "-c", line], capture_output=True, text=True, env=env, cwd=storm, timeout=60)
+        assert ran.returncode == 0, ran.stderr
+    ran = subprocess.run(["fish", "-c", 'complete -C "storm-queue bump "; complete -C "storm-queue unb"'],
+                         capture_output=True, text=True, env=env, cwd=storm, timeout=60)
+    assert ran.returncode == 0, ran.stderr
+    offered = [line.split("\t")[0] for line in ran.stdout.splitlines()]
+    assert sorted(offered) == sorted(["schema", "api", "auth", "billing", "unbump"])

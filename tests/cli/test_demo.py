@@ -37,3 +37,34 @@ def test_demo_shows_a_lease_and_a_stale_token_refused(tmp_path):
     late = out.split("$ storm-queue finish docs --token 1 --result ok\n", 1)[1].split("\n\n", 1)[0]
     assert "refused (stale_fence)" in late and "(exit 2)" in late
     assert "docs finished ok (token 2); it awaits review" in out
+
+
+def test_the_last_line_names_no_file_in_the_storm_it_deleted(tmp_path):
+    """Issue 13 item 13: without --keep the storm is gone, so no line after
+    its deletion may send the reader to one of its files."""
+    import os
+
+    out = run_cli(None, "demo", cwd=tmp_path).stdout
+    root = re.search(r"a throwaway storm in (\S+),", out).group(1)
+    assert not os.path.exists(root)
+    last = out.rstrip().splitlines()[-1]
+    assert root not in last and "priority.log" in last and "deleted" in last and "--keep" in last
+    for path in re.findall(r"(/\S+priority\.log)", out):
+        assert not path.startswith(root), f"{path} is in the deleted storm"
+
+
+def test_keep_names_the_log_it_kept_and_it_is_there(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    out = run_cli(None, "demo", "--keep", cwd=tmp_path).stdout
+    root = re.search(r"a throwaway storm in (\S+),", out).group(1)
+    try:
+        told, kept = out.rstrip().splitlines()[-2:]
+        assert kept == f"# kept: {root}"
+        log = Path(told.removeprefix("# every request above is one line in "))
+        assert log == Path(root) / "priority.log"
+        assert [json.loads(line)["seq"] for line in log.read_text().splitlines()] == list(range(1, 13))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -246,3 +246,41 @@ def test_doctor_escapes_everything_it_prints(sound):
     assert lines[1].startswith('warning unknown_key storm.toml: unknown table "k\\x1b[31m[red]\\x0a"')
     assert lines[2].startswith('warning skipped_line queue.txt:3: "ev\\x1bil[red]x\\u2028[link=https:example.com]y\\x0dz 9" is skipped')
     shutil.rmtree(sound / "lanes" / evil)
+
+
+def _give_to_an_owner_who_is_not_root(root: Path) -> None:
+    """Root writes whatever the mode, so as root the storm is given to
+    nobody first: the owner is then an account the mode binds."""
+    if os.geteuid() == 0:
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
+                os.lchown(name, NOBODY, NOBODY)
+
+
+def test_a_storm_directory_its_owner_cannot_write_is_an_error_with_the_fix(sound):
+    """Issue 13 item 7: every request would be refused (storm_unwritable)."""
+    _give_to_an_owner_who_is_not_root(sound)
+    os.chmod(sound, 0o555)
+    try:
+        code, doc = doctor(sound)
+        text = run_cli(sound, "doctor").stdout
+    finally:
+        os.chmod(sound, 0o755)
+    assert code == 1
+    assert codes(doc) == [("error", "unwritable", ".")]
+    finding = doc["findings"][0]
+    assert "cannot write this directory (mode dr-xr-xr-x)" in finding["message"]
+    assert "every request is refused" in finding["message"]
+    assert finding["fix"] == f"chmod u+wx {sound}"
+    assert text.startswith("error   unwritable .: the storm's owner ") and f"(fix: chmod u+wx {sound})" in text
+
+
+def test_a_log_and_queue_txt_their_owner_cannot_write_are_errors(sound):
+    _give_to_an_owner_who_is_not_root(sound)
+    for name in ("priority.log", "queue.txt"):
+        os.chmod(sound / name, 0o444)
+    _, doc = doctor(sound)
+    assert codes(doc) == [("error", "unwritable", "queue.txt"), ("error", "unwritable", "priority.log")]
+    assert "push cannot append" in doc["findings"][0]["message"]
+    assert [f["fix"] for f in doc["findings"]] == [f"chmod u+w {sound / 'queue.txt'}", f"chmod u+w {sound / 'priority.log'}"]
+

@@ -205,3 +205,74 @@ def test_plain_paths_never_import_rich(storm) -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe, str(root)], capture_output=True, text=True, env=clean_env(), timeout=60)
     assert done.stderr.strip().splitlines()[-1] == "NO-RICH", done.stderr
+
+
+# issue 13 item 12: a narrow terminal keeps every column readable
+
+NARROW_QUEUE = "setup 1\nschema 2 setup\nhotfix 3\ndocs 4\napi 5 schema\n"
+
+
+def table_cells(text: str) -> list[list[str]]:
+    """The body rows of the lane table, as cells (a lane's later lines are
+    rows whose first cells are blank)."""
+    return [[c.strip() for c in line.split("│")[1:-1]] for line in text.splitlines() if line.startswith("│")]
+
+
+def narrow_storm(storm) -> tuple[Path, str]:
+    root = storm(NARROW_QUEUE)
+    assert run_cli(root, "bump", "api", "--reason", "customer outage on the payments page").returncode == 0
+    by = json.loads(run_cli(root, "list", "--json").stdout)["rows"][0]["mark"]["by"]
+    return root, by
+
+
+def test_at_60_columns_the_principal_and_every_word_are_whole(storm) -> None:
+    root, by = narrow_storm(storm)
+    code, out = run_in_pty(root, "list", columns=60)
+    assert code == 0
+    text = SGR.sub("", out)
+    assert "…" not in text, text
+    assert max(len(line) for line in text.splitlines()) <= 60
+    header = [line for line in text.splitlines() if line.startswith("┃")]
+    assert "prioritised" in "".join(header) and "waits on" in "".join(header) and "issue" in "".join(header)
+    rows = table_cells(text)  # "#" is dropped first: *, lane, issue, state, prioritised by, waits on
+    lanes = [r for r in rows if r[1]]
+    assert [(r[1], r[2], r[3]) for r in lanes] == [("setup", "1", "ready"), ("schema", "2", "waiting"),
+                                                   ("api", "5", "waiting"), ("hotfix", "3", "ready"),
+                                                   ("docs", "4", "ready")]
+    assert lanes[0][4] == by, "the principal is whole, on its own line"
+    reason = " ".join(r[4] for r in rows[:rows.index(lanes[1])])
+    assert 'reason "customer outage on the payments page"' in reason
+    assert 'narrow terminal: not shown: "#"' in text
+
+
+def test_a_narrower_terminal_drops_the_least_useful_columns_never_the_lane_or_state(storm) -> None:
+    root, _ = narrow_storm(storm)
+    for columns, dropped in ((50, '"#", "issue", "prioritised by"'), (30, '"#", "issue", "prioritised by", "waits on"')):
+        code, out = run_in_pty(root, "list", columns=columns)
+        assert code == 0
+        text = SGR.sub("", out)
+        assert "…" not in text, text
+        lanes = [r for r in table_cells(text) if r[1]]
+        assert [(r[1], r[2]) for r in lanes] == [("setup", "ready"), ("schema", "waiting"), ("api", "waiting"),
+                                                 ("hotfix", "ready"), ("docs", "ready")], text
+        assert f"narrow terminal: not shown: {dropped}" in " ".join(text.split()), text
+
+
+def test_a_slug_wider_than_the_terminal_is_folded_never_cut(storm) -> None:
+    slug = "a-very-long-lane-name-for-a-migration-of-the-billing-service"
+    root = storm(f"{slug} 1\n")
+    code, out = run_in_pty(root, "list", columns=40)
+    assert code == 0
+    text = SGR.sub("", out)
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 40, text
+    pieces = [r[1] for r in table_cells(text) if len(r) > 1]
+    assert "".join(pieces) == slug, text
+
+
+def test_a_wide_terminal_is_unchanged_all_seven_columns(storm) -> None:
+    root, by = narrow_storm(storm)
+    code, out = run_in_pty(root, "list", columns=200)
+    text = SGR.sub("", out)
+    assert code == 0 and "not shown" not in text and "…" not in text
+    assert [len(r) for r in table_cells(text)][0] == 7
+    assert table_cells(text)[0][5] == by

@@ -111,17 +111,19 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(tm
     # reports `finish --result failed`, `claim` hands the lane out again until
     # its `[runner] attempts` are spent, and then quarantines it: the lane
     # holds what depends on it (the storm is not empty, the runner waits)
-    # until the operator unparks it or, as here, abandons it by hand.
+    # until the operator unparks it or, as here, abandons it by hand. Since
+    # issue 13 a failed lane waits a growing delay (a schedule) before its
+    # next attempt, and c runs meanwhile (test_runner_waits.py has more).
     root = make_storm(tmp_path / "storm", "a 1\nb 2 a\nc 3\n", toml="[runner]\nattempts = 3\n")
     run_sh = root / "lanes" / "a" / "run.sh"
     run_sh.parent.mkdir(parents=True)
     run_sh.write_text("#!/usr/bin/env bash\nexit 7\n")
     run_sh.chmod(0o755)
     log = tmp_path / "ran.txt"
-    proc = start_runner(root, runner_env(log))
+    proc = start_runner(root, runner_env(log, RUNNER_RETRY_DELAY="1"))
     try:
         deadline = time.monotonic() + 120
-        while lines(log) != ["a", "a", "a", "c"] or "c" not in lines(root / "integrated.txt"):
+        while lines(log) != ["a", "c", "a", "a"] or not any(e["action"] == "quarantine" for e in log_events(root)):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, lines(log)
             time.sleep(0.05)
@@ -132,9 +134,10 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(tm
         assert proc.poll() is None  # a quarantined lane keeps the storm from being empty
         events = log_events(root)
         assert [(e["slug"], e["token"], e["attempt"]) for e in events if e["action"] == "claim"] == [
-            ("a", 1, 1), ("a", 2, 2), ("a", 3, 3), ("c", 1, 1)]
+            ("a", 1, 1), ("c", 1, 1), ("a", 2, 2), ("a", 3, 3)]
         assert [(e["slug"], e["token"], e["result"]) for e in events if e["action"] == "finish"] == [
-            ("a", 1, "failed"), ("a", 2, "failed"), ("a", 3, "failed"), ("c", 1, "ok")]
+            ("a", 1, "failed"), ("c", 1, "ok"), ("a", 2, "failed"), ("a", 3, "failed")]
+        assert [e["slug"] for e in events if e["action"] == "schedule"] == ["a", "a"]
         assert [(e["slug"], e["attempts"]) for e in events if e["action"] == "quarantine"] == [("a", 3)]
         assert not (root / "lanes" / "a" / ".qwenstorm" / "result.json").exists()
     finally:
@@ -143,7 +146,7 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(tm
             f.write("a\n")
     code, _, err = finish(proc)
     assert code == 0, err
-    assert lines(log) == ["a", "a", "a", "c"]
+    assert lines(log) == ["a", "c", "a", "a"]
     assert lines(root / "abandoned.txt") == ["a", "b"]
     assert lines(root / "integrated.txt") == ["c"]
     assert json.loads((root / "lanes" / "b" / ".qwenstorm" / "result.json").read_text())["blocked_on"] == ["a"]

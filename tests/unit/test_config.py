@@ -98,3 +98,16 @@ def test_bad_log_key_hides_sources_even_when_they_are_valid():
     d = config.parse('[priority]\nlog = "../x"\nsources = ["a"]\n')
     assert d.log_error is not None
     assert d.sources == ()
+
+
+def test_a_syntax_error_too_far_below_its_statement_says_the_mistake_may_be_above():
+    """Issue 13 item 9: the search for a statement's first line is bounded;
+    past the bound the message says the parser's line may not be the one."""
+    text = "[priority]\nsources = [\n" + '"bot",\n' * 40_000 + "x\n"
+    decl = config.parse(text)
+    assert decl.log_error == ("storm.toml is not valid TOML: Invalid value at line 40003, column 1, where the parser "
+                              "stopped; the mistake may be on an earlier line, inside a value that starts above it")
+
+
+def test_a_syntax_error_the_parser_cannot_place_is_said_as_it_is():
+    assert config.syntax_error("x", "Something odd") == "storm.toml is not valid TOML: Something odd"

@@ -51,3 +51,25 @@ def test_one_line_per_finding_whatever_the_text():
     text = render_text(diagnose(facts(queue=queue, stray=("x",)), 24.0))
     assert len(text.splitlines()) == 2
     assert "\x1b" not in text and "\u2028" not in text and "[red]" in text
+
+
+def test_unwritable_storm_directory_log_and_queue_and_read_only_mount():
+    """Issue 13 item 7: what storm-queue writes that its owner cannot."""
+    entries = (Entry(".", "/s", stat_of(1000, 0o040555)),
+               Entry("lanes", "/s/lanes", stat_of(1000, 0o040555)),
+               Entry("queue.txt", "/s/queue.txt", stat_of(1000, 0o100444)),
+               Entry("integrated.txt", "/s/integrated.txt", stat_of(1000, 0o100444)),
+               Entry("priority.log", "/s/priority.log", stat_of(1000, 0o100644)),
+               Entry("priority.log.lock", "/s/priority.log.lock", stat_of(1000, 0o100400)))
+    found = diagnose(facts(entries=entries), 24.0)
+    assert [(f.code, f.subject, f.fix) for f in found] == [
+        ("unwritable", ".", "chmod u+wx /s"),
+        ("unwritable", "queue.txt", "chmod u+w /s/queue.txt"),
+        ("unwritable", "priority.log.lock", "chmod u+w /s/priority.log.lock"),
+    ]
+    assert all(f.severity == "error" for f in found)
+    as_root = tuple(Entry(e.rel, e.path, stat_of(0, e.st.st_mode)) for e in entries)
+    assert diagnose(facts(entries=as_root, owner=Owner(0, 0, "root", "/s/queue.txt")), 24.0) == [], \
+        "root writes whatever the mode"
+    ro = diagnose(facts(read_only=True), 24.0)
+    assert [(f.code, f.subject) for f in ro] == [("unwritable", ".")] and "read-only" in ro[0].message

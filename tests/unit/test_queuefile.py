@@ -108,6 +108,21 @@ def test_repeated_dependency_listed_once():
 def test_split_deps():
     assert queuefile.split_deps(" x, y  z,") == ("x", "y", "z")
     assert queuefile.split_deps("") == ()
+    assert queuefile.split_deps(" - ") == () and queuefile.split_deps("-,") == ()
+    assert queuefile.split_deps("-,x") == ("-", "x")
+
+
+@pytest.mark.parametrize("line", ["docs 107 -", "docs 107  - ", "docs - -", "docs 107 -,"])
+def test_a_dash_alone_is_no_dependencies(line):
+    q = queuefile.parse(line + "\n")
+    assert q.skipped == () and q.lanes == (Lane("docs", line.split()[1], (), 1),)
+
+
+@pytest.mark.parametrize("line", ["a 1 -,b", "a 1 b -", "a 1 - -"])
+def test_a_dash_among_dependencies_is_skipped_saying_what_it_means(line):
+    q = queuefile.parse(line + "\n")
+    (s,) = q.skipped
+    assert q.lanes == () and s.why == "'-' means no dependencies, so it cannot stand among them"
 
 
 def test_ends_with_newline_flag():

@@ -1,0 +1,196 @@
+"""``examples/runner.sh`` when a lane fails or nothing can run (issue 13
+item 10): a failed lane waits a growing delay (recorded as a schedule) while
+other lanes run; a storm held up by the operator is said once, naming each
+lane and the command that unblocks it; ``--once`` carries out one decision
+and exits, for cron. Every test runs the real script."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_runner import RUNNER, finish, lines, listed, runner_env, start_runner
+from tests.conftest import log_events, make_storm, run_cli
+
+STUCK = "runner: nothing can run, and nothing will change by itself: the storm waits for you"
+
+
+def seconds(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def failing(root: Path, slug: str) -> Path:
+    run_sh = root / "lanes" / slug / "run.sh"
+    run_sh.parent.mkdir(parents=True, exist_ok=True)
+    run_sh.write_text("#!/usr/bin/env bash\nexit 7\n")
+    run_sh.chmod(0o755)
+    return run_sh
+
+
+def until(what, proc: subprocess.Popen, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not what():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"runner.sh exited {proc.returncode}\n{out}\n{err}")
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"timed out\n{out}\n{err}")
+        time.sleep(0.05)
+
+
+def run_once(root: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(RUNNER), "--once", str(root)], env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarantine_is_said_once(tmp_path):
+    root = make_storm(tmp_path / "storm", "a 1\nb 2 a\nc 3\n", toml="[runner]\nattempts = 4\n")
+    failing(root, "a")
+    log = tmp_path / "ran.txt"
+    proc = start_runner(root, runner_env(log, RUNNER_RETRY_DELAY="1", RUNNER_RETRY_MAX="2"))
+    try:
+        until(lambda: [e for e in log_events(root) if e["action"] == "quarantine"], proc)
+        time.sleep(1.0)  # twenty polls at RUNNER_POLL=0.05: the runner must not repeat itself
+        assert proc.poll() is None, "a quarantined lane keeps the storm from being empty"
+        events = log_events(root)
+        # each failure of a recorded a schedule 1, 2, then 2 (RUNNER_RETRY_MAX) seconds on
+        schedules = [e for e in events if e["action"] == "schedule"]
+        assert [e["slug"] for e in schedules] == ["a", "a", "a"]
+        assert [round(seconds(e["not_before"]) - seconds(e["at"])) for e in schedules] == [1, 2, 2]
+        assert [e["reason"] for e in schedules] == [
+            f"runner: attempt {n} of 4 failed (exit 7); retry after {d}s" for n, d in ((1, 1), (2, 2), (3, 2))]
+        # and no attempt of a was claimed before its time
+        claims = [e for e in events if e["action"] == "claim" and e["slug"] == "a"]
+        assert len(claims) == 4
+        for schedule, claim in zip(schedules, claims[1:]):
+            assert seconds(claim["at"]) >= seconds(schedule["not_before"])
+        # c ran while a waited, right after a's first failure
+        assert lines(log) == ["a", "c", "a", "a", "a"]
+        assert listed(root)["decision"] == "wait"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+    _, _, err = finish(proc)
+    said = err.splitlines()
+    assert said.count(STUCK) == 1, err
+    at = said.index(STUCK)
+    assert said[at + 1] == (f"runner:   a: quarantined after 4 attempts; look at its attempts (storm-queue why a --root {root}), "
+                            f"then: storm-queue unpark a --reason TEXT --root {root}")
+    assert said[at + 2] == "runner:   b: waits on a (quarantined)"
+    assert said[at + 3] == "runner: waiting, asking again every 0.05s; this is said once, until it changes"
+    assert "runner: a failed (exit 7), attempt 1 of 4: retrying it in 1s; other lanes run meanwhile" in said
+
+
+def test_unparking_the_lane_it_named_lets_the_runner_go_on_to_an_empty_storm(tmp_path):
+    root = make_storm(tmp_path / "storm", "a 1\nb 2 a\n", toml="[runner]\nattempts = 1\n")
+    run_sh = failing(root, "a")
+    log = tmp_path / "ran.txt"
+    proc = start_runner(root, runner_env(log, RUNNER_RETRY_DELAY="1"))
+    until(lambda: listed(root)["rows"][0]["state"] == "quarantined", proc)
+    time.sleep(0.5)
+    run_sh.write_text("#!/usr/bin/env bash\nexit 0\n")
+    unpark = run_cli(root, "unpark", "a", "--reason", "fixed the flaky test")
+    assert unpark.returncode == 0, unpark.stderr
+    code, _, err = finish(proc)
+    assert code == 0, err
+    assert lines(log) == ["a", "a", "b"]
+    assert err.count(STUCK) == 1
+    assert "runner: storm is empty" in err
+
+
+def test_retry_delay_0_retries_at_once_as_before(tmp_path):
+    root = make_storm(tmp_path / "storm", "a 1\n", toml="[runner]\nattempts = 2\n")
+    failing(root, "a")
+    result = run_once(root, runner_env(tmp_path / "ran.txt", RUNNER_RETRY_DELAY="0"))
+    assert result.returncode == 0, result.stderr
+    assert "a failed (exit 7): claim hands it out again until its attempts are spent" in result.stderr
+    assert [e["action"] for e in log_events(root)] == ["claim", "finish"]
+    assert listed(root)["decision"] == "run a 1"
+
+
+@pytest.mark.parametrize("setting", ["RUNNER_RETRY_DELAY=soon", "RUNNER_RETRY_MAX=-1", "RUNNER_RETRY_DELAY=1.5"])
+def test_a_retry_setting_that_is_not_whole_seconds_is_a_usage_error(tmp_path, setting):
+    root = make_storm(tmp_path / "storm", "a 1\n")
+    name, value = setting.split("=")
+    result = run_once(root, runner_env(tmp_path / "ran.txt", **{name: value}))
+    assert result.returncode == 2
+    assert result.stderr == f"runner: {setting} is not a whole number of seconds\n"
+    assert log_events(root) == []
+
+
+def test_what_holds_the_storm_up_is_named_with_what_unblocks_it(tmp_path):
+    """A dependency queue.txt does not know, finished lanes left to a batch
+    review, and a running marker with no lease: each named with its fix."""
+    root = make_storm(tmp_path / "storm", "a 1 zz\nb 2\nc 3 b\nm 4\n", finished=["b"], running=["m"], unattended=True)
+    result = run_once(root, runner_env(tmp_path / "ran.txt"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        STUCK,
+        "runner:   a: waits on zz (unknown to queue.txt): add the missing lane to queue.txt, or correct the line of a",
+        f"runner:   b: finished, awaits review (UNATTENDED is set, so runners leave it to you): settle it by adding b to "
+        f"{root}/integrated.txt or {root}/abandoned.txt",
+        "runner:   c: waits on b (finished, awaits review)",
+        "runner:   m: running by a marker with no lease (only the operator's recover m takes it back); if no runner is "
+        f"working on it: storm-queue recover m --root {root}",
+        "runner: exiting (--once)",
+    ]
+    assert log_events(root) == [], "a wait leases nothing"
+
+
+def test_a_wait_on_a_running_lane_or_a_scheduled_one_says_nothing(tmp_path):
+    root = make_storm(tmp_path / "storm", "a 1\nb 2 a\nc 3\n")
+    assert run_cli(root, "claim", "--holder", "elsewhere").stdout.startswith("run a 1 ")
+    assert run_cli(root, "schedule", "c", "--not-before", "+1h").returncode == 0
+    result = run_once(root, runner_env(tmp_path / "ran.txt"))
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_once_runs_one_lane_and_exits_leaving_the_rest(tmp_path):
+    root = make_storm(tmp_path / "storm", "a 1\nb 2\n")
+    log = tmp_path / "ran.txt"
+    first = run_once(root, runner_env(log))
+    assert first.returncode == 0, first.stderr
+    assert lines(log) == ["a"] and lines(root / "integrated.txt") == ["a"]
+    assert listed(root)["decision"] == "run b 2"
+    assert run_once(root, runner_env(log)).returncode == 0
+    assert lines(log) == ["a", "b"]
+    last = run_once(root, runner_env(log))
+    assert (last.returncode, last.stderr) == (0, ""), "an empty storm is nothing worth a cron mail"
+    assert run_cli(root, "next").stdout == "empty\n"
+
+
+def test_once_settles_the_lanes_to_review_and_exits(tmp_path):
+    root = make_storm(tmp_path / "storm", "a 1\nb 2\n", finished=["a"])
+    result = run_once(root, runner_env(tmp_path / "ran.txt"))
+    assert result.returncode == 0, result.stderr
+    assert "runner: settled a: integrated" in result.stderr
+    assert lines(tmp_path / "ran.txt") == [] and listed(root)["decision"] == "run b 2"
+
+
+def test_an_unknown_option_is_a_usage_error(tmp_path):
+    result = subprocess.run(["bash", str(RUNNER), "--twice", str(tmp_path)], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr == "runner: unknown option --twice (usage: runner.sh [--once] [STORM_ROOT])\n"
+
+
+def test_a_ready_lane_held_back_by_a_marker_with_no_lease_in_the_only_slot_is_stuck(tmp_path):
+    """A ready lane changes nothing by itself when the slot it waits for is
+    held by a running marker that no claim or recover takes back."""
+    root = make_storm(tmp_path / "storm", "m 1\nx 2\n", running=["m"])
+    assert listed(root)["decision"] == "run x 2", "next knows no slots; claim does"
+    result = run_once(root, runner_env(tmp_path / "ran.txt"))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines() == [
+        STUCK,
+        "runner:   m: running by a marker with no lease (only the operator's recover m takes it back); if no runner is "
+        f"working on it: storm-queue recover m --root {root}",
+        "runner:   x: ready, but every [runner] slot is taken",
+        "runner: exiting (--once)",
+    ]
