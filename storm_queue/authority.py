@@ -94,29 +94,39 @@ def is_owner(who: Caller, op: Owner) -> bool:
 
 def judge(who: Caller, op: Owner, decl: Declaration, source: str | None, operator_only: bool = False) -> Verdict:
     """Decide whether ``who`` may change the lane, and name the principal."""
-    if who.lane is not None:
+    return decide(who.lane, is_owner(who, op), who.name, op.name,
+                  f"who owns {os.path.basename(op.what) or op.what}", decl, source, operator_only,
+                  exposure(decl.stat, op) if decl.stat is not None else [])
+
+
+def decide(lane: str | None, is_operator: bool, name: str, operator: str, whose: str, decl: Declaration,
+           source: str | None, operator_only: bool = False, exposed: list[str] | None = None) -> Verdict:
+    """The grant, whatever the store: a lane process is refused, then anyone
+    but the operator (``whose`` says what makes ``operator`` the operator),
+    then a source the declaration does not admit. ``exposed`` says what
+    makes the declaration untrustworthy (empty: nothing)."""
+    if lane is not None:
         return Verdict(
-            "lane:" + json.dumps(who.lane),
+            "lane:" + json.dumps(lane),
             Refusal("lane_process", f"a lane process (it carries {LANE_ENV}) may not change the priority lane"),
         )
-    if not is_owner(who, op):
+    if not is_operator:
         return Verdict(
-            f"account:{who.name}",
+            f"account:{name}",
             Refusal(
                 "not_operator",
-                f"only the operator ({op.name}, who owns {os.path.basename(op.what) or op.what}) "
+                f"only the operator ({operator}, {whose}) "
                 "or a source the operator declares may change the priority lane",
             ),
         )
-    by = f"source:{source}" if source is not None else f"operator:{op.name}"
+    by = f"source:{source}" if source is not None else f"operator:{operator}"
     if decl.error:
         return Verdict(by, Refusal("declaration_unreadable", f"{decl.error}; fix storm.toml, then ask again"))
     if source is not None:
-        found = exposure(decl.stat, op) if decl.stat is not None else []
-        if found:
+        if exposed:
             return Verdict(by, Refusal(
                 "declaration_untrusted",
-                f"storm.toml is {' and '.join(found)}, so it is not the operator's declaration and no source it "
+                f"storm.toml is {' and '.join(exposed)}, so it is not the operator's declaration and no source it "
                 "lists is admitted; the operator can make it theirs and not writable by others "
                 "(chown, then chmod go-w storm.toml)"))
         if operator_only:

@@ -32,6 +32,8 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
     """The storm root: ``root``, else ``$STORM_QUEUE_ROOT``, else the nearest
     directory at or above ``cwd`` holding ``queue.txt`` or ``storm.toml``."""
     given = root or env.get("STORM_QUEUE_ROOT")
+    if given and is_url(given):
+        return given
     if given:
         if not os.path.isdir(given):
             raise NoStorm(f"storm root {quote(given)} is not a directory; pass --root DIR for an existing storm")
@@ -47,6 +49,11 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
                 "cd into a storm, pass --root DIR, or set STORM_QUEUE_ROOT"
             )
         here = parent
+
+
+def is_url(root: str) -> bool:
+    """Whether ``root`` names a database storm (a libpq URL) rather than a directory."""
+    return root.startswith(("postgresql://", "postgres://"))
 
 
 @dataclass
@@ -175,7 +182,12 @@ class Storm:
     @classmethod
     def find(cls, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0) -> "Storm":
         env = os.environ if env is None else env
-        return cls(find_root(root, env), env, wait)
+        found = find_root(root, env)
+        if is_url(found):
+            from .database import DatabaseStorm
+
+            return DatabaseStorm(found, env, wait)
+        return cls(found, env, wait)
 
     # -- reading -------------------------------------------------------
 
@@ -190,6 +202,10 @@ class Storm:
     def log_path(self, decl: config.Declaration) -> str:
         return os.path.join(self.root, decl.log)
 
+    def _read(self, decl: config.Declaration) -> reader.LogRead:
+        """The log as a reader finds it now (``UnknownOrder`` when damaged)."""
+        return reader.read(self.log_path(decl))
+
     def _snapshot(self, log: reader.LogRead, at: str | None = None) -> Snapshot:
         """The storm as read now (or at the stamp ``at``)."""
         queue = queuefile.read(os.path.join(self.root, "queue.txt"))
@@ -201,7 +217,7 @@ class Storm:
         """The storm as it will run; reads only, writes nothing."""
         decl = decl or self.declaration()
         self._known(decl)
-        log = reader.read(self.log_path(decl))
+        log = self._read(decl)
         snap = self._snapshot(log)
         view = resolve(snap)
         warnings = list(log.warnings)
@@ -221,7 +237,7 @@ class Storm:
 
         decl = self.declaration()
         self._known(decl)
-        log = reader.read(self.log_path(decl))
+        log = self._read(decl)
         snap = self._snapshot(log)
         return why.explain(snap, resolve(snap), snap.skipped, as_text(slug), decl.runner)
 
@@ -377,10 +393,10 @@ class Storm:
             def after(events: list[dict[str, Any]]) -> list[str]:
                 notes = []
                 for slug, token in claim.ended:
-                    notes += self._cache(lambda: ledger.unmark_running(self.root, slug, token), "running marker", slug)
+                    notes += self._cache(lambda: self._unmark_running(slug, token), "running marker", slug)
                 if claim.slug is not None:
                     body = {"holder": name, "token": claim.token, "expires": claim.expires, "claimed": events[-1]["at"]}
-                    notes += self._cache(lambda: ledger.mark_running(self.root, claim.slug, body, None), "running marker", claim.slug)
+                    notes += self._cache(lambda: self._mark_running(claim.slug, body), "running marker", claim.slug)
                 return notes + self._tell(claim.view, snap.skipped, snap.now, self.log_path(decl))
 
             return Step(out, list(claim.events), after=after, own=-1 if claim.slug is not None else None)
@@ -405,7 +421,7 @@ class Storm:
             lease = snap.state.run(req.slug).lease
             marker = {"holder": lease.holder, "token": token, "expires": event["expires"], "claimed": lease.claimed}
             return Step(out, [event], after=lambda _: self._cache(
-                lambda: ledger.mark_running(self.root, req.slug, marker, None), "running marker", req.slug))
+                lambda: self._mark_running(req.slug, marker), "running marker", req.slug))
 
         return self._request(req, refusal, plan, decl=decl)
 
@@ -435,9 +451,9 @@ class Storm:
             before = None
             if result == "ok":  # result.json before the log: a crash between leaves a finished lane, never a ready one
                 body = {"status": "ok", "token": token, "holder": run.lease.holder, "note": req.args[2], "at": snap.now}
-                before = lambda: ledger.mark_finished(self.root, req.slug, body, None)  # noqa: E731 -- returns its undo
+                before = lambda: self._mark_finished(req.slug, body)  # noqa: E731 -- returns its undo
             return Step(out, events, before=before, own=0, after=lambda _: self._cache(
-                lambda: ledger.unmark_running(self.root, req.slug, token), "running marker", req.slug))
+                lambda: self._unmark_running(req.slug, token), "running marker", req.slug))
 
         return self._request(req, refusal, plan, decl=decl)
 
@@ -465,7 +481,7 @@ class Storm:
                 notes = []
                 for e in events:
                     if e["action"] in ("expire", "recover"):
-                        notes += self._cache(lambda: ledger.unmark_running(self.root, e["slug"], e["token"]),
+                        notes += self._cache(lambda: self._unmark_running(e["slug"], e["token"]),
                                              "running marker", e["slug"])
                 return notes
 
@@ -508,6 +524,49 @@ class Storm:
 
         return self._request(req, refusal, plan)
 
+    # -- what a directory keeps in files and a database in rows ------------
+
+    def _mark_running(self, slug: str, body: dict[str, Any]) -> None:
+        ledger.mark_running(self.root, slug, body, None)
+
+    def _unmark_running(self, slug: str, token: int | None) -> None:
+        ledger.unmark_running(self.root, slug, token)
+
+    def _mark_finished(self, slug: str, body: dict[str, Any]) -> Callable[[], None] | None:
+        return ledger.mark_finished(self.root, slug, body, None)
+
+    def _say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
+        ledger.say(self.root, at, words, owner_ids)
+
+    def _judge(self, decl: config.Declaration, source: str | None, operator_only: bool):
+        """The verdict on the caller, the storm owner's ids when the caller
+        is another account (None: the caller is the owner), and why the
+        caller cannot record a line ('' when it can)."""
+        who = authority.caller(self.env)
+        op = authority.owner(self.root)
+        verdict = authority.judge(who, op, decl, source, operator_only=operator_only)
+        owner_ids = None if authority.is_owner(who, op) else (op.uid, op.gid)
+        return verdict, owner_ids, self._unrecordable(decl, who, op, self.log_path(decl)), who
+
+    def _writing(self, log_path: str, owner_ids: tuple[int, int] | None):
+        """The writers' exclusion for one request."""
+        from .log import lock
+
+        return lock.held(log_path, self.wait, may_create=owner_ids is None)
+
+    def _queue(self, log_path: str, line: str) -> None:
+        """Append a whole line to the lanes (before the record)."""
+        from .log import writer
+
+        writer.check_writable(log_path)
+        queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
+
+    def _append(self, log: reader.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
+                owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
+        from .log import writer
+
+        return writer.append(log, bodies, at, by, owner_ids)
+
     def _cache(self, write: Callable[[], Any], what: str, slug: str) -> list[str]:
         """Write a file that only caches what the log records; a failure is a note, not a failure."""
         try:
@@ -537,9 +596,7 @@ class Storm:
         with the first outcome and records nothing when its arguments are
         the same, and is refused (``idempotency_conflict``) when they are not."""
         decl = decl or self.declaration()
-        who = authority.caller(self.env)
-        op = authority.owner(self.root)
-        verdict = authority.judge(who, op, decl, req.source, operator_only=plan is None or operator_only)
+        verdict, owner_ids, unrecordable, who = self._judge(decl, req.source, plan is None or operator_only)
         by = verdict.by
         bad_key = _shape_key(req.key)
         if bad_key is not None:  # a key that is not one is never recorded, whatever else is wrong
@@ -548,8 +605,6 @@ class Storm:
         refusal = shape or verdict.refusal
         authorised = shape is None and verdict.admitted
         log_path = self.log_path(decl)
-        owner_ids = None if authority.is_owner(who, op) else (op.uid, op.gid)
-        unrecordable = self._unrecordable(decl, who, op, log_path)
         if refusal is not None and unrecordable:
             return self._refused(req, by, refusal, authorised, recorded=False,
                                  why_not=DRY_RUN if dry_run else unrecordable)
@@ -557,17 +612,17 @@ class Storm:
             raise RecordFailed(unrecordable)
         from contextlib import nullcontext
 
-        from .log import lock, writer
+        from .log import writer
 
         at = now()
         queued = False
         step: Step | None = None
         undo = None
         try:
-            with nullcontext() if dry_run else lock.held(log_path, self.wait, may_create=owner_ids is None):
+            with nullcontext() if dry_run else self._writing(log_path, owner_ids):
                 at = now()  # the time the request is answered at, under the lock
                 try:
-                    log = reader.read(log_path)
+                    log = self._read(decl)
                 except UnknownOrder:
                     if plan is not None:
                         raise  # answer 3, record nothing
@@ -602,8 +657,7 @@ class Storm:
                     own = -1
                 else:
                     if step.line is not None:  # queue.txt before the log: a crash between leaves a lane a retry prioritises
-                        writer.check_writable(log_path)
-                        queuefile.append_line(os.path.join(self.root, "queue.txt"), step.line)
+                        self._queue(log_path, step.line)
                         queued = True
                     if step.before is not None:
                         writer.check_writable(log_path)
@@ -615,7 +669,7 @@ class Storm:
                     if req.key is not None:
                         bodies[own]["key"] = req.key
                         bodies[own]["fingerprint"] = req.fingerprint()
-                events = writer.append(log, bodies, at, by, owner_ids) if bodies else []
+                events = self._append(log, bodies, at, by, owner_ids) if bodies else []
                 if step is not None and step.after is not None:
                     out.warnings += step.after(events)
         except (OSError, writer.AppendFailed) as exc:
@@ -633,7 +687,7 @@ class Storm:
         out.recorded = True
         if events[0]["action"] == "repair":
             out.warnings.append(f"repaired the log: kept {events[0]['torn']} torn bytes in {events[0]['side']} and recorded it")
-        ledger.say(self.root, at, _progress_words(out, req), owner_ids)
+        self._say(at, _progress_words(out, req), owner_ids)
         return out
 
     def _not_written(self, req: _Request, by: str, who: authority.Caller, refusal: Refusal | None, authorised: bool,
@@ -655,7 +709,7 @@ class Storm:
                 out.message += f" (recorded, but {note})"
             else:
                 out = Outcome("done", req.verb, req.slug, by, message=f"recorded but not witnessed: {note}")
-            ledger.say(self.root, at, _progress_words(out, req), owner_ids)
+            self._say(at, _progress_words(out, req), owner_ids)
             if refusal is not None:
                 return out
             raise RecordFailed(f"the {req.verb} was recorded but not witnessed: {note}; do not ask again", recorded=True)

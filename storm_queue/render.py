@@ -202,6 +202,19 @@ def event_text(event: dict[str, Any]) -> str:
         body = f"reset: a new log, abandoning {event['abandons']} bytes of the old one"
     elif action == "repair":
         body = f"repair: cut {event['torn']} torn bytes, kept in {printable(event['side'])}"
+    elif action == "init":
+        body = f"init: the storm {printable(event['storm'])} begins, operated by {printable(event['operator'])}"
+    elif action == "declare":
+        body = f"declare: storm.toml {printable(event['sha256'][:16])}"
+        if event.get("noop"):
+            body += f" noop: {printable(event['noop'])}"
+    elif action == "add":
+        body = f"add {printable(event['slug'])} (issue {printable(event['issue'])})"
+        body += " queued" if event["appended"] else f" noop: {printable(event.get('noop') or 'already queued')}"
+    elif action == "settle":
+        body = f"settle {printable(event['slug'])} as {printable(event['ledger'])}"
+        if event.get("noop"):
+            body += f" noop: {printable(event['noop'])}"
     else:
         body = f"{printable(action)} {printable(event['slug'])}" + _RUNNER_WORDS.get(action, lambda e: "")(event)
     if event.get("key") is not None:

@@ -19,9 +19,10 @@ if TYPE_CHECKING:
 
 VERSION = 1
 ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair",
-           "claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule")
+           "claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule",
+           "init", "declare", "add", "settle")
 
-_STR, _INT, _BOOL, _LIST, _OPT_STR, _OPT_INT = "str", "int", "bool", "list", "str?", "int?"
+_STR, _INT, _BOOL, _LIST, _OPT_STR, _OPT_INT, _OBJ = "str", "int", "bool", "list", "str?", "int?", "object"
 _COMMON = {"v": _INT, "seq": _INT, "at": _STR, "action": _STR, "by": _STR}
 _LANE = {"slug": _STR, "issue": _STR, "deps": _LIST, "moved": _LIST, "removed": _LIST}
 SCHEMA: dict[str, dict[str, str]] = {
@@ -39,11 +40,16 @@ SCHEMA: dict[str, dict[str, str]] = {
     "quarantine": {"slug": _STR, "attempts": _INT, "budget": _INT},
     "unpark": {"slug": _STR, "reason": _STR},
     "schedule": {"slug": _STR, "not_before": _OPT_STR},
+    "init": {"storm": _STR, "operator": _STR},
+    "declare": {"sha256": _STR, "declaration": _OBJ},
+    "add": {"slug": _STR, "issue": _STR, "deps": _LIST, "appended": _BOOL},
+    "settle": {"slug": _STR, "ledger": _STR},
 }
 OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR}
 #: the fields of each action that hold lane names (a name becomes a directory and a shell word)
 NAMED = {"push": ("slug", "moved", "removed", "deps"), "bump": ("slug", "moved", "removed", "deps"),
-         "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder")}
+         "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder"), "add": ("slug", "deps"),
+         "init": (), "declare": ()}
 
 
 class Malformed(ValueError):
@@ -73,6 +79,8 @@ def _is(value: Any, kind: str) -> bool:
         return value is None or (isinstance(value, int) and not isinstance(value, bool))
     if kind == _BOOL:
         return isinstance(value, bool)
+    if kind == _OBJ:
+        return isinstance(value, dict)
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
@@ -107,6 +115,8 @@ def decode(line: bytes) -> dict[str, Any]:
                 raise Malformed(f"field {name!r} holds {json.dumps(bad[0])}, which is not a name")
     if action in ("claim", "renew", "finish", "expire") and event["token"] < 1:
         raise Malformed("field 'token' is not a positive number")
+    if action == "settle" and event["ledger"] not in ("integrated", "abandoned"):
+        raise Malformed("field 'ledger' is neither 'integrated' nor 'abandoned'")
     if action == "finish" and event["result"] not in ("ok", "failed"):
         raise Malformed("field 'result' is neither 'ok' nor 'failed'")
     prev = event.get("prev", "missing")
