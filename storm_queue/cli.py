@@ -46,7 +46,7 @@ def common(fn: Callable[..., int]) -> Callable[..., None]:
     """Add --root and --json to a command, and run it through ``_run``."""
 
     @click.option("--json", "as_json", is_flag=True, help="Write one JSON document to stdout.")
-    @click.option("--root", type=click.Path(file_okay=False, readable=False), help="The storm's root (default: $STORM_QUEUE_ROOT, else the nearest directory holding queue.txt or storm.toml).")
+    @click.option("--root", type=click.Path(file_okay=False, readable=False), help="The storm's root: a directory or a postgresql:// URL (default: $STORM_QUEUE_ROOT, else the nearest directory holding queue.txt or storm.toml).")
     @functools.wraps(fn)
     def wrapper(root: str | None, as_json: bool, **kwargs: Any) -> None:
         _run(as_json, lambda: fn(root=root, as_json=as_json, **kwargs))
@@ -286,6 +286,64 @@ def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, sourc
     return _answer(_storm(root, wait).unbump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
 
 
+@main.command(epilog=EXIT_CODES)
+@click.argument("slug", shell_complete=complete_slug)
+@click.argument("issue")
+@click.option("--deps", metavar="A,B", shell_complete=complete_deps, help="The lane's dependencies, comma-separated.")
+@request_options
+@common
+def add(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None, reason: str | None,
+        source: str | None, wait: float, key: str | None) -> int:
+    """Enqueue SLUG ISSUE, not prioritised.
+
+    On a directory storm it appends the line to queue.txt, as push does; on
+    a database storm it adds the lane's row. A slug already queued is a
+    recorded no-op.
+
+    Example: storm-queue add api 13 --deps schema
+    """
+    return _answer(_storm(root, wait).add(slug, issue, deps, reason=reason, source=source, key=key), as_json)
+
+
+@main.command(epilog=EXIT_CODES)
+@click.argument("slug", shell_complete=complete_slug)
+@click.argument("ledger", type=click.Choice(["integrated", "abandoned"]))
+@click.option("--force", is_flag=True, help="Settle a lane that holds a live lease, expiring the lease first (recorded).")
+@request_options
+@common
+def settle(root: str | None, as_json: bool, slug: str, ledger: str, force: bool, reason: str | None,
+           source: str | None, wait: float, key: str | None) -> int:
+    """Settle SLUG as integrated or abandoned.
+
+    On a directory storm it appends SLUG to integrated.txt or
+    abandoned.txt; on a database storm it adds the settled row. A lane
+    holding a live lease is refused (lane_running) unless --force.
+
+    Example: storm-queue settle api integrated --reason "merged"
+    """
+    return _answer(_storm(root, wait).settle(slug, ledger, reason=reason, source=source, key=key, force=force), as_json)
+
+
+@main.command(epilog=exit_codes((0, "the declaration was recorded (or was already the storm's)"), 1,
+                                (2, "a malformed FILE, a directory storm, or a usage error; nothing changed"), 4, 5))
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--reason", metavar="TEXT", help="Why you declare it; recorded with the request.")
+@click.option("--key", metavar="KEY", help="An idempotency key.")
+@click.option("--wait", type=click.FloatRange(min=0), default=30.0, show_default=True, metavar="SECONDS", help="How long to wait for another writer.")
+@common
+def declare(root: str | None, as_json: bool, file: str, reason: str | None, key: str | None, wait: float) -> int:
+    """Record FILE as a database storm's declaration (operator only).
+
+    The file is read as storm.toml is ([priority] sources, [runner]); the
+    log records its sha256 and parsed content, and every host then reads
+    the declaration from the database. On a directory storm, storm.toml is
+    the declaration: declare refuses (exit 2).
+
+    Example: storm-queue declare storm.toml --root postgresql://operator@db.example/storm
+    """
+    return _answer(_storm(root, wait).declare(file, reason=reason, key=key), as_json)
+
+
 @main.command(epilog=exit_codes((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, or a usage error"), 4, 5))
 @request_options
 @common
@@ -469,21 +527,40 @@ def demo(keep: bool) -> None:
 
 
 @main.command(epilog=exit_codes((0, "the storm was created"), (2, "refused: a file exists, or DIR cannot be a storm; or a usage error"), 4))
-@click.argument("directory", metavar="[DIR]", required=False, default=".")
+@click.argument("directory", metavar="[DIR|URL]", required=False, default=".")
 @click.option("--json", "as_json", is_flag=True, help="Write one JSON document to stdout.")
 def init(directory: str, as_json: bool) -> None:
-    """Create a storm in DIR (default: the current directory).
+    """Create a storm in DIR (default: the current directory), or in the
+    PostgreSQL database a postgresql:// URL names.
 
     Creates DIR when missing, an empty queue.txt, the ledgers integrated.txt
     and abandoned.txt, and storm.toml from the commented example with every
     setting commented out (no source declared). Files are 0644 and DIR 0755,
     owned by you. Refuses, writing nothing, when any of them exists.
 
+    In a database, it creates the schema storm_queue and records the
+    first line; the connecting role becomes the storm's operator. A
+    database that holds a storm already is refused (exit 2).
+
     Example: storm-queue init ~/storms/spring
+
+    Example: storm-queue init postgresql://operator@db.example/storm
     """
 
     def work() -> int:
         from . import render
+        from .desk import is_url
+
+        if is_url(directory):
+            from .database import create as create_in_database
+
+            made = create_in_database(directory)
+            if as_json:
+                render.emit_json({"outcome": "done", "root": made.root, "created": list(made.files), "operator": made.operator})
+            else:
+                click.echo(f"created a storm in {render.printable(made.root)}, operated by {render.printable(made.operator)}")
+                click.echo("declare it (storm-queue declare storm.toml), add lanes (storm-queue add SLUG ISSUE), then: storm-queue list")
+            return 0
         from .init import create
 
         made = create(directory)

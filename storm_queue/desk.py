@@ -357,6 +357,73 @@ class Storm:
 
         return self._request(req, refusal, plan, dry_run)
 
+    def add(self, slug: str, issue: str, deps: str | tuple[str, ...] | None = None, reason: str | None = None,
+            source: str | None = None, key: str | None = None) -> Outcome:
+        """Enqueue a lane, not prioritised; a slug already queued is a
+        recorded no-op (its line stays as it is)."""
+        issue = as_text(issue)
+        dep_list = split_deps(as_text(deps)) if isinstance(deps, str) else (None if deps is None else tuple(as_text(d) for d in deps))
+        req = _Request("add", as_text(slug), _text(reason), _text(source), _text(key), (issue, dep_list))
+        refusal = _shape_names(req.slug, dep_list or (), req.source)
+        if refusal is None and not is_issue(issue):
+            refusal = Refusal("invalid_issue", f"issue {quote(issue)} is not ASCII digits or '-'")
+
+        def plan(snap: Snapshot, by: str) -> Step:
+            lane = snap.lanes.get(req.slug)
+            if lane is not None:
+                noop = f"{req.slug} is already queued (issue {lane.issue})"
+                body = {"action": "add", "slug": req.slug, "issue": lane.issue, "deps": list(lane.deps),
+                        "appended": False, "noop": noop}
+                return Step(Outcome("noop", "add", req.slug, by, message=f"nothing to do: {noop}", appended=False), [body])
+            deps = tuple(dict.fromkeys(dep_list or ()))
+            body = {"action": "add", "slug": req.slug, "issue": issue, "deps": list(deps), "appended": True}
+            return Step(Outcome("done", "add", req.slug, by, message=f"{req.slug} is queued", appended=True), [body],
+                        queuefile.format_line(req.slug, issue, deps))
+
+        return self._request(req, refusal, plan)
+
+    def settle(self, slug: str, ledger_name: str, reason: str | None = None, source: str | None = None,
+               key: str | None = None, force: bool = False) -> Outcome:
+        """Settle a queued lane as ``integrated`` or ``abandoned``. A lane
+        holding a live lease is refused (``lane_running``) unless ``force``,
+        which records the lease's expiry first."""
+        req = _Request("settle", as_text(slug), _text(reason), _text(source), _text(key), (as_text(ledger_name), bool(force)))
+        refusal = _shape_names(req.slug, (), req.source)
+        if refusal is None and req.args[0] not in ("integrated", "abandoned"):
+            refusal = Refusal("invalid_ledger", f"ledger {quote(req.args[0])} is neither integrated nor abandoned")
+
+        def plan(snap: Snapshot, by: str) -> Step | Refusal:
+            how = req.args[0]
+            if snap.ledgers.settled(req.slug):
+                was = "integrated" if req.slug in snap.ledgers.integrated else "abandoned"
+                noop = f"{req.slug} is already {was}"
+                return Step(Outcome("noop", "settle", req.slug, by, message=f"nothing to do: {noop}"),
+                            [{"action": "settle", "slug": req.slug, "ledger": how, "noop": noop}])
+            if req.slug not in snap.lanes:
+                return Refusal("unknown_slug", f"no lane {req.slug} is queued; add it first")
+            lease = snap.state.run(req.slug).lease
+            events: list[dict[str, Any]] = []
+            if lease is not None:
+                if lease.expires > snap.now and not force:
+                    return Refusal("lane_running", f"{req.slug} holds a live lease (token {lease.token}, {lease.holder}, "
+                                   f"until {lease.expires}); let it finish, or settle it with --force, which expires the lease first")
+                events.append({"action": "expire", "slug": req.slug, "token": lease.token, "expired": snap.now})
+            events.append({"action": "settle", "slug": req.slug, "ledger": how})
+            words = f"{req.slug} is {how}" + (f"; its lease (token {lease.token}) was expired first" if lease else "")
+            return Step(Outcome("done", "settle", req.slug, by, message=words, token=lease.token if lease else None),
+                        events, before=lambda: self._settle(req.slug, how), own=-1,
+                        after=(lambda _: self._cache(lambda: self._unmark_running(req.slug, lease.token), "running marker",
+                                                     req.slug)) if lease else None)
+
+        return self._request(req, refusal, plan)
+
+    def declare(self, path: str, reason: str | None = None, key: str | None = None) -> Outcome:
+        """A directory storm's declaration is its storm.toml: nothing to record."""
+        from .errors import NotHere
+
+        raise NotHere(f"on a directory storm the declaration is {os.path.join(self.root, 'storm.toml')}: edit that "
+                      "file (reviewed) instead; declare records a file into a database storm")
+
     def reset(self, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
         """Start a new log when the old one cannot be replayed; operator only."""
         req = _Request("reset", None, _text(reason), _text(source), _text(key))
@@ -534,6 +601,12 @@ class Storm:
 
     def _mark_finished(self, slug: str, body: dict[str, Any]) -> Callable[[], None] | None:
         return ledger.mark_finished(self.root, slug, body, None)
+
+    def _settle(self, slug: str, how: str) -> None:
+        """Write the lane into its ledger (before the record: a crash
+        between leaves a settled lane, and a retry is a recorded no-op)."""
+        queuefile.append_line(os.path.join(self.root, ledger.INTEGRATED if how == "integrated" else ledger.ABANDONED),
+                              slug + "\n")
 
     def _say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
         ledger.say(self.root, at, words, owner_ids)

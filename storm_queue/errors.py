@@ -61,6 +61,13 @@ class Refused(StormError):
         self.recorded = recorded
 
 
+class NotHere(StormError):
+    """A command this kind of storm does not take (exit 2: cannot be
+    carried out as asked)."""
+
+    exit_code = 2
+
+
 class InitRefused(StormError):
     """``init`` would overwrite a file, or cannot make a storm there (exit 2:
     cannot be carried out as asked). Nothing was written."""

@@ -23,6 +23,7 @@ CODES: dict[str, tuple[int, str]] = {
     "invalid_key": (2, "`--key` is not 1 to 200 letters, digits or `._:@/+=-`"),
     "invalid_time": (2, "`--not-before` is not `now`, `+N[smhd]`, a date or RFC 3339 with a zone"),
     "invalid_token": (2, "the token is not a positive whole number (the Python API; the command line checks it as usage)"),
+    "invalid_ledger": (2, "`settle` into a ledger other than `integrated` or `abandoned` (the Python API; the command line checks it as usage)"),
     "invalid_result": (2, "the result is neither `ok` nor `failed` (the Python API; the command line checks it as usage)"),
     "blank_reason": (2, "`reset` and `unpark` need `--reason TEXT`"),
     "lease_ttl_out_of_range": (2, "`--ttl` is outside `[runner] ttl_min`..`ttl_max`"),
@@ -41,7 +42,9 @@ CODES: dict[str, tuple[int, str]] = {
     "stale_fence": (2, "`renew` or `finish` with a token that is not the live lease's (absent, older, newer or expired)"),
     "lease_live": (2, "`recover SLUG` while its lease is live"),
     "not_running": (2, "`recover SLUG` of a lane that is not running"),
+    "lane_running": (2, "`settle` of a lane holding a live lease, without `--force`"),
     "not_quarantined": (2, "`unpark` of a lane that is not quarantined"),
+    "reorder_conflict": (5, "a database storm's transaction met a serialization failure or deadlock: nothing changed, a retry is safe"),
     # the disk
     "storm_unwritable": (2, "the storm's owner cannot write its files (a read-only directory, log, witness or lock); never recorded"),
 }

@@ -132,6 +132,28 @@ def _records(rows: Any) -> list[Any]:
     return made
 
 
+def dump_state(state: fold.LaneState) -> str:
+    """A lane state as the JSON text a database storm keeps in its state row."""
+    table = _Table()
+    ref = table.ref(state)
+    return json.dumps({"v": FORMAT, "state": ref, "records": table.rows}, ensure_ascii=True, separators=(",", ":"))
+
+
+def load_state(raw: str) -> fold.LaneState:
+    """The lane state ``dump_state`` made; ``ValueError`` saying why not."""
+    try:
+        body = json.loads(raw)
+        if not isinstance(body, dict) or body.get("v") != FORMAT:
+            raise ValueError("it is not a state of this format")
+        state = _from_json(body.get("state"), _records(body.get("records")))
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"the state cannot be read ({exc})") from None
+    why = "is not a lane state" if not isinstance(state, fold.LaneState) else _unsound(state)
+    if why:
+        raise ValueError(f"the state {why}")
+    return state
+
+
 def encode(log_path: str, cp: Checkpoint) -> bytes:
     """The checkpoint file's bytes."""
     table = _Table()

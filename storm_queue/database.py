@@ -1,0 +1,526 @@
+"""A storm kept in PostgreSQL, for runners on many hosts: the same request
+path and the same pure core as a directory storm, with rows where the
+directory has files.
+
+- the writers' lock is a transaction-scoped advisory lock, and one request
+  is one transaction: it reads the state rows, plans, appends its log lines
+  (the same JSON lines, ``seq`` and ``prev`` chain as ``priority.log``) and
+  writes the rows they change, or nothing at all;
+- readers take one repeatable-read snapshot and never replay the log: the
+  state row holds the lane state the log folds to at its last line;
+- the caller is ``session_user`` as the server authenticated it; the
+  operator is the role that ran ``init``.
+
+The driver (psycopg 3) is imported only here, and only for a URL root.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+
+from . import config, fold
+from .authority import LANE_ENV, decide
+from .desk import Listing, Outcome, Storm, now
+from .errors import Busy, InitRefused, NoStorm, NotHere, RecordFailed, StormError, StormUnreadable
+from .lane import Snapshot
+from .ledger import Ledgers
+from .log import reader
+from .log.checkpoint import dump_state, load_state
+from .log.framing import Malformed, decode, digest, sha256
+from .log.writer import frame
+from .queuefile import Lane, split_deps
+from .records import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterator, Mapping
+
+#: the advisory lock of the storm (one storm per database): two int4 keys
+LOCK_KEYS = (0x73746F72, 0x6D71)
+GRANT_HINT = ("the operator can grant reading with: GRANT USAGE ON SCHEMA storm_queue TO ROLE; "
+              "GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO ROLE")
+
+
+def shown(url: str) -> str:
+    """``url`` with any password replaced by ``***``: what may be printed."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "the database URL"
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
+
+
+def _password(url: str) -> str | None:
+    from urllib.parse import unquote, urlsplit
+
+    try:
+        pw = urlsplit(url).password
+    except ValueError:
+        return None
+    return unquote(pw) if pw else None
+
+
+def _words(exc: BaseException, url: str) -> str:
+    """The server's or driver's message in one line, never carrying the password."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    pw = _password(url)
+    return text.replace(pw, "***") if pw else text
+
+
+def _driver():
+    try:
+        import psycopg
+    except ImportError:
+        raise NoStorm("this root is a database URL, and storm-queue's PostgreSQL support is not installed: "
+                      "install storm-queue[postgresql]") from None
+    return psycopg
+
+
+def connect(url: str):
+    """A connection (autocommit; transactions are explicit); ``NoStorm``
+    (exit 2) saying why when the server cannot be reached or refuses."""
+    psycopg = _driver()
+    try:
+        return psycopg.connect(url, autocommit=True, connect_timeout=10, application_name="storm-queue")
+    except psycopg.Error as exc:
+        raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
+    except Exception as exc:  # noqa: BLE001 -- a malformed URL is the driver's ProgrammingError or ValueError
+        raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
+
+
+def schema_sql() -> str:
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.sql"), encoding="utf-8") as f:
+        return f.read()
+
+
+@dataclass(frozen=True)
+class Created:
+    """What ``init URL`` made."""
+
+    root: str
+    operator: str
+    files: tuple[str, ...] = ("schema storm_queue",)
+
+
+def create(url: str) -> Created:
+    """Create the storm in the database ``url`` names and record its first
+    line; the connecting role becomes its operator. ``InitRefused`` (exit
+    2, nothing changed) when the database already holds a storm."""
+    psycopg = _driver()
+    conn = connect(url)
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK_KEYS)
+            role, db = conn.execute("SELECT session_user, current_database()").fetchone()
+            found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'storm_queue'").fetchone()
+            if found:
+                raise InitRefused(f"the database {db} ({shown(url)}) already holds a storm (schema storm_queue); "
+                                  "nothing was changed")
+            conn.execute(schema_sql())
+            at = now()
+            (event, line), = frame([{"action": "init", "storm": db, "operator": role}], 0, None, at, f"operator:{role}")
+            conn.execute("INSERT INTO storm_queue.storm (id, operator, created) VALUES (1, %s, %s)", (role, at))
+            conn.execute("INSERT INTO storm_queue.event (seq, line) VALUES (1, %s)", (line,))
+            state = fold.replay([event])
+            conn.execute("INSERT INTO storm_queue.state (id, seq, digest, body) VALUES (1, 1, %s, %s)",
+                         (digest(line), dump_state(state)))
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise InitRefused(f"role cannot create a storm in {shown(url)}: {_words(exc, url)}; "
+                          "the role needs CREATE on the database") from None
+    except psycopg.errors.DuplicateSchema:
+        raise InitRefused(f"the database {shown(url)} already holds a storm (schema storm_queue); nothing was changed") from None
+    except psycopg.Error as exc:
+        raise StormError(f"init of {shown(url)} failed, nothing was created: {_words(exc, url)}") from None
+    finally:
+        conn.close()
+    return Created(shown(url), role)
+
+
+class DatabaseStorm(Storm):
+    """One storm in a PostgreSQL database, named by its libpq URL."""
+
+    def __init__(self, url: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
+        super().__init__(shown(url), env, wait)
+        self.url = url
+        self._conn = None
+        self._writing_now = False
+        self._rows: dict[str, Any] = {}
+        self._pending: tuple[int, bytes] | None = None
+
+    @property
+    def conn(self):
+        if self._conn is None:
+            self._conn = connect(self.url)
+        return self._conn
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """The driver's errors as the storm's own."""
+        psycopg = _driver()
+        try:
+            yield
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+            raise NoStorm(f"the database {self.root} holds no storm: create one with storm-queue init URL") from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise StormUnreadable(f"role {self._who()} may not read the storm in {self.root} ({_words(exc, self.url)}); "
+                                  f"{GRANT_HINT}") from None
+        except psycopg.errors.LockNotAvailable:
+            raise Busy(f"another writer held the storm for longer than {self.wait:g} s; nothing was recorded, "
+                       "ask again (or pass a longer --wait)") from None
+        except psycopg.OperationalError as exc:
+            raise StormError(f"the connection to {self.root} failed: {_words(exc, self.url)}") from None
+
+    def _who(self) -> str:
+        try:
+            return self.conn.execute("SELECT session_user").fetchone()[0]
+        except Exception:  # noqa: BLE001 -- only ever used in a message
+            return "this role"
+
+    # -- reading ---------------------------------------------------------
+
+    def declaration(self) -> config.Declaration:
+        """What the last ``declare`` recorded (none: no source, default runner settings)."""
+        with self._errors():
+            row = self.conn.execute("SELECT declaration FROM storm_queue.storm").fetchone()
+        if row is None or row[0] is None:
+            return config.Declaration(False)
+        return config.parse(row[0])
+
+    def log_path(self, decl: config.Declaration) -> str:
+        return self.root
+
+    def _load(self) -> reader.LogRead:
+        """The state row and the rows a snapshot needs, read in the current transaction."""
+        conn = self.conn
+        seq, last, body = conn.execute("SELECT seq, digest, body FROM storm_queue.state").fetchone()
+        lanes = conn.execute("SELECT slug, issue, deps, pos FROM storm_queue.lane ORDER BY pos").fetchall()
+        settled = conn.execute("SELECT slug, ledger FROM storm_queue.settled").fetchall()
+        results = conn.execute("SELECT slug, body FROM storm_queue.result").fetchall()
+        self._rows = {"lanes": lanes, "settled": settled, "results": dict(results)}
+        try:
+            state = load_state(body)
+        except ValueError as exc:
+            raise reader.Damage(self.root, f"the state row cannot be read ({exc}); storm-queue verify checks the log") from None
+        return reader.LogRead(self.root, state, seq, last, log_exists=True)
+
+    def _read(self, decl: config.Declaration) -> reader.LogRead:
+        if self._writing_now:
+            return self._load()
+        with self._errors(), self.conn.transaction():
+            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return self._load()
+
+    def _snapshot(self, log: reader.LogRead, at: str | None = None) -> Snapshot:
+        rows = self._rows
+        lanes = {slug: Lane(slug, issue, tuple(deps), pos) for slug, issue, deps, pos in rows["lanes"]}
+        settled = rows["settled"]
+        results = rows["results"]
+        led = Ledgers(frozenset(s for s, how in settled if how == "integrated"),
+                      frozenset(s for s, how in settled if how == "abandoned"),
+                      frozenset(results), {}, False)
+        tokens = {}
+        for slug, run in log.state.runs.items():
+            if run.lease is not None and slug in results:
+                token = results[slug].get("token") if isinstance(results[slug], dict) else None
+                tokens[slug] = token if type(token) is int and token > 0 else None
+        return Snapshot(lanes, led, log.state, at or now(), tokens, ())
+
+    def listing(self, decl: config.Declaration | None = None) -> Listing:
+        with self._errors():
+            return super().listing(decl)
+
+    def why(self, slug: str):
+        with self._errors():
+            return super().why(slug)
+
+    def _lines(self) -> Iterator[bytes]:
+        """Every log line, by seq, streamed from one snapshot."""
+        with self._errors(), self.conn.transaction():
+            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            with self.conn.cursor(name="storm_queue_lines") as cur:
+                cur.itersize = 2000
+                cur.execute("SELECT seq, line FROM storm_queue.event ORDER BY seq")
+                for seq, line in cur:
+                    yield seq, bytes(line)
+
+    def history(self, each: Callable[[bytes, dict[str, Any]], None], decl: config.Declaration | None = None) -> reader.LogRead:
+        """Every line, oldest first, checked as a directory log's reader checks it."""
+        out = reader.LogRead(self.root, log_exists=True)
+        folder = fold.Fold()
+        for line, event in self._checked():
+            folder.step(event)
+            out.seq, out.digest, out.length = event["seq"], digest(line), out.length + len(line)
+            each(line, event)
+        out.state = folder.state()
+        return out
+
+    def _checked(self) -> Iterator[tuple[bytes, dict[str, Any]]]:
+        """The lines and their events; ``reader.Damage`` at the first that breaks framing, seq or chain."""
+        prev, offset, expected = None, 0, 1
+        for seq, line in self._lines():
+            try:
+                event = decode(line)
+            except Malformed as exc:
+                raise reader.Damage(self.root, f"line {expected} is malformed: {exc}", expected, offset) from None
+            if seq != expected or event["seq"] != expected:
+                raise reader.Damage(self.root, f"line {expected} has seq {event['seq']}, expected {expected}", expected, offset)
+            if event["prev"] != prev:
+                raise reader.Damage(self.root, f"line {expected} breaks the chain: its prev does not match line "
+                                    f"{expected - 1}", expected, offset)
+            yield line, event
+            prev, offset, expected = digest(line), offset + len(line), expected + 1
+
+    def verify(self, progress: Callable[[int], None] | None = None):
+        """Check every line from the first and the state row against the full replay."""
+        from .log.audit import Audit, Problem
+
+        out = Audit(self.root)
+        folder = fold.Fold()
+        try:
+            for line, event in self._checked():
+                folder.step(event)
+                out.lines, out.length = event["seq"], out.length + len(line)
+        except reader.Damage as exc:
+            out.problem = Problem(exc.what, exc.line, exc.offset)
+            return out
+        whole = folder.state()
+        out.lane, out.named = whole.lane, whole.named
+        with self._errors(), self.conn.transaction():
+            seq, body = self.conn.execute("SELECT seq, body FROM storm_queue.state").fetchone()
+        out.checkpoint_line = seq
+        try:
+            agrees = seq == out.lines and load_state(body) == whole
+        except ValueError:
+            agrees = False
+        if seq == out.lines:  # a writer that appended since has its own state row
+            out.checkpoint = "agrees" if agrees else "disagrees"
+            if not agrees:
+                out.problem = Problem(f"the state row at line {seq} folds to another lane than the whole log does",
+                                      seq, out.length)
+        return out
+
+    def next(self) -> tuple[Listing, list[str]]:
+        """Decide; then, as the operator, mark blocked the lanes met before
+        the chosen one (rows, where a directory writes result.json)."""
+        listing = self.listing()
+        if not listing.view.to_block:
+            return listing, []
+        who, op = self._roles()
+        if who != op:
+            return listing, [f"next: role {who} is not the storm's operator ({op}), so blocked lanes are not marked"]
+        with self._errors(), self._writing(self.root, None):
+            self._tell(listing.view, (), now(), self.root)
+        return listing, []
+
+    # -- requests ----------------------------------------------------------
+
+    def _roles(self) -> tuple[str, str | None]:
+        """The caller (session_user) and the operator (None: this role may not read the storm)."""
+        psycopg = _driver()
+        with self._errors():
+            who = self.conn.execute("SELECT session_user").fetchone()[0]
+        try:
+            with self.conn.transaction():
+                row = self.conn.execute("SELECT operator FROM storm_queue.storm").fetchone()
+        except psycopg.errors.InsufficientPrivilege:
+            return who, None
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+            raise NoStorm(f"the database {self.root} holds no storm: create one with storm-queue init URL") from None
+        return who, row[0] if row else None
+
+    def _judge(self, decl: config.Declaration, source: str | None, operator_only: bool):
+        who, op = self._roles()
+        verdict = decide(self.env.get(LANE_ENV), who == op, who, op or "unknown to this role",
+                         "whose role created the storm", decl, source, operator_only)
+        unrecordable = "" if who == op else f"role {who} cannot write the storm of {op or 'another role'}"
+        return verdict, None, unrecordable, _Role(who)
+
+    def declaration_or_none(self) -> config.Declaration:
+        try:
+            return self.declaration()
+        except StormUnreadable:
+            return config.Declaration(False)
+
+    def _request(self, req, shape, plan, dry_run: bool = False, decl: config.Declaration | None = None,
+                 operator_only: bool = False) -> Outcome:
+        """The one request path, in one transaction; a conflict the server
+        resolves by aborting is a refusal (``reorder_conflict``), and a lost
+        connection is answered with whether the request committed."""
+        psycopg = _driver()
+        self._pending = None
+        try:
+            with self._errors_of_requests():
+                return super()._request(req, shape, plan, dry_run, decl or self.declaration_or_none(), operator_only)
+        except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
+            return self._conflict(req, exc)
+        except psycopg.OperationalError as exc:
+            raise self._lost(req.verb, exc) from None
+
+    @contextmanager
+    def _errors_of_requests(self) -> Iterator[None]:
+        psycopg = _driver()
+        try:
+            yield
+        except psycopg.errors.LockNotAvailable:
+            raise Busy(f"another writer held the storm for longer than {self.wait:g} s; nothing was recorded, "
+                       "ask again (or pass a longer --wait)") from None
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+            raise NoStorm(f"the database {self.root} holds no storm: create one with storm-queue init URL") from None
+
+    def _conflict(self, req, exc: Exception) -> Outcome:
+        """Record (best effort) and answer a transaction the server aborted."""
+        message = f"the database aborted the request ({_words(exc, self.url)}): nothing changed, a retry is safe"
+        by, recorded = "unknown", False
+        try:
+            verdict, _, _, _ = self._judge(self.declaration_or_none(), req.source, False)
+            by = verdict.by
+            with self._writing(self.root, None):
+                log = self._load()
+                body = {"action": "refused", "requested": req.verb, "slug": req.slug, "code": "reorder_conflict",
+                        "message": message, "authorised": verdict.admitted}
+                self._append(log, [body], now(), by, None)
+            recorded = True
+        except Exception:  # noqa: BLE001 -- the answer stands whether or not its record could be made
+            pass
+        return Outcome("refused", req.verb, req.slug, by, "reorder_conflict",
+                       message if recorded else f"{message} (not recorded)", recorded=recorded)
+
+    def _lost(self, verb: str, exc: Exception) -> RecordFailed:
+        """What is true after the connection broke during a request."""
+        why = _words(exc, self.url)
+        pending, self._pending, self._conn = self._pending, None, None
+        if pending is None:
+            return RecordFailed(f"the connection to {self.root} was lost before the {verb} was recorded ({why}), "
+                                "so it did not happen; ask again", recorded=False)
+        seq, line = pending
+        try:
+            conn = connect(self.url)
+            try:
+                row = conn.execute("SELECT line FROM storm_queue.event WHERE seq = %s", (seq,)).fetchone()
+            finally:
+                conn.close()
+        except Exception:  # noqa: BLE001 -- the server is still away: say so
+            return RecordFailed(f"the connection to {self.root} was lost while the {verb} committed ({why}), and the "
+                                f"server cannot be asked whether line {seq} was written; check storm-queue log before "
+                                "asking again", recorded=None)
+        if row is not None and bytes(row[0]) == line:
+            return RecordFailed(f"the connection to {self.root} was lost ({why}), but the {verb} was committed as "
+                                f"line {seq}; do not ask again", recorded=True)
+        return RecordFailed(f"the connection to {self.root} was lost before the {verb} committed ({why}), so it did "
+                            "not happen; ask again", recorded=False)
+
+    @contextmanager
+    def _writing(self, log_path: str, owner_ids: tuple[int, int] | None) -> Iterator[None]:
+        """One transaction holding the storm's advisory lock, waiting at most ``wait`` seconds for it."""
+        with self.conn.transaction():
+            self.conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.wait * 1000))}")
+            self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK_KEYS)
+            self._writing_now = True
+            try:
+                yield
+            finally:
+                self._writing_now = False
+
+    def _append(self, log: reader.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
+                owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
+        framed = frame(bodies, log.seq, log.digest, at, by)
+        with self.conn.cursor() as cur:
+            cur.executemany("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)",
+                            [(event["seq"], line) for event, line in framed])
+        events = [event for event, _ in framed]
+        last_event, last_line = framed[-1]
+        self.conn.execute("UPDATE storm_queue.state SET seq = %s, digest = %s, body = %s",
+                          (last_event["seq"], digest(last_line), dump_state(fold.replay(events, log.state))))
+        self._pending = (last_event["seq"], last_line)
+        return events
+
+    def _queue(self, log_path: str, line: str) -> None:
+        fields = line.split()
+        deps = split_deps(fields[2]) if len(fields) > 2 else ()
+        self.conn.execute("INSERT INTO storm_queue.lane (slug, issue, deps) VALUES (%s, %s, %s)",
+                          (fields[0], fields[1], list(deps)))
+
+    def _settle(self, slug: str, how: str) -> None:
+        self.conn.execute("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, %s, %s)", (slug, how, now()))
+
+    def _mark_finished(self, slug: str, body: dict[str, Any]) -> None:
+        from psycopg.types.json import Jsonb
+
+        self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) "
+                          "ON CONFLICT (slug) DO UPDATE SET body = EXCLUDED.body", (slug, Jsonb(body)))
+
+    def _mark_running(self, slug: str, body: dict[str, Any]) -> None:
+        """A database storm keeps leases in its state row alone: no marker."""
+
+    def _unmark_running(self, slug: str, token: int | None) -> None:
+        """No marker to take away (see ``_mark_running``)."""
+
+    def _say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
+        """A database storm's record is its log; there is no progress.log."""
+
+    def _tell(self, view, skipped, at: str, log_path: str) -> list[str]:
+        """Mark blocked, in rows, the lanes ``view`` met before the one it chose."""
+        from psycopg.types.json import Jsonb
+
+        for row in view.to_block:
+            body = {"status": "blocked", "blocked_on": list(row.waits_on), "at": at, "by": "storm-queue next"}
+            self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) ON CONFLICT (slug) DO NOTHING",
+                              (row.slug, Jsonb(body)))
+        return []
+
+    # -- the declaration ----------------------------------------------------
+
+    def declare(self, path: str, reason: str | None = None, key: str | None = None) -> Outcome:
+        """Record the file at ``path`` as the storm's declaration (operator only)."""
+        import json
+        import tomllib
+
+        from .desk import Step, _Request, _text
+
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except OSError as exc:
+            raise NoStorm(f"cannot read {path} ({exc.strerror}); nothing was declared") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidDeclaration(f"{path} is not UTF-8 text; nothing was declared") from None
+        decl = config.parse(text)
+        if decl.error:
+            raise InvalidDeclaration(f"{path}: {decl.error}; nothing was declared")
+        content = json.loads(json.dumps(tomllib.loads(text), default=str))
+        sha = sha256(raw).hexdigest()
+        req = _Request("declare", None, _text(reason), None, _text(key), (sha,))
+
+        def plan(snap: Snapshot, by: str):
+            current = self.conn.execute("SELECT declaration_sha256 FROM storm_queue.storm").fetchone()[0]
+            body = {"action": "declare", "sha256": sha, "declaration": content}
+            if current == sha:
+                body["noop"] = "the storm already holds this declaration"
+                return Step(Outcome("noop", "declare", None, by, message=f"nothing to do: {body['noop']}"), [body])
+
+            def before() -> None:
+                self.conn.execute("UPDATE storm_queue.storm SET declaration = %s, declaration_sha256 = %s", (text, sha))
+
+            return Step(Outcome("done", "declare", None, by, message=f"the storm's declaration is now {path} (sha256 {sha[:16]})"),
+                        [body], before=before)
+
+        return self._request(req, None, plan, operator_only=True)
+
+
+class InvalidDeclaration(NotHere):
+    """A file ``declare`` cannot record: nothing changed (exit 2)."""
+
+
+@dataclass(frozen=True)
+class _Role:
+    """The caller of a database storm, as the request path names it."""
+
+    name: str

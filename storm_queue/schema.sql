@@ -1,0 +1,63 @@
+-- A storm in PostgreSQL: one storm per database, everything in the schema
+-- storm_queue, owned by the role that ran `storm-queue init URL` (the
+-- operator). Nothing outside this schema is touched.
+
+CREATE SCHEMA storm_queue;
+REVOKE ALL ON SCHEMA storm_queue FROM PUBLIC;
+
+-- the storm itself: who operates it and its declaration (storm.toml's text)
+CREATE TABLE storm_queue.storm (
+    id integer PRIMARY KEY CHECK (id = 1),
+    operator text NOT NULL,
+    created text NOT NULL,
+    declaration text,
+    declaration_sha256 text
+);
+
+-- the lanes, as queue.txt holds them on a directory storm; pos is their order
+CREATE TABLE storm_queue.lane (
+    slug text PRIMARY KEY,
+    issue text NOT NULL,
+    deps text[] NOT NULL DEFAULT '{}',
+    pos bigserial UNIQUE
+);
+
+-- the settled ledgers (integrated.txt and abandoned.txt)
+CREATE TABLE storm_queue.settled (
+    slug text PRIMARY KEY,
+    ledger text NOT NULL CHECK (ledger IN ('integrated', 'abandoned')),
+    at text NOT NULL
+);
+
+-- what result.json says on a directory storm: a finished lane, or next's blocked mark
+CREATE TABLE storm_queue.result (
+    slug text PRIMARY KEY,
+    body jsonb NOT NULL
+);
+
+-- the priority log: every line as the directory storm's priority.log holds it
+CREATE TABLE storm_queue.event (
+    seq bigint PRIMARY KEY,
+    line bytea NOT NULL
+);
+
+-- the lane state the log folds to, at the log's last line: what every
+-- command reads instead of replaying the log
+CREATE TABLE storm_queue.state (
+    id integer PRIMARY KEY CHECK (id = 1),
+    seq bigint NOT NULL,
+    digest text,
+    body text NOT NULL
+);
+
+-- history changes only by appending, even for the operator
+CREATE FUNCTION storm_queue.append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'storm_queue.event is append-only: % refused', TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END
+$$;
+CREATE TRIGGER event_append_only BEFORE UPDATE OR DELETE ON storm_queue.event
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.append_only();
+CREATE TRIGGER event_no_truncate BEFORE TRUNCATE ON storm_queue.event
+    FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.append_only();

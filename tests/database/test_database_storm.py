@@ -1,0 +1,187 @@
+"""A storm in PostgreSQL, through the real command line: init, declare,
+add, settle, the lane requests, runners, the grant, log and verify."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tests.conftest import clean_env, run_cli
+
+pytestmark = pytest.mark.postgresql
+
+
+def cli(url: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return run_cli(url, *args, env=env)
+
+
+def ok(url: str, *args: str) -> dict:
+    done = cli(url, *args, "--json")
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return json.loads(done.stdout)
+
+
+def events(pg_server, url: str) -> list[dict]:
+    from psycopg.conninfo import conninfo_to_dict
+
+    with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:
+        rows = conn.execute("SELECT line FROM storm_queue.event ORDER BY seq").fetchall()
+    return [json.loads(bytes(r[0])) for r in rows]
+
+
+@pytest.fixture
+def db(pg_url: str) -> str:
+    done = run_cli(None, "init", pg_url)
+    assert done.returncode == 0, done.stderr
+    return pg_url
+
+
+def test_init_records_line_one_and_the_connecting_role_is_the_operator(pg_server, pg_url) -> None:
+    done = run_cli(None, "init", pg_url, "--json")
+    assert done.returncode == 0, done.stderr
+    from psycopg.conninfo import conninfo_to_dict
+
+    role = conninfo_to_dict(pg_url)["user"]
+    assert json.loads(done.stdout)["operator"] == role
+    (first,) = events(pg_server, pg_url)
+    assert (first["seq"], first["action"], first["prev"], first["operator"], first["by"]) == (1, "init", None, role, f"operator:{role}")
+    again = run_cli(None, "init", pg_url)
+    assert again.returncode == 2 and "already holds a storm" in again.stderr
+    assert len(events(pg_server, pg_url)) == 1
+
+
+def test_add_bump_claim_finish_settle_through_the_request_path(pg_server, db) -> None:
+    for slug, issue, deps in (("schema", "12", None), ("api", "13", "schema"), ("docs", "14", None)):
+        out = ok(db, "add", slug, issue, *(["--deps", deps] if deps else []))
+        assert out["outcome"] == "done" and out["appended"] is True
+    assert ok(db, "add", "api", "13")["outcome"] == "noop"
+    assert cli(db, "next").stdout == "run schema 12\n"
+    out = ok(db, "bump", "docs", "--reason", "outage")
+    assert out["moved"] == ["docs"]
+    assert cli(db, "next").stdout == "run docs 14\n"
+    listing = ok(db, "list")
+    assert [r["slug"] for r in listing["rows"]][:3] == ["docs", "schema", "api"]
+    claim = ok(db, "claim", "--holder", "host-7")
+    assert claim["decision"] == "run docs 14 1" and claim["token"] == 1
+    assert cli(db, "claim", "--holder", "host-8").stdout == "wait\n"  # one slot
+    assert cli(db, "finish", "docs", "--token", "2", "--result", "ok").returncode == 2  # stale_fence
+    assert ok(db, "finish", "docs", "--token", "1", "--result", "ok")["outcome"] == "done"
+    assert cli(db, "next").stdout == "review docs\n"
+    assert ok(db, "settle", "docs", "integrated")["outcome"] == "done"
+    assert cli(db, "next").stdout == "run schema 12\n"
+    assert ok(db, "settle", "docs", "integrated")["outcome"] == "noop"
+    actions = [e["action"] for e in events(pg_server, db)]
+    assert actions == ["init", "add", "add", "add", "add", "bump", "claim", "refused", "finish", "settle", "settle"]
+    audit = ok(db, "verify")
+    assert audit["sound"] is True and audit["lines"] == len(actions)
+    shown = cli(db, "log")
+    assert shown.returncode == 0 and "bump docs" in shown.stdout and 'reason "outage"' in shown.stdout
+
+
+def test_settle_of_a_leased_lane_is_refused_unless_forced(pg_server, db) -> None:
+    ok(db, "add", "a", "1")
+    ok(db, "claim", "--holder", "h")
+    refused = cli(db, "settle", "a", "abandoned", "--json")
+    assert refused.returncode == 2 and json.loads(refused.stdout)["code"] == "lane_running"
+    forced = ok(db, "settle", "a", "abandoned", "--force")
+    assert forced["outcome"] == "done"
+    assert [e["action"] for e in events(pg_server, db)][-3:] == ["refused", "expire", "settle"]
+    assert cli(db, "next").stdout == "empty\n"
+
+
+def test_declare_admits_a_source_and_a_malformed_file_changes_nothing(pg_server, db, tmp_path) -> None:
+    ok(db, "add", "a", "1")
+    undeclared = cli(db, "bump", "a", "--source", "cron", "--json")
+    assert undeclared.returncode == 1 and json.loads(undeclared.stdout)["code"] == "undeclared_source"
+    good = tmp_path / "storm.toml"
+    good.write_text('[priority]\nsources = ["cron"]\n[runner]\nslots = 2\n')
+    assert ok(db, "declare", str(good))["outcome"] == "done"
+    assert ok(db, "declare", str(good))["outcome"] == "noop"
+    declared = [e for e in events(pg_server, db) if e["action"] == "declare"]
+    assert declared[0]["declaration"] == {"priority": {"sources": ["cron"]}, "runner": {"slots": 2}}
+    assert ok(db, "bump", "a", "--source", "cron")["by"] == "source:cron"
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[priority\n")
+    before = events(pg_server, db)
+    done = cli(db, "declare", str(bad))
+    assert done.returncode == 2 and "nothing was declared" in done.stderr
+    assert events(pg_server, db) == before
+
+
+def test_declare_on_a_directory_storm_says_storm_toml_is_the_declaration(tmp_path) -> None:
+    root = tmp_path / "storm"
+    root.mkdir()
+    (root / "queue.txt").write_text("a 1\n")
+    (tmp_path / "x.toml").write_text("")
+    done = run_cli(root, "declare", str(tmp_path / "x.toml"))
+    assert done.returncode == 2 and "storm.toml" in done.stderr
+
+
+def test_a_stranger_role_is_refused_and_the_storm_unchanged(pg_server, db, pg_role) -> None:
+    ok(db, "add", "a", "1")
+    stranger = pg_server.url_as(db, pg_role())
+    before = events(pg_server, db)
+    done = cli(stranger, "bump", "a", "--json")
+    assert done.returncode == 1, done.stderr
+    answer = json.loads(done.stdout)
+    assert answer["code"] == "not_operator" and answer["recorded"] is False
+    assert events(pg_server, db) == before
+    reading = cli(stranger, "list")
+    assert reading.returncode == 2 and "GRANT" in reading.stderr and "Traceback" not in reading.stderr
+
+
+def test_the_event_table_refuses_update_delete_and_truncate_even_from_the_operator(pg_server, db) -> None:
+    import psycopg
+
+    with psycopg.connect(db, autocommit=True) as conn:
+        for sql in ("UPDATE storm_queue.event SET line = line", "DELETE FROM storm_queue.event",
+                    "TRUNCATE storm_queue.event"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(sql)
+    assert len(events(pg_server, db)) == 1
+
+
+def test_a_wrong_url_is_a_clear_refusal_without_the_password(pg_server, db) -> None:
+    bad = pg_server.url_as(db, "nobody_here", password="s3cret-pw")
+    done = cli(bad, "list")
+    assert done.returncode == 2 and "cannot connect" in done.stderr
+    assert "s3cret-pw" not in done.stderr + done.stdout and "Traceback" not in done.stderr
+    unreachable = cli("postgresql://op:s3cret-pw@127.0.0.1:1/storm", "bump", "a", "--json")
+    assert unreachable.returncode == 2 and "s3cret-pw" not in unreachable.stderr + unreachable.stdout
+
+
+def test_many_claimers_at_once_take_the_first_lanes_each_once(pg_server, db, tmp_path) -> None:
+    toml = tmp_path / "storm.toml"
+    toml.write_text("[runner]\nslots = 5\n")
+    ok(db, "declare", str(toml))
+    for n in range(8):
+        ok(db, "add", f"l{n}", str(n))
+
+    def claim(n: int) -> str:
+        return cli(db, "claim", "--holder", f"h{n}").stdout.strip()
+
+    with ThreadPoolExecutor(5) as pool:
+        answers = list(pool.map(claim, range(5)))
+    taken = sorted(a.split()[1] for a in answers)
+    assert taken == [f"l{n}" for n in range(5)], answers
+    assert all(a.endswith(" 1") for a in answers)
+    assert cli(db, "claim").stdout == "wait\n"
+    assert ok(db, "verify")["sound"] is True
+
+
+def test_the_log_json_is_the_same_lines_a_directory_storm_writes(pg_server, db, tmp_path) -> None:
+    root = tmp_path / "storm"
+    root.mkdir()
+    (root / "queue.txt").write_text("")
+    steps = [("add", "a", "1"), ("add", "b", "2", "--deps", "a"), ("bump", "b", "--reason", "r"),
+             ("unbump", "b"), ("push", "c", "3"), ("bump", "zz")]
+    for step in steps:
+        assert cli(db, *step).returncode == run_cli(root, *step).returncode
+    def strip(lines: list[dict]) -> list[dict]:
+        return [{k: v for k, v in e.items() if k not in ("at", "by", "prev")} for e in lines]
+    from tests.conftest import log_events
+    assert strip(events(pg_server, db)[1:]) == [dict(e, seq=e["seq"] + 1) for e in strip(log_events(root))]
