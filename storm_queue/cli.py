@@ -315,7 +315,7 @@ def settle(root: str | None, as_json: bool, slug: str, ledger: str, force: bool,
            source: str | None, wait: float, key: str | None) -> int:
     """Settle SLUG as integrated or abandoned.
 
-    On a directory storm it appends SLUG to integrated.txt or
+    LEDGER is integrated or abandoned. On a directory storm it appends SLUG to integrated.txt or
     abandoned.txt; on a database storm it adds the settled row. A lane
     holding a live lease is refused (lane_running) unless --force.
 
@@ -530,8 +530,10 @@ def demo(keep: bool) -> None:
 @click.argument("directory", metavar="[DIR|URL]", required=False, default=".")
 @click.option("--json", "as_json", is_flag=True, help="Write one JSON document to stdout.")
 def init(directory: str, as_json: bool) -> None:
-    """Create a storm in DIR (default: the current directory), or in the
-    PostgreSQL database a postgresql:// URL names.
+    """Create a storm in DIR (default: .) or a database URL.
+
+    DIR defaults to the current directory; a postgresql:// URL names a
+    PostgreSQL database instead.
 
     Creates DIR when missing, an empty queue.txt, the ledgers integrated.txt
     and abandoned.txt, and storm.toml from the commented example with every

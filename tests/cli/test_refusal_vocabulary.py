@@ -213,6 +213,52 @@ def _not_running(make: Make) -> Answer:
     return cli(make("a 1\n"), "recover", "a")
 
 
+def _lane_running(make: Make) -> Answer:
+    root = claimed(make)
+    return cli(root, "settle", "a", "integrated")
+
+
+def _invalid_ledger(make: Make) -> Answer:
+    return api(Storm(str(make("a 1\n")), env=clean_env()).settle("a", "merged"))
+
+
+def _reorder_conflict(make: Make, request=None) -> Answer:
+    """A database storm only: the request waits on a row another session
+    locked, which then waits on the storm's advisory lock: a deadlock the
+    server breaks by aborting the request."""
+    import subprocess
+    import sys
+    import time
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    from storm_queue.database import LOCK_KEYS
+
+    pg_server, url = request.getfixturevalue("pg_server"), request.getfixturevalue("pg_url")
+    assert run_cli(None, "init", url).returncode == 0
+    assert run_cli(url, "add", "a", "1").returncode == 0
+    admin = pg_server.admin(conninfo_to_dict(url)["dbname"])
+    watch = pg_server.admin()  # outside admin's transaction, whose view of pg_stat_activity is frozen
+    try:
+        admin.execute("BEGIN")
+        admin.execute("SET LOCAL deadlock_timeout = '60s'")  # the request's detector runs first
+        admin.execute("SELECT * FROM storm_queue.state FOR UPDATE")
+        proc = subprocess.Popen([sys.executable, "-m", "storm_queue", "bump", "a", "--json", "--root", url],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
+        deadline = time.monotonic() + 30
+        while not watch.execute("SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                "AND query LIKE 'UPDATE storm_queue.state%'").fetchone():
+            assert time.monotonic() < deadline and proc.poll() is None, "the request never waited on the row"
+            time.sleep(0.05)
+        admin.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK_KEYS)  # returns once the server aborted the request
+        admin.execute("ROLLBACK")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        admin.close()
+        watch.close()
+    return proc.returncode, json.loads(out)
+
+
 def _not_quarantined(make: Make) -> Answer:
     return cli(make("a 1\n"), "unpark", "a", "--reason", "r")
 
@@ -264,13 +310,18 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
     "not_running": _not_running,
     "not_quarantined": _not_quarantined,
     "storm_unwritable": _storm_unwritable,
+    "lane_running": _lane_running,
+    "invalid_ledger": _invalid_ledger,
+    "reorder_conflict": _reorder_conflict,
 }
 
 #: more ways to the same code, each asserted the same way
 ALSO = {"declaration_unreadable": [_declaration_unreadable_runner]}
 
 #: the codes the command line cannot produce (it checks them as usage errors), so the API does
-API_ONLY = {"invalid_token", "invalid_result"}
+API_ONLY = {"invalid_token", "invalid_result", "invalid_ledger"}
+#: the codes only a database storm gives; their scenarios take the test's ``request`` for the server fixtures
+DATABASE_ONLY = {"reorder_conflict"}
 
 
 def _assert_refused(root_of: Callable[[], list[Path]], code: str, answer: Answer) -> None:
@@ -284,7 +335,7 @@ def _assert_refused(root_of: Callable[[], list[Path]], code: str, answer: Answer
 
 
 @pytest.mark.parametrize("code", list(refusals.CODES))
-def test_the_tool_produces_each_refusal_code(storm_dir, code: str) -> None:
+def test_the_tool_produces_each_refusal_code(storm_dir, code: str, request) -> None:
     made: list[Path] = []
 
     def make(queue: str, toml: str | None = None, abandoned=()) -> Path:
@@ -292,6 +343,11 @@ def test_the_tool_produces_each_refusal_code(storm_dir, code: str) -> None:
         return made[-1]
 
     assert code in SCENARIOS, f"no scenario produces {code}: it is unasserted"
+    if code in DATABASE_ONLY:
+        exit_code, doc = SCENARIOS[code](make, request)
+        assert (doc["outcome"], doc["code"], doc["recorded"]) == ("refused", code, True), doc
+        assert exit_code == refusals.CODES[code][0], (exit_code, doc)
+        return
     for scenario in [SCENARIOS[code], *ALSO.get(code, [])]:
         _assert_refused(lambda: made, code, scenario(make))
 
@@ -304,7 +360,7 @@ def test_every_code_has_a_scenario_and_every_scenario_a_code() -> None:
 def test_every_code_is_snake_case_with_an_exit_code_and_a_meaning() -> None:
     for code, (exit_code, meaning) in refusals.CODES.items():
         assert re.fullmatch(r"[a-z]+(_[a-z]+)*", code), code
-        assert exit_code in (1, 2), code
+        assert exit_code in ((5,) if code in DATABASE_ONLY else (1, 2)), code
         assert meaning.strip(), code
     assert refusals.AUTHORITY == {code for code, (e, _) in refusals.CODES.items() if e == 1}
 
