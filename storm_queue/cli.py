@@ -598,7 +598,7 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     from . import doctor as audit, render
 
     storm = _storm(root)
-    facts = audit.gather(storm.root)
+    facts = audit.gather(storm.directory("doctor"))
     hours = running_hours or facts.declaration.running_hours or audit.DEFAULT_RUNNING_HOURS
     findings = audit.diagnose(facts, hours)
     if as_json:

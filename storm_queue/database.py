@@ -184,6 +184,10 @@ class DatabaseStorm(Storm):
 
     # -- reading ---------------------------------------------------------
 
+    def directory(self, command: str) -> str:
+        raise NotHere(f"{command} examines a directory storm's files and does not yet examine a database storm; "
+                      "use storm-queue verify (the log and the state row) and storm-queue list")
+
     def declaration(self) -> config.Declaration:
         """What the last ``declare`` recorded (none: no source, default runner settings)."""
         with self._errors():

@@ -191,6 +191,10 @@ class Storm:
 
     # -- reading -------------------------------------------------------
 
+    def directory(self, command: str) -> str:
+        """The storm's directory, for a command that examines its files."""
+        return self.root
+
     def declaration(self) -> config.Declaration:
         return config.load(self.root)
 

@@ -185,3 +185,32 @@ def test_the_log_json_is_the_same_lines_a_directory_storm_writes(pg_server, db, 
         return [{k: v for k, v in e.items() if k not in ("at", "by", "prev")} for e in lines]
     from tests.conftest import log_events
     assert strip(events(pg_server, db)[1:]) == [dict(e, seq=e["seq"] + 1) for e in strip(log_events(root))]
+
+
+def test_why_list_and_reset_answer_a_database_storm_and_doctor_says_what_it_cannot_do(db) -> None:
+    ok(db, "add", "schema", "12")
+    ok(db, "add", "api", "13", "--deps", "schema")
+    ok(db, "bump", "api", "--reason", "outage")
+    why = cli(db, "why", "schema")
+    assert why.returncode == 0 and "api" in why.stdout
+    plain = cli(db, "list", "--plain")
+    rows = [line.split()[:3] for line in plain.stdout.splitlines() if not line.split()[0].endswith(":")]
+    assert plain.returncode == 0 and rows == [["1", "*", "schema"], ["2", "*", "api"]], plain.stdout
+    reset = cli(db, "reset", "--reason", "x", "--json")
+    assert reset.returncode == 2 and json.loads(reset.stdout)["code"] == "log_readable"
+    doctor = cli(db, "doctor")
+    assert doctor.returncode == 2 and "database storm" in doctor.stderr and "Traceback" not in doctor.stderr
+
+
+def test_next_marks_a_lane_blocked_in_a_row_not_a_file(pg_server, db, tmp_path) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    ok(db, "add", "base", "1")
+    ok(db, "add", "top", "2", "--deps", "base")
+    ok(db, "add", "other", "3")
+    ok(db, "settle", "base", "abandoned")
+    assert cli(db, "next").stdout == "run other 3\n"
+    with pg_server.admin(conninfo_to_dict(db)["dbname"]) as conn:
+        (body,), = conn.execute("SELECT body FROM storm_queue.result WHERE slug = 'top'").fetchall()
+    assert body["status"] == "blocked" and body["blocked_on"] == ["base"]
+    assert "top" not in [p.name for p in tmp_path.rglob("*")]
