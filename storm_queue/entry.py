@@ -5,9 +5,11 @@ A runner asks ``next`` (or ``claim``) once a minute or more, so the commonest
 forms are answered here without loading click: ``next``, ``next --json``,
 ``list --json`` and ``claim`` with ``--json``, ``--holder NAME`` and
 ``--ttl N``, each with at most one ``--root DIR`` naming a readable
-directory. Every other form, help and usage errors included, goes to the
+directory (``--root DIR`` and ``--json`` may come before the command name).
+Every other form, help and usage errors included, goes to the
 click command line in ``cli.py``, whose commands call the same functions
 below, so both paths print the same bytes and exit with the same code.
+SIGINT and SIGTERM end either path through ``interrupted`` (exit 130, 143).
 """
 
 from __future__ import annotations
