@@ -42,16 +42,92 @@ def exit_codes(*codes: int | tuple[int, str]) -> str:
 EXIT_CODES = exit_codes(0, 1, 2, 3, 4, 5)
 
 
-def common(fn: Callable[..., int]) -> Callable[..., None]:
-    """Add --root and --json to a command, and run it through ``_run``."""
+class RootPath(click.Path):
+    """A storm root as given: a directory completes as one, but every check
+    (missing, a file, not a storm) is the tool's own, in ``find_root``, with
+    its own message and exit code."""
 
-    @click.option("--json", "as_json", is_flag=True, help="Write one JSON document to stdout.")
-    @click.option("--root", type=click.Path(file_okay=False, readable=False), help="The storm's root: a directory or a postgresql:// URL (default: $STORM_QUEUE_ROOT, else the nearest directory holding queue.txt or storm.toml).")
+    def __init__(self) -> None:
+        super().__init__(file_okay=False, readable=False)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        return os.fsdecode(value) if isinstance(value, bytes) else value
+
+
+ROOT_HELP = "The storm's root: a directory or a postgresql:// URL (default: $STORM_QUEUE_ROOT, else the nearest directory holding queue.txt or storm.toml)."
+JSON_HELP = "Write one JSON document to stdout."
+
+
+def group_options() -> tuple[str | None, bool]:
+    """``--root`` and ``--json`` as given before the command name."""
+    ctx = click.get_current_context(silent=True)
+    params = ctx.find_root().params if ctx is not None else {}
+    return params.get("root"), bool(params.get("as_json"))
+
+
+def no_group_options(command: str, root_too: bool = True) -> None:
+    """A usage error when ``--root`` (or ``--json``) before the command name
+    names an option the command does not take."""
+    root, as_json = group_options()
+    ctx = click.get_current_context(silent=True)
+    if root is not None and root_too:
+        raise click.UsageError(f"{command} does not take --root" + (": storm-queue init DIR" if command == "init" else ""), ctx)
+    if as_json and command != "init":
+        raise click.UsageError(f"{command} does not take --json", ctx)
+
+
+def common(fn: Callable[..., int]) -> Callable[..., None]:
+    """Add --root and --json to a command, and run it through ``_run``.
+    Either may also come before the command name; the command's own wins."""
+
+    @click.option("--json", "as_json", is_flag=True, help=JSON_HELP)
+    @click.option("--root", type=RootPath(), help=ROOT_HELP)
     @functools.wraps(fn)
     def wrapper(root: str | None, as_json: bool, **kwargs: Any) -> None:
+        top_root, top_json = group_options()
+        root = top_root if root is None else root
+        as_json = as_json or top_json
         _run(as_json, lambda: fn(root=root, as_json=as_json, **kwargs))
 
     return wrapper
+
+
+def wants_json(args: list[str]) -> bool:
+    """Whether ``--json`` is among the arguments (before any ``--``): what a
+    usage error answers with before anything is parsed."""
+    words = args[:args.index("--")] if "--" in args else args
+    return "--json" in words
+
+
+class StormGroup(click.Group):
+    """click's group, whose exits are the tool's own: a usage error with
+    ``--json`` also prints one JSON document on stdout, and an interrupt
+    (SIGINT, SIGTERM) is exit 130 or 143 with one line saying what was
+    recorded (``entry.interrupted``) instead of click's "Aborted!"."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        from .entry import Interrupted, interrupted, on_signals
+
+        args = list(sys.argv[1:] if args is None else args)
+        as_json = wants_json(args)
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        on_signals()
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            exc.show()
+            if as_json:
+                from .render import emit_json
+
+                emit_json({"outcome": "error", "message": exc.format_message(), "exit": exc.exit_code})
+            sys.exit(exc.exit_code)
+        except click.Abort as exc:  # click's word for an interrupt (or end of input) it caught
+            interrupted(getattr(exc.__cause__, "signum", 2), as_json)
+        except (Interrupted, KeyboardInterrupt) as exc:
+            interrupted(getattr(exc, "signum", 2), as_json)
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 class SinceType(click.ParamType):
@@ -107,9 +183,11 @@ def _answer(out, as_json: bool) -> int:
     return out.exit_code
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=StormGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="storm-queue", prog_name="storm-queue")
-def main() -> None:
+@click.option("--json", "as_json", is_flag=True, help=JSON_HELP + " Also accepted after the command name.")
+@click.option("--root", type=RootPath(), help=ROOT_HELP + " Also accepted after the command name.")
+def main(root: str | None, as_json: bool) -> None:
     """Decide what a storm runs next, and keep its priority lane.
 
     A storm is a directory with queue.txt (one lane a line: SLUG ISSUE
@@ -523,6 +601,7 @@ def demo(keep: bool) -> None:
     """
     from .demo import run
 
+    no_group_options("demo")
     _run(False, lambda: run(keep))
 
 
@@ -548,6 +627,9 @@ def init(directory: str, as_json: bool) -> None:
 
     Example: storm-queue init postgresql://operator@db.example/storm
     """
+
+    no_group_options("init")
+    as_json = as_json or group_options()[1]
 
     def work() -> int:
         from . import render
@@ -636,6 +718,8 @@ def completion(shell: str) -> None:
 
     Example: storm-queue completion bash
     """
+
+    no_group_options("completion")
 
     def work() -> int:
         from .completion import script

@@ -5,9 +5,11 @@ A runner asks ``next`` (or ``claim``) once a minute or more, so the commonest
 forms are answered here without loading click: ``next``, ``next --json``,
 ``list --json`` and ``claim`` with ``--json``, ``--holder NAME`` and
 ``--ttl N``, each with at most one ``--root DIR`` naming a readable
-directory. Every other form, help and usage errors included, goes to the
+directory (``--root DIR`` and ``--json`` may come before the command name).
+Every other form, help and usage errors included, goes to the
 click command line in ``cli.py``, whose commands call the same functions
 below, so both paths print the same bytes and exit with the same code.
+SIGINT and SIGTERM end either path through ``interrupted`` (exit 130, 143).
 """
 
 from __future__ import annotations
@@ -20,6 +22,56 @@ if TYPE_CHECKING:
     from typing import Callable, NoReturn
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (``signum``). Not an ``Exception``: no
+    handler of errors takes it for a crash; ``finally`` blocks still run."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
+def on_signals() -> None:
+    """SIGINT and SIGTERM raise ``Interrupted`` (``_signal``: ``signal``
+    would import enum, a tenth of a request's start-up)."""
+    import _signal
+
+    for signum in (_signal.SIGINT, _signal.SIGTERM):
+        _signal.signal(signum, _on_signal)
+
+
+def interrupted(signum: int, as_json: bool) -> NoReturn:
+    """Exit 128 + ``signum`` (130 for SIGINT, 143 for SIGTERM) with one line
+    on stderr saying what was recorded, and with ``--json`` one document on
+    stdout. The writers' lock defers both signals while it is held
+    (``log.lock.held``), so a request is either not begun or recorded
+    whole: the log lines this process appended say which."""
+    writer = sys.modules.get("storm_queue.log.writer")
+    events = list(getattr(writer, "appended", ()))
+    if events:
+        last = events[-1]
+        slug = f" {last['slug']}" if last.get("slug") else ""
+        words = (f"interrupted: the {last['action']}{slug} was recorded (line {last['seq']}) but its answer may not "
+                 f"have been printed; storm-queue log --last {len(events)} shows it")
+    else:
+        words = "interrupted: nothing was recorded"
+    code = 128 + signum
+    try:
+        if as_json:
+            from .render import emit_json
+
+            emit_json({"outcome": "error", "message": words, "exit": code, "recorded": bool(events)})
+        sys.stderr.write(f"\nstorm-queue: {words}\n")
+        sys.stderr.flush()
+    except (Interrupted, OSError):  # a second signal, or a closed stream: the exit code still tells
+        pass
+    sys.exit(code)
+
+
 def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
     """Run a command's work and exit with its code; typed errors and crashes
     are mapped to exit codes here and nowhere else."""
@@ -30,15 +82,17 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
         code = work()
     except StormError as exc:
         if as_json:
-            doc = {"outcome": "unknown" if exc.exit_code == 3 else "error", "message": str(exc)}
+            doc = {"outcome": "unknown" if exc.exit_code == 3 else "error", "message": str(exc), "exit": exc.exit_code}
             if hasattr(exc, "recorded"):
                 doc["recorded"] = exc.recorded
             render.emit_json(doc)
         render.err(f"storm-queue: {exc}")
         code = exc.exit_code
+    except (Interrupted, KeyboardInterrupt) as exc:
+        interrupted(getattr(exc, "signum", 2), as_json)
     except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal
         if as_json:
-            render.emit_json({"outcome": "crashed", "message": f"{type(exc).__name__}: {exc}"})
+            render.emit_json({"outcome": "crashed", "message": f"{type(exc).__name__}: {exc}", "exit": 4})
         render.err(f"storm-queue: crashed: {type(exc).__name__}: {exc} (this is a bug; please report it)")
         code = 4
     sys.exit(code)
@@ -47,8 +101,18 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
 def storm(root: str | None, wait: float = 30.0):
     """The storm at ``root`` (or found as ``Storm.find`` finds it)."""
     from .desk import Storm
+    from .log import lock
 
+    lock.on_wait = _waiting
     return Storm.find(root, wait=wait)
+
+
+def _waiting(who: str, path: str, wait: float) -> None:
+    """Once, while a request waits for the writers' lock: who holds it, at a terminal."""
+    if sys.stderr.isatty():
+        sys.stderr.write(f"storm-queue: waiting up to --wait {wait:g} seconds for the writers' lock {path}: "
+                         f"{who} holds it (Ctrl-C stops, recording nothing)\n")
+        sys.stderr.flush()
 
 
 def next_decision(root: str | None, as_json: bool) -> int:
@@ -99,8 +163,12 @@ def _quick_form(args: list[str]) -> tuple[str, str | None, bool, dict[str, objec
     """(command, root, as_json, claim's options) when ``args`` is a form
     answered here, else None. Only forms that click would accept and pass
     on unchanged qualify."""
-    if not args or args[0] not in ("next", "list", "claim") or "_STORM_QUEUE_COMPLETE" in os.environ:
+    lead = 0  # --root DIR and --json may come before the command name
+    while lead < len(args) and args[lead] in ("--root", "--json"):
+        lead += 1 if args[lead] == "--json" else 2
+    if lead >= len(args) or args[lead] not in ("next", "list", "claim") or "_STORM_QUEUE_COMPLETE" in os.environ:
         return None
+    args = [args[lead]] + args[:lead] + args[lead + 1:]
     root, as_json, rest, options = None, False, args[1:], {}
     while rest:
         word = rest.pop(0)
@@ -124,19 +192,19 @@ def _quick_form(args: list[str]) -> tuple[str, str | None, bool, dict[str, objec
 
 def main() -> None:
     """The console script: a quick form is answered here, every other goes to click."""
-    form = _quick_form(sys.argv[1:])
-    if form is None:
-        from .cli import main as click_main
-
-        click_main(prog_name="storm-queue")
-        return
-    command, root, as_json, options = form
+    on_signals()
     try:
+        form = _quick_form(sys.argv[1:])
+        if form is None:
+            from .cli import main as click_main
+
+            click_main(prog_name="storm-queue")
+            return
+        command, root, as_json, options = form
         if command == "next":
             run(as_json, lambda: next_decision(root, as_json))
         if command == "claim":
             run(as_json, lambda: claim_decision(root, as_json, **options))
         run(True, lambda: list_json(root))
-    except (EOFError, KeyboardInterrupt):  # as click says it
-        sys.stderr.write("\nAborted!\n")
-        sys.exit(1)
+    except (Interrupted, KeyboardInterrupt) as exc:  # before or after a command's own handling
+        interrupted(getattr(exc, "signum", 2), "--json" in sys.argv[1:])

@@ -9,7 +9,14 @@ from ..errors import Busy, RecordFailed, unreadable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterator
+    from typing import Callable, Iterator
+
+
+#: called once, ``on_wait(who, path, wait)``, when a writer has waited
+#: ``NOTICE_AFTER`` seconds for the lock and may wait longer: the command
+#: line says who holds it at a terminal (``entry.storm``); None says nothing
+on_wait: Callable[[str, str, float], None] | None = None
+NOTICE_AFTER = 0.5
 
 
 def lock_path(log_path: str) -> str:
@@ -78,7 +85,9 @@ def held(log_path: str, wait: float, may_create: bool) -> Iterator[None]:
     path = lock_path(log_path)
     fd = _open_own(path, may_create)
     try:
-        deadline = time.monotonic() + wait
+        start = time.monotonic()
+        deadline = start + wait
+        told = on_wait is None or wait <= NOTICE_AFTER
         pause = 0.001  # doubling up to 20 ms: a waiter takes a lock freed a moment ago
         while True:
             try:
@@ -90,11 +99,33 @@ def held(log_path: str, wait: float, may_create: bool) -> Iterator[None]:
                     who = holder(path) or "another writer"
                     raise Busy(f"the storm is busy: {who} has held the writers' lock {path} for longer than "
                                f"--wait {wait:g} seconds; nothing was recorded; try again, or wait longer with --wait SECONDS") from None
+                if not told and time.monotonic() - start >= NOTICE_AFTER:
+                    told = True
+                    on_wait(holder(path) or "another writer", path, wait)
                 time.sleep(min(pause, left))
                 pause = min(pause * 2, 0.02)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        with _signals_deferred():  # a request under the lock is done whole or not begun
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+@contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back for the block (the main thread's
+    signal mask); one that arrived meanwhile is acted on when it ends."""
+    import _signal
+
+    wanted = {_signal.SIGINT, _signal.SIGTERM}
+    try:
+        before = _signal.pthread_sigmask(_signal.SIG_BLOCK, wanted)
+    except (AttributeError, OSError, ValueError):  # no signal mask here
+        yield
+        return
+    try:
+        yield
+    finally:
+        _signal.pthread_sigmask(_signal.SIG_SETMASK, before)

@@ -94,6 +94,11 @@ class AppendFailed(Exception):
         self.cause, self.state, self.events = cause, state, events or []
 
 
+#: every event this process appended, oldest first: what an interrupt
+#: reports as recorded (``entry.interrupted``)
+appended: list[dict[str, Any]] = []
+
+
 def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
            owner: tuple[int, int] | None = None) -> list[dict[str, Any]]:
     """Append ``bodies`` as events after what ``log`` read (the caller holds
@@ -137,6 +142,7 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
     finally:
         os.close(fd)
     events = [event for event, _ in framed]
+    appended.extend(events)  # durable and counted from here on, witnessed or not
     last_event, last_line = framed[-1]
     length = log.length + len(data)
     try:
