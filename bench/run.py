@@ -47,6 +47,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(HERE))
 
 import build  # noqa: E402
+import verify as verify_bench  # noqa: E402
 from storm_queue.log import checkpoint  # noqa: E402
 
 #: (name, events, lanes, deep)
@@ -387,7 +388,12 @@ def main() -> int:
     else:
         print(text)
     if args.out:
-        Path(args.out).write_text(text)
+        out = Path(args.out)
+        old = out.read_text() if out.exists() else ""
+        kept = ""  # bench/verify.py's section of the same file stays
+        if verify_bench.BEGIN in old and verify_bench.END in old:
+            kept = verify_bench.BEGIN + old.split(verify_bench.BEGIN, 1)[1].split(verify_bench.END, 1)[0] + verify_bench.END
+        out.write_text(text + ("\n" + kept + "\n" if kept else ""))
     w = result["writers"]
     sound = w["exit_codes_ok"] and w["lost"] == 0 and w["duplicated"] == 0 and w["verify_exit"] == 0 \
         and w["new_lines"] == result["writers_n"] * result["requests_n"]

@@ -141,42 +141,54 @@ class Fold:
         action = event["action"]
         if self.keys and str(event.get("at", ""))[:10] > self.keys_day:
             self._forget(str(event["at"])[:10])
-        key = event.get("key")
-        if key is not None:
-            self.changed = True
-            keys = self.keys.setdefault(event["by"], {})
-            if key not in keys:  # lists kept as tuples, as a checkpoint gives them back
-                body = {k: tuple(v) if isinstance(v, list) else v for k, v in event.items()}
-                keys[key] = Keyed(event.get("fingerprint", ""), event.get("seq", 0), body)
-        if action in RUNNER_ACTIONS:
-            self.changed = True
-            self._run(event)
-            return
-        if action == "reset":
-            self.changed = True
-            self.token_floor = max(self.token_floor, event.get("abandons", 0))
-        if action not in ("push", "bump", "unbump"):
+        if "key" in event:
+            self._bind(event)
+        if action not in _LANE_ACTIONS:
+            if action in _RUNNER:
+                self.changed = True
+                self._run(event)
+            elif action == "reset":
+                self.changed = True
+                self.token_floor = max(self.token_floor, event.get("abandons", 0))
             return
         self.changed = True
         lane, marks = self.lane, self.marks
         moved = event.get("moved", ())
-        for slug in moved:
-            lane.setdefault(slug)
+        if moved:
+            lane.update(dict.fromkeys(moved))  # each keeps its place if it has one
         for slug in event.get("removed", ()):
             lane.pop(slug, None)
             marks.pop(slug, None)
-        mark = Mark(event.get("seq", 0), event.get("at", ""), event.get("by", ""), action, event["slug"], event.get("reason"))
+        named = event["slug"]
+        mark = None  # made when a slug first takes it: most events mark nothing new
         for slug in moved:
-            if slug in lane and slug not in marks:
+            if slug not in marks and slug in lane:
+                if mark is None:
+                    mark = self._mark(event, action)
                 marks[slug] = mark
         if action == "unbump":
-            self.named.pop(event["slug"], None)
+            self.named.pop(named, None)
         elif not event.get("noop"):
-            if event["slug"] not in self.named and event["slug"] in lane:
-                marks[event["slug"]] = mark
-            self.named.setdefault(event["slug"])
+            if named not in self.named and named in lane:
+                marks[named] = self._mark(event, action) if mark is None else mark
+            self.named.setdefault(named)
             if "not_before" in event:
-                self.runs[event["slug"]] = replace(self.runs.get(event["slug"], NO_RUN), not_before=event["not_before"])
+                self.runs[named] = replace(self.runs.get(named, NO_RUN), not_before=event["not_before"])
+
+    def _bind(self, event: Mapping) -> None:
+        """An event made under an idempotency key binds it (the first one does)."""
+        key = event["key"]
+        if key is None:
+            return
+        self.changed = True
+        keys = self.keys.setdefault(event["by"], {})
+        if key not in keys:  # lists kept as tuples, as a checkpoint gives them back
+            body = {k: tuple(v) if isinstance(v, list) else v for k, v in event.items()}
+            keys[key] = Keyed(event.get("fingerprint", ""), event.get("seq", 0), body)
+
+    @staticmethod
+    def _mark(event: Mapping, action: str) -> Mark:
+        return Mark(event.get("seq", 0), event.get("at", ""), event.get("by", ""), action, event["slug"], event.get("reason"))
 
     def _forget(self, day: str) -> None:
         """Drop the keys bound more than ``KEY_DAYS`` days before ``day``."""
@@ -236,6 +248,8 @@ class Fold:
 
 #: the actions of runners and of the operator over runs
 RUNNER_ACTIONS = ("claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule")
+_RUNNER = frozenset(RUNNER_ACTIONS)
+_LANE_ACTIONS = frozenset(("push", "bump", "unbump"))
 
 
 def apply(state: LaneState, event: Mapping) -> LaneState:

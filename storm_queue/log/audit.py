@@ -1,23 +1,30 @@
 """The full audit of a priority log, for ``storm-queue verify``.
 
-It is the reader run over the whole log, ignoring the checkpoint (so every
-line's framing and schema, the chain from the first line, ``seq`` without
-gaps and the witness are checked by the one piece of code that holds those
-rules), reporting instead of raising; then the checkpoint is examined as a
-reader would, and the fold from it is compared with the full replay.
+Its core, ``check_lines``, audits a stream of lines wherever they are kept
+(a file, a database table): every line's framing and schema, ``seq`` from
+one without gaps, the chain from the first line and the fold, naming the
+first bad line. It is ``stream.LineCheck``, the one piece of code that holds
+those rules, which the reader also runs.
+
+``audit`` is the audit of a log file: the reader run over the whole log,
+ignoring the checkpoint (the same core, in blocks of the file's bytes, plus
+the witness and the torn tail), reporting instead of raising; then the
+checkpoint is examined as a reader would, and the fold from it is compared
+with the full replay.
 """
 
 from __future__ import annotations
 
 import os
 
+from .. import fold
 from ..errors import UnknownOrder
 from ..records import dataclass, field
-from . import checkpoint, reader
+from . import checkpoint, reader, stream
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any, Callable, Iterable
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,9 @@ class Audit:
     lane: tuple[str, ...] = ()
     named: tuple[str, ...] = ()
     warnings: list[str] = field(default_factory=list)
+    #: the whole lane state the lines fold to, and the chain digest of the last line
+    state: fold.LaneState = fold.EMPTY
+    digest: str | None = None
 
     @property
     def sound(self) -> bool:
@@ -58,6 +68,51 @@ class Audit:
             "checkpoint": {"state": self.checkpoint, "line": self.checkpoint_line or None, "why": self.checkpoint_why},
             "lane": list(self.lane), "named": list(self.named), "warnings": self.warnings,
         }
+
+
+def check_lines(lines: Iterable[bytes], log: str = "", progress: Callable[[int], None] | None = None) -> Audit:
+    """Audit a stream of log lines, oldest first: ``lines`` yields each
+    line's bytes as stored, newline included (for a table, its rows ordered
+    by ``seq``). Checks every line's framing and schema, ``seq`` from 1
+    without gaps, the chain from the first line (``prev`` null, then the
+    digest of the line before) and folds them, reading each line once and
+    keeping memory flat in the number of lines. ``log`` names the stream in
+    the result; ``progress`` is told the bytes checked now and then.
+
+    Never raises for damage: the first bad line is ``problem`` (its number,
+    the byte offset it would start at in a file of these lines, and what is
+    wrong, in the words ``verify`` uses for a file), and nothing else is
+    filled in, as ``audit`` does. A sound stream fills in ``lines``,
+    ``length`` (bytes), ``lane``, ``named``, ``state`` (the whole folded
+    state, to compare with a cache of it) and ``digest`` (the last line's,
+    to compare with a witness of it). A line that is not one line ending in
+    a newline is malformed. What a file has besides its lines (witness, torn
+    tail, checkpoint) is for the caller to check."""
+    out = Audit(log)
+    check = stream.LineCheck(bulk=True)
+    batch: list[bytes] = []
+    size = 0
+    try:
+        for line in lines:
+            if type(line) is not bytes:
+                line = bytes(line)  # a bytearray or memoryview from a driver
+            batch.append(line)
+            size += len(line)
+            if size >= stream.BLOCK:
+                check.lines(batch)
+                batch, size = [], 0
+                if progress is not None:
+                    progress(check.offset)
+        check.lines(batch)
+    except stream.Bad as exc:
+        out.problem = Problem(exc.what, exc.line, exc.offset)
+        return out
+    out.lines, out.length, out.digest = check.seq, check.offset, check.digest
+    out.state = check.state()
+    out.lane, out.named = out.state.lane, out.state.named
+    if progress is not None:
+        progress(check.offset)
+    return out
 
 
 def audit(log_path: str, progress: Callable[[int], None] | None = None) -> Audit:
@@ -78,12 +133,12 @@ def _audit_once(log_path: str, progress: Callable[[int], None] | None) -> tuple[
     """One audit, and whether a writer appended between its two reads."""
     out = Audit(log_path)
     try:
-        whole = reader.read(log_path, use_checkpoint=False, progress=progress)
+        whole = reader.read(log_path, use_checkpoint=False, progress=progress, quick=True)
     except reader.Damage as exc:  # every damage the reader finds is a Damage
         out.problem = Problem(exc.what, exc.line, exc.offset)
         return out, False
     out.lines, out.length, out.warnings = whole.seq, whole.length, list(whole.warnings)
-    out.lane, out.named = whole.state.lane, whole.state.named
+    out.lane, out.named, out.state, out.digest = whole.state.lane, whole.state.named, whole.state, whole.digest
     if whole.fresh:
         out.warnings.append("the storm has recorded nothing yet: there is no log and no witness")
         return out, False

@@ -14,7 +14,8 @@ from ..errors import UnknownOrder
 from ..fsutil import beside
 from ..records import dataclass, field
 from . import checkpoint
-from .framing import Malformed, decode, digest
+from .framing import decode  # noqa: F401 -- the rules of one line, where callers look for them
+from .stream import BLOCK, Bad, LineCheck
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -24,6 +25,12 @@ RESET_HINT = (
     "the operator can start a new log with: storm-queue reset --reason TEXT "
     "(the old log is kept beside it)"
 )
+
+
+#: a read of more bytes than this takes the quick path (see ``stream``) ...
+QUICK = 64 << 10
+#: ... and, of more than this, the SHA-256 fastest for many lines
+BULK = 4 << 20
 
 
 def witness_path(log_path: str) -> str:
@@ -82,6 +89,44 @@ def _open_nofollow(path: str):
     return os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")
 
 
+def _walk(f: Any, lines: LineCheck, witness: Witness, progress: Callable[[int], None] | None) -> bytes:
+    """Give ``lines`` the whole lines of ``f`` from where it stands, in blocks,
+    comparing the line that ends at the witnessed length (or holds it) with
+    the witness once its own checks pass; return the bytes after the last
+    whole line (a torn tail, or nothing)."""
+    length = witness.length
+    met = length <= lines.offset
+    rest = b""
+    while True:
+        block = f.read(BLOCK)
+        if not block:
+            return rest
+        data = rest + block if rest else block
+        cut = data.rfind(b"\n") + 1
+        rest = data[cut:]
+        if not cut:
+            continue
+        whole = data[:cut] if rest else data
+        if not met and lines.offset + cut >= length:  # the witnessed length ends or falls inside a line here
+            at = length - lines.offset
+            start = whole.rfind(b"\n", 0, at - 1) + 1
+            end = whole.index(b"\n", at - 1) + 1
+            lines.block(whole[:start])
+            line = whole[start:end]
+            event = lines.line(line)
+            number, begins = lines.seq, lines.offset - len(line)
+            if end != at:
+                raise Bad(f"the witnessed length {length} falls inside line {number}", number, begins)
+            if (lines.seq, lines.digest) != (witness.seq, witness.digest):
+                raise Bad(f"line {number} is not the line its witness recorded", number, begins)
+            met = True
+            lines.tell(line, event)
+            whole = whole[end:]
+        lines.block(whole)
+        if progress is not None:
+            progress(lines.offset)
+
+
 def read_witness(log_path: str) -> Witness | None:
     """The witness, ``None`` when it does not exist; ``UnknownOrder`` when it
     cannot be read or is not a witness."""
@@ -111,7 +156,7 @@ def read_witness(log_path: str) -> Witness | None:
 
 def read(log_path: str, keep_events: bool = False, use_checkpoint: bool = True,
          progress: Callable[[int], None] | None = None,
-         each: Callable[[bytes, dict[str, Any]], None] | None = None) -> LogRead:
+         each: Callable[[bytes, dict[str, Any]], None] | None = None, quick: bool = False) -> LogRead:
     """Read, check and fold the log at ``log_path``: from its checkpoint when
     one still describes the log (``use_checkpoint``), else from the first
     line. A read that meets a write in progress (a line not yet whole, not
@@ -123,21 +168,25 @@ def read(log_path: str, keep_events: bool = False, use_checkpoint: bool = True,
     folds (its bytes as stored) and its event, in order, as the read goes
     (pass ``use_checkpoint=False`` to see them all): a line reaches it only
     once it has passed every check, so on damage it has seen exactly the
-    lines before it. A read with ``each`` does not look again."""
+    lines before it. A read with ``each`` does not look again.
+
+    ``quick`` takes the quick path of ``stream.LineCheck`` whatever the
+    length to read (a read of more than ``QUICK`` bytes always does); the
+    answer is the same either way."""
     if each is not None:
-        return _read_once(log_path, keep_events, use_checkpoint, progress, each)
+        return _read_once(log_path, keep_events, use_checkpoint, progress, each, quick)
     try:
-        out = _read_once(log_path, keep_events, use_checkpoint, progress, None)
+        out = _read_once(log_path, keep_events, use_checkpoint, progress, None, quick)
     except Damage:  # a writer may have cut a torn tail or made the first line under us
-        return _read_once(log_path, keep_events, use_checkpoint, progress, None)
+        return _read_once(log_path, keep_events, use_checkpoint, progress, None, quick)
     if out.torn or out.seq != (out.witness.seq if out.witness else 0):
-        out = _read_once(log_path, keep_events, use_checkpoint, progress, None)
+        out = _read_once(log_path, keep_events, use_checkpoint, progress, None, quick)
     return out
 
 
 def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
                progress: Callable[[int], None] | None,
-               each: Callable[[bytes, dict[str, Any]], None] | None) -> LogRead:
+               each: Callable[[bytes, dict[str, Any]], None] | None, quick: bool = False) -> LogRead:
     out = LogRead(log_path, events=[] if keep_events else None)
     loaded = checkpoint.load(log_path) if use_checkpoint else (None, None, -1)  # before the witness: see load
     witness = read_witness(log_path)
@@ -170,45 +219,27 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
             state, offset, seq, prev = start.state, start.offset, start.seq, start.digest
             out.checkpoint_seq = seq
             f.seek(offset)
-        met_witness = witness.length <= offset  # a checkpoint at the witness has its seq and digest
-        folder = fold.Fold(state)
-        events = out.events
-        for number, line in enumerate(f, start=seq + 1):
-            if not line.endswith(b"\n"):
-                if offset < witness.length:
-                    break  # shorter than witnessed: reported below
-                out.torn = len(line)
-                out.warnings.append(
-                    f"the log ends in a torn write of {len(line)} bytes after line {seq} "
-                    "(never acknowledged); it is ignored, and the next request keeps it "
-                    "in a side file and records a repair"
-                )
-                break
-            try:
-                event = decode(line)
-            except Malformed as exc:
-                raise _damage(log_path, f"line {number} is malformed: {exc}", number, offset) from None
-            if event["seq"] != seq + 1:
-                raise _damage(log_path, f"line {number} has seq {event['seq']}, expected {seq + 1}", number, offset)
-            if event["prev"] != prev:
-                raise _damage(log_path, f"line {number} breaks the chain: its prev does not match line {number - 1}",
-                              number, offset)
-            seq, prev = event["seq"], digest(line)
-            offset += len(line)
-            folder.step(event)
-            if events is not None:
-                events.append(event)
-            if offset == witness.length:
-                if (seq, prev) != (witness.seq, witness.digest):
-                    raise _damage(log_path, f"line {number} is not the line its witness recorded", number, offset - len(line))
-                met_witness = True
-            elif offset > witness.length and not met_witness:
-                raise _damage(log_path, f"the witnessed length {witness.length} falls inside line {number}",
-                              number, offset - len(line))
-            if each is not None:
-                each(line, event)
-            if progress is not None and not number & 0x3FFF:
-                progress(offset)
+        try:
+            left = os.fstat(f.fileno()).st_size - offset
+        except OSError:
+            left = 0
+        lines = LineCheck(state, seq, prev, offset, keep_events=keep_events, each=each,
+                          quick=quick or left > QUICK, bulk=left > BULK)
+        try:
+            tail = _walk(f, lines, witness, progress)
+        except Bad as exc:
+            raise _damage(log_path, exc.what, exc.line, exc.offset) from None
+        offset, seq, prev = lines.offset, lines.seq, lines.digest
+        if tail and offset >= witness.length:
+            out.torn = len(tail)
+            out.warnings.append(
+                f"the log ends in a torn write of {len(tail)} bytes after line {seq} "
+                "(never acknowledged); it is ignored, and the next request keeps it "
+                "in a side file and records a repair"
+            )
+        met_witness = witness.length <= offset
+        if lines.events is not None:
+            out.events = lines.events
     if offset + out.torn < witness.length:
         raise _damage(log_path, f"the log holds {offset + out.torn} bytes, shorter than the {witness.length} its witness recorded",
                       seq + 1, offset)
@@ -220,7 +251,7 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
             "stopped before it was acknowledged); they chain correctly and count, "
             "and the next request re-witnesses them"
         )
-    out.state, out.seq, out.digest, out.length = folder.state(), seq, prev, offset
+    out.state, out.seq, out.digest, out.length = lines.state(), seq, prev, offset
     if progress is not None:
         progress(offset)
     return out

@@ -68,3 +68,14 @@ def test_the_claim_benchmark_runs_and_checks_its_runners() -> None:
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert "| poll / next |" in done.stdout
     assert "every lane claimed once with token 1 and verify exit 0: yes" in done.stdout
+
+
+def test_the_verify_benchmark_runs_its_smallest_sizes(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "verify.py"), "--smoke", "--json", "--work", str(tmp_path / "w")],
+                          capture_output=True, text=True, env=clean_env(), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert [s["lines"] for s in result["storms"]] == [100, 300]
+    for storm in result["storms"]:
+        assert storm["sha256sum_s"] > 0 and storm["this"]["s"] > 0 and storm["this"]["ratio"] > 0
+        assert storm["this"]["kib"] > 0
