@@ -281,32 +281,27 @@ class DatabaseStorm(Storm):
             prev, offset, expected = digest(line), offset + len(line), expected + 1
 
     def verify(self, progress: Callable[[int], None] | None = None):
-        """Check every line from the first and the state row against the full replay."""
-        from .log.audit import Audit, Problem
+        """Check every line from the first (``audit.check_lines``, the rules
+        a directory log is checked by) and the state row against the full replay."""
+        from .log.audit import Problem, check_lines
 
-        out = Audit(self.root)
-        folder = fold.Fold()
-        try:
-            for line, event in self._checked():
-                folder.step(event)
-                out.lines, out.length = event["seq"], out.length + len(line)
-        except reader.Damage as exc:
-            out.problem = Problem(exc.what, exc.line, exc.offset)
+        out = check_lines((line for _, line in self._lines()), self.root, progress)
+        if out.problem is not None:
             return out
-        whole = folder.state()
-        out.lane, out.named = whole.lane, whole.named
         with self._errors(), self.conn.transaction():
-            seq, body = self.conn.execute("SELECT seq, body FROM storm_queue.state").fetchone()
+            seq, last, body = self.conn.execute("SELECT seq, digest, body FROM storm_queue.state").fetchone()
         out.checkpoint_line = seq
+        if seq != out.lines:  # a writer appended since the lines were read: its state row is newer
+            out.warnings.append(f"the log grew to line {seq} during the audit; the state row was not compared")
+            return out
         try:
-            agrees = seq == out.lines and load_state(body) == whole
+            agrees = last == out.digest and load_state(body) == out.state
         except ValueError:
             agrees = False
-        if seq == out.lines:  # a writer that appended since has its own state row
-            out.checkpoint = "agrees" if agrees else "disagrees"
-            if not agrees:
-                out.problem = Problem(f"the state row at line {seq} folds to another lane than the whole log does",
-                                      seq, out.length)
+        out.checkpoint = "agrees" if agrees else "disagrees"
+        if not agrees:
+            out.problem = Problem(f"the state row at line {seq} is not what the whole log folds to; "
+                                  "commands trust it, so the order they give is not the log's", seq, out.length)
         return out
 
     def next(self) -> tuple[Listing, list[str]]:

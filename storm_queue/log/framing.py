@@ -136,7 +136,8 @@ def decode(line: bytes) -> dict[str, Any]:
 
 _TEST = {_STR: "type({v}) is str", _OPT_STR: "({v} is None or type({v}) is str)",
          _INT: "type({v}) is int", _OPT_INT: "({v} is None or type({v}) is int)",
-         _BOOL: "type({v}) is bool", _LIST: "type({v}) is list and all(type(item) is str for item in {v})"}
+         _BOOL: "type({v}) is bool", _LIST: "type({v}) is list and all(type(item) is str for item in {v})",
+         _OBJ: "type({v}) is dict"}
 _TOKEN_ACTIONS = ("claim", "renew", "finish", "expire")
 
 
@@ -193,6 +194,8 @@ def _compile(action: str) -> Callable[..., bool]:
         tests.append(f"{x['token']} >= 1")
     if action == "finish":
         tests.append(f"{x['result']} in ('ok', 'failed')")
+    if action == "settle":
+        tests.append(f"{x['ledger']} in ('integrated', 'abandoned')")
     # every field above was found, so an event of only those has no optional field to check
     tests.append(f"(len(e) == {len(order) + 1} or _optional_fit(e))")
     body = "\n        and ".join(tests)

@@ -214,3 +214,27 @@ def test_next_marks_a_lane_blocked_in_a_row_not_a_file(pg_server, db, tmp_path) 
         (body,), = conn.execute("SELECT body FROM storm_queue.result WHERE slug = 'top'").fetchall()
     assert body["status"] == "blocked" and body["blocked_on"] == ["base"]
     assert "top" not in [p.name for p in tmp_path.rglob("*")]
+
+
+def test_verify_finds_a_changed_line_and_a_state_row_that_is_not_the_replay(pg_server, db) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    ok(db, "add", "a", "1")
+    ok(db, "bump", "a")
+    assert ok(db, "verify")["checkpoint"]["state"] == "agrees"
+    with pg_server.admin(conninfo_to_dict(db)["dbname"]) as conn:
+        conn.execute("UPDATE storm_queue.state SET body = (SELECT body FROM storm_queue.state)")  # unchanged: still sound
+        body = conn.execute("SELECT body FROM storm_queue.state").fetchone()[0]
+        conn.execute("UPDATE storm_queue.state SET body = %s", (body.replace('"a"', '"b"'),))
+    forged = cli(db, "verify", "--json")
+    assert forged.returncode == 3 and "state row" in json.loads(forged.stdout)["problem"]["what"]
+    with pg_server.admin(conninfo_to_dict(db)["dbname"]) as conn:  # a superuser can drop the trigger: the chain still tells
+        conn.execute("UPDATE storm_queue.state SET body = %s", (body,))
+        assert cli(db, "verify").returncode == 0
+        conn.execute("ALTER TABLE storm_queue.event DISABLE TRIGGER event_append_only")
+        conn.execute("UPDATE storm_queue.event SET line = convert_to(replace(convert_from(line, 'UTF8'), "
+                     "'\"reason\"', '\"reasons\"'), 'UTF8') WHERE seq = 2")
+        conn.execute("UPDATE storm_queue.event SET line = convert_to(replace(convert_from(line, 'UTF8'), "
+                     "'\"add\"', '\"add\",\"note\":\"forged\"'), 'UTF8') WHERE seq = 2")
+    damaged = json.loads(cli(db, "verify", "--json").stdout)
+    assert damaged["problem"]["line"] == 3 and "chain" in damaged["problem"]["what"], damaged
