@@ -658,6 +658,44 @@ def init(directory: str, as_json: bool) -> None:
     _run(as_json, work)
 
 
+@main.command(epilog=exit_codes((0, "the storm was carried into the database"), (1, "refused: not the directory's operator"),
+                                (2, "the database is not empty or cannot be reached, DIR is not a storm, or a usage error"),
+                                (3, "DIR's log cannot be replayed"), 4, 5))
+@click.argument("directory", metavar="DIR")
+@click.argument("url", metavar="URL")
+@click.option("--json", "as_json", is_flag=True, help="Write one JSON document to stdout.")
+@click.option("--wait", type=click.FloatRange(min=0), default=30.0, show_default=True, metavar="SECONDS", help="How long to wait for another writer.")
+def migrate(directory: str, url: str, as_json: bool, wait: float) -> None:
+    """Carry the directory storm DIR into the empty database URL.
+
+    Lanes, ledgers, results, leases, the declaration and every line of
+    DIR's log (its seq and chain unbroken) go into the database; DIR then
+    records a last line naming URL, and later requests there are refused
+    (exit 2); reads still work. The database's connecting role becomes the
+    operator.
+
+    Example: storm-queue migrate ~/storms/spring postgresql://operator@db.example/storm
+    """
+
+    def work() -> int:
+        from . import render
+        from .database import migrate as carry
+        from .desk import find_root
+
+        made = carry(find_root(directory, {}), url, os.environ, wait)
+        if as_json:
+            render.emit_json({"outcome": "done", "root": made.root, "lines": made.lines, "lanes": made.lanes,
+                              "not_carried": list(made.left)})
+        else:
+            click.echo(f"migrated {made.lines} log lines and {made.lanes} lanes to {render.printable(made.root)}")
+            for what in made.left:
+                render.err(f"storm-queue: not carried (a database storm cannot hold it): {render.printable(what)}")
+        return 0
+
+    no_group_options("migrate")
+    _run(as_json, work)
+
+
 @main.command(epilog=exit_codes((0, "no findings: the storm is sound"), (1, "findings, one a line (not a refusal)"),
                                 (2, "no storm here, or a usage error"), 4))
 @click.option("--running-hours", type=click.FloatRange(min=0, min_open=True), metavar="HOURS",

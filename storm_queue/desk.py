@@ -718,6 +718,11 @@ class Storm:
                         return self._refused(req, by, refusal, authorised, recorded=False,
                                              why_not="the priority order is unknown")
                     return self._start_new_log(req, by, log_path, at)
+                if log.state.moved_to:
+                    from .errors import NotHere
+
+                    raise NotHere(f"this storm moved to {log.state.moved_to} (the log's last line says so): ask "
+                                  "there with --root URL; nothing was recorded here")
                 keyed = log.state.keys.get(by, {}).get(req.key) if req.key is not None else None
                 if keyed is not None and keyed.fingerprint == req.fingerprint():
                     return _repeated(req, by, keyed, dry_run, log, at)

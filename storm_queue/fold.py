@@ -110,6 +110,8 @@ class LaneState:
     #: every fencing token of an abandoned log is below this (a reset records
     #: the bytes it abandoned, and a token never exceeds its log's lines)
     token_floor: int = 0
+    #: where the storm went (a database URL, password hidden) when it was migrated: '' while it lives here
+    moved_to: str = ""
 
     def run(self, slug: str) -> Run:
         return self.runs.get(slug, NO_RUN)
@@ -133,6 +135,7 @@ class Fold:
         self.keys = {by: dict(keys) for by, keys in start.keys.items()}
         self.keys_day = start.keys_day
         self.token_floor = start.token_floor
+        self.moved_to = start.moved_to
         self.changed = False
 
     def step(self, event: Mapping) -> None:
@@ -150,6 +153,9 @@ class Fold:
             elif action == "reset":
                 self.changed = True
                 self.token_floor = max(self.token_floor, event.get("abandons", 0))
+            elif action == "migrate":
+                self.changed = True
+                self.moved_to = event["to"]
             return
         self.changed = True
         lane, marks = self.lane, self.marks
@@ -243,7 +249,7 @@ class Fold:
         if not self.changed:
             return self.start
         return LaneState(tuple(self.lane), tuple(self.named), dict(self.marks), dict(self.runs),
-                         {by: dict(keys) for by, keys in self.keys.items()}, self.keys_day, self.token_floor)
+                         {by: dict(keys) for by, keys in self.keys.items()}, self.keys_day, self.token_floor, self.moved_to)
 
 
 #: the actions of runners and of the operator over runs

@@ -202,6 +202,8 @@ def event_text(event: dict[str, Any]) -> str:
         body = f"reset: a new log, abandoning {event['abandons']} bytes of the old one"
     elif action == "repair":
         body = f"repair: cut {event['torn']} torn bytes, kept in {printable(event['side'])}"
+    elif action == "migrate":
+        body = f"migrate: the storm moved to {printable(event['to'])}; this log ends here"
     elif action == "init":
         body = f"init: the storm {printable(event['storm'])} begins, operated by {printable(event['operator'])}"
     elif action == "declare":

@@ -207,7 +207,7 @@ def _unsound(state: fold.LaneState) -> str:
                 and (mark.reason is None or isinstance(mark.reason, str))):
             return "holds a mark the fold could not have made"
     if not (isinstance(state.runs, dict) and isinstance(state.keys, dict) and isinstance(state.keys_day, str)
-            and type(state.token_floor) is int):
+            and type(state.token_floor) is int and isinstance(state.moved_to, str)):
         return "has the wrong shape"
     for slug, run in state.runs.items():
         if not (is_name(slug) and _sound_run(run)):

@@ -238,3 +238,36 @@ def test_verify_finds_a_changed_line_and_a_state_row_that_is_not_the_replay(pg_s
                      "'\"add\"', '\"add\",\"note\":\"forged\"'), 'UTF8') WHERE seq = 2")
     damaged = json.loads(cli(db, "verify", "--json").stdout)
     assert damaged["problem"]["line"] == 3 and "chain" in damaged["problem"]["what"], damaged
+
+
+def test_migrate_carries_a_directory_storm_and_the_directory_then_refuses_requests(pg_server, pg_url, tmp_path) -> None:
+    from tests.conftest import log_events, make_storm
+
+    root = make_storm(tmp_path / "storm", "schema 12\napi 13 schema\ndocs 14\n", integrated=["old"],
+                      toml='[priority]\nsources = ["cron"]\n')
+    for step in (("bump", "api", "--reason", "outage"), ("claim", "--holder", "h1"), ("add", "extra", "15"),
+                 ("bump", "docs", "--source", "cron")):
+        assert run_cli(root, *step).returncode == 0, step
+    lines_before = (root / "priority.log").read_bytes()
+    listed = json.loads(run_cli(root, "list", "--json").stdout)
+    done = run_cli(None, "migrate", str(root), pg_url, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["lines"] == len(lines_before.splitlines())
+    # every line with its seq and chain, so verify on the database checks from line 1
+    stored = events(pg_server, pg_url)
+    assert [json.dumps(e, separators=(",", ":")) for e in stored] == [
+        json.dumps(json.loads(line), separators=(",", ":")) for line in lines_before.splitlines()]
+    assert ok(pg_url, "verify")["sound"] is True
+    moved = json.loads(run_cli(pg_url, "list", "--json").stdout)
+    assert [(r["slug"], r["state"], r["prioritised"]) for r in moved["rows"]] == [
+        (r["slug"], r["state"], r["prioritised"]) for r in listed["rows"]]
+    assert ok(pg_url, "bump", "docs", "--source", "cron")["outcome"] != "refused"  # the declaration came along
+    # the directory's last line names where it went; requests there are refused, reads work
+    last = log_events(root)[-1]
+    assert last["action"] == "migrate" and "storm_" in last["to"]
+    refused = run_cli(root, "bump", "docs")
+    assert refused.returncode == 2 and "moved to" in refused.stderr
+    assert len(log_events(root)) == len(lines_before.splitlines()) + 1
+    assert run_cli(root, "list").returncode == 0 and run_cli(root, "verify").returncode == 0
+    again = run_cli(None, "migrate", str(root), pg_url)
+    assert again.returncode == 2
