@@ -173,8 +173,9 @@ class DatabaseStorm(Storm):
         except psycopg.errors.LockNotAvailable:
             raise Busy(f"another writer held the storm for longer than {self.wait:g} s; nothing was recorded, "
                        "ask again (or pass a longer --wait)") from None
-        except psycopg.OperationalError as exc:
-            raise StormError(f"the connection to {self.root} failed: {_words(exc, self.url)}") from None
+        except psycopg.OperationalError as exc:  # before any write: nothing of this command was recorded
+            raise RecordFailed(f"the connection to {self.root} failed ({_words(exc, self.url)}); nothing was recorded",
+                               recorded=False) from None
 
     def _who(self) -> str:
         try:
