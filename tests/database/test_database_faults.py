@@ -13,7 +13,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import Counter
 
 import pytest
 
@@ -155,6 +157,71 @@ def test_a_backend_terminated_while_waiting_for_the_storm_is_not_recorded_and_a_
         assert on_log(evs, "reason", reason) == 1, reason
     assert on_log(evs, "reason", "r-killed") == 0
     assert replayed(evs)[0] == ["b", "a"]
+
+
+# -- 2. the server restarted (immediate) under load ---------------------------
+
+def test_the_server_restarted_under_load_every_answer_is_truthful(pg_server, db) -> None:
+    lanes = [f"l{i}" for i in range(4)]
+    for i, slug in enumerate(lanes):
+        ok(db, "add", slug, str(100 + i))
+    answers: list[tuple[str, tuple[str, ...], subprocess.CompletedProcess]] = []
+    lock = threading.Lock()
+    done_count = [0]
+
+    def worker(w: int) -> None:
+        for j in range(15):
+            verb = "bump" if (w + j) % 3 != 2 else "unbump"
+            slug = lanes[(w + j * 3) % len(lanes)]
+            key = f"w{w}-r{j}"
+            args = (verb, slug, "--key", key, "--json")
+            done = subprocess.run(argv(db, *args), capture_output=True, text=True, env=clean_env(), timeout=60)
+            with lock:
+                answers.append((key, args, done))
+                done_count[0] += 1
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    while done_count[0] < 12 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # in the middle of requests, not between them
+    pg_server.restart("immediate")
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads)
+    assert len(answers) == 60
+
+    after = ok(db, "bump", lanes[0], "--key", "after-restart")  # the storm goes on
+    assert after["recorded"] is True
+    evs = assert_sound_and_derived(pg_server, db)
+    assert on_log(evs, "key", "after-restart") == 1
+    print("answers (exit, recorded):", Counter(
+        (d.returncode, repr(json.loads(d.stdout).get("recorded", "absent")) if d.stdout.strip() else "-")
+        for _, _, d in answers))
+    failed = 0
+    for key, args, done in answers:
+        assert "Traceback" not in done.stderr and "crashed" not in done.stderr, (args, done.stderr)
+        count = on_log(evs, "key", key)
+        assert count <= 1, (key, count)  # none recorded twice
+        doc = json.loads(done.stdout) if done.stdout.strip() else {}
+        if done.returncode == 0:
+            assert count == 1, (args, done.stdout)  # no acknowledged request lost
+            continue
+        failed += 1
+        recorded = doc.get("recorded", "absent")
+        if recorded is True:
+            assert count == 1, (args, done.returncode, done.stdout, done.stderr)
+        elif recorded is False:
+            assert count == 0, (args, done.returncode, done.stdout, done.stderr)
+        elif recorded is None:
+            pass  # "cannot be asked whether it was written": no claim either way
+        else:  # no answer on the record at all: it never reached the storm
+            assert done.returncode in (2, 4), (args, done.returncode, done.stdout, done.stderr)
+            assert count == 0, (args, done.returncode, done.stdout, done.stderr)
+    # the restart happened under load: at least one request felt it
+    assert failed >= 1, [(a, d.returncode) for _, a, d in answers]
 
 
 # -- 3. a writer killed with SIGKILL mid-transaction --------------------------
