@@ -186,8 +186,18 @@ def test_the_server_restarted_under_load_every_answer_is_truthful(pg_server, db)
     deadline = time.monotonic() + 60
     while done_count[0] < 12 and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(0.3)  # in the middle of requests, not between them
-    pg_server.restart("immediate")
+    # in the middle of requests, not between them: hold the storm a moment
+    # so that writers are inside their transactions when the server goes
+    name = dbname(db)
+    holder, watcher = pg_server.admin(name), pg_server.admin(name)
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s, %s)", LOCK_KEYS)
+        backend_waiting(watcher, name, "advisory")
+        time.sleep(0.5)
+        pg_server.restart("immediate")
+    finally:
+        for conn in (holder, watcher):
+            conn.close()
     for t in threads:
         t.join(timeout=120)
     assert not any(t.is_alive() for t in threads)
@@ -222,6 +232,8 @@ def test_the_server_restarted_under_load_every_answer_is_truthful(pg_server, db)
             assert count == 0, (args, done.returncode, done.stdout, done.stderr)
     # the restart happened under load: at least one request felt it
     assert failed >= 1, [(a, d.returncode) for _, a, d in answers]
+    # and at least one was inside its transaction, answered exit 4 "not recorded"
+    assert any(d.returncode == 4 and json.loads(d.stdout).get("recorded") is False for _, _, d in answers)
 
 
 # -- 3. a writer killed with SIGKILL mid-transaction --------------------------
