@@ -43,7 +43,7 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
     if given:
         if not os.path.isdir(given):
             raise NoStorm(f"storm root {quote(given)} is not a directory; pass --root DIR for an existing storm")
-        if not any(os.path.lexists(os.path.join(given, f)) for f in STORM_FILES):
+        if os.access(given, os.X_OK) and not any(os.path.lexists(os.path.join(given, f)) for f in STORM_FILES):
             from shlex import quote as sh
 
             raise NoStorm(f"{printable(given)} is not a storm (no queue.txt or storm.toml): "
@@ -934,7 +934,7 @@ def _repeated(req: _Request, by: str, keyed: fold.Keyed, dry_run: bool, log: rea
         if action == "claim":
             out.slug, out.holder = event["slug"], event["holder"]
             out.decision = f"run {event['slug']} {event['issue']} {event['token']}"
-        if action == "push":
+        if action in ("push", "add"):
             out.appended = event["appended"]
     out.repeat = keyed.seq
     out.dry_run = dry_run

@@ -26,9 +26,10 @@ def writing_commands() -> list[list[str]]:
     out = []
     for name, command in sorted(storm_queue.cli.main.commands.items()):
         params = {p.name: p for p in command.params}
-        if "reason" not in params:
+        if "reason" not in params or name == "declare":  # declare records into a database storm only
             continue
-        args = [name] + ["a" if p.name == "slug" else "7" for p in command.params if isinstance(p, click.Argument)]
+        args = [name] + ["a" if p.name == "slug" else p.type.choices[0] if isinstance(p.type, click.Choice) else "7"
+                         for p in command.params if isinstance(p, click.Argument)]
         for p in command.params:  # required options, with a well-formed value
             if isinstance(p, click.Option) and p.required:
                 args += [p.opts[0], p.type.choices[0] if isinstance(p.type, click.Choice) else "now" if p.name == "not_before" else "1"]
