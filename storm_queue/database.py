@@ -341,7 +341,7 @@ class DatabaseStorm(Storm):
         unrecordable = "" if who == op else f"role {who} cannot write the storm of {op or 'another role'}"
         return verdict, None, unrecordable, _Role(who)
 
-    def declaration_or_none(self) -> config.Declaration:
+    def _declaration_or_none(self) -> config.Declaration:
         try:
             return self.declaration()
         except StormUnreadable:
@@ -356,7 +356,7 @@ class DatabaseStorm(Storm):
         self._pending = None
         try:
             with self._errors_of_requests():
-                return super()._request(req, shape, plan, dry_run, decl or self.declaration_or_none(), operator_only)
+                return super()._request(req, shape, plan, dry_run, decl or self._declaration_or_none(), operator_only)
         except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
             return self._conflict(req, exc)
         except psycopg.OperationalError as exc:
@@ -378,7 +378,7 @@ class DatabaseStorm(Storm):
         message = f"the database aborted the request ({_words(exc, self.url)}): nothing changed, a retry is safe"
         by, recorded = "unknown", False
         try:
-            verdict, _, _, _ = self._judge(self.declaration_or_none(), req.source, False)
+            verdict, _, _, _ = self._judge(self._declaration_or_none(), req.source, False)
             by = verdict.by
             with self._writing(self.root, None):
                 log = self._load()
@@ -548,10 +548,10 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
     psycopg = _driver()
     src = Storm(directory, env, wait)
     who, op = authority.caller(src.env), authority.owner(directory)
-    verdict = authority.judge(who, op, src.declaration(), None, operator_only=True)
+    decl = src.declaration()
+    verdict = authority.judge(who, op, decl, None, operator_only=True)
     if not verdict.admitted:
         raise Refused(verdict.refusal.code, f"{verdict.refusal.message}; nothing was migrated", 1, False)
-    decl = src.declaration()
     if decl.log_error:
         raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; nothing was migrated")
     log_path = src.log_path(decl)
