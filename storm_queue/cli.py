@@ -11,9 +11,9 @@ from typing import Any, Callable
 import click
 
 from .completion import complete_deps, complete_slug
-from .entry import claim_decision, list_json, next_decision
-from .entry import run as _run  # errors become exit codes there, for both paths
-from .entry import storm as _storm
+from .answer import claim_decision, list_json, next_decision
+from .answer import run as _run  # errors become exit codes there, for both paths
+from .answer import storm as _storm
 from .log.framing import ACTIONS
 from .render import warn as _warn
 
@@ -103,11 +103,11 @@ class StormGroup(click.Group):
     """click's group, whose exits are the tool's own: a usage error with
     ``--json`` also prints one JSON document on stdout, and an interrupt
     (SIGINT, SIGTERM) is exit 130 or 143 with one line saying what was
-    recorded (``entry.interrupted``) instead of click's "Aborted!"."""
+    recorded (``answer.interrupted``) instead of click's "Aborted!"."""
 
     def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, **extra: Any) -> Any:
-        from .entry import Interrupted, interrupted, on_signals
+        from .answer import Interrupted, interrupted, on_signals
 
         args = list(sys.argv[1:] if args is None else args)
         as_json = wants_json(args)
@@ -602,7 +602,7 @@ def demo(keep: bool) -> None:
     from .demo import run
 
     no_group_options("demo")
-    _run(False, lambda: run(keep))
+    _run(False, lambda: run(main, keep))
 
 
 @main.command(epilog=exit_codes((0, "the storm was created"), (2, "refused: a file exists, or DIR cannot be a storm; or a usage error"), 4))
@@ -633,7 +633,7 @@ def init(directory: str, as_json: bool) -> None:
 
     def work() -> int:
         from . import render
-        from .desk import is_url
+        from .roots import is_url
 
         if is_url(directory):
             from .database import create as create_in_database
@@ -680,7 +680,7 @@ def migrate(directory: str, url: str, as_json: bool, wait: float) -> None:
     def work() -> int:
         from . import render
         from .database import migrate as carry
-        from .desk import find_root
+        from .roots import find_root
 
         made = carry(find_root(directory, {}), url, os.environ, wait)
         if as_json:
@@ -762,7 +762,7 @@ def completion(shell: str) -> None:
     def work() -> int:
         from .completion import script
 
-        click.echo(script(shell), nl=False)
+        click.echo(script(shell, main), nl=False)
         return 0
 
     _run(False, work)

@@ -12,17 +12,15 @@ PROG = "storm-queue"
 COMPLETE_VAR = "_STORM_QUEUE_COMPLETE"
 
 
-def script(shell: str) -> str:
+def script(shell: str, command: Any) -> str:
     """The completion script for ``shell`` (one of ``SHELLS``), as click
-    writes it for the ``storm-queue`` command."""
+    writes it for ``command``, the ``storm-queue`` click group."""
     from click.shell_completion import get_completion_class
-
-    from .cli import main
 
     cls = get_completion_class(shell)
     if cls is None:
         raise ValueError(f"no completion for shell {shell!r}")
-    return cls(main, {}, PROG, COMPLETE_VAR).source()
+    return cls(command, {}, PROG, COMPLETE_VAR).source()
 
 
 def queued_slugs(root: str | None, incomplete: str = "") -> list[str]:
@@ -33,7 +31,7 @@ def queued_slugs(root: str | None, incomplete: str = "") -> list[str]:
     import os
 
     from . import queuefile
-    from .desk import find_root
+    from .roots import find_root
 
     try:
         where = find_root(root, os.environ)

@@ -481,7 +481,8 @@ class DatabaseStorm(Storm):
         import json
         import tomllib
 
-        from .desk import Step, _Request, _text
+        from .outcome import Request, Step
+        from .shapes import optional_text
 
         try:
             with open(path, "rb") as f:
@@ -497,7 +498,7 @@ class DatabaseStorm(Storm):
             raise InvalidDeclaration(f"{path}: {decl.error}; nothing was declared")
         content = json.loads(json.dumps(tomllib.loads(text), default=str))
         sha = sha256(raw).hexdigest()
-        req = _Request("declare", None, _text(reason), None, _text(key), (sha,))
+        req = Request("declare", None, optional_text(reason), None, optional_text(key), (sha,))
 
         def plan(snap: Snapshot, by: str):
             current = self.conn.execute("SELECT declaration_sha256 FROM storm_queue.storm").fetchone()[0]

@@ -48,10 +48,9 @@ def example_dir() -> str:
     raise FileNotFoundError("the bundled example storm is missing; reinstall storm-queue")
 
 
-def run(keep: bool = False) -> int:
-    """Tell the story; return 0 when every step answered as expected."""
-    from .cli import main
-
+def run(main: click.Group, keep: bool = False) -> int:
+    """Tell the story through ``main``, the ``storm-queue`` click group;
+    return 0 when every step answered as expected."""
     root = tempfile.mkdtemp(prefix="storm-queue-demo-")
     log = os.path.join(root, "priority.log")
     try:

@@ -34,7 +34,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .reader import LogRead, Witness
+    from .found import LogRead, Witness
 
 FORMAT = 2
 #: lines appended after the checkpoint before a writer writes a new one

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 #: called once, ``on_wait(who, path, wait)``, when a writer has waited
 #: ``NOTICE_AFTER`` seconds for the lock and may wait longer: the command
-#: line says who holds it at a terminal (``entry.storm``); None says nothing
+#: line says who holds it at a terminal (``answer.storm``); None says nothing
 on_wait: Callable[[str, str, float], None] | None = None
 NOTICE_AFTER = 0.5
 

@@ -95,7 +95,7 @@ class AppendFailed(Exception):
 
 
 #: every event this process appended, oldest first: what an interrupt
-#: reports as recorded (``entry.interrupted``)
+#: reports as recorded (``answer.interrupted``)
 appended: list[dict[str, Any]] = []
 
 

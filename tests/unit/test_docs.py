@@ -45,7 +45,7 @@ def test_every_refusal_code_in_the_code_is_in_the_vocabulary_and_back():
     table = README.split(reference.CODES_BEGIN, 1)[1].split(reference.CODES_END, 1)[0]
     for code, (exit_code, meaning) in refusals.CODES.items():
         assert f"| `{code}` | {exit_code} | {meaning} |" in table, f"{code}: run `{reference.REGENERATE}`"
-        assert desk.exit_code(code) == exit_code
+        assert refusals.exit_code(code) == exit_code
 
 
 def test_every_command_is_documented():

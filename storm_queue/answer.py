@@ -1,0 +1,149 @@
+"""The answers both command lines print (``entry``'s quick path and
+``cli``'s click commands call the same functions, so both print the same
+bytes), and the one place where errors become exit codes. SIGINT and
+SIGTERM end either path through ``interrupted`` (exit 130, 143)."""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, NoReturn
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (``signum``). Not an ``Exception``: no
+    handler of errors takes it for a crash; ``finally`` blocks still run."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
+def on_signals() -> None:
+    """SIGINT and SIGTERM raise ``Interrupted`` (``_signal``: ``signal``
+    would import enum, a tenth of a request's start-up)."""
+    import _signal
+
+    for signum in (_signal.SIGINT, _signal.SIGTERM):
+        _signal.signal(signum, _on_signal)
+
+
+def interrupted(signum: int, as_json: bool) -> NoReturn:
+    """Exit 128 + ``signum`` (130 for SIGINT, 143 for SIGTERM) with one line
+    on stderr saying what was recorded, and with ``--json`` one document on
+    stdout. The writers' lock defers both signals while it is held
+    (``log.lock.held``), so a request is either not begun or recorded
+    whole: the log lines this process appended say which."""
+    writer = sys.modules.get("storm_queue.log.writer")
+    events = list(getattr(writer, "appended", ()))
+    if events:
+        last = events[-1]
+        slug = f" {last['slug']}" if last.get("slug") else ""
+        words = (f"interrupted: the {last['action']}{slug} was recorded (line {last['seq']}) but its answer may not "
+                 f"have been printed; storm-queue log --last {len(events)} shows it")
+    else:
+        words = "interrupted: nothing was recorded"
+    code = 128 + signum
+    try:
+        if as_json:
+            from .render import emit_json
+
+            emit_json({"outcome": "error", "message": words, "exit": code, "recorded": bool(events)})
+        sys.stderr.write(f"\nstorm-queue: {words}\n")
+        sys.stderr.flush()
+    except (Interrupted, OSError):  # a second signal, or a closed stream: the exit code still tells
+        pass
+    sys.exit(code)
+
+
+def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
+    """Run a command's work and exit with its code; typed errors and crashes
+    are mapped to exit codes here and nowhere else."""
+    from . import render
+    from .errors import StormError
+
+    try:
+        code = work()
+    except StormError as exc:
+        if as_json:
+            doc = {"outcome": "unknown" if exc.exit_code == 3 else "error", "message": str(exc), "exit": exc.exit_code}
+            if hasattr(exc, "recorded"):
+                doc["recorded"] = exc.recorded
+            render.emit_json(doc)
+        render.err(f"storm-queue: {exc}")
+        code = exc.exit_code
+    except (Interrupted, KeyboardInterrupt) as exc:
+        interrupted(getattr(exc, "signum", 2), as_json)
+    except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal
+        if as_json:
+            render.emit_json({"outcome": "crashed", "message": f"{type(exc).__name__}: {exc}", "exit": 4})
+        render.err(f"storm-queue: crashed: {type(exc).__name__}: {exc} (this is a bug; please report it)")
+        code = 4
+    sys.exit(code)
+
+
+def storm(root: str | None, wait: float = 30.0):
+    """The storm at ``root`` (or found as ``Storm.find`` finds it)."""
+    from .desk import Storm
+    from .log import lock
+
+    lock.on_wait = _waiting
+    return Storm.find(root, wait=wait)
+
+
+def _waiting(who: str, path: str, wait: float) -> None:
+    """Once, while a request waits for the writers' lock: who holds it, at a terminal."""
+    if sys.stderr.isatty():
+        sys.stderr.write(f"storm-queue: waiting up to --wait {wait:g} seconds for the writers' lock {path}: "
+                         f"{who} holds it (Ctrl-C stops, recording nothing)\n")
+        sys.stderr.flush()
+
+
+def next_decision(root: str | None, as_json: bool) -> int:
+    """``next``: decide, do the owner's side effects, print the decision."""
+    from . import render
+
+    listing, notes = storm(root).next()
+    for note in notes:
+        render.err(f"storm-queue: {note}")
+    if as_json:
+        render.emit_json({"decision": listing.decision, "warnings": listing.warnings})
+    else:
+        sys.stdout.write(listing.decision + "\n")  # a decision is ASCII: names and digits
+        sys.stdout.flush()
+        render.warn(listing.warnings)
+    return 0
+
+
+def claim_decision(root: str | None, as_json: bool, holder: str | None = None, ttl: int | None = None,
+                   source: str | None = None, reason: str | None = None, key: str | None = None,
+                   wait: float = 30.0) -> int:
+    """``claim``: take back orphans, decide, lease; print the decision line
+    (or the refusal on stderr)."""
+    from . import render
+
+    out = storm(root, wait).claim(holder, ttl, source=source, reason=reason, key=key)
+    if as_json:
+        render.emit_json(out.to_json())
+    elif out.outcome == "refused":
+        render.err(f"storm-queue: {render.outcome_text(out)}")
+    else:
+        sys.stdout.write(out.decision + "\n")  # names and digits
+        sys.stdout.flush()
+    if not as_json:
+        render.warn(out.warnings)
+    return out.exit_code
+
+
+def list_json(root: str | None) -> int:
+    """``list --json``: the listing as one JSON document."""
+    from . import render
+
+    render.emit_json(render.listing_json(storm(root).listing()))
+    return 0

@@ -1,0 +1,126 @@
+"""What the service answers: a listing, the outcome of a request, the step
+an admitted request takes, and the request itself as it was given."""
+
+from __future__ import annotations
+
+from . import fold, queuefile
+from .log.framing import sha256
+from .records import dataclass, field
+from .refusals import exit_code
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping
+    from .resolver import View
+
+
+@dataclass
+class Listing:
+    """What ``list`` shows: the resolved view and everything worth saying;
+    ``marks`` says, for each slug in the priority lane, which recorded
+    request put it there (who, when, why)."""
+
+    root: str
+    view: View
+    skipped: tuple[queuefile.Skipped, ...]
+    warnings: list[str]
+    marks: Mapping[str, fold.Mark] = field(default_factory=dict)
+
+    @property
+    def decision(self) -> str:
+        return self.view.decision
+
+
+@dataclass
+class Outcome:
+    """The answer to a request. ``outcome`` is ``done``, ``noop`` or
+    ``refused``; ``recorded`` says whether its log line was written. A dry
+    run (``dry_run``) records nothing and carries the run ``order`` the
+    request would leave."""
+
+    outcome: str
+    action: str
+    slug: str | None
+    by: str
+    code: str | None = None
+    message: str = ""
+    moved: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    recorded: bool = False
+    appended: bool | None = None
+    warnings: list[str] = field(default_factory=list)
+    event: dict[str, Any] | None = None
+    dry_run: bool = False
+    order: list[str] | None = None
+    #: a claim's decision line; the fencing token and expiry of a lease it took or renewed
+    decision: str | None = None
+    holder: str | None = None
+    token: int | None = None
+    expires: str | None = None
+    #: the ``seq`` of the first request made under the same key, when this is its repeat
+    repeat: int | None = None
+    #: the lanes of ``removed`` that left whatever was asked, each with why (``lane.Plan.swept``)
+    swept: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.code)
+
+    def check(self) -> "Outcome":
+        """Return this outcome, or raise ``Refused`` when the request was refused."""
+        if self.outcome == "refused":
+            from .errors import Refused
+
+            raise Refused(self.code or "", self.message, self.exit_code, self.recorded)
+        return self
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "outcome": self.outcome, "code": self.code, "action": self.action, "slug": self.slug,
+            "by": self.by, "moved": self.moved, "already": self.already, "removed": self.removed,
+            "recorded": self.recorded, "message": self.message,
+        }
+        if self.appended is not None:
+            out["appended"] = self.appended
+        out["warnings"] = self.warnings
+        if self.dry_run:
+            out["dry_run"] = True
+            out["order"] = self.order
+        for name in ("decision", "holder", "token", "expires", "repeat"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+
+@dataclass
+class Step:
+    """What an admitted request does: the ``events`` to record (``own`` is
+    the index of the request's own, which carries its key and reason; None
+    when none is; no events: nothing to record), its answer, a
+    ``queue.txt`` line to append first, file effects that must come
+    ``before`` the record (undone when the record is not made), and those that only cache it ``after`` (given
+    the events recorded, they return notes for stderr)."""
+
+    out: Outcome
+    events: list[dict[str, Any]]
+    line: str | None = None
+    before: Callable[[], Callable[[], None] | None] | None = None  # returns what undoes it
+    after: Callable[[list[dict[str, Any]]], list[str]] | None = None
+    own: int | None = -1
+
+
+@dataclass(frozen=True)
+class Request:
+    verb: str
+    slug: str | None  # raw text as given
+    reason: str | None
+    source: str | None
+    key: str | None = None
+    args: tuple = ()  # every other argument as given: with the rest, what a key's fingerprint covers
+
+    def fingerprint(self) -> str:
+        import json
+
+        body = json.dumps([self.verb, self.slug, self.reason, self.source, list(self.args)], ensure_ascii=True)
+        return sha256(body.encode("ascii")).hexdigest()[:32]

@@ -1,0 +1,71 @@
+"""The shape checks of a request's arguments: each returns the refusal of
+the first thing that is not what it must be, or None."""
+
+from __future__ import annotations
+
+import os
+
+from . import clock
+from .lane import Refusal
+from .names import as_text, is_name, printable, quote, why_not_name
+
+
+def optional_text(value: str | None) -> str | None:
+    return None if value is None else as_text(value)
+
+
+def default_holder() -> str:
+    """A claim's holder when none is given: this host and the parent
+    process (the runner that asked), made a name."""
+    import re
+    import socket
+
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()).strip(".-") or "host"
+    return f"{host[:150]}-{os.getppid()}".replace("..", ".")
+
+
+def shape_holder(holder: str) -> Refusal | None:
+    if not is_name(holder):
+        return Refusal("invalid_holder", f"holder {quote(holder)} is not a name: {why_not_name(holder)}")
+    return None
+
+
+def shape_token(token: int) -> Refusal | None:
+    if isinstance(token, bool) or not isinstance(token, int) or token < 1:
+        return Refusal("invalid_token", f"token {quote(str(token))} is not a positive whole number; "
+                       "give the token the claim printed")
+    return None
+
+
+KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@/+=-")
+
+
+def shape_key(key: str | None) -> Refusal | None:
+    """A key is 1 to 200 of letters, digits and ``._:@/+=-``."""
+    if key is None or (0 < len(key) <= 200 and set(key) <= KEY_CHARS):
+        return None
+    return Refusal("invalid_key", f"key {quote(key)} is not 1 to 200 letters, digits or ._:@/+=- characters")
+
+
+def parse_when(text: str | None, refusal: Refusal | None) -> tuple[str | None, Refusal | None]:
+    """The stamp of a ``--not-before`` time, and the first shape refusal."""
+    if text is None or refusal is not None:
+        return None, refusal
+    import time
+
+    try:
+        return clock.parse(text, time.time()), None
+    except ValueError as exc:
+        return None, Refusal("invalid_time", f"--not-before: {printable(str(exc))}")
+
+
+def shape_names(slug: str | None, deps: tuple[str, ...], source: str | None) -> Refusal | None:
+    """The first shape error among the names a request carries."""
+    if slug is not None and not is_name(slug):
+        return Refusal("invalid_slug", f"slug {quote(slug)} is not a name: {why_not_name(slug)}")
+    for dep in deps:
+        if not is_name(dep):
+            return Refusal("invalid_dependency", f"dependency {quote(dep)} is not a name: {why_not_name(dep)}")
+    if source is not None and not is_name(source):
+        return Refusal("invalid_source", f"source {quote(source)} is not a name: {why_not_name(source)}")
+    return None
