@@ -204,7 +204,7 @@ def list_(root: str | None, as_json: bool, plain: bool, show_all: bool) -> int:
 
     At a terminal, a table; when stdout is not a terminal, NO_COLOR is set
     or --plain is given, one lane a line: POSITION PRIORITY SLUG ISSUE STATE
-    BY AT DETAIL (see the README).
+    BY AT DETAIL (see docs/commands.md).
 
     Example: storm-queue list --root ~/storms/spring
 

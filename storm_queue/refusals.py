@@ -1,7 +1,7 @@
 """The refusal vocabulary: every code a refused request can carry, its exit
-code and what it means. A code is stable: scripts match on it. The README's
-table is written from this one list (``python -m storm_queue.reference
---write README.md``), and a test makes the tool produce each code."""
+code and what it means. A code is stable: scripts match on it. The table
+in docs/exit-codes.md is written from this one list (``python -m
+storm_queue.reference --write``), and a test makes the tool produce each code."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def exit_code(code: str | None) -> int:
 
 
 def table() -> str:
-    """The README's table of codes."""
+    """The documentation's table of codes (docs/exit-codes.md)."""
     rows = ["| code | exit | meaning |", "|---|---|---|"]
     rows += [f"| `{code}` | {exit_code} | {meaning} |" for code, (exit_code, meaning) in CODES.items()]
     return "\n".join(rows)

@@ -138,7 +138,7 @@ def shell_env(home: Path) -> dict[str, str]:
     return env
 
 
-def test_the_help_and_the_readme_give_the_same_instructions():
+def test_the_help_the_readme_and_the_docs_give_the_same_instructions():
     told = help_instructions()
     assert told == {
         "bash": ['eval "$(storm-queue completion bash)"'],
@@ -147,10 +147,12 @@ def test_the_help_and_the_readme_give_the_same_instructions():
                  "storm-queue completion fish > ~/.config/fish/completions/storm-queue.fish"],
     }
     readme = (REPO / "README.md").read_text()
-    section = readme.split("### Shell completion\n", 1)[1].split("\n## ", 1)[0]
-    assert instructions(section) == told
-    words = " ".join(section.split())
-    assert "bash-completion package is not needed" in words and "(`compinit`) must be started first" in words
+    page = (REPO / "docs" / "completion.md").read_text()
+    for where, section in (("README.md", readme.split("### Shell completion\n", 1)[1].split("\n## ", 1)[0]),
+                           ("docs/completion.md", page)):
+        assert instructions(section) == told, where
+        words = " ".join(section.split())
+        assert "bash-completion package is not needed" in words and "(`compinit`) must be started first" in words, where
 
 
 def test_bash_as_told_completes_without_the_bash_completion_package(storm, tmp_path):

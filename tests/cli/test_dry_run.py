@@ -131,7 +131,7 @@ def test_a_stranger_dry_run_is_refused_with_1(storm_dir) -> None:  # noqa: F811
 
 
 def test_the_library_dry_run(storm) -> None:
-    """``Storm.bump(..., dry_run=True)``, in-process, as the README shows it."""
+    """``Storm.bump(..., dry_run=True)``, in-process, as docs/python-api.md shows it."""
     from storm_queue import Storm
 
     root = primed(storm)

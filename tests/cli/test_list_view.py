@@ -97,7 +97,7 @@ def test_plain_columns_are_the_documented_ones(storm) -> None:
     pushed = json.loads((root / "priority.log").read_text().splitlines()[-1])
     assert f"stray: gone (prioritised by {pushed['by']} at {pushed['at']}, but queue.txt no longer carries it; never run)" in others
     assert 'skipped: queue.txt line 7: "bad line here x": ' in out
-    # awk-style use, as the README shows
+    # awk-style use, as docs/commands.md shows
     assert [r[2] for r in rows if r[1] == "*"] == ["c", "d"]
 
 

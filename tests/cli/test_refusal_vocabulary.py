@@ -1,6 +1,6 @@
 """One refusal vocabulary (issue 6 item 8): every refusal the tool can
 produce has a stable snake_case code, listed in ``storm_queue.refusals``
-(and from there in the README, see tests/unit/test_docs.py), and this file
+(and from there in docs/exit-codes.md, see tests/unit/test_docs.py), and this file
 makes the tool produce each one.
 
 ``SCENARIOS`` maps every code to a function that builds a storm and makes

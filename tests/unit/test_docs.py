@@ -1,5 +1,6 @@
-"""The README's promises about itself: the quick start's test command is
-what CI runs, and every command and refusal code is documented."""
+"""The documentation's promises about itself: the README is short and its
+quick start's test command is what CI runs; every command and refusal code
+is documented in docs/, and what is generated there is fresh."""
 
 from __future__ import annotations
 
@@ -10,6 +11,14 @@ from storm_queue import desk, reference
 
 REPO = Path(__file__).resolve().parent.parent.parent
 README = (REPO / "README.md").read_text()
+DOCS = REPO / "docs"
+REFERENCE = (REPO / reference.REFERENCE_PAGE).read_text()
+CODES = (REPO / reference.CODES_PAGE).read_text()
+
+
+def test_the_readme_is_at_most_300_lines():
+    lines = README.count("\n")
+    assert lines <= 300, f"README.md has {lines} lines; move detail to a page under docs/ and link it"
 
 
 def _quick_start_commands() -> list[str]:
@@ -42,29 +51,77 @@ def test_every_refusal_code_in_the_code_is_in_the_vocabulary_and_back():
         made |= set(re.findall(r'Refusal\(\s*"([a-z_]+)"', text))
         made |= set(re.findall(r'Outcome\("refused", [^,]+, [^,]+, [^,]+, "([a-z_]+)"', text))
     assert made == set(refusals.CODES), (made ^ set(refusals.CODES))
-    table = README.split(reference.CODES_BEGIN, 1)[1].split(reference.CODES_END, 1)[0]
+    table = CODES.split(reference.CODES_BEGIN, 1)[1].split(reference.CODES_END, 1)[0]
     for code, (exit_code, meaning) in refusals.CODES.items():
         assert f"| `{code}` | {exit_code} | {meaning} |" in table, f"{code}: run `{reference.REGENERATE}`"
         assert refusals.exit_code(code) == exit_code
 
 
 def test_every_command_is_documented():
+    """In a page of its own words, not only in the generated reference."""
     from storm_queue.cli import main
 
+    pages = "".join(path.read_text() for path in sorted(DOCS.glob("*.md")) if path.name != "reference.md")
     for name in main.commands:
-        assert f"storm-queue {name}" in README, name
+        assert f"storm-queue {name}" in pages, name
 
 
-def test_readme_command_reference_is_every_commands_help():
-    from storm_queue import reference
+def test_the_readme_and_the_docs_give_the_same_exit_codes():
+    def table(text: str) -> str:
+        return text.split("\n| code | meaning |\n", 1)[1].split("\n\n", 1)[0]
 
+    assert table(README) == table(CODES)
+
+
+def test_the_command_reference_is_every_commands_help():
     fix = f"run `{reference.REGENERATE}`"
-    held = reference.sections(README)
+    held = reference.sections(REFERENCE)
     fresh = reference.titled_helps()
-    assert list(held) == list(fresh), f"the README's command reference lists {list(held)}, the CLI has {list(fresh)}; {fix}"
+    assert list(held) == list(fresh), f"{reference.REFERENCE_PAGE} lists {list(held)}, the CLI has {list(fresh)}; {fix}"
     for title, text in fresh.items():
-        assert held[title] == text, f"the README's reference for `{title}` differs from its --help; {fix}"
-    assert reference.splice(README) == README, f"the command reference is not exactly as generated; {fix}"
+        assert held[title] == text, f"{reference.REFERENCE_PAGE}'s reference for `{title}` differs from its --help; {fix}"
+    assert reference.splice(REFERENCE, require=False) == REFERENCE, f"the command reference is not exactly as generated; {fix}"
+
+
+def test_every_generated_block_is_fresh():
+    """What `python -m storm_queue.reference --check` says, CI's view."""
+    assert reference.main(["--check"]) == 0, f"run `{reference.REGENERATE}`"
+
+
+def _copy_docs(into: Path) -> Path:
+    import shutil
+
+    shutil.copyfile(REPO / "README.md", into / "README.md")
+    shutil.copytree(DOCS, into / "docs", ignore=shutil.ignore_patterns("img"))
+    return into
+
+
+def test_write_regenerates_the_pages_also_when_told_the_readme(tmp_path, capsys):
+    """Other branches still run `--write README.md`: it rewrites the docs/
+    beside that README, and a stale reference (a command whose help
+    changed, a block written under the older marker) comes out fresh."""
+    root = _copy_docs(tmp_path)
+    page = root / reference.REFERENCE_PAGE
+    stale = page.read_text().replace(reference.BEGIN, reference.BEGIN.replace(
+        reference.REGENERATE, "python -m storm_queue.reference --write README.md"))
+    stale = stale.replace("Example: storm-queue why billing", "Example: storm-queue why nothing")
+    page.write_text(stale)
+    assert reference.main(["--check", str(root / "README.md")]) == 1
+    assert "run `python -m storm_queue.reference --write`" in capsys.readouterr().err
+    assert reference.main(["--write", str(root / "README.md")]) == 0
+    assert page.read_text() == REFERENCE
+    assert (root / "README.md").read_text() == README
+    assert reference.main(["--check", str(root / "README.md")]) == 0
+
+
+def test_check_fails_when_no_page_holds_a_block(tmp_path, capsys):
+    root = _copy_docs(tmp_path)
+    codes = root / reference.CODES_PAGE
+    codes.write_text(codes.read_text().replace(reference.CODES_END, "<!-- gone -->"))
+    assert reference.main(["--check", str(root / "README.md")]) == 2
+    codes.write_text(CODES.split(reference.CODES_BEGIN, 1)[0])
+    assert reference.main(["--check", str(root / "README.md")]) == 1
+    assert "no file holds the refusal codes" in capsys.readouterr().err
 
 
 def test_every_command_help_teaches():
@@ -72,7 +129,6 @@ def test_every_command_help_teaches():
     can give (each one the README's table knows) and an example."""
     import click
 
-    from storm_queue import reference
     from storm_queue.cli import main
 
     table = README.split("## Exit codes", 1)[1].split("\n\n", 2)[1]
@@ -94,3 +150,11 @@ def test_every_command_help_teaches():
         assert codes and "0" in codes and "2" in codes, f"{name}: every command can give 0, and 2 for a usage error"
         assert set(codes) <= documented, (name, codes)
         assert re.search(rf"^  Example: storm-queue {re.escape(name)}\b", body, re.M), f"{name} has no 'Example: storm-queue {name} ...' line"
+
+
+def test_the_pages_show_every_picture():
+    from storm_queue import pictures
+
+    pages = "".join(p.read_text() for p in DOCS.glob("*.md"))
+    for name, _, _ in pictures.PICTURES:
+        assert f"](img/{name}.svg)" in pages, f"no page shows docs/img/{name}.svg"
