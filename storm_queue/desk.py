@@ -71,13 +71,16 @@ def is_url(root: str) -> bool:
 class Listing:
     """What ``list`` shows: the resolved view and everything worth saying;
     ``marks`` says, for each slug in the priority lane, which recorded
-    request put it there (who, when, why)."""
+    request put it there (who, when, why). ``seq`` is the number of the
+    log's last line as read (0: nothing recorded): a reader that keeps
+    the listing knows the log has grown when it changes."""
 
     root: str
     view: View
     skipped: tuple[queuefile.Skipped, ...]
     warnings: list[str]
     marks: Mapping[str, fold.Mark] = field(default_factory=dict)
+    seq: int = 0
 
     @property
     def decision(self) -> str:
@@ -243,7 +246,7 @@ class Storm:
                 "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "
                 "replayed, and the next request will re-derive it"
             )
-        return Listing(self.root, view, snap.skipped, warnings, log.state.marks)
+        return Listing(self.root, view, snap.skipped, warnings, log.state.marks, log.seq)
 
     def why(self, slug: str):
         """Where the lane ``slug`` stands and why, as plain data
