@@ -401,10 +401,11 @@ class Source:
     database storm has no files to stat: ``signature`` is None, and it is
     read every interval."""
 
-    def __init__(self, storm: Storm):
+    def __init__(self, storm: Storm, again: Any = None):
         from .desk import is_url
 
         self.storm = storm
+        self._again = again  # makes the storm anew: a database storm's next connection
         self.files = not is_url(storm.root)
         self._seq: int | None = None
         self._events: tuple[dict[str, Any], ...] = ()
@@ -441,6 +442,12 @@ class Source:
             return tuple((p, _stat(p)) for p in self.paths())
         except Exception:  # noqa: BLE001 -- an unreadable storm.toml: the read says why
             return ("unreadable", time.monotonic())
+
+    def reconnect(self) -> None:
+        """After a failed read of a database storm: read the next time over
+        a new connection (the old one may be gone with the server)."""
+        if not self.files and self._again is not None:
+            self.storm = self._again()
 
     def read(self) -> tuple[Listing, tuple[dict[str, Any], ...]]:
         """The listing and the log's last ``EVENTS`` events; reads only."""
@@ -611,7 +618,7 @@ def once(storm: Storm, out: Any = None) -> int:
     return 0
 
 
-def live(storm: Storm, interval: float) -> int:
+def live(storm: Storm, interval: float, again: Any = None) -> int:
     """The full-screen view until ``q`` or Ctrl-C (exit 0); the terminal
     is restored on every way out. SIGTERM ends it as any command's (143)."""
     from rich.console import Console
@@ -621,7 +628,7 @@ def live(storm: Storm, interval: float) -> int:
     from .entry import Interrupted
     from .errors import StormError
 
-    source = Source(storm)
+    source = Source(storm, again)
     listing, events = source.read()  # a storm that cannot be read at all stops here, as list does
     sig = source.signature()
     due = boundary(listing, clock.now())
@@ -666,6 +673,10 @@ def live(storm: Storm, interval: float) -> int:
                             waker.watch(source.paths() if source.files else ())
                         except StormError as exc:
                             frame = failed(storm.root, str(exc), now, frame)
+                            try:
+                                source.reconnect()
+                            except StormError:
+                                pass
                         sig = new
                     elif woke == "change":
                         continue  # nothing the view shows has changed
@@ -687,4 +698,4 @@ def run(root: str | None, interval: float, one: bool) -> int:
     storm = find(root)
     if one or not sys.stdout.isatty():
         return once(storm)
-    return live(storm, interval)
+    return live(storm, interval, lambda: find(root))

@@ -292,3 +292,55 @@ def test_sigterm_restores_the_terminal_and_exits_143(spring: Path, pane) -> None
     os.kill(p.watch_pid(), signal.SIGTERM)
     assert p.exited() == 143
     p.restored()
+
+
+# -- a database storm: read again every interval ---------------------------------
+
+@pytest.fixture
+def db(pg_url: str) -> str:
+    cli(None, "init", pg_url)
+    for slug, issue, deps in (("schema", "12", None), ("api", "13", "schema"), ("docs", "15", None)):
+        cli(None, "add", slug, issue, *(["--deps", deps] if deps else []), "--root", pg_url)
+    cli(None, "bump", "api", "--reason", HOSTILE, "--root", pg_url)
+    return pg_url
+
+
+def test_a_database_storm_once(db: str) -> None:
+    lines = cli(None, "watch", "--once", "--root", db).stdout.splitlines()
+    assert lines[1] == "next: run schema 12"
+    assert any(line.startswith("    2 api 13 waiting  by operator:") and line.endswith(f"reason {SHOWN}") for line in lines)
+    assert any(" add docs (issue 15) queued" in line for line in lines)
+
+
+def test_a_database_storm_live_shows_a_bump_within_two_intervals(db: str, pane) -> None:
+    p = pane(db)
+    screen = p.shows("next: run schema 12", within=15)
+    assert "a database storm: read again every 1s" in screen
+    cli(None, "bump", "docs", "--reason", "release notes due", "--root", db)
+    bumped = time.monotonic()
+    p.shows('reason "release notes due"', within=2 * INTERVAL + SLACK)
+    assert time.monotonic() - bumped <= 2 * INTERVAL + SLACK
+    p.run("send-keys", "q")
+    assert p.exited() == 0
+    p.restored()
+
+
+def test_a_database_storm_live_survives_a_lost_connection(pg_server, db: str, pane) -> None:
+    """The server ends watch's connection: the view says so and keeps the
+    last frame, then reads again over a new connection."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    p = pane(db)
+    p.shows("next: run schema 12", within=15)
+    dbname = conninfo_to_dict(db)["dbname"]
+    with pg_server.admin(dbname) as conn:
+        ended = conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                             "WHERE datname = %s AND pid <> pg_backend_pid()", (dbname,)).fetchall()
+    assert ended
+    screen = p.shows("cannot read the storm now", within=2 * INTERVAL + SLACK)
+    assert "priority lane, in run order (2)" in screen  # the last frame stays
+    cli(None, "bump", "docs", "--reason", "after the restart", "--root", db)
+    p.shows('reason "after the restart"', within=2 * INTERVAL + SLACK)
+    assert "cannot read the storm now" not in p.screen()
+    p.run("send-keys", "q")
+    assert p.exited() == 0
