@@ -388,7 +388,7 @@ def rich_view(frame: Frame, height: int | None = None, footer: str = "") -> Any:
 
 def _stat(path: str) -> tuple[int, int, int] | None:
     try:
-        st = os.stat(path, follow_symlinks=False)
+        st = os.stat(path)
     except OSError:
         return None
     return st.st_ino, st.st_size, st.st_mtime_ns
@@ -453,10 +453,26 @@ class Source:
         """The listing and the log's last ``EVENTS`` events; reads only."""
         listing = self.storm.listing()
         if listing.seq != self._seq:
-            ring: deque = deque(maxlen=EVENTS)
-            self.storm.history(lambda line, event: ring.append(event))
-            self._events, self._seq = tuple(ring), listing.seq
+            self._events, self._seq = self._last_events(), listing.seq
         return listing, self._events
+
+    def _last_events(self) -> tuple[dict[str, Any], ...]:
+        """The log's last ``EVENTS`` events, each checked as every reader
+        checks it. A directory log is read from its checkpoint (the lines
+        since it, a few dozen) when those are enough; else, and in a
+        database, the whole log streams past, keeping only the last few."""
+        ring: deque = deque(maxlen=EVENTS)
+        if self.files:
+            from .log import reader
+
+            decl = self.storm.declaration()
+            if not decl.log_error:
+                read = reader.read(self.storm.log_path(decl), each=lambda line, event: ring.append(event))
+                if len(ring) == EVENTS or not read.checkpoint_seq:
+                    return tuple(ring)
+                ring.clear()
+        self.storm.history(lambda line, event: ring.append(event))
+        return tuple(ring)
 
 
 def boundary(listing: Listing, now: str) -> str | None:
@@ -478,7 +494,8 @@ class Waker:
     system, no ctypes, the watch limit reached) ``fd`` is None and the
     interval's stat finds the change."""
 
-    MASK = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200  # modify, attrib, close_write, moved from/to, create, delete
+    #: modify, attrib, close_write, moved from and to, create, delete; only directories
+    MASK = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x01000000
 
     def __init__(self) -> None:
         self.fd: int | None = None
@@ -692,10 +709,11 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
 
 
 def run(root: str | None, interval: float, one: bool) -> int:
-    """``watch``: one frame (``--once``, or stdout not a terminal), else the live view."""
+    """``watch``: one frame (``--once``, stdout not a terminal, or a dumb
+    one), else the live view."""
     from .entry import storm as find
 
     storm = find(root)
-    if one or not sys.stdout.isatty():
+    if one or not sys.stdout.isatty() or os.environ.get("TERM") == "dumb":
         return once(storm)
     return live(storm, interval, lambda: find(root))

@@ -148,3 +148,24 @@ def test_the_rich_view_fits_the_terminal_height() -> None:
         lines = out.getvalue().splitlines()
         assert len(lines) <= height, (height, lines)
         assert lines[-1] == "q quits" and "next: run docs 15" in lines
+
+
+def test_the_last_events_come_from_the_checkpoint_when_it_is_enough(tmp_path) -> None:
+    """Past a checkpoint, the view reads only the lines after it; either
+    way they are the log's last ten, as a whole read finds them."""
+    from storm_queue.desk import Storm
+    from storm_queue.log import reader
+    from tests.conftest import make_storm
+
+    root = make_storm(tmp_path / "s", "a 1\nb 2\n")
+    storm = Storm(str(root))
+    seen = []
+    for n in range(45):
+        storm.bump("ab"[n % 2], reason=f"round {n}").check()
+        if n in (3, 33, 44):
+            whole = []
+            storm.history(lambda line, event: whole.append(event))
+            events = watch.Source(storm).read()[1]
+            assert list(events) == whole[-10:] and events[-1]["reason"] == f"round {n}"
+            seen.append(reader.read(str(root / "priority.log")).checkpoint_seq)
+    assert seen[0] == 0 and seen[-1] > 0  # the last read really started from a checkpoint
