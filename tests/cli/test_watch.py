@@ -176,6 +176,7 @@ class Pane:
                   f"stty -g > {tmp}/stty.after; exec sleep 600")
         self.run("new-session", "-d", "-x", "120", "-y", "40",
                  "-e", f"PYTHONPATH={REPO}", *[f"-e{k}={v}" for k, v in env.items()], "sh", "-c", script)
+        self.path = self.flag("socket_path")
 
     def run(self, *args: str) -> str:
         env = {k: v for k, v in clean_env().items() if k not in ("TMUX", "STORM_QUEUE_ROOT")}
@@ -225,6 +226,8 @@ class Pane:
 
     def close(self) -> None:
         subprocess.run([self.tmux, "-L", self.socket, "kill-server"], capture_output=True, timeout=30)
+        if getattr(self, "path", ""):
+            Path(self.path).unlink(missing_ok=True)  # kill-server leaves its socket file
 
 
 @pytest.fixture
