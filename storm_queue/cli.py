@@ -291,6 +291,37 @@ def why(root: str | None, as_json: bool, slug: str) -> int:
     return answer.exit_code
 
 
+@main.command(epilog=exit_codes((0, "left with q or Ctrl-C, or the one frame was printed"),
+                                (2, "no storm here, a storm file cannot be read, or a usage error"), 3, (4, "crashed")))
+@click.option("--interval", type=click.FloatRange(min=0.1, max=3600), default=2.0, show_default=True,
+              metavar="SECONDS", help="How often to check the storm for change and redraw the time left on leases.")
+@click.option("--once", is_flag=True, help="Print one frame and exit (what watch does when stdout is not a terminal).")
+@click.option("--root", type=RootPath(), help=ROOT_HELP)
+def watch(root: str | None, interval: float, once: bool) -> None:
+    """Show the storm live, full screen, until q or Ctrl-C.
+
+    The decision next would give; the running lanes with holder, token and
+    the time left on each lease; the priority lane in run order with who
+    put each lane there and why; quarantined, scheduled and blocked lanes;
+    the last ten log events. Redrawn when the storm's files change (inotify
+    where available, else a check every --interval); a database storm is
+    read again every --interval. It reads only: no lock, nothing written.
+
+    When stdout is not a terminal, or with --once, one frame is printed and
+    watch exits; plain text when not at a terminal or NO_COLOR is set.
+    NO_COLOR also keeps colour out of the live view. SIGTERM exits 143.
+
+    Example: storm-queue watch --root ~/storms/spring --interval 5
+
+    Example: storm-queue watch --once | grep '^next:'
+    """
+    from .watch import run as watch_storm
+
+    no_group_options("watch", root_too=False)
+    root = root if root is not None else group_options()[0]
+    _run(False, lambda: watch_storm(root, interval, once))
+
+
 @main.command("next", epilog=exit_codes((0, "the decision was printed"), (2, "no storm here, a storm file cannot be read, or a usage error"), 3, 4))
 @common
 def next_(root: str | None, as_json: bool) -> int:

@@ -18,13 +18,16 @@ if TYPE_CHECKING:
 class Listing:
     """What ``list`` shows: the resolved view and everything worth saying;
     ``marks`` says, for each slug in the priority lane, which recorded
-    request put it there (who, when, why)."""
+    request put it there (who, when, why). ``seq`` is the number of the
+    log's last line as read (0: nothing recorded): a reader that keeps
+    the listing knows the log has grown when it changes."""
 
     root: str
     view: View
     skipped: tuple[queuefile.Skipped, ...]
     warnings: list[str]
     marks: Mapping[str, fold.Mark] = field(default_factory=dict)
+    seq: int = 0
 
     @property
     def decision(self) -> str:

@@ -162,10 +162,22 @@ def show_why(slug: str) -> Callable[[str, Console], None]:
     return show
 
 
+def show_watch(root: str, console: Console) -> None:
+    """One frame of ``storm-queue watch`` at a terminal."""
+    from . import clock
+    from .desk import Storm
+    from .records import replace
+    from .watch import Source, build, rich_view
+
+    listing, events = Source(Storm.find(root, env={})).read()
+    console.print(rich_view(build(replace(listing, root=SHOWN_ROOT), events, clock.now())))
+
+
 #: name, the command line shown, and what prints its output (root, console)
 PICTURES: list[tuple[str, str, Callable[[str, Console], None]]] = [
     ("list", "storm-queue list", show_list),
     ("why", "storm-queue why api", show_why("api")),
+    ("watch", "storm-queue watch", show_watch),
 ]
 
 

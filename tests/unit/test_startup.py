@@ -212,3 +212,11 @@ def test_the_console_script_is_the_entry_point() -> None:
     text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert 'storm-queue = "storm_queue.entry:main"' in text
     assert os.path.basename(entry.__file__) == "entry.py"
+
+
+@pytest.mark.parametrize("args", [("next",), ("list",), ("list", "--json"), ("unbump", "b"), ("why", "b")])
+def test_only_watch_imports_the_live_view(busy_storm: Path, args: tuple[str, ...]) -> None:
+    modules = loaded(busy_storm, *args)
+    assert "storm_queue.desk" in modules
+    assert "storm_queue.watch" not in modules, f"{' '.join(args)} imported storm_queue.watch"
+    assert "storm_queue.watch" in loaded(busy_storm, "watch", "--once")
