@@ -82,12 +82,30 @@ def _driver():
     return psycopg
 
 
+#: seconds to wait for the server when the URL sets no ``connect_timeout``
+CONNECT_TIMEOUT = 10
+
+
+def _connect_timeout(url: str) -> dict[str, int]:
+    """``connect_timeout`` for the driver: none when the URL sets its own
+    (libpq's parameter, which then wins), else ``CONNECT_TIMEOUT``."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        given = conninfo_to_dict(url).get("connect_timeout")
+    except Exception:  # noqa: BLE001 -- a malformed URL is refused by connect() itself, with its words
+        given = None
+    return {} if given not in (None, "") else {"connect_timeout": CONNECT_TIMEOUT}
+
+
 def connect(url: str):
     """A connection (autocommit; transactions are explicit); ``NoStorm``
-    (exit 2) saying why when the server cannot be reached or refuses."""
+    (exit 2) saying why when the server cannot be reached or refuses.
+    A ``connect_timeout`` in the URL bounds the wait for the server
+    (default ``CONNECT_TIMEOUT`` seconds)."""
     psycopg = _driver()
     try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=10, application_name="storm-queue")
+        return psycopg.connect(url, autocommit=True, application_name="storm-queue", **_connect_timeout(url))
     except psycopg.Error as exc:
         raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
     except Exception as exc:  # noqa: BLE001 -- a malformed URL is the driver's ProgrammingError or ValueError
