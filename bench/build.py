@@ -2,6 +2,7 @@
 chain and writer code:
 
     python bench/build.py DIR --events N --lanes M [--deep] [--seed S]
+    python bench/build.py URL --events N --lanes M [--deep] [--seed S]
 
 ``queue.txt`` holds M real lanes, ``l0`` .. ``l{M-1}`` (issue i+1): lane i
 depends on lane i-1 except every fifth, so dependencies come in chains of
@@ -23,6 +24,15 @@ what the writer produces, and ``storm-queue verify`` accepts it. The writer
 leaves the checkpoint as a long-lived storm has it: the last batch is cut so
 that the checkpoint is ``checkpoint.EVERY - 1`` lines before the end, the
 most a command ever folds after it.
+
+Given a PostgreSQL URL (an empty database) instead of a directory, it builds
+a database storm of the same lanes and events: ``init``'s own path makes the
+schema and line 1, the lanes go into ``storm_queue.lane`` in queue order, the
+events are framed and chained by the library's ``frame`` after line 1 (a
+batch of 1000 sharing a time stamp, a minute apart) and streamed into
+``storm_queue.event`` with one binary COPY, and the state row is written as
+a long-lived storm has it: its body ``database.STATE_EVERY - 1`` lines
+before the end, the most a command folds after it.
 """
 
 from __future__ import annotations
@@ -138,9 +148,52 @@ def build(root: str, events: int, lanes: int, deep: bool = False, seed: int = 1)
             "checkpoint_line": log.checkpoint_seq, "lane": len(log.state.lane), "named": len(log.state.named)}
 
 
+def build_database(url: str, events: int, lanes: int, deep: bool = False, seed: int = 1) -> dict:
+    """Build the storm into the empty database at ``url``; return its figures."""
+    import psycopg
+
+    from storm_queue import database
+    from storm_queue.log.framing import decode
+    from storm_queue.log.writer import frame
+
+    created = database.create(url)
+    by = f"operator:{created.operator}"
+    queue = {lane.slug: lane for lane in parse(queue_text(lanes, deep)).lanes}
+    with psycopg.connect(url, autocommit=True) as conn:
+        (line1,), = conn.execute("SELECT line FROM storm_queue.event WHERE seq = 1").fetchall()
+        line1 = bytes(line1)
+        start = datetime.fromisoformat(decode(line1)["at"])
+        with conn.transaction():
+            with conn.cursor().copy("COPY storm_queue.lane (slug, issue, deps) FROM STDIN") as copy:
+                for lane in queue.values():
+                    copy.write_row((lane.slug, lane.issue, list(lane.deps)))
+            seq, prev = 1, digest(line1)
+            folder = fold.Fold()
+            folder.step(decode(line1))
+            body_at = max(1, 1 + events - (database.STATE_EVERY - 1))  # the body this far behind the end
+            body = (seq, prev, folder.state())
+            planned = plan_events(events, queue, deep, random.Random(seed))
+            with conn.cursor().copy("COPY storm_queue.event (seq, line) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["int8", "bytea"])
+                for batch_start in range(0, events, BATCH):
+                    at = (start + timedelta(minutes=1 + batch_start // BATCH)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                    for event, line in frame([next(planned) for _ in range(min(BATCH, events - batch_start))],
+                                             seq, prev, at, by):
+                        copy.write_row((event["seq"], line))
+                        folder.step(event)
+                        seq, prev = event["seq"], digest(line)
+                        if seq == body_at:
+                            body = (seq, prev, folder.state())
+            state = folder.state()
+            conn.execute("UPDATE storm_queue.state SET seq = %s, digest = %s, body = %s, body_seq = %s, "
+                         "body_digest = %s", (seq, prev, checkpoint.dump_state(body[2]), body[0], body[1]))
+    return {"root": created.root, "lanes": lanes, "events": seq, "body_line": body[0],
+            "lane": len(state.lane), "named": len(state.named)}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("dir")
+    parser.add_argument("dir", help="the storm's directory, or an empty PostgreSQL database's URL")
     parser.add_argument("--events", type=int, required=True, help="log lines to write")
     parser.add_argument("--lanes", type=int, required=True, help="lanes in queue.txt")
     parser.add_argument("--deep", action="store_true", help="one dependency chain through every lane")
@@ -149,7 +202,10 @@ def main() -> int:
     if args.lanes < 1 or args.events < 0:
         parser.error("--lanes must be at least 1 and --events at least 0")
     started = time.monotonic()
-    figures = build(args.dir, args.events, args.lanes, args.deep, args.seed)
+    if args.dir.startswith(("postgresql://", "postgres://")):
+        figures = build_database(args.dir, args.events, args.lanes, args.deep, args.seed)
+    else:
+        figures = build(args.dir, args.events, args.lanes, args.deep, args.seed)
     print(" ".join(f"{k}={v}" for k, v in figures.items()) + f" seconds={time.monotonic() - started:.1f}")
     return 0
 

@@ -1,18 +1,23 @@
 """Benchmarks of a storm in PostgreSQL, against floors measured in the same run.
 
-    python bench/database.py [--lanes 200] [--events 100000] [--runners 8]
+    python bench/database.py [--lanes 80] [--long-lanes 2000] [--events 1000000] [--runners 8] [--profile FILE]
 
 It starts a throwaway server (tests/pgserver.py) and reports:
-- runners: N processes, each looping `storm-queue claim` + `finish ok` +
-  `settle integrated` (a database storm has no UNATTENDED, so a finished
-  lane holds the storm until it is reviewed), until
-  every lane is done, in lanes/s, against N connections running the bare
-  claim of any PostgreSQL queue (UPDATE ... WHERE id = (SELECT ... FOR UPDATE
-  SKIP LOCKED LIMIT 1) RETURNING) over the same number of rows; it checks
-  every lane ran once;
+- runners, two ways, each against N connections running the bare claim of
+  any PostgreSQL queue (UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP
+  LOCKED LIMIT 1) RETURNING) over the same number of rows, in lanes/s:
+  - process per command: N processes, each looping `storm-queue claim` +
+    `finish ok` + `settle integrated` as separate processes (a database
+    storm has no UNATTENDED, so a finished lane holds the storm until it is
+    reviewed);
+  - long-lived: N processes, each holding one `Storm` of the library (one
+    connection, reused) and looping `claim`, `finish`, `settle`;
+  each checks that every lane was claimed once, in run order, finished and
+  settled once, and that verify passes;
 - bump on a database storm / bump on a directory storm (median wall time);
-- next at EVENTS log lines / next at 1 line on a database storm (the lines
-  are real requests' lines, appended straight to the table).
+- next at EVENTS log lines / next at line 1 alone on a database storm of
+  the same 100 lanes, both built by bench/build.py (real planned requests,
+  framed and chained, COPY'd into the table); verify passes on the big one.
 Ratios only mean something within one run: the machine is shared.
 """
 
@@ -60,21 +65,90 @@ def fresh(server: PgServer, name: str) -> str:
     return url
 
 
-def runners(server: PgServer, lanes: int, n: int) -> dict:
+def started(argv: list[str], n: int, each=lambda i: []) -> list[subprocess.Popen]:
+    """N processes of ARGV (+ each(i)), each connected and waiting for go()."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    procs = [subprocess.Popen(argv + each(i), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+             for i in range(n)]
+    for p in procs:
+        assert p.stdout.readline().strip() == "ready"
+    return procs
+
+
+def go(procs: list[subprocess.Popen]) -> float:
+    """Start every waiting process at once; the time they were started."""
+    t = time.perf_counter()
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    return t
+
+
+def _lanes_table(url: str, lanes: int, slots: int) -> None:
+    """Declare ``slots`` runner slots and queue ``lanes`` lanes l00000.. (no dependencies)."""
     import psycopg
 
-    url = fresh(server, "runners")
     toml = Path(tempfile.mkdtemp()) / "storm.toml"
-    toml.write_text(f"[runner]\nslots = {n}\n")
+    toml.write_text(f"[runner]\nslots = {slots}\n")
     assert sq(url, "declare", str(toml)).returncode == 0
     with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
         cur.executemany("INSERT INTO storm_queue.lane (slug, issue) VALUES (%s, %s)", [(f"l{i:05d}", str(i)) for i in range(lanes)])
+
+
+def _floor(url: str, lanes: int, n: int) -> float:
+    """Lanes/s of N connections running the bare claim loop over LANES rows."""
+    import psycopg
+
+    table = f"bench_jobs_{lanes}_{n}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE public.{table} (id bigserial PRIMARY KEY, state text NOT NULL DEFAULT 'ready')")
+        conn.execute(f"INSERT INTO public.{table} (state) SELECT 'ready' FROM generate_series(1, %s)", (lanes,))
+    floor_script = (
+        "import psycopg, sys\n"
+        "with psycopg.connect(sys.argv[1], autocommit=True) as c:\n"
+        "    print('ready', flush=True)\n"
+        "    sys.stdin.readline()\n"
+        f"    while c.execute(\"UPDATE public.{table} SET state = 'done' WHERE id = (SELECT id FROM public.{table} "
+        "WHERE state = 'ready' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id\").fetchone():\n"
+        "        pass\n")
+    procs = started([sys.executable, "-c", floor_script, url], n)
+    t = go(procs)
+    for p in procs:
+        p.wait()
+    rate = lanes / (time.perf_counter() - t)
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute(f"SELECT count(*) FROM public.{table} WHERE state = 'done'").fetchone()[0] == lanes
+    return rate
+
+
+def _check_runs(url: str, lanes: int) -> dict:
+    """Every lane claimed, finished ok and settled exactly once, claims in
+    run order (queue order: no lane is prioritised), and verify says sound."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        lines = [json.loads(bytes(r[0])) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq")]
+    order = [f"l{i:05d}" for i in range(lanes)]
+    claims = [e["slug"] for e in lines if e["action"] == "claim"]
+    finishes = [e["slug"] for e in lines if e["action"] == "finish"]
+    settles = [e["slug"] for e in lines if e["action"] == "settle" and not e.get("noop")]
+    assert claims == order, "the lanes were not claimed once each, in run order"
+    assert sorted(finishes) == order and sorted(settles) == order, "a lane was not finished and settled exactly once"
+    assert not [e for e in lines if e["action"] in ("refused", "expire")], "a runner's request was refused or expired"
+    assert sq(url, "verify").returncode == 0
+    return {"claimed_once_in_run_order": True, "finished_once": True, "verify": "sound", "lines": len(lines)}
+
+
+def runners(server: PgServer, lanes: int, n: int) -> dict:
+    """N runner processes, each starting a storm-queue process per command."""
+    url = fresh(server, "runners")
+    _lanes_table(url, lanes, n)
     script = (
         "import os, subprocess, sys\n"
         "while True:\n"
         "    d = subprocess.run([sys.executable, '-m', 'storm_queue', 'claim', '--root', sys.argv[1]], capture_output=True, text=True).stdout.split()\n"
         "    if not d or d[0] != 'run':\n"
-        "        if d and d[0] == 'wait': continue\n"
+        "        if d and d[0] in ('wait', 'review'): continue\n"
         "        break\n"
         "    subprocess.run([sys.executable, '-m', 'storm_queue', 'finish', d[1], '--token', d[3], '--result', 'ok', '--root', sys.argv[1]], capture_output=True)\n"
         "    subprocess.run([sys.executable, '-m', 'storm_queue', 'settle', d[1], 'integrated', '--root', sys.argv[1]], capture_output=True)\n")
@@ -84,27 +158,61 @@ def runners(server: PgServer, lanes: int, n: int) -> dict:
     for p in procs:
         p.wait()
     storm_rate = lanes / (time.perf_counter() - t)
-    with psycopg.connect(url, autocommit=True) as conn:
-        lines = [json.loads(bytes(r[0])) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq")]
-    claims = [e["slug"] for e in lines if e["action"] == "claim"]
-    assert sorted(claims) == [f"l{i:05d}" for i in range(lanes)], f"a lane was not claimed exactly once: {claims}"
-    # the floor: the bare claim loop on the same server, N connections, same row count
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("CREATE TABLE public.bench_jobs (id bigserial PRIMARY KEY, state text NOT NULL DEFAULT 'ready')")
-        conn.execute("INSERT INTO public.bench_jobs (state) SELECT 'ready' FROM generate_series(1, %s)", (lanes,))
-    floor_script = (
-        "import psycopg, sys\n"
-        "with psycopg.connect(sys.argv[1], autocommit=True) as c:\n"
-        "    while c.execute(\"UPDATE public.bench_jobs SET state = 'done' WHERE id = (SELECT id FROM public.bench_jobs "
-        "WHERE state = 'ready' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id\").fetchone():\n"
-        "        pass\n")
-    t = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-c", floor_script, url], env=env) for _ in range(n)]
-    for p in procs:
-        p.wait()
-    floor_rate = lanes / (time.perf_counter() - t)
+    checked = _check_runs(url, lanes)
+    floor_rate = _floor(url, lanes, n)
     return {"lanes": lanes, "runners": n, "storm_lanes_per_s": round(storm_rate, 1),
-            "bare_claims_per_s": round(floor_rate, 1), "ratio": round(storm_rate / floor_rate, 4)}
+            "bare_claims_per_s": round(floor_rate, 1), "ratio": round(storm_rate / floor_rate, 4), **checked}
+
+
+#: one long-lived runner: one Storm (one connection) looping claim, finish ok, settle integrated
+LONG_LIVED = """
+import collections, sys, time
+from storm_queue.desk import Storm
+
+url, holder, profile = sys.argv[1], sys.argv[2], sys.argv[3]
+storm = Storm.find(url)
+storm.declaration()  # connected
+print("ready", flush=True)
+sys.stdin.readline()
+if profile:
+    import cProfile
+    prof = cProfile.Profile()
+    prof.enable()
+polls, done = collections.Counter(), 0
+while True:
+    d = storm.claim(holder=holder).decision.split()
+    if d[0] == "run":
+        assert storm.finish(d[1], int(d[3]), "ok").outcome == "done"
+        assert storm.settle(d[1], "integrated").outcome == "done"
+        done += 1
+    elif d[0] in ("wait", "review"):  # every slot is taken, or another runner's lane awaits its settle
+        polls[d[0]] += 1
+        time.sleep(0.002)
+    else:
+        break
+if profile:
+    prof.disable()
+    prof.dump_stats(profile)
+print(done, polls["wait"], polls["review"])
+"""
+
+
+def long_lived(server: PgServer, lanes: int, n: int, profile: str = "") -> dict:
+    """N runner processes, each one ``Storm`` (the library) on one connection,
+    timed from when all are connected (as the floor's connections are)."""
+    url = fresh(server, "longlived")
+    _lanes_table(url, lanes, n)
+    procs = started([sys.executable, "-c", LONG_LIVED, url], n, lambda i: [f"runner-{i}", profile if i == 0 else ""])
+    t = go(procs)
+    outs = [p.communicate()[0].split() for p in procs]
+    storm_rate = lanes / (time.perf_counter() - t)
+    assert all(p.returncode == 0 for p in procs), "a runner failed"
+    checked = _check_runs(url, lanes)
+    floor_rate = _floor(url, lanes, n)
+    return {"lanes": lanes, "runners": n, "storm_lanes_per_s": round(storm_rate, 1),
+            "bare_claims_per_s": round(floor_rate, 1), "ratio": round(storm_rate / floor_rate, 4),
+            "lanes_per_runner": [int(o[0]) for o in outs], "wait_polls": sum(int(o[1]) for o in outs),
+            "review_polls": sum(int(o[2]) for o in outs), **checked}
 
 
 def bumps(server: PgServer, n: int = 15) -> dict:
@@ -118,46 +226,49 @@ def bumps(server: PgServer, n: int = 15) -> dict:
     return {"bump_database_ms": round(db * 1000, 1), "bump_directory_ms": round(fs * 1000, 1), "ratio": round(db / fs, 3)}
 
 
-def history(server: PgServer, events: int, n: int = 15) -> dict:
-    import psycopg
+def history(server: PgServer, events: int, lanes: int = 100, n: int = 15) -> dict:
+    """``next`` on a database storm of EVENTS lines after line 1 / on one of
+    line 1 alone, the same LANES lanes (both built by bench/build.py)."""
+    sys.path.insert(0, str(REPO / "bench"))
+    from build import build_database
 
-    from storm_queue.log.framing import digest
-    from storm_queue.log.writer import frame
+    def made(name: str, count: int) -> tuple[str, float]:
+        role = server.create_role(f"op_{name}")
+        server.create_database(f"db_{name}", role)
+        url = server.url(f"db_{name}", role)
+        t = time.perf_counter()
+        build_database(url, count, lanes)
+        return url, time.perf_counter() - t
 
-    small, big = fresh(server, "next0"), fresh(server, "nextbig")
+    (small, _), (big, built) = made("next0", 0), made("nextbig", events)
     for url in (small, big):
-        assert sq(url, "add", "a", "1").returncode == 0
-    with psycopg.connect(big, autocommit=True) as conn:
-        seq, prev = conn.execute("SELECT seq, digest FROM storm_queue.state").fetchone()
-        rows = []
-        with conn.transaction(), conn.cursor() as cur:
-            for i in range(events):
-                body = {"action": "bump" if i % 2 == 0 else "unbump", "slug": "a", "moved": ["a"] if i % 2 == 0 else [],
-                        "removed": [] if i % 2 == 0 else ["a"], **({"issue": "1", "deps": []} if i % 2 == 0 else {})}
-                (event, line), = frame([body], seq, prev, "2026-11-30T00:00:00.000000Z", "operator:bench")
-                seq, prev = event["seq"], digest(line)
-                rows.append((seq, line))
-                if len(rows) == 5000:
-                    cur.executemany("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)", rows)
-                    rows = []
-            if rows:
-                cur.executemany("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)", rows)
-            cur.execute("UPDATE storm_queue.state SET seq = %s, digest = %s", (seq, prev))
-    t0 = timed(lambda: sq(small, "next"), n)
-    t1 = timed(lambda: sq(big, "next"), n)
-    assert sq(big, "verify").returncode == 0
-    return {"events": events, "next_small_ms": round(t0 * 1000, 1), "next_big_ms": round(t1 * 1000, 1), "ratio": round(t1 / t0, 3)}
+        assert sq(url, "next").returncode == 0  # warm
+    pairs = [(timed(lambda: sq(small, "next"), 1), timed(lambda: sq(big, "next"), 1)) for _ in range(n)]
+    t0, t1 = statistics.median(p[0] for p in pairs), statistics.median(p[1] for p in pairs)
+    t = time.perf_counter()
+    verified = sq(big, "verify")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    return {"events": events, "lanes": lanes, "build_s": round(built, 1), "verify_s": round(time.perf_counter() - t, 1),
+            "next_small_ms": round(t0 * 1000, 1), "next_big_ms": round(t1 * 1000, 1), "ratio": round(t1 / t0, 3)}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--lanes", type=int, default=200)
+    ap.add_argument("--lanes", type=int, default=80, help="lanes of the process-per-command runners")
+    ap.add_argument("--long-lanes", type=int, default=2000, help="lanes of the long-lived runners")
     ap.add_argument("--runners", type=int, default=8)
-    ap.add_argument("--events", type=int, default=100000)
+    ap.add_argument("--events", type=int, default=1000000)
+    ap.add_argument("--profile", default="", help="write the first long-lived runner's cProfile stats here")
+    ap.add_argument("--smoke", action="store_true", help="the smallest sizes, to check that it runs")
     args = ap.parse_args()
+    if args.smoke:
+        args.lanes, args.long_lanes, args.runners, args.events = 4, 6, 2, 40
     server = PgServer().start()
     try:
-        out = {"bump": bumps(server), "next": history(server, args.events), "runners": runners(server, args.lanes, args.runners)}
+        out = {"bump": bumps(server, 3 if args.smoke else 15),
+               "next": history(server, args.events, n=3 if args.smoke else 15),
+               "runners": runners(server, args.lanes, args.runners),
+               "long_lived": long_lived(server, args.long_lanes, args.runners, args.profile)}
     finally:
         server.stop()
     print(json.dumps(out, indent=2))

@@ -82,16 +82,56 @@ def _driver():
     return psycopg
 
 
+#: seconds to wait for the server when the URL sets no ``connect_timeout``
+CONNECT_TIMEOUT = 10
+
+
+def _connect_timeout(url: str) -> dict[str, int]:
+    """``connect_timeout`` for the driver: none when the URL sets its own
+    (libpq's parameter, which then wins), else ``CONNECT_TIMEOUT``."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        given = conninfo_to_dict(url).get("connect_timeout")
+    except Exception:  # noqa: BLE001 -- a malformed URL is refused by connect() itself, with its words
+        given = None
+    return {} if given not in (None, "") else {"connect_timeout": CONNECT_TIMEOUT}
+
+
 def connect(url: str):
     """A connection (autocommit; transactions are explicit); ``NoStorm``
-    (exit 2) saying why when the server cannot be reached or refuses."""
+    (exit 2) saying why when the server cannot be reached or refuses.
+    A ``connect_timeout`` in the URL bounds the wait for the server
+    (default ``CONNECT_TIMEOUT`` seconds)."""
     psycopg = _driver()
     try:
-        return psycopg.connect(url, autocommit=True, connect_timeout=10, application_name="storm-queue")
+        return psycopg.connect(url, autocommit=True, application_name="storm-queue", **_connect_timeout(url))
     except psycopg.Error as exc:
         raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
     except Exception as exc:  # noqa: BLE001 -- a malformed URL is the driver's ProgrammingError or ValueError
         raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
+
+
+#: a writer rewrites the state row's body once the log is this many lines past it
+STATE_EVERY = 32
+#: a storm object folds the lines after the state it knows, rather than read the body, up to this many
+FOLD_AT_MOST = 4 * STATE_EVERY
+
+
+def insert_state(conn, seq: int, last: str | None, state: fold.LaneState) -> None:
+    """The state row of a new storm whose log ends at line ``seq`` (digest
+    ``last``) and folds to ``state``."""
+    conn.execute("INSERT INTO storm_queue.state (id, seq, digest, body, body_seq, body_digest) "
+                 "VALUES (1, %s, %s, %s, %s, %s)", (seq, last, dump_state(state), seq, last))
+
+
+@dataclass(frozen=True)
+class _Known:
+    """The lane ``state`` the log folds to at line ``seq`` (digest ``last``)."""
+
+    seq: int
+    last: str | None
+    state: fold.LaneState
 
 
 def schema_sql() -> str:
@@ -128,8 +168,7 @@ def create(url: str) -> Created:
             conn.execute("INSERT INTO storm_queue.storm (id, operator, created) VALUES (1, %s, %s)", (role, at))
             conn.execute("INSERT INTO storm_queue.event (seq, line) VALUES (1, %s)", (line,))
             state = fold.replay([event])
-            conn.execute("INSERT INTO storm_queue.state (id, seq, digest, body) VALUES (1, 1, %s, %s)",
-                         (digest(line), dump_state(state)))
+            insert_state(conn, 1, digest(line), state)
     except psycopg.errors.InsufficientPrivilege as exc:
         raise InitRefused(f"role cannot create a storm in {shown(url)}: {_words(exc, url)}; "
                           "the role needs CREATE on the database") from None
@@ -152,12 +191,26 @@ class DatabaseStorm(Storm):
         self._writing_now = False
         self._rows: dict[str, Any] = {}
         self._pending: tuple[int, bytes] | None = None
+        self._state_known: _Known | None = None  # the newest state this object has read or committed
+        self._written: _Known | None = None  # what the open transaction will make known once it commits
+        self._body_seq = 0  # the line the state row's body folds to, as last read
+        self._decl: tuple[str | None, config.Declaration] | None = None
+        self._session_user: str | None = None
+        self._lanes: tuple[list[tuple], dict[str, Lane]] | None = None  # the lane rows last read, and their lanes
 
     @property
     def conn(self):
-        if self._conn is None:
-            self._conn = connect(self.url)
+        """The storm's one connection, reused from request to request; a new
+        one when there is none yet or the last one was closed or broken."""
+        if self._conn is None or self._conn.closed:
+            self._conn, self._session_user = connect(self.url), None
         return self._conn
+
+    def close(self) -> None:
+        """Close the connection (the next request opens a new one)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -190,29 +243,74 @@ class DatabaseStorm(Storm):
                       "use storm-queue verify (the log and the state row) and storm-queue list")
 
     def declaration(self) -> config.Declaration:
-        """What the last ``declare`` recorded (none: no source, default runner settings)."""
+        """What the last ``declare`` recorded (none: no source, default runner
+        settings), read now; parsed again only when its text changed."""
         with self._errors():
             row = self.conn.execute("SELECT declaration FROM storm_queue.storm").fetchone()
-        if row is None or row[0] is None:
-            return config.Declaration(False)
-        return config.parse(row[0])
+        text = row[0] if row is not None else None
+        if self._decl is None or self._decl[0] != text:
+            self._decl = (text, config.Declaration(False) if text is None else config.parse(text))
+        return self._decl[1]
 
     def log_path(self, decl: config.Declaration) -> str:
         return self.root
 
     def _load(self) -> reader.LogRead:
-        """The state row and the rows a snapshot needs, read in the current transaction."""
+        """The state at the log's head and the rows a snapshot needs, read in
+        the current transaction: the state this object already knows, or
+        else the state row's body, with the few lines after it folded on."""
         conn = self.conn
-        seq, last, body = conn.execute("SELECT seq, digest, body FROM storm_queue.state").fetchone()
+        seq, last, body_seq, body_digest = conn.execute(
+            "SELECT seq, digest, body_seq, body_digest FROM storm_queue.state").fetchone()
+        self._body_seq = body_seq
+        known = self._state_known
+        state = None
+        if known is not None and known.seq <= seq and (known.seq >= body_seq or seq - known.seq <= FOLD_AT_MOST):
+            state = self._fold_on(known, seq, last)  # None: the log is not the one it knew
+        if state is None:
+            (body,), = conn.execute("SELECT body FROM storm_queue.state").fetchall()
+            try:
+                base = _Known(body_seq, body_digest, load_state(body))
+            except ValueError as exc:
+                raise reader.Damage(self.root, f"the state row cannot be read ({exc}); "
+                                    "storm-queue verify checks the log") from None
+            state = self._fold_on(base, seq, last)
+            if state is None:
+                raise reader.Damage(self.root, f"the log's lines after line {body_seq} do not follow the state row "
+                                    f"to line {seq}; storm-queue verify checks the log")
+        self._state_known = _Known(seq, last, state)
         lanes = conn.execute("SELECT slug, issue, deps, pos FROM storm_queue.lane ORDER BY pos").fetchall()
         settled = conn.execute("SELECT slug, ledger FROM storm_queue.settled").fetchall()
-        results = conn.execute("SELECT slug, body FROM storm_queue.result").fetchall()
-        self._rows = {"lanes": lanes, "settled": settled, "results": dict(results)}
-        try:
-            state = load_state(body)
-        except ValueError as exc:
-            raise reader.Damage(self.root, f"the state row cannot be read ({exc}); storm-queue verify checks the log") from None
+        # a snapshot needs only which lanes have a result, and the token a finish wrote there when it is a
+        # whole number (jsonb keeps numbers as numerics: 1e0 is 1), as text, so no JSON is parsed here
+        results = conn.execute("SELECT slug, CASE WHEN jsonb_typeof(body -> 'token') = 'number' THEN body ->> 'token' END "
+                               "FROM storm_queue.result").fetchall()
+        self._rows = {"lanes": lanes, "settled": settled,
+                      "results": {slug: int(token) if token and token.isascii() and token.isdigit() else None for slug, token in results}}
         return reader.LogRead(self.root, state, seq, last, log_exists=True)
+
+    def _fold_on(self, known: _Known, seq: int, last: str | None) -> fold.LaneState | None:
+        """``known``'s state with the lines after it up to line ``seq``
+        folded on; None unless those lines are its chain's next, one by one,
+        and the last of them has the digest ``last``."""
+        if known.seq == seq:
+            return known.state if known.last == last else None
+        rows = self.conn.execute("SELECT seq, line FROM storm_queue.event WHERE seq > %s AND seq <= %s ORDER BY seq",
+                                 (known.seq, seq)).fetchall()
+        prev, events = known.last, []
+        for n, (line_seq, line) in enumerate(rows, known.seq + 1):
+            line = bytes(line)
+            try:
+                event = decode(line)
+            except Malformed:
+                return None
+            if line_seq != n or event["seq"] != n or event["prev"] != prev:
+                return None
+            events.append(event)
+            prev = digest(line)
+        if len(events) != seq - known.seq or prev != last:
+            return None
+        return fold.replay(events, known.state)
 
     def _read(self, decl: config.Declaration) -> reader.LogRead:
         if self._writing_now:
@@ -223,7 +321,9 @@ class DatabaseStorm(Storm):
 
     def _snapshot(self, log: reader.LogRead, at: str | None = None) -> Snapshot:
         rows = self._rows
-        lanes = {slug: Lane(slug, issue, tuple(deps), pos) for slug, issue, deps, pos in rows["lanes"]}
+        if self._lanes is None or self._lanes[0] != rows["lanes"]:  # the same rows make the same lanes
+            self._lanes = (rows["lanes"], {slug: Lane(slug, issue, tuple(deps), pos) for slug, issue, deps, pos in rows["lanes"]})
+        lanes = dict(self._lanes[1])
         settled = rows["settled"]
         results = rows["results"]
         led = Ledgers(frozenset(s for s, how in settled if how == "integrated"),
@@ -232,7 +332,7 @@ class DatabaseStorm(Storm):
         tokens = {}
         for slug, run in log.state.runs.items():
             if run.lease is not None and slug in results:
-                token = results[slug].get("token") if isinstance(results[slug], dict) else None
+                token = results[slug]
                 tokens[slug] = token if type(token) is int and token > 0 else None
         return Snapshot(lanes, led, log.state, at or now(), tokens, ())
 
@@ -283,26 +383,31 @@ class DatabaseStorm(Storm):
 
     def verify(self, progress: Callable[[int], None] | None = None):
         """Check every line from the first (``audit.check_lines``, the rules
-        a directory log is checked by) and the state row against the full replay."""
+        a directory log is checked by), and that the state row's body with
+        the lines after it folds to what the full replay does."""
         from .log.audit import Problem, check_lines
 
         out = check_lines((line for _, line in self._lines()), self.root, progress)
         if out.problem is not None:
             return out
         with self._errors(), self.conn.transaction():
-            seq, last, body = self.conn.execute("SELECT seq, digest, body FROM storm_queue.state").fetchone()
-        out.checkpoint_line = seq
-        if seq != out.lines:  # a writer appended since the lines were read: its state row is newer
-            out.warnings.append(f"the log grew to line {seq} during the audit; the state row was not compared")
-            return out
-        try:
-            agrees = last == out.digest and load_state(body) == out.state
-        except ValueError:
-            agrees = False
+            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            seq, last, body, body_seq, body_digest = self.conn.execute(
+                "SELECT seq, digest, body, body_seq, body_digest FROM storm_queue.state").fetchone()
+            if seq != out.lines:  # a writer appended since the lines were read: its state row is newer
+                out.warnings.append(f"the log grew to line {seq} during the audit; the state row was not compared")
+                return out
+            try:
+                folded = self._fold_on(_Known(body_seq, body_digest, load_state(body)), seq, last)
+            except ValueError:
+                folded = None
+        out.checkpoint_line = body_seq
+        agrees = last == out.digest and folded == out.state
         out.checkpoint = "agrees" if agrees else "disagrees"
         if not agrees:
-            out.problem = Problem(f"the state row at line {seq} is not what the whole log folds to; "
-                                  "commands trust it, so the order they give is not the log's", seq, out.length)
+            out.problem = Problem(f"the state row (its body at line {body_seq}, with the lines after it) is not what "
+                                  "the whole log folds to; commands trust it, so the order they give is not the log's",
+                                  body_seq, out.length)
         return out
 
     def next(self) -> tuple[Listing, list[str]]:
@@ -324,10 +429,16 @@ class DatabaseStorm(Storm):
         """The caller (session_user) and the operator (None: this role may not read the storm)."""
         psycopg = _driver()
         with self._errors():
-            who = self.conn.execute("SELECT session_user").fetchone()[0]
+            conn = self.conn  # first: a new connection forgets the last one's session_user
+            if self._session_user is None:
+                self._session_user = conn.execute("SELECT session_user").fetchone()[0]
+            who = self._session_user
         try:
-            with self.conn.transaction():
-                row = self.conn.execute("SELECT operator FROM storm_queue.storm").fetchone()
+            if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                row = self.conn.execute("SELECT operator FROM storm_queue.storm").fetchone()  # autocommit: one statement
+            else:
+                with self.conn.transaction():  # a savepoint: a refusal must not abort the transaction around it
+                    row = self.conn.execute("SELECT operator FROM storm_queue.storm").fetchone()
         except psycopg.errors.InsufficientPrivilege:
             return who, None
         except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
@@ -417,15 +528,24 @@ class DatabaseStorm(Storm):
 
     @contextmanager
     def _writing(self, log_path: str, owner_ids: tuple[int, int] | None) -> Iterator[None]:
-        """One transaction holding the storm's advisory lock, waiting at most ``wait`` seconds for it."""
-        with self.conn.transaction():
-            self.conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.wait * 1000))}")
-            self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK_KEYS)
-            self._writing_now = True
-            try:
-                yield
-            finally:
-                self._writing_now = False
+        """One transaction holding the storm's advisory lock, waiting at most
+        ``wait`` seconds for it; once it commits, the state its lines fold
+        to is this object's to start the next request from."""
+        self._written = None
+        try:
+            with self.conn.transaction():
+                self.conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.wait * 1000))}")
+                self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK_KEYS)
+                self._writing_now = True
+                try:
+                    yield
+                finally:
+                    self._writing_now = False
+        except BaseException:
+            self._state_known = self._written = None
+            raise
+        if self._written is not None:
+            self._state_known, self._written = self._written, None
 
     def _append(self, log: reader.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
                 owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
@@ -435,9 +555,15 @@ class DatabaseStorm(Storm):
                             [(event["seq"], line) for event, line in framed])
         events = [event for event, _ in framed]
         last_event, last_line = framed[-1]
-        self.conn.execute("UPDATE storm_queue.state SET seq = %s, digest = %s, body = %s",
-                          (last_event["seq"], digest(last_line), dump_state(fold.replay(events, log.state))))
-        self._pending = (last_event["seq"], last_line)
+        head, last = last_event["seq"], digest(last_line)
+        state = fold.replay(events, log.state)
+        if head - self._body_seq >= STATE_EVERY:
+            self.conn.execute("UPDATE storm_queue.state SET seq = %s, digest = %s, body = %s, body_seq = %s, "
+                              "body_digest = %s", (head, last, dump_state(state), head, last))
+        else:
+            self.conn.execute("UPDATE storm_queue.state SET seq = %s, digest = %s", (head, last))
+        self._pending = (head, last_line)
+        self._written = _Known(head, last, state)
         return events
 
     def _queue(self, log_path: str, line: str) -> None:
@@ -600,8 +726,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
                                     + [(s, "abandoned", at) for s in sorted(led.abandoned - led.integrated)])
                     cur.executemany("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s)",
                                     [(s, _result_json(directory, s)) for s in sorted(led.finished)])
-                conn.execute("INSERT INTO storm_queue.state (id, seq, digest, body) VALUES (1, %s, %s, %s)",
-                             (log.seq, log.digest, dump_state(log.state)))
+                insert_state(conn, log.seq, log.digest, log.state)
                 left = tuple([f"queue.txt line {s.line} (skipped there)" for s in queue.skipped]
                              + [f"the running marker of {s} (no lease behind it)" for s in led.running
                                 if log.state.run(s).lease is None]

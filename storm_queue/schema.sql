@@ -41,13 +41,19 @@ CREATE TABLE storm_queue.event (
     line bytea NOT NULL
 );
 
--- the lane state the log folds to, at the log's last line: what every
--- command reads instead of replaying the log
+-- the head of the log (seq, and the digest of its last line), moved by
+-- every request; and the lane state the log folds to at line body_seq
+-- (body_digest: that line's digest), rewritten once the head is 32 lines
+-- past it: a command reads the body and folds the few lines after it,
+-- never a replay of the log
 CREATE TABLE storm_queue.state (
     id integer PRIMARY KEY CHECK (id = 1),
     seq bigint NOT NULL,
     digest text,
-    body text NOT NULL
+    body text NOT NULL,
+    body_seq bigint NOT NULL,
+    body_digest text,
+    CHECK (body_seq <= seq)
 );
 
 -- history changes only by appending, even for the operator

@@ -84,16 +84,20 @@ class PgServer:
     ``PgServer()`` is a server of our own, listening only on a unix socket
     in its temporary directory, ``local all all trust``.
     ``PgServer(tcp=("127.0.0.1", port))`` also listens on that address and
-    port, where every role authenticates with scram-sha-256
-    (``host all all 0.0.0.0/0 scram-sha-256``, and ``::/0``).
+    port (the address may be a comma-separated list, as
+    ``listen_addresses`` takes it), where every role authenticates with
+    scram-sha-256 (``host all all NETWORK scram-sha-256`` for each of
+    ``networks``: by default ``0.0.0.0/0`` and ``::/0``).
     ``PgServer(url=SUPERUSER_URL)`` uses an existing server instead: roles
     and databases are made there, it is never started, stopped or restarted.
     ``settings`` are extra ``postgresql.conf`` lines (name: value).
     """
 
     def __init__(self, *, tcp: tuple[str, int] | None = None, url: str | None = None,
-                 settings: dict[str, str] | None = None, bindir: Path | None = None):
+                 settings: dict[str, str] | None = None, bindir: Path | None = None,
+                 networks: tuple[str, ...] = ("0.0.0.0/0", "::/0")):
         self.tcp = tcp
+        self.networks = tuple(networks)
         self.external_url = url
         self.settings = dict(settings or {})
         self.bindir = bindir
@@ -325,7 +329,7 @@ class PgServer:
             f.write("\n# tests/pgserver.py\n" + "".join(f"{k} = {v}\n" for k, v in conf.items()))
         hba = "local all all trust\n"
         if self.tcp:
-            hba += "host all all 0.0.0.0/0 scram-sha-256\nhost all all ::/0 scram-sha-256\n"
+            hba += "".join(f"host all all {net} scram-sha-256\n" for net in self.networks)
         with open(Path(self.data) / "pg_hba.conf", "w") as f:
             f.write(hba)
 

@@ -79,3 +79,37 @@ def test_the_verify_benchmark_runs_its_smallest_sizes(tmp_path: Path) -> None:
     for storm in result["storms"]:
         assert storm["sha256sum_s"] > 0 and storm["this"]["s"] > 0 and storm["this"]["ratio"] > 0
         assert storm["this"]["kib"] > 0
+
+
+def test_build_writes_a_database_storm_that_verifies(pg_url) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "build.py"), pg_url, "--events", "1250", "--lanes", "30"],
+                          capture_output=True, text=True, env=clean_env(), timeout=300)
+    assert done.returncode == 0, done.stderr
+    from storm_queue.database import STATE_EVERY
+
+    assert "events=1251" in done.stdout and f"body_line={1251 - (STATE_EVERY - 1)}" in done.stdout, done.stdout
+    verified = run_cli(pg_url, "verify", "--json")
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    doc = json.loads(verified.stdout)
+    assert doc["sound"] and doc["lines"] == 1251 and doc["checkpoint"]["state"] == "agrees"
+    shown = [json.loads(line) for line in run_cli(pg_url, "log", "--json").stdout.splitlines()]
+    assert [e["seq"] for e in shown] == list(range(1, 1252))
+    actions = Counter(e["action"] for e in shown)
+    assert actions["init"] == 1 and {"bump", "unbump", "push", "refused"} <= set(actions)
+    listed = json.loads(run_cli(pg_url, "list", "--json").stdout)
+    assert len(listed["rows"]) == 30
+    again = subprocess.run([sys.executable, str(REPO / "bench" / "build.py"), pg_url, "--events", "5", "--lanes", "3"],
+                           capture_output=True, text=True, env=clean_env(), timeout=60)
+    assert again.returncode != 0 and "already holds a storm" in again.stderr
+
+
+def test_the_database_benchmark_runs_its_smallest_sizes(pg_server) -> None:
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "database.py"), "--smoke"],
+                          capture_output=True, text=True, env=clean_env(), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert set(result) == {"bump", "next", "runners", "long_lived"}
+    assert all(result[k]["ratio"] > 0 for k in result)
+    for runs in (result["runners"], result["long_lived"]):
+        assert runs["claimed_once_in_run_order"] and runs["finished_once"] and runs["verify"] == "sound"
+    assert sum(result["long_lived"]["lanes_per_runner"]) == result["long_lived"]["lanes"]

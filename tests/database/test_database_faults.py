@@ -321,3 +321,28 @@ def test_a_killed_runners_lease_expires_and_its_late_finish_is_refused(pg_server
     lease = next(r for r in listing["rows"] if r["slug"] == "b")["lease"]
     assert lease["token"] == 2 and lease["holder"] == "other", lease
     assert ok(db, "finish", "b", "--token", "2", "--result", "ok")["outcome"] == "done"
+
+
+# -- 5. a long-lived storm object whose connection ends between requests -------
+
+def test_a_long_lived_storm_whose_connection_ended_between_requests_says_nothing_was_recorded_then_goes_on(
+        pg_server, db) -> None:
+    from storm_queue.desk import Storm
+    from storm_queue.errors import RecordFailed
+
+    ok(db, "add", "a", "1")
+    storm = Storm.find(db, env=clean_env())
+    assert storm.bump("a", reason="r-first").outcome == "done"
+    pid = storm.conn.info.backend_pid
+    with pg_server.admin(dbname(db)) as watcher:
+        assert watcher.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0] is True
+        backend_gone(watcher, pid)
+    before = events(pg_server, db)
+    with pytest.raises(RecordFailed) as lost:  # it finds its connection gone before it sent anything
+        storm.unbump("a", reason="r-lost")
+    assert lost.value.recorded is False and "nothing was recorded" in str(lost.value)
+    assert events(pg_server, db) == before
+    assert storm.unbump("a", reason="r-again").outcome == "done"  # on a new connection
+    assert storm.conn.info.backend_pid != pid
+    evs = assert_sound_and_derived(pg_server, db)
+    assert [on_log(evs, "reason", r) for r in ("r-first", "r-lost", "r-again")] == [1, 0, 1]

@@ -222,10 +222,15 @@ def test_verify_finds_a_changed_line_and_a_state_row_that_is_not_the_replay(pg_s
     ok(db, "add", "a", "1")
     ok(db, "bump", "a")
     assert ok(db, "verify")["checkpoint"]["state"] == "agrees"
+    from storm_queue.log.checkpoint import dump_state, load_state
+    from storm_queue.records import replace
+
     with pg_server.admin(conninfo_to_dict(db)["dbname"]) as conn:
         conn.execute("UPDATE storm_queue.state SET body = (SELECT body FROM storm_queue.state)")  # unchanged: still sound
         body = conn.execute("SELECT body FROM storm_queue.state").fetchone()[0]
-        conn.execute("UPDATE storm_queue.state SET body = %s", (body.replace('"a"', '"b"'),))
+        # the body (the state at line body_seq, which the lines after it fold on) names a lane the log never did
+        forged_state = replace(load_state(body), named=("b",))
+        conn.execute("UPDATE storm_queue.state SET body = %s", (dump_state(forged_state),))
     forged = cli(db, "verify", "--json")
     assert forged.returncode == 3 and "state row" in json.loads(forged.stdout)["problem"]["what"]
     with pg_server.admin(conninfo_to_dict(db)["dbname"]) as conn:  # a superuser can drop the trigger: the chain still tells
@@ -271,3 +276,33 @@ def test_migrate_carries_a_directory_storm_and_the_directory_then_refuses_reques
     assert run_cli(root, "list").returncode == 0 and run_cli(root, "verify").returncode == 0
     again = run_cli(None, "migrate", str(root), pg_url)
     assert again.returncode == 2
+
+
+def test_a_long_lived_storm_object_folds_on_what_other_writers_recorded(pg_server, db) -> None:
+    """One Storm object (one connection) across many requests sees every
+    line another writer appends, whether it folds them on or, far behind,
+    reads the state row again; the state row's body is never more than
+    STATE_EVERY lines behind the log, and verify agrees with it."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from storm_queue import database
+    from storm_queue.desk import Storm
+
+    for slug, issue in (("a", "1"), ("b", "2"), ("c", "3")):
+        ok(db, "add", slug, issue)
+    runner, other = Storm.find(db, env=clean_env()), Storm.find(db, env=clean_env())
+    assert runner.claim(holder="runner").decision == "run a 1 1"
+    assert other.bump("c").outcome == "done"  # a line the runner has not seen
+    assert runner.listing().view.decision == "run c 3"
+    assert runner.unbump("c").outcome == "done"  # it knows c is prioritised: it folded the other's line on
+    for i in range(database.FOLD_AT_MOST + 3):  # so far behind that the runner reads the state row again
+        assert (other.bump if i % 2 == 0 else other.unbump)("b").outcome == "done"
+    assert runner.unbump("b").outcome == "done"  # the last of those bumped b
+    assert runner.finish("a", 1, "ok").outcome == "done"
+    with pg_server.admin(conninfo_to_dict(db)["dbname"]) as conn:
+        seq, body_seq, top = conn.execute("SELECT seq, body_seq, (SELECT max(seq) FROM storm_queue.event) "
+                                          "FROM storm_queue.state").fetchone()
+    assert seq == top and 0 <= seq - body_seq < database.STATE_EVERY, (seq, body_seq)
+    audit = ok(db, "verify")
+    assert audit["sound"] and audit["checkpoint"] == {"state": "agrees", "line": body_seq, "why": None}, audit
+    assert [e["slug"] for e in events(pg_server, db) if e["action"] in ("claim", "finish")] == ["a", "a"]
