@@ -56,6 +56,22 @@ def run_cli(root: Path | str | None, *args: str, env: dict[str, str] | None = No
     return subprocess.run(argv, capture_output=True, text=True, env=env or clean_env(), cwd=cwd, timeout=timeout)
 
 
+def drain(fd: int) -> bytes:
+    """Everything a pseudo-terminal's main side gives until the other side
+    closes; ``fd`` is closed afterwards."""
+    out = []
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the other side is closed
+            break
+        if not chunk:
+            break
+        out.append(chunk)
+    os.close(fd)
+    return b"".join(out)
+
+
 def tree(root: Path, times: bool = False) -> dict[str, tuple]:
     """Every path under ``root``: mode, owner, group, size, bytes (None for
     what is not a regular file) and, with ``times``, mtime: to prove a

@@ -16,7 +16,7 @@ import sys
 import termios
 from pathlib import Path
 
-from tests.conftest import clean_env, make_storm, run_cli
+from tests.conftest import clean_env, drain, make_storm, run_cli
 
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 BOX = set("┏━┳┓┃┡╇┩│└┴┘─┼╭╮╰╯")
@@ -36,19 +36,10 @@ def run_in_pty(root: Path, *args: str, env: dict[str, str] | None = None, column
     proc = subprocess.Popen([sys.executable, "-m", "storm_queue", *args, "--root", str(root)],
                             stdout=slave, stderr=subprocess.PIPE, env=env)
     os.close(slave)
-    chunks = []
-    while True:
-        try:
-            data = os.read(master, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(master)
+    out = drain(master)
     proc.stderr.read()
     code = proc.wait(timeout=60)
-    return code, b"".join(chunks).decode("utf-8").replace("\r\n", "\n")
+    return code, out.decode("utf-8").replace("\r\n", "\n")
 
 
 def prepared(storm) -> Path:

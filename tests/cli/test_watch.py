@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, clean_env, in_ci, make_storm, run_cli, tree
+from tests.conftest import REPO, clean_env, drain, in_ci, make_storm, run_cli, tree
 
 QUEUE = "schema 12\napi 13 schema\ndocs 15\nstuck 16 gone\n"
 HOSTILE = "outage\n\x1b[31mred [bold]loud[/bold]"
@@ -75,16 +75,7 @@ def at_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, bytes]:
     main, side = pty.openpty()
     proc = subprocess.Popen(args, stdin=side, stdout=side, stderr=subprocess.PIPE, env=env)
     os.close(side)
-    out = b""
-    while True:
-        try:
-            chunk = os.read(main, 65536)
-        except OSError:  # EIO: the other side is closed
-            break
-        if not chunk:
-            break
-        out += chunk
-    os.close(main)
+    out = drain(main)
     return proc.wait(timeout=60), out
 
 
