@@ -163,8 +163,10 @@ class Pane:
         env = env or {}
         watch = " ".join(shlex.quote(a) for a in [sys.executable, "-m", "storm_queue", "watch", "--root", str(root),
                                                   "--interval", str(INTERVAL), *extra])
-        script = (f"trap : INT; stty -g > {tmp}/stty.before; {watch}; echo EXIT=$? > {tmp}/exit; "
-                  f"stty -g > {tmp}/stty.after; exec sleep 600")
+        # each file lands whole by a rename: a reader polling for it never sees it half-written
+        script = (f"trap : INT; stty -g > {tmp}/stty.before; {watch}; echo EXIT=$? > {tmp}/exit.part; "
+                  f"stty -g > {tmp}/stty.part; mv {tmp}/stty.part {tmp}/stty.after; "
+                  f"mv {tmp}/exit.part {tmp}/exit; exec sleep 600")
         self.run("new-session", "-d", "-x", "120", "-y", "40",
                  "-e", f"PYTHONPATH={REPO}", *[f"-e{k}={v}" for k, v in env.items()], "sh", "-c", script)
         self.path = self.flag("socket_path")
@@ -196,7 +198,7 @@ class Pane:
     def exited(self, within: float = 10) -> int:
         deadline = time.monotonic() + within
         path = self.tmp / "exit"
-        while not (path.exists() and (self.tmp / "stty.after").exists()):
+        while not path.exists():
             if time.monotonic() > deadline:
                 pytest.fail(f"watch did not exit within {within}s\n{self.screen()}")
             time.sleep(0.05)
