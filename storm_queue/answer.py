@@ -112,8 +112,16 @@ def next_decision(root: str | None, as_json: bool) -> int:
     listing, notes = storm(root).next()
     for note in notes:
         render.err(f"storm-queue: {note}")
+    halt = listing.view.halt
+    if halt is not None:
+        from .halt import halt_note
+
+        render.err(f"storm-queue: {halt_note(halt)}")
     if as_json:
-        render.emit_json({"decision": listing.decision, "warnings": listing.warnings})
+        from .outcome import act_json
+
+        render.emit_json({"decision": listing.decision, "warnings": listing.warnings, "halted": halt is not None,
+                          "halt": act_json(halt)})
     else:
         sys.stdout.write(listing.decision + "\n")  # a decision is ASCII: names and digits
         sys.stdout.flush()
@@ -136,6 +144,10 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
     else:
         sys.stdout.write(out.decision + "\n")  # names and digits
         sys.stdout.flush()
+        if out.halt is not None:
+            from .halt import halt_note
+
+            render.err(f"storm-queue: {halt_note(out.halt)}")
     if not as_json:
         render.warn(out.warnings)
     return out.exit_code

@@ -567,6 +567,39 @@ def unpark(root: str | None, as_json: bool, slug: str, reason: str | None, sourc
 
 
 @main.command(epilog=RUNNER_CODES)
+@request_options
+@dry_run_option
+@common
+def halt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
+         dry_run: bool) -> int:
+    """Halt the storm: no lane starts until resume.
+
+    Operator only, with --reason. While halted, claim leases nothing and
+    answers halted, next says wait; leases already held run on and may
+    renew and finish. Halting a halted storm is a recorded no-op.
+
+    Example: storm-queue halt --reason "disk full on the build host"
+    """
+    return _answer(_storm(root, wait).halt(reason, source=source, dry_run=dry_run, key=key), as_json)
+
+
+@main.command(epilog=RUNNER_CODES)
+@request_options
+@dry_run_option
+@common
+def resume(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
+           dry_run: bool) -> int:
+    """End the halt: lanes start again.
+
+    Operator only, with --reason. Resuming a storm that is not halted is
+    a recorded no-op.
+
+    Example: storm-queue resume --reason "disk cleaned"
+    """
+    return _answer(_storm(root, wait).resume(reason, source=source, dry_run=dry_run, key=key), as_json)
+
+
+@main.command(epilog=RUNNER_CODES)
 @click.argument("slug", shell_complete=complete_slug)
 @not_before_option(required=True)
 @request_options

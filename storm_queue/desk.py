@@ -10,6 +10,7 @@ import os
 
 from . import authority, clock, config, fold, ledger, queuefile
 from .errors import Busy, RecordFailed, UnknownOrder
+from .halt import Halting
 from .lane import Snapshot
 from .leases import Leases
 from .log import reader
@@ -32,7 +33,7 @@ now = clock.now
 STORES = {"postgresql": "storm_queue.database:DatabaseStorm"}
 
 
-class Storm(Requests, Leases, Passage):
+class Storm(Requests, Leases, Halting, Passage):
     """One storm directory, read fresh on every call.
 
     ``wait`` is how many seconds a writer waits for the writers' lock.

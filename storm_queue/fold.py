@@ -28,6 +28,23 @@ class Mark:
 
 
 @dataclass(frozen=True)
+class Act:
+    """An operator's recorded act that is not about the lane's order (a
+    halt, an unpark): the line's ``seq``, its time, the principal and the
+    reason given."""
+
+    seq: int
+    at: str
+    by: str
+    reason: str | None
+
+
+def act(event: Mapping) -> Act:
+    """The ``Act`` a recorded event makes."""
+    return Act(event.get("seq", 0), event.get("at", ""), event.get("by", ""), event.get("reason"))
+
+
+@dataclass(frozen=True)
 class Lease:
     """A live claim on a lane: who holds it, under which fencing token,
     since when, and until when unless renewed."""
@@ -67,6 +84,8 @@ class Run:
     history: tuple[Attempt, ...] = ()
     quarantined: str | None = None
     not_before: str | None = None
+    #: the operator's last unpark of the lane: who, when and why (None: never unparked)
+    unparked: Act | None = None
 
 
 NO_RUN = Run()
@@ -99,7 +118,7 @@ class LaneState:
     ``named`` slugs (prioritised by name, not since un-bumped), and for each
     slug in the lane the ``marks`` of the request that put it there; the
     ``runs`` of lanes runners have touched; the idempotency ``keys`` by
-    principal, then key."""
+    principal, then key; the operator's ``halt`` while one is in force."""
 
     lane: tuple[str, ...] = ()
     named: tuple[str, ...] = ()
@@ -112,6 +131,8 @@ class LaneState:
     token_floor: int = 0
     #: where the storm went (a database URL, password hidden) when it was migrated: '' while it lives here
     moved_to: str = ""
+    #: the halt in force (who halted the storm, when and why), None while runners may start lanes
+    halt: Act | None = None
 
     def run(self, slug: str) -> Run:
         return self.runs.get(slug, NO_RUN)
@@ -136,6 +157,7 @@ class Fold:
         self.keys_day = start.keys_day
         self.token_floor = start.token_floor
         self.moved_to = start.moved_to
+        self.halt = start.halt
         self.changed = False
 
     def step(self, event: Mapping) -> None:
@@ -156,6 +178,9 @@ class Fold:
             elif action == "migrate":
                 self.changed = True
                 self.moved_to = event["to"]
+            elif action in _HALT_ACTIONS and not event.get("noop"):
+                self.changed = True
+                self.halt = act(event) if action == "halt" else None
             return
         self.changed = True
         lane, marks = self.lane, self.marks
@@ -239,7 +264,7 @@ class Fold:
         elif action == "quarantine":
             run = replace(run, quarantined=at)
         elif action == "unpark":
-            run = replace(run, quarantined=None, attempts=0)
+            run = replace(run, quarantined=None, attempts=0, unparked=act(event))
         elif action == "schedule":
             run = replace(run, not_before=event["not_before"])
         self.runs[slug] = run
@@ -249,13 +274,16 @@ class Fold:
         if not self.changed:
             return self.start
         return LaneState(tuple(self.lane), tuple(self.named), dict(self.marks), dict(self.runs),
-                         {by: dict(keys) for by, keys in self.keys.items()}, self.keys_day, self.token_floor, self.moved_to)
+                         {by: dict(keys) for by, keys in self.keys.items()}, self.keys_day, self.token_floor, self.moved_to,
+                         self.halt)
 
 
 #: the actions of runners and of the operator over runs
 RUNNER_ACTIONS = ("claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule")
 _RUNNER = frozenset(RUNNER_ACTIONS)
 _LANE_ACTIONS = frozenset(("push", "bump", "unbump"))
+#: the operator's halt of the whole storm and its end (a no-op changes nothing)
+_HALT_ACTIONS = frozenset(("halt", "resume"))
 
 
 def apply(state: LaneState, event: Mapping) -> LaneState:

@@ -3,6 +3,7 @@ schedule, planned by ``runs`` and recorded by ``passage``."""
 
 from __future__ import annotations
 
+from .halt import halt_words
 from .lane import Refusal, Snapshot
 from .names import as_text, quote
 from .outcome import Outcome, Request, Step
@@ -23,7 +24,9 @@ class Leases:
         """Decide as ``next`` does, after taking back orphaned leases; when
         the decision is ``run`` and a slot is free, lease that lane to
         ``holder`` under a new fencing token (``Outcome.decision`` is then
-        ``run SLUG ISSUE TOKEN``). Any other decision leases nothing."""
+        ``run SLUG ISSUE TOKEN``). Any other decision leases nothing; while
+        the operator's halt is in force the decision is ``halted`` and
+        ``Outcome.halt`` says who halted the storm, when and why."""
         decl = self.declaration()
         req = Request("claim", None, optional_text(reason), optional_text(source), optional_text(key), (optional_text(holder), ttl))
         name = req.args[0] if req.args[0] is not None else default_holder()
@@ -34,7 +37,10 @@ class Leases:
 
         def plan(snap: Snapshot, by: str) -> Step:
             claim = plan_claim(snap, decl.runner, name, ttl, self._t)
-            if claim.slug is None:
+            if claim.view is not None and claim.view.halt is not None:
+                out = Outcome("done", "claim", None, by, message=f"nothing leased: the storm is {halt_words(claim.view.halt)}; "
+                              "storm-queue resume ends the halt", decision=claim.decision, halt=claim.view.halt)
+            elif claim.slug is None:
                 out = Outcome("done", "claim", None, by, message=claim.decision, decision=claim.decision)
             else:
                 out = Outcome("done", "claim", claim.slug, by, message=f"{claim.slug} is leased to {name} with token "

@@ -65,6 +65,8 @@ class Outcome:
     repeat: int | None = None
     #: the lanes of ``removed`` that left whatever was asked, each with why (``lane.Plan.swept``)
     swept: dict[str, str] = field(default_factory=dict)
+    #: the operator's halt a claim met (it then leased nothing and its decision is ``halted``)
+    halt: fold.Act | None = None
 
     @property
     def exit_code(self) -> int:
@@ -93,7 +95,17 @@ class Outcome:
         for name in ("decision", "holder", "token", "expires", "repeat"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.action == "claim" and self.outcome != "refused":
+            out["halted"] = self.halt is not None
+            out["halt"] = act_json(self.halt)
         return out
+
+
+def act_json(act: fold.Act | None) -> dict[str, Any] | None:
+    """An operator's act (a halt, an unpark) as JSON: who, when, why and its line."""
+    if act is None:
+        return None
+    return {"by": act.by, "at": act.at, "reason": act.reason, "seq": act.seq}
 
 
 @dataclass

@@ -213,6 +213,8 @@ def event_text(event: dict[str, Any]) -> str:
     elif action == "add":
         body = f"add {printable(event['slug'])} (issue {printable(event['issue'])})"
         body += " queued" if event["appended"] else f" noop: {printable(event.get('noop') or 'already queued')}"
+    elif action in ("halt", "resume"):
+        body = action + (f" noop: {printable(event['noop'])}" if event.get("noop") else "")
     elif action == "settle":
         body = f"settle {printable(event['slug'])} as {printable(event['ledger'])}"
         if event.get("noop"):

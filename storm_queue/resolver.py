@@ -7,7 +7,7 @@ Run order is the priority lane as the log replays it (only lanes that
 from __future__ import annotations
 
 
-from .fold import NO_RUN, Run
+from .fold import NO_RUN, Act, Run
 from .lane import Snapshot, derive, live
 from .records import dataclass
 
@@ -41,6 +41,8 @@ class View:
     decision: str
     to_block: tuple[Row, ...]
     stale: bool
+    #: the operator's halt in force (who, when, why): while it lasts the decision is ``wait``
+    halt: Act | None = None
 
 
 def running(snap: Snapshot, slug: str) -> str:
@@ -122,8 +124,11 @@ def _dep_word(snap: Snapshot, dep: str) -> str:
     return {FINISHED: "finished, awaits review", READY: "not yet run", SCHEDULED: "scheduled"}.get(state, state)
 
 
-def decide(rows: tuple[Row, ...], unattended: bool) -> str:
-    """The one decision line ``next`` prints for lanes in run order."""
+def decide(rows: tuple[Row, ...], unattended: bool, halted: bool = False) -> str:
+    """The one decision line ``next`` prints for lanes in run order; while
+    the storm is ``halted`` it is ``wait``, whatever the lanes."""
+    if halted:
+        return "wait"
     finished = [r.slug for r in rows if r.state == FINISHED]
     if finished and not unattended:
         return "review " + " ".join(finished)
@@ -164,4 +169,6 @@ def resolve(snap: Snapshot) -> View:
             break
         if row.state == BLOCKED:
             to_block.append(row)
-    return View(rows_t, tuple(settled), stray, decide(rows_t, snap.ledgers.unattended), tuple(to_block), stale(snap))
+    halt = snap.state.halt
+    return View(rows_t, tuple(settled), stray, decide(rows_t, snap.ledgers.unattended, halt is not None), tuple(to_block),
+                stale(snap), halt)

@@ -82,12 +82,15 @@ def plan_claim(snap: Snapshot, policy: Policy, holder: str, ttl: int, t: float) 
     decision is ``run`` and fewer than ``slots`` lanes are running or hold
     a live lease, lease that lane to ``holder`` under the next fencing
     token. Any other decision records only the expiries and quarantines it
-    found."""
+    found; while the operator's halt is in force the decision is
+    ``halted`` and no lane is leased."""
     events = expiries(snap, policy)
     after = replace(snap, state=replay([{**e, "at": snap.now, "by": ""} for e in events], snap.state))
     view = resolve(after)
     ended = tuple((e["slug"], e["token"]) for e in events if e["action"] == "expire")
     decision = view.decision
+    if view.halt is not None:  # the operator's halt: nothing starts, and the answer says so
+        return Claim(tuple(events), "halted", ended=ended, view=view)
     if not decision.startswith("run "):
         return Claim(tuple(events), decision, ended=ended, view=view)
     # a lease holds its slot until it ends, even on a lane whose result.json came first (a finish cut short)

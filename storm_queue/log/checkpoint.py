@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from .found import LogRead, Witness
 
-FORMAT = 2
+FORMAT = 3
 #: lines appended after the checkpoint before a writer writes a new one
 EVERY = 32
 #: a checkpoint larger than this is not read (a lane of a million slugs fits)
@@ -207,7 +207,7 @@ def _unsound(state: fold.LaneState) -> str:
                 and (mark.reason is None or isinstance(mark.reason, str))):
             return "holds a mark the fold could not have made"
     if not (isinstance(state.runs, dict) and isinstance(state.keys, dict) and isinstance(state.keys_day, str)
-            and type(state.token_floor) is int and isinstance(state.moved_to, str)):
+            and type(state.token_floor) is int and isinstance(state.moved_to, str) and _sound_act(state.halt)):
         return "has the wrong shape"
     for slug, run in state.runs.items():
         if not (is_name(slug) and _sound_run(run)):
@@ -220,13 +220,20 @@ def _unsound(state: fold.LaneState) -> str:
     return ""
 
 
+def _sound_act(act: object) -> bool:
+    """True when ``act`` is None or has the types the fold gives an ``Act``."""
+    return act is None or (isinstance(act, fold.Act) and type(act.seq) is int and isinstance(act.at, str)
+                           and isinstance(act.by, str) and (act.reason is None or isinstance(act.reason, str)))
+
+
 def _sound_run(run: object) -> bool:
     """True when ``run`` has the types the fold gives a ``Run``."""
     def text(*values: object, empty: bool = False) -> bool:
         return all(isinstance(v, str) or (empty and v is None) for v in values)
 
     if not (isinstance(run, fold.Run) and type(run.token) is int and type(run.attempts) is int
-            and text(run.quarantined, run.not_before, empty=True) and isinstance(run.history, tuple)):
+            and text(run.quarantined, run.not_before, empty=True) and isinstance(run.history, tuple)
+            and _sound_act(run.unparked)):
         return False
     lease = run.lease
     if lease is not None and not (isinstance(lease, fold.Lease) and type(lease.token) is int and type(lease.ttl) is int
