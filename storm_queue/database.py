@@ -594,8 +594,10 @@ class DatabaseStorm(Storm):
         """Mark blocked, in rows, the lanes ``view`` met before the one it chose."""
         from psycopg.types.json import Jsonb
 
+        from .ledger import blocked_result
+
         for row in view.to_block:
-            body = {"status": "blocked", "blocked_on": list(row.waits_on), "at": at, "by": "storm-queue next"}
+            body = blocked_result(list(row.waits_on), at)
             self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) ON CONFLICT (slug) DO NOTHING",
                               (row.slug, Jsonb(body)))
         return []

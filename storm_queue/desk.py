@@ -100,7 +100,9 @@ class Storm(Requests, Leases, Halting, Passage):
                 "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "
                 "replayed, and the next request will re-derive it"
             )
-        return Listing(self.root, view, snap.skipped, warnings, log.state.marks, log.seq)
+        from .lane import keepers
+
+        return Listing(self.root, view, snap.skipped, warnings, log.state.marks, log.seq, keepers(snap))
 
     def why(self, slug: str):
         """Where the lane ``slug`` stands and why, as plain data

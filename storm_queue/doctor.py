@@ -9,7 +9,7 @@ turns what it read into findings (plain data, no I/O). Severities:
 - ``warning``: it works, but something needs a look (a skipped line, a stray
   slug, an unknown key, a witness behind its log, a torn tail, a lane running
   for longer than the threshold, a lease past its expiry, a running marker
-  with no lease behind it, a quarantined lane).
+  with no lease behind it, a quarantined lane, a halt in force).
 """
 
 from __future__ import annotations
@@ -194,10 +194,17 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
 def _runner_findings(snap: Snapshot, budget: int) -> list[Finding]:
     """What runners left that needs a look, lane by lane in name order: a
     lease past its expiry, a running marker with no lease behind it, a
-    quarantined lane. Lanes finished or settled are past caring."""
+    quarantined lane; and first the operator's halt, while one is in force.
+    Lanes finished or settled are past caring."""
     from .resolver import MARKER, ORPHAN, running
 
     out: list[Finding] = []
+    if snap.state.halt is not None:
+        from .halt import halt_words
+
+        out.append(Finding(WARNING, "halted", "storm", f"the storm is {halt_words(snap.state.halt)}: no lane starts "
+                           "(claim leases nothing, next says wait); leases already held run on",
+                           "when the cause is dealt with, as the operator: storm-queue resume --reason TEXT"))
     led = snap.ledgers
     for slug in sorted(set(snap.state.runs) | set(led.running)):
         if led.done(slug):

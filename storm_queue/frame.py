@@ -155,11 +155,15 @@ def build(listing: Listing, events: Iterable[dict[str, Any]], now: str) -> Frame
         if r.prioritised:
             mark = listing.marks.get(r.slug)
             by, at = (printable(mark.by), printable(mark.at)) if mark else ("-", "-")
-            priority.append(Placed(r.position, r.slug, r.issue, r.state, by, at, mark_words(mark, r.slug)))
+            priority.append(Placed(r.position, r.slug, r.issue, r.state, by, at, mark_words(mark, r.slug, listing.needs.get(r.slug, ()))))
     held = tuple(Held(r.slug, r.issue, r.state, _held_words(r, t))
                  for state in HELD for r in view.rows if r.state == state)
     counts = tuple((state, n) for state in COUNTED if (n := sum(r.state == state for r in view.rows)))
     notes = [printable(w) for w in listing.warnings]
+    if view.halt is not None:
+        from .halt import halt_note
+
+        notes.insert(0, f"halted: {halt_note(view.halt)}")
     notes += [f"stray: {s} is prioritised but queue.txt no longer carries it (never run)" for s in view.stray]
     if listing.skipped:
         notes.append(f"skipped: {len(listing.skipped)} queue.txt line(s) never run (storm-queue list names them)")

@@ -219,12 +219,22 @@ def plan_push(snap: Snapshot, slug: str, issue: str, deps: tuple[str, ...] | Non
     return plan, not isinstance(plan, Refusal)
 
 
+def keepers(snap: Snapshot) -> dict[str, tuple[str, ...]]:
+    """For every lane that a live named lane requires, the live named lanes
+    (other than itself, in the order they were named) that require it now:
+    why it is kept in the priority lane, whoever first pulled it there."""
+    kept: dict[str, list[str]] = {}
+    for named in snap.state.named:
+        if live(snap, named):
+            for member in _closure(snap, named, strict=False):  # type: ignore[union-attr]
+                if member != named:
+                    kept.setdefault(member, []).append(named)
+    return {slug: tuple(users) for slug, users in kept.items()}
+
+
 def needed_by(snap: Snapshot, slug: str) -> tuple[str, ...]:
     """The live named lanes, other than ``slug``, that require ``slug``."""
-    return tuple(
-        n for n in snap.state.named
-        if n != slug and live(snap, n) and slug in _closure(snap, n, strict=False)  # type: ignore[operator]
-    )
+    return keepers(snap).get(slug, ())
 
 
 def plan_unbump(snap: Snapshot, slug: str) -> Plan | Refusal:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .halt import halt_words
 from .lane import Refusal, Snapshot
+from .ledger import finished_result
 from .names import as_text, quote
 from .outcome import Outcome, Request, Step
 from .runs import plan_claim, plan_finish, plan_recover, plan_renew, plan_schedule, plan_unpark, ttl_refusal
@@ -107,7 +108,7 @@ class Leases:
             out = Outcome("done", "finish", req.slug, by, message=words, token=token)
             before = None
             if result == "ok":  # result.json before the log: a crash between leaves a finished lane, never a ready one
-                body = {"status": "ok", "token": token, "holder": run.lease.holder, "note": req.args[2], "at": snap.now}
+                body = finished_result(token, run.lease.holder, req.args[2], snap.now)
                 before = lambda: self._mark_finished(req.slug, body)  # noqa: E731 -- returns its undo
             return Step(out, events, before=before, own=0, after=lambda _: self._cache(
                 lambda: self._unmark_running(req.slug, token), "running marker", req.slug))

@@ -106,9 +106,26 @@ def has_result(root: str, slug: str) -> bool:
     return os.path.exists(os.path.join(root, LANES, slug, MARKS, RESULT))
 
 
+def blocked_result(blocked_on: list[str], at: str) -> dict:
+    """The ``result.json`` of a lane ``next`` marks blocked, as the storm's
+    runner and reviewer read it: not ``completed``, ``blocked_on`` the first
+    abandoned dependency its queue.txt line names, ``blocked_on_all`` every
+    one, in line order."""
+    return {"completed": False, "status": "blocked", "blocked_on": blocked_on[0], "blocked_on_all": list(blocked_on),
+            "at": at, "by": "storm-queue next"}
+
+
+def finished_result(token: int, holder: str, note: str | None, at: str) -> dict:
+    """The ``result.json`` that ``finish --result ok`` writes: ``completed``,
+    awaiting review, with the lease's ``token`` (how a finish asked again is
+    known)."""
+    return {"completed": True, "status": "ok", "token": token, "holder": holder, "note": note, "at": at}
+
+
 def mark_blocked(root: str, slug: str, blocked_on: list[str], at: str, owner: tuple[int, int] | None) -> None:
-    """Write ``result.json`` saying the lane is blocked on abandoned lanes."""
-    body = {"status": "blocked", "blocked_on": blocked_on, "at": at, "by": "storm-queue next"}
+    """Write ``result.json`` saying the lane is blocked on abandoned lanes
+    (``blocked_result``)."""
+    body = blocked_result(blocked_on, at)
     with _marks(root, slug) as fd:
         replace_atomically(RESULT, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
 

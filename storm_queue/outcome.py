@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 class Listing:
     """What ``list`` shows: the resolved view and everything worth saying;
     ``marks`` says, for each slug in the priority lane, which recorded
-    request put it there (who, when, why). ``seq`` is the number of the
+    request put it there (who, when, why), and ``needs`` which named
+    lanes keep it there now. ``seq`` is the number of the
     log's last line as read (0: nothing recorded): a reader that keeps
     the listing knows the log has grown when it changes."""
 
@@ -28,6 +29,8 @@ class Listing:
     warnings: list[str]
     marks: Mapping[str, fold.Mark] = field(default_factory=dict)
     seq: int = 0
+    #: for each lane a prioritised lane requires, the live named lanes that require it now (``lane.keepers``)
+    needs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def decision(self) -> str:

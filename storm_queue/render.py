@@ -7,7 +7,9 @@ import json
 import sys
 
 from .log.reader import RESET_HINT
+from .halt import halt_note
 from .names import printable, quote
+from .outcome import act_json
 from .refusals import AUTHORITY, CODES
 
 TYPE_CHECKING = False
@@ -58,6 +60,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "lease": None if lease is None else {"holder": lease.holder, "token": lease.token, "by": lease.by,
                                              "claimed": lease.claimed, "expires": lease.expires, "ttl": lease.ttl},
         "attempts": run.attempts, "quarantined": run.quarantined, "not_before": run.not_before,
+        "unparked": act_json(run.unparked),
         "history": [{"token": a.token, "holder": a.holder, "at": a.at, "end": a.end, "ended": a.ended, "note": a.note}
                     for a in run.history],
     }
@@ -73,6 +76,7 @@ def listing_json(listing: Listing) -> dict[str, Any]:
         "skipped": [skipped_json(s) for s in listing.skipped],
         "warnings": listing.warnings,
         "settled": [_row_json(r, listing) for r in view.settled],
+        "halted": view.halt is not None, "halt": act_json(view.halt),
     }
 
 
@@ -86,11 +90,20 @@ def skipped_text(s: Skipped) -> str:
     return f"skipped: queue.txt line {s.line}: {quote(s.text)}: {printable(s.why)}"
 
 
-def mark_words(mark: Mark | None, slug: str) -> str:
-    """Who put ``slug`` in the priority lane, for which lane, and why."""
+def kept_words(mark: Mark, needs: tuple[str, ...]) -> str:
+    """For which lane a lane that was not named is in the priority lane:
+    the lane that pulled it forward while that one still needs it, else
+    the named lanes that need it now (``needs``: ``lane.keepers``)."""
+    if needs and mark.slug not in needs:
+        return f"kept for {', '.join(printable(s) for s in needs)}"
+    return f"pulled forward for {printable(mark.slug)}"
+
+
+def mark_words(mark: Mark | None, slug: str, needs: tuple[str, ...] = ()) -> str:
+    """Who put ``slug`` in the priority lane, for which lane (``kept_words``), and why."""
     if mark is None:
         return ""
-    words = "" if mark.slug == slug else f"pulled forward for {mark.slug}"
+    words = "" if mark.slug == slug else kept_words(mark, needs)
     if mark.reason is not None:
         words = (words + "; " if words else "") + f"reason {quote(mark.reason)}"
     return words
@@ -98,7 +111,7 @@ def mark_words(mark: Mark | None, slug: str) -> str:
 
 def _plain_row(r: Row, listing: Listing, widths: tuple[int, int, int]) -> str:
     mark = listing.marks.get(r.slug) if r.prioritised else None
-    detail = "; ".join(w for w in (printable(r.status), mark_words(mark, r.slug)) if w)
+    detail = "; ".join(w for w in (printable(r.status), mark_words(mark, r.slug, listing.needs.get(r.slug, ()))) if w)
     by, at = (printable(mark.by) or "-", printable(mark.at) or "-") if mark else ("-", "-")
     pos = str(r.position) if r.position else "-"
     sw, iw, bw = widths
@@ -117,6 +130,8 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
     view = listing.view
     rows = view.rows + (view.settled if show_settled else ())
     lines = [f"storm: {printable(listing.root)}", f"next: {view.decision}"]
+    if view.halt is not None:
+        lines.append(f"halted: {halt_note(view.halt)}")
     if rows:
         marks = [listing.marks.get(r.slug) for r in rows if r.prioritised]
         widths = (max(len(r.slug) for r in rows), max(len(r.issue) for r in rows),
@@ -252,6 +267,7 @@ def why_json(why: Why) -> dict[str, Any]:
         # what runners did with it (added by issue 6; the fields above never change)
         "running_kind": why.how or None, "marker_token": why.marker_token, "last_token": why.run.token,
         "budget": why.budget, **run_json(why.run),
+        "halted": why.halt is not None, "halt": act_json(why.halt),
     }
 
 
@@ -280,7 +296,7 @@ def why_text(why: Why) -> str:
     if why.prioritised:
         mark = why.mark
         how = "prioritised by name" if why.named else (
-            f"in the priority lane, pulled forward for {printable(mark.slug)}" if mark and mark.slug != why.slug
+            f"in the priority lane, {kept_words(mark, why.needed_by)}" if mark and mark.slug != why.slug
             else "in the priority lane")
         if mark is not None:
             how += f" by {printable(mark.by)} at {printable(mark.at)} ({mark.action} #{mark.seq})"
@@ -296,6 +312,8 @@ def why_text(why: Why) -> str:
     if why.stale:
         lines.append("note: the priority lane is stale after a change to queue.txt or the ledgers; "
                      "the next request re-derives it")
+    if why.halt is not None:
+        lines.append(f"halted: {halt_note(why.halt)}")
     lines.append(f"next: {why.decision}")
     return "\n".join(lines)
 
@@ -336,6 +354,10 @@ def _run_lines(why: Why) -> list[str]:
                 end = "not ended"
             note = "" if a.note is None else f"; note {quote(a.note)}"
             lines.append(f"attempt {number}: token {a.token}, {printable(a.holder)}, claimed at {printable(a.at)}: {end}{note}")
+    if run.unparked is not None:
+        u = run.unparked
+        lines.append(f"unparked: by {printable(u.by)} at {printable(u.at)} (unpark #{u.seq})"
+                     + (f", reason {quote(u.reason)}" if u.reason is not None else ""))
     if run.quarantined is not None:
         lines.append(f"quarantined: since {printable(run.quarantined)}, after {run.attempts} attempts; it is never "
                      f"claimed until the operator, having looked at its attempts, runs: "

@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .desk import Listing
+from .halt import halt_note
 from .names import printable, quote
 from .render import mark_words
 from .resolver import Row
@@ -47,7 +48,7 @@ def _row(r: Row, listing: Listing) -> tuple[Text, ...]:
     if mark is not None:
         who.append(printable(mark.by))
         who.append(f"\n{_when(mark.at)}", style="dim")
-        extra = mark_words(mark, r.slug)
+        extra = mark_words(mark, r.slug, listing.needs.get(r.slug, ()))
         if extra:
             who.append("\n" + extra, style="italic")
     return (
@@ -135,6 +136,8 @@ def listing_table(listing: Listing, show_settled: bool = False, width: int | Non
     view = listing.view
     title = Text(f"storm {printable(listing.root)}")
     parts: list = [title, Text.assemble("next: ", (view.decision, "bold"))]
+    if view.halt is not None:
+        parts.append(Text(f"halted: {halt_note(view.halt)}", style="bold red"))
     rows = view.rows + (view.settled if show_settled else ())
     if rows:
         cells = [_row(r, listing) for r in rows]

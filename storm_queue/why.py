@@ -4,7 +4,7 @@ and gathers what the resolver and the fold already know about the slug."""
 
 from __future__ import annotations
 
-from .fold import NO_RUN, Run
+from .fold import NO_RUN, Act, Run
 from .lane import needed_by
 from .names import is_name, why_not_name
 from .records import dataclass
@@ -51,7 +51,8 @@ class Why:
     What runners did with it: ``how`` it is running (``lease``, ``orphan``,
     ``marker``, or '' when it is not), the token its running marker carries
     (``marker_token``, for a marker), its ``run`` as the log folds it
-    (lease, attempts spent, their history, quarantine, schedule), the
+    (lease, attempts spent, their history, quarantine, who last unparked
+    it, schedule), the
     ``budget`` of attempts ``storm.toml [runner] attempts`` gives (None when
     not known), and whether its ``not_before`` time has come (``due``).
     """
@@ -80,6 +81,8 @@ class Why:
     run: Run = NO_RUN
     budget: int | None = None
     due: bool = True
+    #: the operator's halt in force (who, when, why), None when the storm is not halted
+    halt: Act | None = None
 
     @property
     def known(self) -> bool:
@@ -120,7 +123,7 @@ def explain(snap: Snapshot, view: View, skipped: tuple[Skipped, ...], slug: str,
     mark = state.marks.get(slug)
     run = state.run(slug)
     how = running(snap, slug)
-    common = dict(skipped=lines, decision=view.decision, stale=view.stale, mark=mark,
+    common = dict(skipped=lines, decision=view.decision, stale=view.stale, mark=mark, halt=view.halt,
                   prioritised=slug in state.lane, named=slug in state.named,
                   running=tuple(r.slug for r in view.rows if r.state == RUNNING),
                   run=run, budget=None if policy is None else policy.attempts,

@@ -309,7 +309,7 @@ def test_finish_ok_writes_the_result_and_the_lane_awaits_review(tmp_path: Path) 
     assert (event["action"], event["slug"], event["token"], event["result"], event["note"]) == (
         "finish", "a", 1, "ok", "all green")
     result = json.loads(result_json(root, "a").read_text())
-    assert (result["status"], result["token"]) == ("ok", 1)
+    assert (result["completed"], result["status"], result["token"]) == (True, "ok", 1)
     assert not marker(root, "a").exists()
     row = rows(root)["a"]
     assert row["state"] == "finished" and row["lease"] is None

@@ -284,7 +284,7 @@ def test_next_marks_blocked_lanes_met_before_the_chosen_one(tmp_path: Path) -> N
     done = run_cli(root, "next")
     assert (done.returncode, done.stdout) == (0, "run y 2\n"), done.stderr  # decides first
     result = json.loads((root / "lanes" / "x" / ".qwenstorm" / "result.json").read_text())
-    assert result["blocked_on"] == ["gone"]
+    assert (result["completed"], result["blocked_on"], result["blocked_on_all"]) == (False, "gone", ["gone"])
     assert not (root / "lanes" / "z").exists(), "a blocked lane after the chosen one is not marked"
     after = one_document(run_cli(root, "list", "--json").stdout)
     states = {r["slug"]: r["state"] for r in after["rows"]}

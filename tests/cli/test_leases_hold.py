@@ -62,7 +62,7 @@ def test_a_result_written_without_the_leases_token_does_not_finish_the_lane(tmp_
     assert cli(root, "claim").stdout == "wait\n"  # not `review a`: the lane's holder is still at work
     cli(root, "finish", "a", "--token", "1", "--result", "ok")
     body = json.loads(result(root, "a").read_text())
-    assert (body["status"], body["token"], body["holder"]) == ("ok", 1, "new")
+    assert (body["completed"], body["status"], body["token"], body["holder"]) == (True, "ok", 1, "new")
     assert state(root, "a") == "finished"
     # a lane run without a lease keeps the old meaning: its result.json finishes it
     result(root, "b").parent.mkdir(parents=True)

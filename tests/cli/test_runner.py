@@ -99,7 +99,7 @@ def test_runner_runs_lanes_in_the_order_list_predicted(tmp_path: Path) -> None:
     assert [(e["slug"], e["token"]) for e in events if e["action"] == "claim"] == [(s, 1) for s in expected]
     assert [(e["slug"], e["result"]) for e in events if e["action"] == "finish"] == [(s, "ok") for s in expected]
     # the blocked lane never ran: next marked it, the runner reviewed it as abandoned
-    assert json.loads((root / "lanes" / "h" / ".qwenstorm" / "result.json").read_text())["blocked_on"] == ["lost"]
+    assert json.loads((root / "lanes" / "h" / ".qwenstorm" / "result.json").read_text())["blocked_on"] == "lost"
     assert lines(root / "integrated.txt") == ["done", *expected]
     assert lines(root / "abandoned.txt") == ["lost", "h"]
     assert run_cli(root, "next").stdout == "empty\n"
@@ -149,7 +149,7 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(tm
     assert lines(log) == ["a", "c", "a", "a"]
     assert lines(root / "abandoned.txt") == ["a", "b"]
     assert lines(root / "integrated.txt") == ["c"]
-    assert json.loads((root / "lanes" / "b" / ".qwenstorm" / "result.json").read_text())["blocked_on"] == ["a"]
+    assert json.loads((root / "lanes" / "b" / ".qwenstorm" / "result.json").read_text())["blocked_on"] == "a"
 
 
 def test_runner_stops_on_an_unknown_order(tmp_path: Path) -> None:

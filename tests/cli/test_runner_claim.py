@@ -110,7 +110,7 @@ def test_two_runners_with_two_slots_run_every_lane_once_in_the_predicted_order(t
     for slug in order:
         marks = root / "lanes" / slug / ".qwenstorm"
         result = json.loads((marks / "result.json").read_text())
-        assert (result["status"], result["token"]) == ("ok", 1)
+        assert (result["completed"], result["status"], result["token"]) == (True, "ok", 1)
         assert not (marks / "running").exists()
     assert lines(root / "integrated.txt") == ["base", *order]
     assert not (root / "abandoned.txt").exists()
@@ -218,7 +218,7 @@ def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(tmp
 
     # the recovered lane finished under the rescuer's token and was settled once
     result = json.loads((root / "lanes" / "slow" / ".qwenstorm" / "result.json").read_text())
-    assert (result["status"], result["token"]) == ("ok", token)
+    assert (result["completed"], result["status"], result["token"]) == (True, "ok", token)
     assert (root / "lanes" / "slow" / "output").read_text() == "done\n"
     assert lines(rescuer_log)[-1] == "slow"
     assert sorted(lines(root / "integrated.txt")) == ["a", "b", "c", "slow"]

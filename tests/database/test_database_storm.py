@@ -212,7 +212,8 @@ def test_next_marks_a_lane_blocked_in_a_row_not_a_file(pg_server, db, tmp_path) 
     assert cli(db, "next").stdout == "run other 3\n"
     with pg_server.admin(conninfo_to_dict(db)["dbname"]) as conn:
         (body,), = conn.execute("SELECT body FROM storm_queue.result WHERE slug = 'top'").fetchall()
-    assert body["status"] == "blocked" and body["blocked_on"] == ["base"]
+    assert body["completed"] is False and body["status"] == "blocked"
+    assert body["blocked_on"] == "base" and body["blocked_on_all"] == ["base"]
     assert "top" not in [p.name for p in tmp_path.rglob("*")]
 
 

@@ -48,7 +48,7 @@ class Reviewer:
                 if slug in self.settled:
                     continue
                 result = json.loads((self.root / "lanes" / slug / ".qwenstorm" / "result.json").read_text())
-                assert result["status"] == "ok", (slug, result)
+                assert (result["completed"], result["status"]) == (True, "ok"), (slug, result)
                 with open(self.root / "integrated.txt", "a") as f:
                     f.write(slug + "\n")
                 self.settled.append(slug)

@@ -124,7 +124,7 @@ def test_next_marks_a_lane_in_real_directories(tmp_path):
     root = make_storm(tmp_path / "storm", "gone 0\nx 1 gone\ny 2\n", abandoned=["gone"])
     assert run_cli(root, "next").stdout == "run y 2\n"
     body = json.loads((root / "lanes" / "x" / ".qwenstorm" / "result.json").read_text())
-    assert body["blocked_on"] == ["gone"]
+    assert (body["completed"], body["blocked_on"], body["blocked_on_all"]) == (False, "gone", ["gone"])
 
 
 def test_a_linked_checkpoint_is_never_read_or_written_through(tmp_path, monkeypatch):
