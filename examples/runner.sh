@@ -369,6 +369,7 @@ stuck_report() {
 
 # Say what holds the storm up once, and again only when it changes.
 STUCK_SAID=""
+HALT_SAID=""
 say_if_stuck() {
     local report
     report="$(stuck_report)"
@@ -402,6 +403,7 @@ while true; do
         exit "$rc"
     fi
     read -r verb rest <<<"$decision" || true
+    [[ "$verb" == halted ]] || HALT_SAID=""
     case "$verb" in
         run)
             # run SLUG ISSUE TOKEN: we hold a lease on the first ready lane
@@ -429,6 +431,20 @@ while true; do
                 exit 0
             fi
             sleep "$POLL"
+            ;;
+        halted)
+            # The operator halted the storm (storm-queue halt): nothing is
+            # leased until storm-queue resume; claim named who halted it,
+            # when and why on stderr. Leases this runner holds run on.
+            if [[ -z "$HALT_SAID" ]]; then
+                say "the storm is halted by its operator; waiting for storm-queue resume, asking again every ${POLL}s"
+                HALT_SAID=1
+            fi
+            if [[ $ONCE -eq 1 ]]; then
+                exit 0
+            fi
+            sleep "$POLL"
+            continue
             ;;
         empty)
             # Nothing pending, nothing to review: done. (A lane running

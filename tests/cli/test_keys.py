@@ -69,6 +69,8 @@ REQUESTS: dict[str, tuple[str | None, tuple[str, ...], Callable[[Path], None] | 
     "schedule": (None, (), None, ["schedule", "a", "--not-before", "2030-01-01", "--reason", "why"]),
     "add": (None, (), None, ["add", "z", "5", "--deps", "a", "--reason", "why"]),
     "settle": (None, (), None, ["settle", "a", "integrated", "--reason", "why"]),
+    "halt": (None, (), None, ["halt", "--reason", "why"]),
+    "resume": (None, (), lambda root: ok(root, "halt", "--reason", "a freeze"), ["resume", "--reason", "why"]),
 }
 
 #: more requests whose repeats must answer as the first did

@@ -20,7 +20,8 @@ each request it makes:
   then killed mid-lane (it never finishes); or a claim, a ``finish`` or
   ``renew`` with a token that is not its own (refused ``stale_fence``), then
   the right finish; or ``recover`` (of every orphan, or of one lane), or
-  ``unpark``. Some claims print their decision as text, the rest as JSON.
+  ``unpark``, or the operator's ``halt`` or ``resume``. Some claims print
+  their decision as text, the rest as JSON.
 
 A request whose process printed its answer and its exit status is
 *acknowledged* (for a claim: a ``run SLUG ISSUE TOKEN`` decision). Then:
@@ -48,7 +49,9 @@ A request whose process printed its answer and its exit status is
    carries a token the log has in a claim of its lane (the harness never
    hand-makes one, so a marker the log does not know would be a lease
    recorded nowhere else), no lane runs "by a marker with no lease", and a
-   ``result.json`` that says ok carries a token the log has given.
+   ``result.json`` that says ok carries a token the log has given; no lane
+   is claimed while a halt is in force (a claim then answers ``halted``
+   and records no claim), and the fold's halt is the log's.
 
 When a runner trial leaves leases (a runner killed mid-lane, the claim of
 step 2), its storm is, in most such trials, kept and revisited once they
@@ -136,12 +139,14 @@ class Figures:
     unparked: int = 0
     orphans_expired: int = 0
     reclaimed: int = 0
+    halts: int = 0
+    halted_claims: int = 0
     failures: list[str] = field(default_factory=list)
 
     COUNTS = ("trials", "writers", "kills", "torn_repaired", "rewitnessed", "acknowledged", "acknowledged_on_log",
               "lost", "duplicated", "checkpointed", "runner_trials", "runners", "claims_acknowledged",
               "claims_on_log", "finishes_acknowledged", "finishes_on_log", "renewals_acknowledged", "stale_refused",
-              "killed_mid_lane", "quarantines", "unparked", "orphans_expired", "reclaimed")
+              "killed_mid_lane", "quarantines", "unparked", "orphans_expired", "reclaimed", "halts", "halted_claims")
 
     def add(self, other: "Figures") -> None:
         for name in self.COUNTS:
@@ -167,6 +172,8 @@ class Figures:
                 f"lanes unparked {self.unparked}\n"
                 f"orphaned leases expired by a later claim {self.orphans_expired}\n"
                 f"orphaned lanes re-claimed under a greater token {self.reclaimed}\n"
+                f"halts on the logs {self.halts}\n"
+                f"claims answered halted (no lease) {self.halted_claims}\n"
                 f"acknowledged requests lost {self.lost}\n"
                 f"requests on the log twice {self.duplicated}\n"
                 f"failed trials {len(self.failures)}")
@@ -441,6 +448,8 @@ def _writers(rng: random.Random, number: int, tag: str, n: int, runner: bool, ki
                 argv, plan = ["recover"] + ([rng.choice(SLUGS)] if rng.random() < 0.3 else []), {"kind": "one"}
             elif plan["kind"] == "unpark":
                 argv, plan = ["unpark", rng.choice(SLUGS)], {"kind": "one"}
+            elif plan["kind"] == "halt":
+                argv, plan = [rng.choice(("halt", "halt", "resume"))], {"kind": "one"}
         out.append(Writer(token, argv, _kill_plan(rng, plan is not None) if kill else None, plan))
     return out
 
@@ -448,10 +457,11 @@ def _writers(rng: random.Random, number: int, tag: str, n: int, runner: bool, ki
 def _runner_plan(rng: random.Random, holder: str, kill: bool) -> dict:
     """What a runner asks: ``work`` (claim, perhaps renew, finish), ``die``
     (claim, then killed mid-lane), ``stale`` (claim, a renew or finish with a
-    token not its own, then the right finish), ``recover`` or ``unpark``."""
+    token not its own, then the right finish), ``recover``, ``unpark`` or
+    ``halt`` (the operator's halt or resume)."""
     roll = rng.random()
     kind = ("work" if roll < 0.5 else "die" if roll < (0.65 if kill else 0.55) else "stale" if roll < 0.78
-            else "recover" if roll < 0.9 else "unpark")
+            else "recover" if roll < 0.84 else "unpark" if roll < 0.92 else "halt")
     return {"kind": kind, "holder": holder, "ttl": rng.choice((1, 2)), "rttl": rng.choice((1, 2)),
             "renew": rng.random() < 0.35, "result": "ok" if rng.random() < 0.5 else "failed",
             "text": rng.random() < 0.3, "newer": rng.random() < 0.5}
@@ -691,6 +701,10 @@ def _on_log(r: Request, events: list[dict], i: int | None, fig: Figures) -> None
     verb, told = r.argv[0], r.told
     if verb == "verify":
         return
+    if verb == "claim" and told.get("decision") == "halted":
+        if told.get("token") is not None or (not r.text and (told.get("halted") is not True or told.get("halt") is None)):
+            raise AssertionError(f"claim {r.token} answered halted as {told}")
+        fig.halted_claims += 1
     if not _records(r):
         if i is not None:
             raise AssertionError(f"request {r.token} {r.argv} recorded nothing, yet it is on the log: {events[i]}")
@@ -732,6 +746,9 @@ def _on_log(r: Request, events: list[dict], i: int | None, fig: Figures) -> None
         ok = event["action"] in ("expire", "quarantine")
     elif verb == "unpark":
         ok = (event["action"], event["slug"]) == ("unpark", r.argv[1])
+    elif verb in ("halt", "resume"):
+        ok = event["action"] == verb and ("noop" in event) == (told["outcome"] == "noop")
+        fig.halts += ok and verb == "halt" and told["outcome"] == "done"
     else:
         ok = False
     if not ok:
@@ -750,8 +767,13 @@ def check_runs(root: Path, events: list[dict], policy: config.Policy, state) -> 
     since: dict[str, int] = {}
     parked: set[str] = set()
     quarantines = unparks = 0
+    halted = False
     for e in events:
         action = e["action"]
+        if action in ("halt", "resume") and not e.get("noop"):
+            halted = action == "halt"
+        if action == "claim" and halted:
+            raise AssertionError(f"line {e['seq']}: {e['slug']} was claimed while the storm was halted")
         if action not in ("claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule"):
             continue
         slug, at, token = e["slug"], e["at"], e.get("token")
@@ -804,6 +826,8 @@ def check_runs(root: Path, events: list[dict], policy: config.Policy, state) -> 
             since[slug] = 0
             unparks += 1
     # the fold agrees with this replay
+    if (state.halt is not None) != halted:
+        raise AssertionError(f"the fold's halt is {state.halt}, but the log says halted: {halted}")
     for slug in set(state.runs) | set(since):
         run = state.run(slug)
         mine = (since.get(slug, 0), top.get(slug, 0), tuple(leases[slug]) if slug in leases else None, slug in parked)
@@ -853,6 +877,10 @@ def _reap(reap: Reap, fig: Figures) -> None:
     the runner that lost that lane finishes it with its old token, and is
     refused (``stale_fence``, recorded) without writing ``result.json``."""
     root, rng, n = reap.root, reap.rng, reap.number
+    if reader.read(str(root / LOG)).state.halt is not None:  # the operator ends the halt the trial left
+        resumed = _acknowledged(ask_one(root, f"t{n}-resume", ["resume"], rng))
+        if (resumed.code, resumed.told["outcome"]) != (0, "done"):
+            raise AssertionError(f"resume of the halted storm answered {resumed.told}")
     if rng.random() < 0.5:
         (root / ledger.UNATTENDED).write_text("")
     log, queue, led = reader.read(str(root / LOG)), queuefile.read(str(root / "queue.txt")), ledger.read(str(root))

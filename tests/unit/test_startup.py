@@ -118,7 +118,10 @@ def storms(tmp_path: Path) -> dict[str, Path]:
         f.write(b'{"v":1,"seq":2')
     unknown = make_storm(tmp_path / "unknown", QUEUE)
     (unknown / "priority.log").write_text("not json\n")
-    return {"plain": plain, "marks": marks, "torn": torn, "unknown": unknown}
+    halted = make_storm(tmp_path / "halted", QUEUE)  # next says wait and claim halted, naming the halt on stderr
+    subprocess.run([sys.executable, "-m", "storm_queue", "halt", "--reason", 'a "freeze"', "--root", str(halted)],
+                   env=clean_env(), check=True, capture_output=True, timeout=60)
+    return {"plain": plain, "marks": marks, "torn": torn, "unknown": unknown, "halted": halted}
 
 
 @pytest.mark.parametrize("form", [["next"], ["next", "--json"], ["list", "--json"], ["--json", "next"],
@@ -133,6 +136,11 @@ def test_quick_forms_answer_as_click_does(tmp_path: Path, form: list[str]) -> No
             assert quick.returncode == 3
         if name == "marks" and form[0] != "--json":  # the second run found nothing left to say
             assert b"skipped" not in quick.stderr
+        if name == "halted" and "list" in form:
+            assert quick.returncode == 0 and b'"halted": true' in quick.stdout
+        elif name == "halted":
+            assert quick.returncode == 0 and b"halted by operator:" in quick.stderr and b'"freeze' in quick.stderr
+            assert b"wait" in quick.stdout
 
 
 def test_other_forms_answer_as_click_does(tmp_path: Path) -> None:
@@ -170,6 +178,8 @@ def test_quick_claims_answer_as_click_does(tmp_path: Path, form: list[str]) -> N
         assert plain(quick) == plain(slow), name
         if name == "plain" and "--ttl" not in form and "bad name" not in form:
             assert quick.returncode == 0 and quick.stdout.split()[0] in (b"run", b'{"outcome":')
+        if name == "halted" and "--ttl" not in form and "bad name" not in form:
+            assert quick.returncode == 0 and (quick.stdout == b"halted\n" or b'"halted": true' in quick.stdout)
 
 
 def test_no_storm_here_answers_as_click_does(tmp_path: Path) -> None:
