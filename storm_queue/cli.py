@@ -643,7 +643,9 @@ def verify(root: str | None, as_json: bool) -> int:
         size = os.stat(storm.log_path(decl), follow_symlinks=False).st_size if not decl.log_error else 0
     except OSError:
         size = 0
-    with render.progress_bar(size, "verifying the log", show=size >= LONG_LOG and sys.stderr.isatty()) as update:
+    from .progress import progress_bar
+
+    with progress_bar(size, "verifying the log", show=size >= LONG_LOG and sys.stderr.isatty()) as update:
         audit = storm.verify(progress=update)
     if as_json:
         render.emit_json(audit.to_json())
