@@ -200,6 +200,12 @@ def event_text(event: dict[str, Any]) -> str:
         body += f" {outcome}" + _lanes("moved", event.get("moved", [])) + _lanes("removed", event.get("removed", []))
     elif action == "reset":
         body = f"reset: a new log, abandoning {event['abandons']} bytes of the old one"
+    elif action == "adopt":
+        if event.get("noop"):
+            body = f"adopt noop: {printable(event['noop'])}"
+        else:
+            body = (f"adopt: took over the earlier tool's {printable(event['name'])} ({event['lines']} lines, kept as "
+                    f"{printable(event['kept'])}), its lane: {' '.join(printable(r['slug']) for r in event['lane']) or '(empty)'}")
     elif action == "repair":
         body = f"repair: cut {event['torn']} torn bytes, kept in {printable(event['side'])}"
     elif action == "migrate":
