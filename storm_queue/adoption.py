@@ -32,6 +32,7 @@ from .lane import Refusal, Snapshot
 from .log import adopted, reader
 from .log.framing import digest
 from .outcome import Outcome, Request, Step
+from .roots import is_url
 from .shapes import optional_text, shape_names
 
 TYPE_CHECKING = False
@@ -65,7 +66,12 @@ class Adoption:
                     "lane": [], "noop": noop}
             return Step(Outcome("noop", "adopt", None, by, message=f"nothing to do: {noop}"), [body])
 
-        return self._request(req, refusal, plan, operator_only=True, on_unknown=self._adopt_old)
+        decl = None
+        if refusal is None and not is_url(self.root):
+            decl = self.declaration()
+            if self._judge(decl, req.source, True)[0].admitted:
+                _check_first(self.log_path(decl))  # before the lock, so a bad old log leaves not even a lock file
+        return self._request(req, refusal, plan, decl=decl, operator_only=True, on_unknown=self._adopt_old)
 
     def _adopt_old(self, req: Request, by: str, log_path: str, at: str, damage: UnknownOrder) -> Outcome:
         """Under the lock, with the log unreadable as this tool's: adopt it
@@ -74,11 +80,7 @@ class Adoption:
         if not adopted.looks_old((data or b"")[:HEAD], witness):
             raise damage
         name = os.path.basename(log_path)
-        try:
-            old = adopted.replay(data, witness, name)
-        except adopted.OldDamage as exc:
-            raise UnknownOrder(f"the priority order is unknown: {log_path} was written by the earlier priority tool "
-                               f"but cannot be adopted: {exc}; nothing was changed") from None
+        old = _replayed(log_path, data, witness)
         roll_back(log_path)
         stamp = at.replace(":", "")
         kept = _free(log_path, f"{name}.adopted-{stamp}")
@@ -88,12 +90,34 @@ class Adoption:
             body.update(key=req.key, fingerprint=req.fingerprint())
         event = _commit(log_path, body, at, by, witness is not None, stamp)
         named = sum(1 for e in old.lane if e.named)
-        out = Outcome("done", "adopt", None, by, recorded=True, event=event, moved=[e.slug for e in old.lane],
-                      message=f"adopted the earlier tool's log ({old.lines} lines): {len(old.lane)} lane(s) in the "
-                              f"priority lane, {named} named; it is kept beside the new log as {kept}")
+        lane = " ".join(e.slug for e in old.lane) or "(empty)"
+        out = Outcome("done", "adopt", None, by, recorded=True, event=event,
+                      message=f"adopted the earlier tool's log ({old.lines} lines, kept beside the new log as {kept}): "
+                              f"the priority lane is {lane} ({named} of {len(old.lane)} named)")
         out.adopted = {k: body[k] for k in ("name", "kept", "sha256", "bytes", "lines", "lane")}
         ledger.say(self.root, at, f"adopt by {by}: {out.message}", None)
         return out
+
+
+def _check_first(log_path: str) -> None:
+    """Raise what adopting would (exit 3, naming the line) when the log is
+    the earlier tool's and breaks its format. No writer appends to such a
+    log, so this read needs no lock; the adopt checks again under it."""
+    try:
+        data, witness = _old_files(log_path)
+    except UnknownOrder:
+        return  # the request under the lock says so
+    if adopted.looks_old((data or b"")[:HEAD], witness):
+        _replayed(log_path, data, witness)
+
+
+def _replayed(log_path: str, data: bytes | None, witness: bytes | None) -> adopted.Replayed:
+    """The old log replayed, or ``UnknownOrder`` naming the line and rule it breaks."""
+    try:
+        return adopted.replay(data, witness, os.path.basename(log_path))
+    except adopted.OldDamage as exc:
+        raise UnknownOrder(f"the priority order is unknown: {log_path} was written by the earlier priority tool "
+                           f"but cannot be adopted: {exc}; nothing was changed") from None
 
 
 def _read_nofollow(path: str) -> bytes | None:
