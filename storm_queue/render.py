@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .log.reader import RESET_HINT
+from .log.reader import ADOPT_HINT, OLD_FORMAT, RESET_HINT
 from .names import printable, quote
 from .refusals import AUTHORITY, CODES
 
@@ -356,7 +356,7 @@ def audit_text(audit: Audit) -> str:
     p = audit.problem
     if p is not None:
         where = f" (line {p.line} starts at byte {p.offset})" if p.line else ""
-        hint = "" if audit.checkpoint == "disagrees" else f"\n{RESET_HINT}"
+        hint = "" if audit.checkpoint == "disagrees" else f"\n{ADOPT_HINT if p.what == OLD_FORMAT else RESET_HINT}"
         return f"{name}: NOT sound: {printable(p.what)}{where}{hint}"
     lines = [f"{name}: sound: {audit.lines} line(s), {audit.length} bytes; framing, schema, chain, seq and witness agree"]
     if audit.checkpoint == "agrees":

@@ -34,6 +34,8 @@ ADOPT_HINT = (
 
 #: the most bytes an adopt's one line is read to (its lane: some 150 bytes a lane)
 ONE_LINE = 64 << 20
+#: what a read says of the earlier tool's log
+OLD_FORMAT = "the log was written by the earlier priority tool (its lines have no seq or prev)"
 
 #: a read of more bytes than this takes the quick path (see ``stream``) ...
 QUICK = 64 << 10
@@ -178,8 +180,7 @@ def _adopting(log_path: str, damage: Damage, keep_events: bool,
     except OSError:
         witness = None
     if looks_old(data, witness):
-        raise Damage(log_path, "the log was written by the earlier priority tool (its lines have no seq or prev)",
-                     1, 0, ADOPT_HINT) from None
+        raise Damage(log_path, OLD_FORMAT, 1, 0, ADOPT_HINT) from None
     found = unwitnessed(whole, witness, lambda name: _kept(log_path, name)) if whole else None
     if found is None:
         raise damage
