@@ -47,14 +47,17 @@ class Adoption:
     it, and has nothing to adopt)."""
 
     #: the no-op's words when the log is already this tool's
-    NOTHING_TO_ADOPT = "the priority log is already storm-queue's (or there is none): nothing to adopt"
+    NOTHING_TO_ADOPT = "nothing to adopt: the priority log is already storm-queue's (or there is none yet)"
 
-    def adopt(self, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
+    def adopt(self, reason: str | None, source: str | None = None, key: str | None = None,
+              dry_run: bool = False) -> Outcome:
         """Take over the earlier tool's priority log (operator only): keep
         it beside the new log and start the new log with an ``adopt`` event
         that carries the lane it replays to. A log already in this tool's
         format (or none) makes a recorded no-op; an old log that breaks its
-        format raises ``UnknownOrder`` (exit 3) and changes nothing."""
+        format raises ``UnknownOrder`` (exit 3) and changes nothing. With
+        ``dry_run``, answer as the request would (the lane it would adopt,
+        and the run order after it) and write nothing."""
         req = Request("adopt", None, optional_text(reason), optional_text(source), optional_text(key))
         refusal = shape_names(None, (), req.source)
         if refusal is None and not (req.reason or "").strip():
@@ -64,23 +67,28 @@ class Adoption:
             noop = self.NOTHING_TO_ADOPT
             body = {"action": "adopt", "name": None, "kept": None, "sha256": None, "bytes": None, "lines": None,
                     "lane": [], "noop": noop}
-            return Step(Outcome("noop", "adopt", None, by, message=f"nothing to do: {noop}"), [body])
+            return Step(Outcome("noop", "adopt", None, by, message=noop), [body])
 
         decl = None
         if refusal is None and not is_url(self.root):
             decl = self.declaration()
             if self._judge(decl, req.source, True)[0].admitted:
                 _check_first(self.log_path(decl))  # before the lock, so a bad old log leaves not even a lock file
-        return self._request(req, refusal, plan, decl=decl, operator_only=True, on_unknown=self._adopt_old)
+        return self._request(req, refusal, plan, dry_run, decl=decl, operator_only=True,
+                             on_unknown=lambda *args: self._adopt_old(*args, dry_run=dry_run))
 
-    def _adopt_old(self, req: Request, by: str, log_path: str, at: str, damage: UnknownOrder) -> Outcome:
-        """Under the lock, with the log unreadable as this tool's: adopt it
-        when the earlier tool wrote it, else answer the damage (exit 3)."""
+    def _adopt_old(self, req: Request, by: str, log_path: str, at: str, damage: UnknownOrder,
+                   dry_run: bool = False) -> Outcome:
+        """Under the lock (a dry run takes none), with the log unreadable as
+        this tool's: adopt it when the earlier tool wrote it, else answer the
+        damage (exit 3). A dry run answers what the adopt would do."""
         data, witness = _old_files(log_path)
         if not adopted.looks_old((data or b"")[:HEAD], witness):
             raise damage
         name = os.path.basename(log_path)
         old = _replayed(log_path, data, witness)
+        if dry_run:
+            return self._rehearse_adopt(req, by, old, at)
         roll_back(log_path)
         stamp = at.replace(":", "")
         kept = _free(log_path, f"{name}.adopted-{stamp}")
@@ -96,6 +104,25 @@ class Adoption:
                               f"the priority lane is {lane} ({named} of {len(old.lane)} named)")
         out.adopted = {k: body[k] for k in ("name", "kept", "sha256", "bytes", "lines", "lane")}
         ledger.say(self.root, at, f"adopt by {by}: {out.message}", None)
+        return out
+
+
+    def _rehearse_adopt(self, req: Request, by: str, old: adopted.Replayed, at: str) -> Outcome:
+        """What adopting ``old`` would answer, and the run order after it."""
+        from . import fold
+        from .passage import DRY_RUN
+        from .resolver import resolve
+
+        rows = old.rows()
+        event = {"seq": 1, "action": "adopt", "at": at, "by": by, "lane": rows}
+        snap = self._snapshot(reader.LogRead(self.log_path(self.declaration()), fold.replay([event])), at)
+        lane = " ".join(e.slug for e in old.lane) or "(empty)"
+        named = sum(1 for e in old.lane if e.named)
+        out = Outcome("done", "adopt", None, by, dry_run=True, order=[row.slug for row in resolve(snap).rows],
+                      message=f"would adopt the earlier tool's log ({old.lines} lines): the priority lane would be "
+                              f"{lane} ({named} of {len(old.lane)} named) ({DRY_RUN})")
+        out.adopted = {"name": os.path.basename(self.log_path(self.declaration())), "kept": None,
+                       "sha256": old.sha256, "bytes": old.length, "lines": old.lines, "lane": rows}
         return out
 
 

@@ -459,7 +459,7 @@ class DatabaseStorm(Storm):
             return config.Declaration(False)
 
     #: ``adopt`` on a database storm: a recorded no-op
-    NOTHING_TO_ADOPT = "a database storm keeps its log in rows, never in the earlier tool's format: nothing to adopt"
+    NOTHING_TO_ADOPT = "nothing to adopt: a database storm keeps its log in rows, never in the earlier tool's format"
 
     def _request(self, req, shape, plan, dry_run: bool = False, decl: config.Declaration | None = None,
                  operator_only: bool = False, on_unknown=None) -> Outcome:

@@ -75,7 +75,7 @@ class Passage:
                         raise  # answer 3, record nothing
                     if refusal is not None:
                         return self._refused(req, by, refusal, authorised, recorded=False,
-                                             why_not="the priority order is unknown")
+                                             why_not=DRY_RUN if dry_run else "the priority order is unknown")
                     if on_unknown is not None:
                         return on_unknown(req, by, log_path, at, damage)
                     return self._start_new_log(req, by, log_path, at)

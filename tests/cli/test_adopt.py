@@ -198,3 +198,23 @@ def test_adopt_on_a_database_storm_is_a_recorded_noop(pg_url):
     assert (doc["outcome"], doc["recorded"]) == ("noop", True) and "nothing to adopt" in doc["message"]
     events = [json.loads(line) for line in run_cli(pg_url, "log", "--json").stdout.splitlines()]
     assert [e["action"] for e in events] == ["init", "adopt"] and events[-1]["noop"]
+
+
+def test_a_dry_run_answers_the_lane_it_would_adopt_and_writes_nothing(tmp_path):
+    root, old = old_storm(tmp_path)
+    before = tree(root, times=True)
+    done = run_cli(root, "adopt", "--reason", "move", "--dry-run", "--json")
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["outcome"], doc["recorded"], doc["dry_run"]) == ("done", False, True)
+    assert doc["order"] == ["a", "b", "c", "d", "f", "e", "g"]
+    assert [r["slug"] for r in doc["adopted"]["lane"]] == ["a", "b", "c", "d", "f"] and doc["adopted"]["kept"] is None
+    text = run_cli(root, "adopt", "--reason", "move", "--dry-run")
+    assert text.returncode == 0 and "run order after it: a b c d f e g" in text.stdout
+    refused = run_cli(root, "adopt", "--reason", "", "--dry-run", "--json")
+    assert refused.returncode == 2 and json.loads(refused.stdout)["dry_run"] is True
+    assert tree(root, times=True) == before
+    adopt(root)
+    doc = json.loads(run_cli(root, "adopt", "--reason", "move", "--dry-run", "--json").stdout)
+    assert (doc["outcome"], doc["recorded"], doc["dry_run"]) == ("noop", False, True)
+    assert len(log_events(root)) == 1
