@@ -145,6 +145,8 @@ def decode(line: bytes) -> dict[str, Any]:
         raise Malformed("field 'ledger' is neither 'integrated' nor 'abandoned'")
     if action == "finish" and event["result"] not in ("ok", "failed"):
         raise Malformed("field 'result' is neither 'ok' nor 'failed'")
+    if action == "adopt" and "noop" not in event and event["seq"] != 1:
+        raise Malformed("an adopt that took a log over is valid only as line 1")
     prev = event.get("prev", "missing")
     if prev is not None and not (isinstance(prev, str) and len(prev) == 64):
         raise Malformed("field 'prev' is not null or a SHA-256 digest")
@@ -222,6 +224,8 @@ def _compile(action: str) -> Callable[..., bool]:
         tests.append(f"{x['result']} in ('ok', 'failed')")
     if action == "settle":
         tests.append(f"{x['ledger']} in ('integrated', 'abandoned')")
+    if action == "adopt":
+        tests.append("(seq == 1 or 'noop' in e)")
     # every field above was found, so an event of only those has no optional field to check
     tests.append(f"(len(e) == {len(order) + 1} or _optional_fit(e))")
     body = "\n        and ".join(tests)

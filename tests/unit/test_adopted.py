@@ -237,3 +237,14 @@ def test_an_adopt_line_whose_lane_is_not_rows_of_names_is_malformed(lane):
     with pytest.raises(framing.Malformed):
         framing.decode(framing.encode(body))
     assert not framing.QUICK["adopt"](json.loads(framing.encode(body)), set(), 1, None)
+
+
+def test_an_adopt_that_took_a_log_over_is_valid_only_as_line_1():
+    body = {"v": 1, "seq": 2, "at": "t", "action": "adopt", "by": "o", "prev": "0" * 64, "name": "p", "kept": "k",
+            "sha256": "s", "bytes": 1, "lines": 1, "lane": []}
+    with pytest.raises(framing.Malformed, match="only as line 1"):
+        framing.decode(framing.encode(body))
+    assert not framing.QUICK["adopt"](body, set(), 2, "0" * 64)
+    noop = {**body, "name": None, "kept": None, "sha256": None, "bytes": None, "lines": None, "noop": "nothing to adopt"}
+    assert framing.decode(framing.encode(noop))["noop"]
+    assert framing.QUICK["adopt"](noop, set(), 2, "0" * 64)
