@@ -44,6 +44,8 @@ def test_before_adopt_every_command_meeting_the_old_log_answers_3_naming_adopt(t
         done = run_cli(root, *args, "--json")
         assert done.returncode == 3, (args, done.stdout, done.stderr)
         assert ADOPT_WAY in done.stderr or ADOPT_WAY in done.stdout, (args, done.stdout, done.stderr)
+    doctor = run_cli(root, "doctor")
+    assert doctor.returncode == 1 and "(fix: take it over, keeping its order: storm-queue adopt --reason TEXT)" in doctor.stdout
     assert (root / "priority.log").read_bytes() == b"".join(oldlog.SAMPLE)
 
 
