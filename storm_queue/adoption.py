@@ -32,6 +32,7 @@ from .lane import Refusal, Snapshot
 from .log import adopted, reader
 from .log.framing import digest
 from .outcome import Outcome, Request, Step
+from .passage import _progress_words
 from .roots import is_url
 from .shapes import optional_text, shape_names
 
@@ -88,7 +89,7 @@ class Adoption:
         name = os.path.basename(log_path)
         old = _replayed(log_path, data, witness)
         if dry_run:
-            return self._rehearse_adopt(req, by, old, at)
+            return self._rehearse_adopt(by, log_path, old, at)
         roll_back(log_path)
         stamp = at.replace(":", "")
         kept = _free(log_path, f"{name}.adopted-{stamp}")
@@ -97,17 +98,14 @@ class Adoption:
         if req.key is not None:
             body.update(key=req.key, fingerprint=req.fingerprint())
         event = _commit(log_path, body, at, by, witness is not None, stamp)
-        named = sum(1 for e in old.lane if e.named)
-        lane = " ".join(e.slug for e in old.lane) or "(empty)"
         out = Outcome("done", "adopt", None, by, recorded=True, event=event,
                       message=f"adopted the earlier tool's log ({old.lines} lines, kept beside the new log as {kept}): "
-                              f"the priority lane is {lane} ({named} of {len(old.lane)} named)")
+                              f"the priority lane is {_lane_words(old)}")
         out.adopted = {k: body[k] for k in ("name", "kept", "sha256", "bytes", "lines", "lane")}
-        ledger.say(self.root, at, f"adopt by {by}: {out.message}", None)
+        ledger.say(self.root, at, _progress_words(out, req), None)
         return out
 
-
-    def _rehearse_adopt(self, req: Request, by: str, old: adopted.Replayed, at: str) -> Outcome:
+    def _rehearse_adopt(self, by: str, log_path: str, old: adopted.Replayed, at: str) -> Outcome:
         """What adopting ``old`` would answer, and the run order after it."""
         from . import fold
         from .passage import DRY_RUN
@@ -115,15 +113,19 @@ class Adoption:
 
         rows = old.rows()
         event = {"seq": 1, "action": "adopt", "at": at, "by": by, "lane": rows}
-        snap = self._snapshot(reader.LogRead(self.log_path(self.declaration()), fold.replay([event])), at)
-        lane = " ".join(e.slug for e in old.lane) or "(empty)"
-        named = sum(1 for e in old.lane if e.named)
+        snap = self._snapshot(reader.LogRead(log_path, fold.replay([event])), at)
         out = Outcome("done", "adopt", None, by, dry_run=True, order=[row.slug for row in resolve(snap).rows],
                       message=f"would adopt the earlier tool's log ({old.lines} lines): the priority lane would be "
-                              f"{lane} ({named} of {len(old.lane)} named) ({DRY_RUN})")
-        out.adopted = {"name": os.path.basename(self.log_path(self.declaration())), "kept": None,
-                       "sha256": old.sha256, "bytes": old.length, "lines": old.lines, "lane": rows}
+                              f"{_lane_words(old)} ({DRY_RUN})")
+        out.adopted = {"name": os.path.basename(log_path), "kept": None, "sha256": old.sha256, "bytes": old.length,
+                       "lines": old.lines, "lane": rows}
         return out
+
+
+def _lane_words(old: adopted.Replayed) -> str:
+    """The adopted lane in words: its slugs in order, and how many are named."""
+    lane = " ".join(e.slug for e in old.lane) or "(empty)"
+    return f"{lane} ({sum(1 for e in old.lane if e.named)} of {len(old.lane)} named)"
 
 
 def _check_first(log_path: str) -> None:
