@@ -11,7 +11,8 @@ The format, as that tool wrote it and as strictly as it read it:
   (text, ``YYYY-MM-DDTHH:MM:SSZ``, a real time), and neither ``seq`` nor
   ``prev``;
 - ``push``: ``slug``, ``issue`` (text), ``deps`` (list), ``moved`` (list),
-  ``appended`` (bool), and ``noop`` (text) when nothing moved;
+  ``appended`` (bool), and ``noop`` (text) when nothing moved (and only
+  then);
 - ``bump``: ``slug``, ``issue``, ``deps``, ``moved``, optional ``noop``, no
   ``appended``;
 - ``unbump``: ``slug``, optional ``removed`` (list; absent means
@@ -185,6 +186,8 @@ def check_line(raw: bytes, number: int) -> dict[str, Any]:
                 raise bad("'noop' is not text")
             if event["moved"]:
                 raise bad("it is a no-op ('noop') yet moved lanes")
+        elif action == "push" and not event["moved"]:
+            raise bad("a push that moved nothing has no 'noop' saying why")
         if action == "push" and not isinstance(event.get("appended"), bool):
             raise bad("'appended' is missing or not a bool")
         if action == "bump" and "appended" in event:

@@ -34,7 +34,8 @@ def old_line(draw, first: bool = False) -> bytes:
     if kind in ("push", "bump"):
         slug = draw(names)
         moved = draw(st.lists(names, max_size=4))
-        noop = draw(texts) if not moved and draw(st.booleans()) else None
+        # a push carries noop exactly when it moved nothing; a bump may carry it then
+        noop = draw(texts) if not moved and (kind == "push" or draw(st.booleans())) else None
         deps = draw(st.lists(names, max_size=3))
         if kind == "push":
             return oldlog.push(slug, draw(texts), deps, moved, draw(st.booleans()), by=by, at=at, noop=noop, **extra)
@@ -150,6 +151,7 @@ BROKEN = {
     "noop not text": (_set(PUSH, moved=[], noop=True), "'noop'"),
     "noop that moved": (_set(BUMP, noop="already"), "no-op"),
     "push without appended": (_set(PUSH, appended=...), "'appended'"),
+    "push that moved nothing without noop": (_set(PUSH, moved=[]), "no 'noop'"),
     "appended not a bool": (_set(PUSH, appended="yes"), "'appended'"),
     "bump with appended": (_set(BUMP, appended=False), "no 'appended'"),
     "unbump slug not a name": (_set(UNBUMP, slug="a*"), "'slug'"),
