@@ -458,11 +458,16 @@ class DatabaseStorm(Storm):
         except StormUnreadable:
             return config.Declaration(False)
 
+    #: ``adopt`` on a database storm: a recorded no-op
+    NOTHING_TO_ADOPT = "nothing to adopt: a database storm keeps its log in rows, never in the earlier tool's format"
+
     def _request(self, req, shape, plan, dry_run: bool = False, decl: config.Declaration | None = None,
-                 operator_only: bool = False) -> Outcome:
+                 operator_only: bool = False, on_unknown=None) -> Outcome:
         """The one request path, in one transaction; a conflict the server
         resolves by aborting is a refusal (``reorder_conflict``), and a lost
-        connection is answered with whether the request committed."""
+        connection is answered with whether the request committed.
+        ``on_unknown`` is not passed on: a database storm holds no earlier
+        tool's log, so an unknown order stays exit 3, for ``adopt`` too."""
         psycopg = _driver()
         self._pending = None
         try:

@@ -16,6 +16,7 @@ from .log import reader
 from .log.framing import sha256
 from .names import as_text, quote
 from .outcome import Listing, Outcome, Step  # noqa: F401 -- the answers, where callers look for them
+from .adoption import Adoption
 from .passage import Passage
 from .requests import Requests
 from .resolver import View, resolve
@@ -32,7 +33,7 @@ now = clock.now
 STORES = {"postgresql": "storm_queue.database:DatabaseStorm"}
 
 
-class Storm(Requests, Leases, Passage):
+class Storm(Requests, Leases, Adoption, Passage):
     """One storm directory, read fresh on every call.
 
     ``wait`` is how many seconds a writer waits for the writers' lock.

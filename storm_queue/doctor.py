@@ -160,8 +160,11 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
         out.append(Finding(WARNING, kind, "storm.toml", words,
                            "correct or remove the key (storm.toml.example documents every key)"))
     if facts.log_error:
+        from .log.reader import OLD_FORMAT
+
         out.append(Finding(ERROR, "unknown_order", facts.log_rel, facts.log_error,
-                           "restore the log and its witness from a backup, or: storm-queue reset --reason TEXT"))
+                           "take it over, keeping its order: storm-queue adopt --reason TEXT" if OLD_FORMAT in facts.log_error
+                           else "restore the log and its witness from a backup, or: storm-queue reset --reason TEXT"))
     log = facts.log
     if log is not None and log.torn:
         out.append(Finding(WARNING, "torn_tail", facts.log_rel,

@@ -140,7 +140,8 @@ class Fold:
 
     def step(self, event: Mapping) -> None:
         """Fold one event; refusals, resets and repairs change no lane (a
-        refusal made under a key still binds the key)."""
+        refusal made under a key still binds the key); an ``adopt`` that is
+        not a no-op sets the lane to the one it adopted."""
         action = event["action"]
         if self.keys and str(event.get("at", ""))[:10] > self.keys_day:
             self._forget(str(event["at"])[:10])
@@ -156,6 +157,9 @@ class Fold:
             elif action == "migrate":
                 self.changed = True
                 self.moved_to = event["to"]
+            elif action == "adopt" and not event.get("noop"):
+                self.changed = True
+                self._adopt(event)
             return
         self.changed = True
         lane, marks = self.lane, self.marks
@@ -180,6 +184,16 @@ class Fold:
             self.named.setdefault(named)
             if "not_before" in event:
                 self.runs[named] = replace(self.runs.get(named, NO_RUN), not_before=event["not_before"])
+
+    def _adopt(self, event: Mapping) -> None:
+        """The earlier tool's lane, taken over: exactly the adopted rows in
+        their order, each marked with the ``by`` and ``at`` of the old line
+        that put it there (under this event's ``seq``, as an ``adopt``)."""
+        rows = event["lane"]
+        self.lane = dict.fromkeys(row["slug"] for row in rows)
+        self.named = dict.fromkeys(row["slug"] for row in rows if row["named"])
+        self.marks = {row["slug"]: Mark(event.get("seq", 0), row["at"], row["by"], "adopt", row["for"], None)
+                      for row in rows}
 
     def _bind(self, event: Mapping) -> None:
         """An event made under an idempotency key binds it (the first one does)."""

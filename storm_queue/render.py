@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from .log.reader import RESET_HINT
+from .log.reader import ADOPT_HINT, OLD_FORMAT, RESET_HINT
 from .names import printable, quote
 from .refusals import AUTHORITY, CODES
 
@@ -200,6 +200,12 @@ def event_text(event: dict[str, Any]) -> str:
         body += f" {outcome}" + _lanes("moved", event.get("moved", [])) + _lanes("removed", event.get("removed", []))
     elif action == "reset":
         body = f"reset: a new log, abandoning {event['abandons']} bytes of the old one"
+    elif action == "adopt":
+        if event.get("noop"):
+            body = f"adopt noop: {printable(event['noop'])}"
+        else:
+            body = (f"adopt: took over the earlier tool's {printable(event['name'])} ({event['lines']} lines, kept as "
+                    f"{printable(event['kept'])}), its lane: {' '.join(printable(r['slug']) for r in event['lane']) or '(empty)'}")
     elif action == "repair":
         body = f"repair: cut {event['torn']} torn bytes, kept in {printable(event['side'])}"
     elif action == "migrate":
@@ -350,7 +356,7 @@ def audit_text(audit: Audit) -> str:
     p = audit.problem
     if p is not None:
         where = f" (line {p.line} starts at byte {p.offset})" if p.line else ""
-        hint = "" if audit.checkpoint == "disagrees" else f"\n{RESET_HINT}"
+        hint = "" if audit.checkpoint == "disagrees" else f"\n{ADOPT_HINT if p.what == OLD_FORMAT else RESET_HINT}"
         return f"{name}: NOT sound: {printable(p.what)}{where}{hint}"
     lines = [f"{name}: sound: {audit.lines} line(s), {audit.length} bytes; framing, schema, chain, seq and witness agree"]
     if audit.checkpoint == "agrees":
