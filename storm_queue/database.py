@@ -581,6 +581,17 @@ class DatabaseStorm(Storm):
         self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) "
                           "ON CONFLICT (slug) DO UPDATE SET body = EXCLUDED.body", (slug, Jsonb(body)))
 
+    def _blocked_mark(self, slug: str) -> bool:
+        from .ledger import is_blocked_mark
+
+        row = self.conn.execute("SELECT body FROM storm_queue.result WHERE slug = %s", (slug,)).fetchone()
+        return row is not None and is_blocked_mark(row[0])
+
+    def _unmark_blocked(self, slug: str) -> None:
+        """Delete ``next``'s blocked mark in the request's transaction (it has no undo of its own)."""
+        if self._blocked_mark(slug):
+            self.conn.execute("DELETE FROM storm_queue.result WHERE slug = %s", (slug,))
+
     def _mark_running(self, slug: str, body: dict[str, Any]) -> None:
         """A database storm keeps leases in its state row alone: no marker."""
 

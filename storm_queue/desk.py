@@ -194,6 +194,14 @@ class Storm(Requests, Leases, Passage):
     def _mark_finished(self, slug: str, body: dict[str, Any]) -> Callable[[], None] | None:
         return ledger.mark_finished(self.root, slug, body, None)
 
+    def _blocked_mark(self, slug: str) -> bool:
+        """Whether the lane's result is the blocked mark ``next`` wrote."""
+        return ledger.blocked_mark(self.root, slug)
+
+    def _unmark_blocked(self, slug: str) -> Callable[[], None] | None:
+        """Remove ``next``'s blocked mark (before the record); returns its undo."""
+        return ledger.unmark_blocked(self.root, slug, None)
+
     def _settle(self, slug: str, how: str) -> None:
         """Write the lane into its ledger (before the record: a crash
         between leaves a settled lane, and a retry is a recorded no-op)."""

@@ -233,6 +233,9 @@ _RUNNER_WORDS = {
     "expire": lambda e: f": token {e['token']}, lease expired at {printable(e['expired'])}",
     "recover": lambda e: f": a running marker with no lease (token {e['token'] if e['token'] is not None else 'none'})",
     "quarantine": lambda e: f": after {e['attempts']} attempts (budget {e['budget']})",
+    "waive": lambda e: (f": waiver of {printable(e['dep'])} ended" if e["undo"] else f": {printable(e['dep'])} waived")
+    + (f" (noop: {printable(e['noop'])})" if e.get("noop") else "") + _lanes("moved", e.get("moved", []))
+    + _lanes("removed", e.get("removed", [])),
     "schedule": lambda e: f": not before {printable(e['not_before'] or 'any time')}" + (f" (noop: {printable(e['noop'])})" if e.get("noop") else ""),
 }
 
@@ -242,7 +245,8 @@ def why_json(why: Why) -> dict[str, Any]:
         "slug": why.slug, "known": why.known, "state": why.state, "status": why.status,
         "issue": why.issue, "position": why.position, "of": why.of, "next": why.is_next,
         "ahead": list(why.ahead), "running": list(why.running),
-        "deps": [{"slug": d.slug, "state": d.state, "status": d.status, "satisfied": d.satisfied} for d in why.deps],
+        "deps": [{"slug": d.slug, "state": d.state, "status": d.status, "satisfied": d.satisfied, "waived": d.waived}
+                 for d in why.deps],
         "waits_on": list(why.waits_on), "prioritised": why.prioritised, "named": why.named,
         "mark": mark_json(why.mark), "needed_by": list(why.needed_by), "in_queue": why.in_queue,
         "skipped": [skipped_json(s) for s in why.skipped],
@@ -250,6 +254,8 @@ def why_json(why: Why) -> dict[str, Any]:
         # what runners did with it (added by issue 6; the fields above never change)
         "running_kind": why.how or None, "marker_token": why.marker_token, "last_token": why.run.token,
         "budget": why.budget, **run_json(why.run),
+        # the operator's waivers of its dependencies (issue 12)
+        "waivers": [{"dep": dep, "seq": w.seq, "at": w.at, "by": w.by, "reason": w.reason} for dep, w in why.waivers],
     }
 
 
@@ -274,7 +280,13 @@ def why_text(why: Why) -> str:
             lines.append(f"running now: {_list(why.running)}")
     lines += _run_lines(why)
     for d in why.deps:
-        lines.append(f"depends on: {printable(d.slug)}: {printable(d.status)}" + ("" if d.satisfied else " (not satisfied)"))
+        lines.append(f"depends on: {printable(d.slug)}: {printable(d.status)}"
+                     + (" (waived)" if d.waived else "" if d.satisfied else " (not satisfied)"))
+    for dep, w in why.waivers:
+        lines.append(f"waiver: {printable(dep)} waived by {printable(w.by)} at {printable(w.at)} (waive #{w.seq})"
+                     + ("" if w.reason is None else f", reason {quote(w.reason)}")
+                     + f"; it runs without waiting for it (storm-queue waive {printable(why.slug)} {printable(dep)} "
+                     "--undo --reason TEXT ends it)")
     if why.prioritised:
         mark = why.mark
         how = "prioritised by name" if why.named else (

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 VERSION = 1
 ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair",
            "claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule",
-           "init", "declare", "add", "settle", "migrate")
+           "init", "declare", "add", "settle", "migrate", "waive")
 
 _STR, _INT, _BOOL, _LIST, _OPT_STR, _OPT_INT, _OBJ = "str", "int", "bool", "list", "str?", "int?", "object"
 _COMMON = {"v": _INT, "seq": _INT, "at": _STR, "action": _STR, "by": _STR}
@@ -45,12 +45,13 @@ SCHEMA: dict[str, dict[str, str]] = {
     "add": {"slug": _STR, "issue": _STR, "deps": _LIST, "appended": _BOOL},
     "settle": {"slug": _STR, "ledger": _STR},
     "migrate": {"to": _STR},
+    "waive": {"slug": _STR, "dep": _STR, "undo": _BOOL, "moved": _LIST, "removed": _LIST},
 }
 OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR}
 #: the fields of each action that hold lane names (a name becomes a directory and a shell word)
 NAMED = {"push": ("slug", "moved", "removed", "deps"), "bump": ("slug", "moved", "removed", "deps"),
          "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder"), "add": ("slug", "deps"),
-         "init": (), "declare": (), "migrate": ()}
+         "init": (), "declare": (), "migrate": (), "waive": ("slug", "dep", "moved", "removed")}
 
 
 class Malformed(ValueError):
