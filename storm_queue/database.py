@@ -281,11 +281,12 @@ class DatabaseStorm(Storm):
         self._state_known = _Known(seq, last, state)
         lanes = conn.execute("SELECT slug, issue, deps, pos FROM storm_queue.lane ORDER BY pos").fetchall()
         settled = conn.execute("SELECT slug, ledger FROM storm_queue.settled").fetchall()
+        created = conn.execute("SELECT created FROM storm_queue.storm").fetchone()
         # a snapshot needs only which lanes have a result, and the token a finish wrote there when it is a
         # whole number (jsonb keeps numbers as numerics: 1e0 is 1), as text, so no JSON is parsed here
         results = conn.execute("SELECT slug, CASE WHEN jsonb_typeof(body -> 'token') = 'number' THEN body ->> 'token' END "
                                "FROM storm_queue.result").fetchall()
-        self._rows = {"lanes": lanes, "settled": settled,
+        self._rows = {"lanes": lanes, "settled": settled, "created": created[0] if created else "",
                       "results": {slug: int(token) if token and token.isascii() and token.isdigit() else None for slug, token in results}}
         return reader.LogRead(self.root, state, seq, last, log_exists=True)
 
@@ -334,11 +335,12 @@ class DatabaseStorm(Storm):
             if run.lease is not None and slug in results:
                 token = results[slug]
                 tokens[slug] = token if type(token) is int and token > 0 else None
-        return Snapshot(lanes, led, log.state, at or now(), tokens, ())
+        # every lane and integration since the storm was made (or migrated here) is recorded
+        return Snapshot(lanes, led, log.state, at or now(), tokens, (), (rows["created"], rows["created"]))
 
-    def listing(self, decl: config.Declaration | None = None) -> Listing:
+    def listing(self, decl: config.Declaration | None = None, waits: bool = True) -> Listing:
         with self._errors():
-            return super().listing(decl)
+            return super().listing(decl, waits)
 
     def why(self, slug: str):
         with self._errors():

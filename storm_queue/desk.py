@@ -82,10 +82,12 @@ class Storm(Requests, Leases, Passage):
         queue = queuefile.read(os.path.join(self.root, "queue.txt"))
         led = ledger.read(self.root)
         return Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, at or now(),
-                        leased_results(self.root, led, log.state), queue.skipped)
+                        leased_results(self.root, led, log.state), queue.skipped,
+                        (changed(os.path.join(self.root, "queue.txt")), changed(os.path.join(self.root, ledger.INTEGRATED))))
 
-    def listing(self, decl: config.Declaration | None = None) -> Listing:
-        """The storm as it will run; reads only, writes nothing."""
+    def listing(self, decl: config.Declaration | None = None, waits: bool = True) -> Listing:
+        """The storm as it will run; reads only, writes nothing. With
+        ``waits``, how long each ready lane has waited (``starving``)."""
         decl = decl or self.declaration()
         self._known(decl)
         log = self._read(decl)
@@ -99,7 +101,12 @@ class Storm(Requests, Leases, Passage):
                 "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "
                 "replayed, and the next request will re-derive it"
             )
-        return Listing(self.root, view, snap.skipped, warnings, log.state.marks, log.seq)
+        found = {}
+        if waits:
+            from .starving import waits as waited
+
+            found = waited(snap, view.rows, decl.starving_after, self._t)
+        return Listing(self.root, view, snap.skipped, warnings, log.state.marks, log.seq, found, decl.starving_after)
 
     def why(self, slug: str):
         """Where the lane ``slug`` stands and why, as plain data
@@ -135,7 +142,7 @@ class Storm(Requests, Leases, Passage):
         one and say skipped lines and stray slugs once in ``progress.log``.
         Returns the listing and notes for stderr."""
         decl = self.declaration()
-        listing = self.listing(decl)
+        listing = self.listing(decl, waits=False)
         log_path = self.log_path(decl)
         view = listing.view
         if not (self._news(view, listing.skipped, log_path) or view.to_block):
@@ -254,6 +261,14 @@ class Storm(Requests, Leases, Passage):
         import time
 
         return time.time()
+
+
+def changed(path: str) -> str:
+    """The stamp of the file's last change ('' when it cannot be looked at)."""
+    try:
+        return clock.stamp(os.stat(path).st_mtime)
+    except OSError:
+        return ""
 
 
 def leased_results(root: str, led: ledger.Ledgers, state: fold.LaneState) -> dict[str, int | None]:

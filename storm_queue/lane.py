@@ -34,6 +34,9 @@ class Snapshot:
     results: Mapping[str, int | None] = field(default_factory=dict)
     #: the queue.txt lines that were skipped, and why
     skipped: tuple[Skipped, ...] = ()
+    #: when the lanes and the integrated ledger last changed (stamps, '' unknown): a lane or an
+    #: integration that no log line records dates from there at the latest (see ``starving``)
+    edits: tuple[str, str] = ("", "")
 
     def position(self, slug: str) -> int:
         lane = self.lanes.get(slug)
