@@ -134,6 +134,20 @@ class _Known:
     state: fold.LaneState
 
 
+def _older_format(body: str) -> bool:
+    """Whether a state row's body is a state of an earlier format (which an
+    upgrade leaves behind), rather than a damaged one."""
+    import json
+
+    from .log.checkpoint import FORMAT
+
+    try:
+        v = json.loads(body).get("v")
+    except (ValueError, AttributeError):
+        return False
+    return type(v) is int and 1 <= v < FORMAT
+
+
 def schema_sql() -> str:
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.sql"), encoding="utf-8") as f:
         return f.read()
@@ -272,8 +286,11 @@ class DatabaseStorm(Storm):
             try:
                 base = _Known(body_seq, body_digest, load_state(body))
             except ValueError as exc:
-                raise reader.Damage(self.root, f"the state row cannot be read ({exc}); "
-                                    "storm-queue verify checks the log") from None
+                if not _older_format(body):
+                    raise reader.Damage(self.root, f"the state row cannot be read ({exc}); "
+                                        "storm-queue verify checks the log") from None
+                # written by an earlier storm-queue: fold the whole log, and let the next writer rewrite the row
+                base, self._body_seq = _Known(0, None, fold.EMPTY), -STATE_EVERY
             state = self._fold_on(base, seq, last)
             if state is None:
                 raise reader.Damage(self.root, f"the log's lines after line {body_seq} do not follow the state row "
