@@ -139,3 +139,25 @@ def test_a_malformed_starving_after_is_the_usual_declaration_error(tmp_path):
     assert any("starving_after" in w for w in answer(storm, "list")["warnings"])
     done = storm.cli("doctor", "--json")
     assert ("declaration_unreadable", "storm.toml") in [(f["code"], f["subject"]) for f in json.loads(done.stdout)["findings"]]
+
+
+def test_a_database_state_row_of_an_earlier_format_is_folded_again_from_the_log(pg_server, pg_url):
+    """An upgrade leaves a state row of the format before waivers: it is not
+    damage; the log is folded from its first line and the next request
+    rewrites the row."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    storm = DatabaseStorm(pg_url)
+    storm.make("api 1\nui 2 api\n")
+    answer(storm, "waive", "ui", "api", "--reason", "r")
+    with pg_server.admin(conninfo_to_dict(pg_url)["dbname"]) as conn:
+        body = json.loads(conn.execute("SELECT body FROM storm_queue.state").fetchone()[0])
+        conn.execute("UPDATE storm_queue.state SET body = %s", (json.dumps({**body, "v": body["v"] - 1}),))
+    rows = {r["slug"]: r for r in answer(storm, "list")["rows"]}
+    assert rows["ui"]["state"] == "ready"  # the waiver, folded again from the log
+    answer(storm, "bump", "ui")
+    with pg_server.admin(conninfo_to_dict(pg_url)["dbname"]) as conn:
+        from storm_queue.log.checkpoint import FORMAT
+
+        assert json.loads(conn.execute("SELECT body FROM storm_queue.state").fetchone()[0])["v"] == FORMAT
+    assert answer(storm, "verify")["sound"] is True
