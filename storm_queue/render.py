@@ -9,6 +9,7 @@ import sys
 from .log.reader import RESET_HINT
 from .names import printable, quote
 from .refusals import AUTHORITY, CODES
+from .starving import starving_detail, wait_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,13 +49,6 @@ def _row_json(r: Row, listing: Listing) -> dict[str, Any]:
             "prioritised": r.prioritised, "state": r.state, "status": r.status,
             "waits_on": list(r.waits_on), "mark": mark_json(listing.marks.get(r.slug) if r.prioritised else None),
             "running": r.running or None, **run_json(r.run), **wait_json(listing.waits.get(r.slug))}
-
-
-def wait_json(wait: Any) -> dict[str, Any]:
-    """How long a lane has waited (``starving.Wait``; None: not looked at)."""
-    if wait is None:
-        return {"ready_since": None, "passed_over": 0, "starving": False}
-    return {"ready_since": wait.ready_since, "passed_over": wait.passed_over, "starving": wait.starving}
 
 
 def run_json(run: Run) -> dict[str, Any]:
@@ -106,20 +100,12 @@ def mark_words(mark: Mark | None, slug: str) -> str:
 
 def _plain_row(r: Row, listing: Listing, widths: tuple[int, int, int]) -> str:
     mark = listing.marks.get(r.slug) if r.prioritised else None
-    detail = "; ".join(w for w in (printable(r.status), mark_words(mark, r.slug), _starving(listing, r.slug)) if w)
+    detail = "; ".join(w for w in (printable(r.status), mark_words(mark, r.slug), starving_detail(listing, r.slug)) if w)
     by, at = (printable(mark.by) or "-", printable(mark.at) or "-") if mark else ("-", "-")
     pos = str(r.position) if r.position else "-"
     sw, iw, bw = widths
     return (f"{pos:>4} {'*' if r.prioritised else '-'} {r.slug:<{sw}} {r.issue:<{iw}} {r.state:<8} "
             f"{by:<{bw}} {at:<27} {detail}")
-
-
-def _starving(listing: Listing, slug: str) -> str:
-    """Why the lane is starving, in words ('' when it is not)."""
-    from .starving import starving_words
-
-    wait = listing.waits.get(slug)
-    return starving_words(wait, listing.starving_after) if wait is not None and wait.starving else ""
 
 
 def listing_text(listing: Listing, show_settled: bool = False) -> str:

@@ -26,7 +26,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Iterable
 
+    from typing import Any
+
     from .lane import Snapshot
+    from .outcome import Listing
     from .resolver import Row
 
 
@@ -100,3 +103,15 @@ def duration_words(seconds: int) -> str:
         if seconds % size == 0:
             return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+def starving_detail(listing: Listing, slug: str) -> str:
+    """Why the lane of ``listing`` is starving, in words ('' when it is not)."""
+    wait = listing.waits.get(slug)
+    return starving_words(wait, listing.starving_after) if wait is not None and wait.starving else ""
+
+
+def wait_json(wait: Wait | None) -> dict[str, Any]:
+    """How long a lane has waited, as ``list --json`` gives it (None: not looked at)."""
+    wait = wait or NOT_READY
+    return {"ready_since": wait.ready_since, "passed_over": wait.passed_over, "starving": wait.starving}
