@@ -125,3 +125,15 @@ def test_passed_over_never_exceeds_the_claims_made_while_ready_and_the_order_nev
             assert after is not None and wait.passed_over > 0 and wait.ready_since < stamp(T0 + now - after)
             # starving never comes undone as time passes (nothing else happening)
             assert waits(s, view.rows, after, T0 + now + 3600)[row.slug].starving
+
+
+def test_starving_after_is_a_duration_and_anything_else_is_a_declaration_error():
+    from storm_queue import config
+
+    for text, seconds in (('"1s"', 1), ('"90m"', 5400), ('"6h"', 21600), ('"2d"', 172800)):
+        decl = config.parse(f"[priority]\nstarving_after = {text}\n")
+        assert decl.error is None and decl.starving_after == seconds, text
+    assert config.parse("[priority]\n").starving_after is None
+    for bad in ('"6"', '"0h"', '"-1h"', '"6 h"', '"1w"', "6", '"٣h"', '"99999999999d"', "true"):
+        decl = config.parse(f"[priority]\nstarving_after = {bad}\n")
+        assert decl.sources_error and "starving_after" in decl.sources_error and not decl.log_error, bad
