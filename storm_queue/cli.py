@@ -588,6 +588,28 @@ def unpark(root: str | None, as_json: bool, slug: str, reason: str | None, sourc
     return _answer(_storm(root, wait).unpark(slug, reason, source=source, key=key), as_json)
 
 
+@main.command(epilog=exit_codes(0, 1, (2, "refused: DEP is not a dependency SLUG's line names, a blank --reason; or a usage error"), 3, 4, 5))
+@click.argument("slug", shell_complete=complete_slug)
+@click.argument("dep", shell_complete=complete_slug)
+@click.option("--undo", is_flag=True, help="End the waiver: SLUG waits for DEP again.")
+@request_options
+@dry_run_option
+@common
+def waive(root: str | None, as_json: bool, slug: str, dep: str, undo: bool, reason: str | None, source: str | None,
+          wait: float, key: str | None, dry_run: bool) -> int:
+    """Let SLUG run although its dependency DEP is not integrated.
+
+    Operator only, with --reason; recorded. A waived DEP that is abandoned
+    no longer blocks SLUG, and a waived DEP is not pulled forward when SLUG
+    is prioritised. --undo ends the waiver. why SLUG shows each waiver.
+
+    Example: storm-queue waive billing schema --reason "schema ships in the next release"
+
+    Example: storm-queue waive billing schema --undo --reason "schema is back in scope"
+    """
+    return _answer(_storm(root, wait).waive(slug, dep, reason, undo=undo, source=source, dry_run=dry_run, key=key), as_json)
+
+
 @main.command(epilog=RUNNER_CODES)
 @click.argument("slug", shell_complete=complete_slug)
 @not_before_option(required=True)

@@ -28,6 +28,10 @@ class Listing:
     warnings: list[str]
     marks: Mapping[str, fold.Mark] = field(default_factory=dict)
     seq: int = 0
+    #: how long each lane of the view has waited (``starving.Wait``, by slug; empty when not asked)
+    waits: Mapping[str, Any] = field(default_factory=dict)
+    #: ``[priority] starving_after`` in seconds (None: no lane is ever starving)
+    starving_after: int | None = None
 
     @property
     def decision(self) -> str:

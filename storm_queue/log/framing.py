@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 VERSION = 1
 ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair",
            "claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule",
-           "init", "declare", "add", "settle", "migrate", "adopt")
+           "init", "declare", "add", "settle", "migrate", "adopt", "waive")
 
 _STR, _INT, _BOOL, _LIST, _OPT_STR, _OPT_INT, _OBJ = "str", "int", "bool", "list", "str?", "int?", "object"
 _ROWS = "lane rows"  # an adopt's lane: objects naming a slug, whether it is named, and the old line's by and at
@@ -49,12 +49,14 @@ SCHEMA: dict[str, dict[str, str]] = {
     # the earlier tool's log taken over (see log/adopted.py); a no-op carries nulls and an empty lane
     "adopt": {"name": _OPT_STR, "kept": _OPT_STR, "sha256": _OPT_STR, "bytes": _OPT_INT, "lines": _OPT_INT,
               "lane": _ROWS},
+    "waive": {"slug": _STR, "dep": _STR, "undo": _BOOL, "moved": _LIST, "removed": _LIST},
 }
 OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR}
 #: the fields of each action that hold lane names (a name becomes a directory and a shell word)
 NAMED = {"push": ("slug", "moved", "removed", "deps"), "bump": ("slug", "moved", "removed", "deps"),
          "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder"), "add": ("slug", "deps"),
-         "init": (), "declare": (), "migrate": (), "adopt": ()}  # an adopt's names are checked in its rows
+         "init": (), "declare": (), "migrate": (), "adopt": (),  # an adopt's names are checked in its rows
+         "waive": ("slug", "dep", "moved", "removed")}
 
 
 class Malformed(ValueError):

@@ -78,6 +78,7 @@ REQUESTS: dict[str, tuple[str | None, tuple[str, ...], Callable[[Path], None] | 
     "schedule": (None, (), None, ["schedule", "a", "--not-before", "2030-01-01", "--reason", "why"]),
     "add": (None, (), None, ["add", "z", "5", "--deps", "a", "--reason", "why"]),
     "settle": (None, (), None, ["settle", "a", "integrated", "--reason", "why"]),
+    "waive": (None, (), lambda root: (root / "queue.txt").write_text("a 1\nb 2 a\n"), ["waive", "b", "a", "--reason", "why"]),
 }
 
 #: more requests whose repeats must answer as the first did
