@@ -165,18 +165,17 @@ class Fold:
         for slug in event.get("removed", ()):
             lane.pop(slug, None)
             marks.pop(slug, None)
-        named = event["slug"]
-        mark = None  # made when a slug first takes it: most events mark nothing new
+        # a slug's mark is the event that first gave it one, made a Mark by ``state``
+        # (most marks are dropped again before then)
         for slug in moved:
             if slug not in marks and slug in lane:
-                if mark is None:
-                    mark = self._mark(event, action)
-                marks[slug] = mark
+                marks[slug] = event
+        named = event["slug"]
         if action == "unbump":
             self.named.pop(named, None)
         elif not event.get("noop"):
             if named not in self.named and named in lane:
-                marks[named] = self._mark(event, action) if mark is None else mark
+                marks[named] = event
             self.named.setdefault(named)
             if "not_before" in event:
                 self.runs[named] = replace(self.runs.get(named, NO_RUN), not_before=event["not_before"])
@@ -248,7 +247,11 @@ class Fold:
         """The lane state folded so far (``start`` itself when nothing changed)."""
         if not self.changed:
             return self.start
-        return LaneState(tuple(self.lane), tuple(self.named), dict(self.marks), dict(self.runs),
+        marks = self.marks
+        for slug, mark in marks.items():
+            if not isinstance(mark, Mark):  # the event that marked it (see ``step``)
+                marks[slug] = self._mark(mark, mark["action"])
+        return LaneState(tuple(self.lane), tuple(self.named), dict(marks), dict(self.runs),
                          {by: dict(keys) for by, keys in self.keys.items()}, self.keys_day, self.token_floor, self.moved_to)
 
 
