@@ -184,12 +184,11 @@ def _compile(action: str) -> Callable[..., bool]:
             tests.append(_TEST[kind].format(v=v))
         if name in OPTIONAL and OPTIONAL[name] != kind:
             tests.append(_TEST[OPTIONAL[name]].format(v=v))
-    if texts:  # joining raises TypeError unless every one is text: the caller's "no"
-        tests.append(f"_join(({', '.join(texts)},)) is not None")
+    tests += [f"type({v}) is str" for v in texts]
     if name_lists:
         tests += [f"type({v}) is list" for v in name_lists]
-    if names or name_lists:
-        every = " + ".join([*name_lists, f"[{', '.join(names)}]"] if names else name_lists)
+    if names or name_lists:  # one tuple of every name, one look in ``known`` for all of them
+        every = "(" + ", ".join([f"*{v}" for v in name_lists] + names) + ",)"
         tests.append(f"(known.issuperset({every}) or _learn({every}, known))")
     if action in _TOKEN_ACTIONS:
         tests.append(f"{x['token']} >= 1")
@@ -201,8 +200,7 @@ def _compile(action: str) -> Callable[..., bool]:
     tests.append(f"(len(e) == {len(order) + 1} or _optional_fit(e))")
     body = "\n        and ".join(tests)
     src = f"def fits(e, known, seq, prev):\n    {', '.join(x[n] for n in order)} = _get(e)\n    return ({body})\n"
-    scope: dict[str, Any] = {"_learn": _learn, "_optional_fit": _optional_fit, "_get": itemgetter(*order),
-                             "_join": "".join}
+    scope: dict[str, Any] = {"_learn": _learn, "_optional_fit": _optional_fit, "_get": itemgetter(*order)}
     exec(src, scope)  # noqa: S102 -- built from the schema's names and numbered locals only
     return scope["fits"]
 
