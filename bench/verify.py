@@ -212,12 +212,13 @@ def report(result: dict, command_line: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def put_section(path: Path, section: str) -> None:
-    """Write ``section`` into ``path`` between its markers (appended when absent)."""
+def put_section(path: Path, section: str, begin: str = BEGIN, end: str = END) -> None:
+    """Write ``section`` into ``path`` between its markers ``begin`` and ``end``
+    (appended when absent)."""
     text = path.read_text() if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section.rstrip("\n") + rest.split(END, 1)[1]
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + section.rstrip("\n") + rest.split(end, 1)[1]
     else:
         text = text.rstrip("\n") + ("\n\n" if text else "") + section
     path.write_text(text)
