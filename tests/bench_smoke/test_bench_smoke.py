@@ -126,4 +126,4 @@ def test_the_request_benchmark_runs(tmp_path: Path) -> None:
     assert all(v > 0 for v in result["ratios"].values())
     assert result["imports"]["bump"]["modules"] > result["imports"]["next"]["modules"] > 0
     text = out.read_text()
-    assert text.startswith("# kept\n") and "<!-- bench/requests.py: begin -->" in text and "CPU of `bump`" in text
+    assert text.startswith("# kept\n") and "<!-- bench/startup.py: begin -->" in text and "CPU of `bump`" in text

@@ -1,6 +1,6 @@
 """A request's start-up against a reader's and the interpreter's, in one run:
 
-    python bench/requests.py [--rounds K] [--out bench/README.md] [--json] [--smoke]
+    python bench/startup.py [--rounds K] [--out bench/README.md] [--json] [--smoke]
 
 On two storms of 100 lanes built empty by ``bench/build.py``, as whole
 processes of the installed ``storm-queue`` console script, in ``K`` rounds
@@ -101,7 +101,7 @@ def report(result: dict, command_line: str) -> str:
 
     out = [
         BEGIN,
-        "## A request's start-up (bench/requests.py)",
+        "## A request's start-up (bench/startup.py)",
         "",
         f"Measured {now} on this machine ({os.cpu_count()} cores shared with other work, load average "
         f"{load:.1f} at the end, {platform.system()} {platform.release()}, Python {platform.python_version()}), by:",
@@ -145,7 +145,7 @@ def main() -> int:
         build.build(str(empty), 0, 100)
         build.build(str(root), 0, 100)
         result = measure(empty, root, args.rounds)
-    line = "python bench/requests.py" + ("" if args.rounds == 30 or args.smoke else f" --rounds {args.rounds}") \
+    line = "python bench/startup.py" + ("" if args.rounds == 30 or args.smoke else f" --rounds {args.rounds}") \
         + (" --smoke" if args.smoke else "") + (f" --out {args.out}" if args.out else "")
     text = report(result, line)
     print(json.dumps(result, indent=1) if args.json else text)
