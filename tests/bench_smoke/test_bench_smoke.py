@@ -118,7 +118,7 @@ def test_the_database_benchmark_runs_its_smallest_sizes(pg_server) -> None:
 def test_the_request_benchmark_runs(tmp_path: Path) -> None:
     out = tmp_path / "README.md"
     out.write_text("# kept\n")
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "requests.py"), "--smoke", "--json", "--out", str(out)],
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "startup.py"), "--smoke", "--json", "--out", str(out)],
                           capture_output=True, text=True, env=clean_env(), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
