@@ -125,7 +125,8 @@ def parse(text: str) -> Declaration:
     return Declaration(True, log, tuple(sources), **extra)
 
 
-_AT = re.compile(r" \((?:at line (\d+), column (\d+)|at end of document)\)$")
+#: where tomllib says it stopped (compiled by ``syntax_error``, never on a command's ordinary path)
+_AT = r" \((?:at line (\d+), column (\d+)|at end of document)\)$"
 
 #: what a few of the parser's words usually mean, said after them
 _HINTS = {
@@ -150,7 +151,7 @@ def syntax_error(text: str, parser_says: str) -> str:
     named, saying that the mistake lies between them."""
     import tomllib
 
-    found = _AT.search(parser_says)
+    found = re.search(_AT, parser_says)
     what = parser_says[: found.start()] if found else parser_says
     if what in _HINTS:
         what += f" ({_HINTS[what]})"
