@@ -42,8 +42,18 @@ class DirectoryStorm:
 
         return [lane.slug for lane in read(str(self.path / "queue.txt")).lanes]
 
-    def cli(self, *args: str, env=None):
-        return run_cli(self.root, *args, env=env)
+    def result(self, slug: str):
+        """What a finish recorded for SLUG (its result.json), or None."""
+        path = self.path / "lanes" / slug / ".qwenstorm" / "result.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def settled(self) -> list[str]:
+        """The integrated ledger's slugs, in the order written."""
+        path = self.path / "integrated.txt"
+        return path.read_text().split() if path.exists() else []
+
+    def cli(self, *args: str, env=None, timeout: float = 60):
+        return run_cli(self.root, *args, env=env, timeout=timeout)
 
 
 class DatabaseStorm:
@@ -93,5 +103,29 @@ class DatabaseStorm:
         with psycopg.connect(self.root, autocommit=True) as conn:
             return [r[0] for r in conn.execute("SELECT slug FROM storm_queue.lane ORDER BY pos").fetchall()]
 
-    def cli(self, *args: str, env=None):
-        return run_cli(self.root, *args, env=env)
+    def result(self, slug: str):
+        """What a finish recorded for SLUG (its result row), or None."""
+        import psycopg
+
+        with psycopg.connect(self.root, autocommit=True) as conn:
+            row = conn.execute("SELECT body FROM storm_queue.result WHERE slug = %s", (slug,)).fetchone()
+        return None if row is None else row[0]
+
+    def settled(self) -> list[str]:
+        """The integrated ledger's slugs."""
+        import psycopg
+
+        with psycopg.connect(self.root, autocommit=True) as conn:
+            return [r[0] for r in conn.execute("SELECT slug FROM storm_queue.settled WHERE ledger = 'integrated'")]
+
+    def cli(self, *args: str, env=None, timeout: float = 60):
+        return run_cli(self.root, *args, env=env, timeout=timeout)
+
+
+def open_store(kind: str, request, tmp_path: Path):
+    """A fresh, empty storm of KIND ("directory": under TMP_PATH, not yet
+    made; "database": a fresh database on the session's throwaway server,
+    through the ``pg_url`` fixture), for REQUEST's test."""
+    if kind == "directory":
+        return DirectoryStorm(tmp_path)
+    return DatabaseStorm(request.getfixturevalue("pg_url"))
