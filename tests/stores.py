@@ -7,14 +7,45 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import log_events, make_storm, run_cli
+from tests.conftest import clean_env, log_events, make_storm, run_cli
 
 #: what a database storm cannot hold, so cases that need it run on a directory alone:
 #: running markers without a lease, UNATTENDED, and hand edits of queue.txt
 DIRECTORY_ONLY = ("running", "unattended", "edit_queue")
 
 
-class DirectoryStorm:
+class _Either:
+    """What reads the same on either store: through the library's own Storm."""
+
+    root: str
+
+    def snapshot(self):
+        """The storm as the request path reads it now (lanes, ledgers, the
+        state as stored), a ``lane.Snapshot``."""
+        from storm_queue.desk import Storm
+
+        storm = Storm.find(self.root, env=clean_env())
+        try:
+            return storm._snapshot(storm._read(storm.declaration()))
+        finally:
+            getattr(storm, "close", lambda: None)()
+
+    def replayed(self):
+        """The lane state a replay of every event from line 1 folds to."""
+        from storm_queue import fold
+
+        return fold.replay(self.events())
+
+    def equals_its_derivation(self) -> bool:
+        """Whether the stored state is the full replay, and its lane the
+        derivation of its named set (contract: the lane equals its derivation)."""
+        from storm_queue.lane import derive
+
+        snap = self.snapshot()
+        return snap.state == self.replayed() and snap.state.lane == derive(snap, snap.state.named)
+
+
+class DirectoryStorm(_Either):
     kind = "directory"
 
     def __init__(self, tmp_path: Path):
@@ -37,6 +68,11 @@ class DirectoryStorm:
     def events(self) -> list[dict]:
         return log_events(self.path)
 
+    def lines(self) -> list[bytes]:
+        """Every log line as stored, newline included."""
+        path = self.path / "priority.log"
+        return path.read_bytes().splitlines(keepends=True) if path.exists() else []
+
     def lanes(self) -> list[str]:
         from storm_queue.queuefile import read
 
@@ -56,7 +92,7 @@ class DirectoryStorm:
         return run_cli(self.root, *args, env=env, timeout=timeout)
 
 
-class DatabaseStorm:
+class DatabaseStorm(_Either):
     """A storm in a fresh database, its rows written as the operator's role
     would write them (lanes in order, settled, results)."""
 
@@ -96,6 +132,13 @@ class DatabaseStorm:
         with psycopg.connect(self.root, autocommit=True) as conn:
             rows = conn.execute("SELECT line FROM storm_queue.event ORDER BY seq").fetchall()
         return [json.loads(bytes(r[0])) for r in rows]
+
+    def lines(self) -> list[bytes]:
+        """Every log line as stored, newline included."""
+        import psycopg
+
+        with psycopg.connect(self.root, autocommit=True) as conn:
+            return [bytes(r[0]) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq").fetchall()]
 
     def lanes(self) -> list[str]:
         import psycopg
