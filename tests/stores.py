@@ -10,8 +10,9 @@ from pathlib import Path
 from tests.conftest import clean_env, log_events, make_storm, run_cli
 
 #: what a database storm cannot hold, so cases that need it run on a directory alone:
-#: running markers without a lease, UNATTENDED, and hand edits of queue.txt
-DIRECTORY_ONLY = ("running", "unattended", "edit_queue")
+#: running markers without a lease, and hand edits of queue.txt (UNATTENDED is
+#: the declared [runner] unattended there: DatabaseStorm.make(unattended=True))
+DIRECTORY_ONLY = ("running", "edit_queue")
 
 
 class _Either:
@@ -52,8 +53,11 @@ class DirectoryStorm(_Either):
         self.path = tmp_path / "storm"
         self.root: str = str(self.path)
 
-    def make(self, queue: str, integrated=(), abandoned=(), finished=(), toml: str | None = None) -> None:
-        make_storm(self.path, queue, integrated=integrated, abandoned=abandoned, finished=finished, toml=toml)
+    def make(self, queue: str, integrated=(), abandoned=(), finished=(), toml: str | None = None,
+             unattended: bool = False) -> None:
+        """queue.txt, the ledgers, result.json files, storm.toml, and the UNATTENDED file."""
+        make_storm(self.path, queue, integrated=integrated, abandoned=abandoned, finished=finished, toml=toml,
+                   unattended=unattended)
 
     def settle(self, slugs) -> None:
         with open(self.path / "integrated.txt", "a") as f:
@@ -107,8 +111,16 @@ class DatabaseStorm(_Either):
         with psycopg.connect(self.root, autocommit=True) as conn, conn.cursor() as cur:
             cur.executemany(sql, rows)
 
-    def make(self, queue: str, integrated=(), abandoned=(), finished=(), toml: str | None = None) -> None:
+    def make(self, queue: str, integrated=(), abandoned=(), finished=(), toml: str | None = None,
+             unattended: bool = False) -> None:
+        """The storm's rows; ``unattended`` is the declared ``[runner] unattended``
+        (a database storm's UNATTENDED), added to ``toml``."""
         from storm_queue.queuefile import parse
+
+        if unattended:
+            toml = toml or ""
+            toml = (toml.replace("[runner]\n", "[runner]\nunattended = true\n", 1) if "[runner]\n" in toml
+                    else toml + "\n[runner]\nunattended = true\n")
 
         done = run_cli(None, "init", self.root)
         assert done.returncode == 0, done.stderr

@@ -56,7 +56,7 @@ def test_case(under_test, case: dict, kind: str) -> None:
                    unattended=case.get("unattended", False), toml=case.get("toml"))
     else:
         storm.make(case["queue"], integrated=case.get("integrated", ()), abandoned=case.get("abandoned", ()),
-                   finished=case.get("finished", ()), toml=case.get("toml"))
+                   finished=case.get("finished", ()), toml=case.get("toml"), unattended=case.get("unattended", False))
     for step in case["steps"]:
         if "do" not in step:
             _apply_step(storm, step)
