@@ -242,12 +242,6 @@ class DatabaseStorm(Storm):
         raise NotHere(f"{command} examines a directory storm's files and does not yet examine a database storm; "
                       "use storm-queue verify (the log and the state row) and storm-queue list")
 
-    def examine(self, now: float | None = None):
-        """What ``doctor`` reads of the storm (``dbdoctor.gather``)."""
-        from . import dbdoctor
-
-        return dbdoctor.gather(self, now)
-
     def declaration(self) -> config.Declaration:
         """What the last ``declare`` recorded (none: no source, default runner
         settings), read now; parsed again only when its text changed."""

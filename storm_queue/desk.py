@@ -66,12 +66,6 @@ class Storm(Requests, Leases, Passage):
     def declaration(self) -> config.Declaration:
         return config.load(self.root)
 
-    def examine(self, now: float | None = None):
-        """What ``doctor`` reads of the storm, for its ``diagnose(hours)``."""
-        from . import doctor
-
-        return doctor.gather(self.directory("doctor"), now)
-
     def _known(self, decl: config.Declaration) -> None:
         """Raise ``UnknownOrder`` when storm.toml hides the log's place."""
         if decl.log_error:
