@@ -468,6 +468,28 @@ def reset(root: str | None, as_json: bool, reason: str | None, source: str | Non
     return _answer(_storm(root, wait).reset(reason, source=source, key=key), as_json)
 
 
+@main.command(epilog=exit_codes((0, "adopted, or a recorded no-op: the log is already storm-queue's"), 1,
+                                (2, "refused: a blank --reason, or a usage error"),
+                                (3, "the old log breaks its format (the line is named) or is shorter than its witness; nothing changed"), 4, 5))
+@dry_run_option
+@request_options
+@common
+def adopt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
+          dry_run: bool) -> int:
+    """Take over a priority log written by the earlier priority tool.
+
+    Operator only. The old log is checked line by line, kept byte for byte
+    as priority.log.adopted-STAMP, and replayed: the new log's first line
+    records its lane in the same order, each lane with who put it there
+    and when. On a storm whose log is already storm-queue's: a recorded
+    no-op. With --dry-run: the lane it would adopt and the run order
+    after it; nothing is written.
+
+    Example: storm-queue adopt --reason "moving the storm to storm-queue"
+    """
+    return _answer(_storm(root, wait).adopt(reason, source=source, key=key, dry_run=dry_run), as_json)
+
+
 RUNNER_CODES = exit_codes((0, "done; for claim, a decision was printed"), 1,
                           (2, "refused: a stale token, a TTL out of range, a lane not in that state; or a usage error"),
                           3, 4, 5)
@@ -564,6 +586,28 @@ def unpark(root: str | None, as_json: bool, slug: str, reason: str | None, sourc
     Example: storm-queue unpark e --reason "flaky disk replaced"
     """
     return _answer(_storm(root, wait).unpark(slug, reason, source=source, key=key), as_json)
+
+
+@main.command(epilog=exit_codes(0, 1, (2, "refused: DEP is not a dependency SLUG's line names, a blank --reason; or a usage error"), 3, 4, 5))
+@click.argument("slug", shell_complete=complete_slug)
+@click.argument("dep", shell_complete=complete_slug)
+@click.option("--undo", is_flag=True, help="End the waiver: SLUG waits for DEP again.")
+@request_options
+@dry_run_option
+@common
+def waive(root: str | None, as_json: bool, slug: str, dep: str, undo: bool, reason: str | None, source: str | None,
+          wait: float, key: str | None, dry_run: bool) -> int:
+    """Let SLUG run although its dependency DEP is not integrated.
+
+    Operator only, with --reason; recorded. A waived DEP that is abandoned
+    no longer blocks SLUG, and a waived DEP is not pulled forward when SLUG
+    is prioritised. --undo ends the waiver. why SLUG shows each waiver.
+
+    Example: storm-queue waive billing schema --reason "schema ships in the next release"
+
+    Example: storm-queue waive billing schema --undo --reason "schema is back in scope"
+    """
+    return _answer(_storm(root, wait).waive(slug, dep, reason, undo=undo, source=source, dry_run=dry_run, key=key), as_json)
 
 
 @main.command(epilog=RUNNER_CODES)

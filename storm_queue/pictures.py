@@ -167,7 +167,8 @@ def show_watch(root: str, console: Console) -> None:
     from . import clock
     from .desk import Storm
     from .records import replace
-    from .watch import Source, build, rich_view
+    from .frame import build, rich_view
+    from .watch import Source
 
     listing, events = Source(Storm.find(root, env={})).read()
     console.print(rich_view(build(replace(listing, root=SHOWN_ROOT), events, clock.now())))

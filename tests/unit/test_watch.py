@@ -1,12 +1,12 @@
 """The frame of ``storm-queue watch`` as a pure function of a listing, the
-log's last events and the time (storm_queue.watch.build), drawn as plain
+log's last events and the time (storm_queue.watch_frame.build), drawn as plain
 text and by rich; no file, terminal or clock is touched."""
 
 from __future__ import annotations
 
 import io
 
-from storm_queue import queuefile, watch
+from storm_queue import frame as watch_frame, queuefile, watch
 from storm_queue.clock import stamp
 from storm_queue.desk import Listing
 from storm_queue.fold import Attempt, LaneState, Lease, Mark, Run
@@ -57,7 +57,7 @@ EVENTS = [{"v": 1, "seq": n, "at": stamp(T0 - 1000 + n), "by": "operator:alice",
 
 
 def test_the_frame_holds_what_the_operator_asked_for() -> None:
-    frame = watch.build(listing(), EVENTS, NOW)
+    frame = watch_frame.build(listing(), EVENTS, NOW)
     assert frame.decision == "run docs 15"
     (held,) = frame.running
     assert (held.slug, held.holder, held.token, held.kind) == ("schema", "runner-1", 3, "lease")
@@ -67,12 +67,12 @@ def test_the_frame_holds_what_the_operator_asked_for() -> None:
     assert frame.priority[0].why.startswith("pulled forward for api; reason ")
     assert [(h.state, h.slug) for h in frame.held] == [("quarantined", "flaky"), ("scheduled", "later"), ("blocked", "stuck")]
     assert "in 1h30m" in frame.held[1].words
-    assert len(frame.events) == watch.EVENTS and frame.events[-1][0] == "refused"
+    assert len(frame.events) == watch_frame.EVENTS and frame.events[-1][0] == "refused"
     assert frame.events[0][1].lstrip().startswith("4 ")  # the last ten, oldest first
 
 
 def test_plain_text_is_one_line_an_item_and_escapes_outside_text() -> None:
-    text = watch.plain_text(watch.build(listing(), EVENTS, NOW))
+    text = watch_frame.plain_text(watch_frame.build(listing(), EVENTS, NOW))
     assert "\x1b" not in text
     lines = text.splitlines()
     assert lines[1] == "next: run docs 15"
@@ -89,11 +89,11 @@ def test_the_rich_view_shows_markup_in_outside_text_literally() -> None:
 
     out = io.StringIO()
     Console(file=out, width=200, force_terminal=True, color_system="standard").print(
-        watch.rich_view(watch.build(listing(), EVENTS, NOW), footer="q quits"))
+        watch_frame.rich_view(watch_frame.build(listing(), EVENTS, NOW), footer="q quits"))
     raw = out.getvalue()
     assert "[bold]loud[/bold]" in raw and "\x1b[31mred" not in raw and "\x1b[2J" not in raw
     plain = io.StringIO()
-    Console(file=plain, width=200, no_color=True).print(watch.rich_view(watch.build(listing(), EVENTS, NOW), footer="q quits"))
+    Console(file=plain, width=200, no_color=True).print(watch_frame.rich_view(watch_frame.build(listing(), EVENTS, NOW), footer="q quits"))
     shown = plain.getvalue()
     assert "\x1b" not in shown
     for words in ("next: run docs 15", "runner-1", "7m30s left of 10m00s", "priority lane, in run order (3)",
@@ -105,46 +105,46 @@ def test_a_short_terminal_cuts_the_lane_lists_saying_how_many_are_not_shown() ->
     from rich.console import Console
 
     out = io.StringIO()
-    Console(file=out, width=120, no_color=True).print(watch.rich_view(watch.build(listing(), EVENTS, NOW), height=20))
+    Console(file=out, width=120, no_color=True).print(watch_frame.rich_view(watch_frame.build(listing(), EVENTS, NOW), height=20))
     shown = out.getvalue()
     assert "... and 2 more (storm-queue list shows them all)" in shown  # of the priority lane's three
     assert "last 1 log event\n" in shown  # the newest
     assert "\n  ... and 2 more (storm-queue list shows them all)\n\nquarantined" in shown  # the priority lane: two of three not shown
     out = io.StringIO()
-    Console(file=out, width=120, no_color=True).print(watch.rich_view(watch.build(listing(), EVENTS, NOW), height=19))
+    Console(file=out, width=120, no_color=True).print(watch_frame.rich_view(watch_frame.build(listing(), EVENTS, NOW), height=19))
     assert "log: a taller terminal shows the last events (storm-queue log --last 10)" in out.getvalue()
     assert "10m00s ago" in shown  # when the request put schema there
 
 
 def test_time_alone_moves_the_lease_bar_and_says_when_it_expired() -> None:
     later = stamp(T0 + 500)
-    frame = watch.build(listing(later), [], later)
+    frame = watch_frame.build(listing(later), [], later)
     (held,) = frame.running
     assert held.kind == "orphan"
-    assert watch.lease_words(held) == "lease expired 50s ago: the next claim or recover takes it back"
-    assert watch.bar(held.left, held.ttl) == "[" + "-" * 20 + "]"
+    assert watch_frame.lease_words(held) == "lease expired 50s ago: the next claim or recover takes it back"
+    assert watch_frame.bar(held.left, held.ttl) == "[" + "-" * 20 + "]"
     assert watch.boundary(listing(), NOW) == stamp(T0 + 450)
 
 
 def test_durations() -> None:
-    assert [watch.duration(s) for s in (0, 59, 61, 3599, 3600 * 5 + 60, 86400 * 2 + 3600)] == [
+    assert [watch_frame.duration(s) for s in (0, 59, 61, 3599, 3600 * 5 + 60, 86400 * 2 + 3600)] == [
         "0s", "59s", "1m01s", "59m59s", "5h01m", "2d01h"]
 
 
 def test_a_failed_read_keeps_the_last_frame_and_says_why() -> None:
-    last = watch.build(listing(), EVENTS, NOW)
-    frame = watch.failed("/storms/spring", "the priority order is unknown: line\n3", NOW, last)
+    last = watch_frame.build(listing(), EVENTS, NOW)
+    frame = watch_frame.failed("/storms/spring", "the priority order is unknown: line\n3", NOW, last)
     assert frame.decision == "unknown" and frame.priority == last.priority
-    assert "error: the priority order is unknown: line\\x0a3" in watch.plain_text(frame).splitlines()
+    assert "error: the priority order is unknown: line\\x0a3" in watch_frame.plain_text(frame).splitlines()
 
 
 def test_the_rich_view_fits_the_terminal_height() -> None:
     from rich.console import Console
 
-    frame = watch.build(listing(), EVENTS, NOW)
+    frame = watch_frame.build(listing(), EVENTS, NOW)
     for height in (20, 24, 30, 40):
         out = io.StringIO()
-        Console(file=out, width=120, no_color=True).print(watch.rich_view(frame, height=height, footer="q quits"))
+        Console(file=out, width=120, no_color=True).print(watch_frame.rich_view(frame, height=height, footer="q quits"))
         lines = out.getvalue().splitlines()
         assert len(lines) <= height, (height, lines)
         assert lines[-1] == "q quits" and "next: run docs 15" in lines
