@@ -793,9 +793,14 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     from . import doctor as audit, render
 
     storm = _storm(root)
-    facts = audit.gather(storm.directory("doctor"))
+    if getattr(storm, "url", None):  # a database storm: its doctor, imported only for one
+        from .dbdoctor import gather
+
+        facts = gather(storm)
+    else:
+        facts = audit.gather(storm.directory("doctor"))
     hours = running_hours or facts.declaration.running_hours or audit.DEFAULT_RUNNING_HOURS
-    findings = audit.diagnose(facts, hours)
+    findings = facts.diagnose(hours)
     if as_json:
         render.emit_json(audit.report_json(storm.root, hours, findings))
     elif findings:

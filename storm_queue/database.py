@@ -346,7 +346,7 @@ class DatabaseStorm(Storm):
         results = rows["results"]
         led = Ledgers(frozenset(s for s, how in settled if how == "integrated"),
                       frozenset(s for s, how in settled if how == "abandoned"),
-                      frozenset(results), {}, False)
+                      frozenset(results), {}, self._decl is not None and self._decl[1].runner.unattended)
         tokens = {}
         for slug, run in log.state.runs.items():
             if run.lease is not None and slug in results:

@@ -18,6 +18,7 @@ from .names import as_text, quote
 from .outcome import Listing, Outcome, Step  # noqa: F401 -- the answers, where callers look for them
 from .adoption import Adoption
 from .passage import Passage
+from .records import replace
 from .requests import Requests
 from .resolver import View, resolve
 from .roots import find_root, is_url  # noqa: F401 -- where a storm is, where callers look for it
@@ -82,6 +83,8 @@ class Storm(Requests, Leases, Adoption, Passage):
         """The storm as read now (or at the stamp ``at``)."""
         queue = queuefile.read(os.path.join(self.root, "queue.txt"))
         led = ledger.read(self.root)
+        if not led.unattended and self.declaration().runner.unattended:  # the file, or the declared key
+            led = replace(led, unattended=True)
         return Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, at or now(),
                         leased_results(self.root, led, log.state), queue.skipped,
                         (changed(os.path.join(self.root, "queue.txt")), changed(os.path.join(self.root, ledger.INTEGRATED))))
