@@ -16,172 +16,35 @@ The driver (psycopg 3) is imported only here, and only for a URL root.
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 
 from . import config, fold
 from .authority import LANE_ENV, decide
+from .dbdeclare import Declaring, InvalidDeclaration  # noqa: F401 -- InvalidDeclaration: a name others may import from here
+from .dblog import LogRows
 from .desk import Listing, Outcome, Storm, now
-from .errors import Busy, InitRefused, NoStorm, NotHere, RecordFailed, StormError, StormUnreadable
+from .errors import Busy, NoStorm, NotHere, RecordFailed, StormUnreadable
 from .lane import Snapshot
 from .ledger import Ledgers
 from .log import reader
 from .log.checkpoint import dump_state, load_state
-from .log.framing import Malformed, decode, digest, sha256
+from .log.framing import Malformed, decode, digest
 from .log.writer import frame
+from .postgres import (CONNECT_TIMEOUT, GRANT_HINT, LOCK_KEYS, Created, _driver, _Known, _words,  # noqa: F401 -- the names others import from here
+                       connect, create, insert_state, schema_sql, shown)
 from .queuefile import Lane, split_deps
 from .records import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable, Iterator, Mapping
-
-#: the advisory lock of the storm (one storm per database): two int4 keys
-LOCK_KEYS = (0x73746F72, 0x6D71)
-GRANT_HINT = ("the operator can grant reading with: GRANT USAGE ON SCHEMA storm_queue TO ROLE; "
-              "GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO ROLE")
-
-
-def shown(url: str) -> str:
-    """``url`` with any password replaced by ``***``: what may be printed."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "the database URL"
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
-
-
-def _password(url: str) -> str | None:
-    from urllib.parse import unquote, urlsplit
-
-    try:
-        pw = urlsplit(url).password
-    except ValueError:
-        return None
-    return unquote(pw) if pw else None
-
-
-def _words(exc: BaseException, url: str) -> str:
-    """The server's or driver's message in one line, never carrying the password."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    pw = _password(url)
-    return text.replace(pw, "***") if pw else text
-
-
-def _driver():
-    try:
-        import psycopg
-    except ImportError:
-        raise NoStorm("this root is a database URL, and storm-queue's PostgreSQL support is not installed: "
-                      "install storm-queue[postgresql]") from None
-    return psycopg
-
-
-#: seconds to wait for the server when the URL sets no ``connect_timeout``
-CONNECT_TIMEOUT = 10
-
-
-def _connect_timeout(url: str) -> dict[str, int]:
-    """``connect_timeout`` for the driver: none when the URL sets its own
-    (libpq's parameter, which then wins), else ``CONNECT_TIMEOUT``."""
-    from psycopg.conninfo import conninfo_to_dict
-
-    try:
-        given = conninfo_to_dict(url).get("connect_timeout")
-    except Exception:  # noqa: BLE001 -- a malformed URL is refused by connect() itself, with its words
-        given = None
-    return {} if given not in (None, "") else {"connect_timeout": CONNECT_TIMEOUT}
-
-
-def connect(url: str):
-    """A connection (autocommit; transactions are explicit); ``NoStorm``
-    (exit 2) saying why when the server cannot be reached or refuses.
-    A ``connect_timeout`` in the URL bounds the wait for the server
-    (default ``CONNECT_TIMEOUT`` seconds)."""
-    psycopg = _driver()
-    try:
-        return psycopg.connect(url, autocommit=True, application_name="storm-queue", **_connect_timeout(url))
-    except psycopg.Error as exc:
-        raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
-    except Exception as exc:  # noqa: BLE001 -- a malformed URL is the driver's ProgrammingError or ValueError
-        raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
-
+    from typing import Any, Iterator, Mapping
 
 #: a writer rewrites the state row's body once the log is this many lines past it
 STATE_EVERY = 32
 #: a storm object folds the lines after the state it knows, rather than read the body, up to this many
 FOLD_AT_MOST = 4 * STATE_EVERY
 
-
-def insert_state(conn, seq: int, last: str | None, state: fold.LaneState) -> None:
-    """The state row of a new storm whose log ends at line ``seq`` (digest
-    ``last``) and folds to ``state``."""
-    conn.execute("INSERT INTO storm_queue.state (id, seq, digest, body, body_seq, body_digest) "
-                 "VALUES (1, %s, %s, %s, %s, %s)", (seq, last, dump_state(state), seq, last))
-
-
-@dataclass(frozen=True)
-class _Known:
-    """The lane ``state`` the log folds to at line ``seq`` (digest ``last``)."""
-
-    seq: int
-    last: str | None
-    state: fold.LaneState
-
-
-def schema_sql() -> str:
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.sql"), encoding="utf-8") as f:
-        return f.read()
-
-
-@dataclass(frozen=True)
-class Created:
-    """What ``init URL`` made."""
-
-    root: str
-    operator: str
-    files: tuple[str, ...] = ("schema storm_queue",)
-
-
-def create(url: str) -> Created:
-    """Create the storm in the database ``url`` names and record its first
-    line; the connecting role becomes its operator. ``InitRefused`` (exit
-    2, nothing changed) when the database already holds a storm."""
-    psycopg = _driver()
-    conn = connect(url)
-    try:
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK_KEYS)
-            role, db = conn.execute("SELECT session_user, current_database()").fetchone()
-            found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'storm_queue'").fetchone()
-            if found:
-                raise InitRefused(f"the database {db} ({shown(url)}) already holds a storm (schema storm_queue); "
-                                  "nothing was changed")
-            conn.execute(schema_sql())
-            at = now()
-            (event, line), = frame([{"action": "init", "storm": db, "operator": role}], 0, None, at, f"operator:{role}")
-            conn.execute("INSERT INTO storm_queue.storm (id, operator, created) VALUES (1, %s, %s)", (role, at))
-            conn.execute("INSERT INTO storm_queue.event (seq, line) VALUES (1, %s)", (line,))
-            state = fold.replay([event])
-            insert_state(conn, 1, digest(line), state)
-    except psycopg.errors.InsufficientPrivilege as exc:
-        raise InitRefused(f"role cannot create a storm in {shown(url)}: {_words(exc, url)}; "
-                          "the role needs CREATE on the database") from None
-    except psycopg.errors.DuplicateSchema:
-        raise InitRefused(f"the database {shown(url)} already holds a storm (schema storm_queue); nothing was changed") from None
-    except psycopg.Error as exc:
-        raise StormError(f"init of {shown(url)} failed, nothing was created: {_words(exc, url)}") from None
-    finally:
-        conn.close()
-    return Created(shown(url), role)
-
-
-class DatabaseStorm(Storm):
+class DatabaseStorm(Declaring, LogRows, Storm):
     """One storm in a PostgreSQL database, named by its libpq URL."""
 
     def __init__(self, url: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
@@ -343,72 +206,6 @@ class DatabaseStorm(Storm):
     def why(self, slug: str):
         with self._errors():
             return super().why(slug)
-
-    def _lines(self) -> Iterator[bytes]:
-        """Every log line, by seq, streamed from one snapshot."""
-        with self._errors(), self.conn.transaction():
-            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            with self.conn.cursor(name="storm_queue_lines") as cur:
-                cur.itersize = 2000
-                cur.execute("SELECT seq, line FROM storm_queue.event ORDER BY seq")
-                for seq, line in cur:
-                    yield seq, bytes(line)
-
-    def history(self, each: Callable[[bytes, dict[str, Any]], None], decl: config.Declaration | None = None) -> reader.LogRead:
-        """Every line, oldest first, checked as a directory log's reader checks it."""
-        out = reader.LogRead(self.root, log_exists=True)
-        folder = fold.Fold()
-        for line, event in self._checked():
-            folder.step(event)
-            out.seq, out.digest, out.length = event["seq"], digest(line), out.length + len(line)
-            each(line, event)
-        out.state = folder.state()
-        return out
-
-    def _checked(self) -> Iterator[tuple[bytes, dict[str, Any]]]:
-        """The lines and their events; ``reader.Damage`` at the first that breaks framing, seq or chain."""
-        prev, offset, expected = None, 0, 1
-        for seq, line in self._lines():
-            try:
-                event = decode(line)
-            except Malformed as exc:
-                raise reader.Damage(self.root, f"line {expected} is malformed: {exc}", expected, offset) from None
-            if seq != expected or event["seq"] != expected:
-                raise reader.Damage(self.root, f"line {expected} has seq {event['seq']}, expected {expected}", expected, offset)
-            if event["prev"] != prev:
-                raise reader.Damage(self.root, f"line {expected} breaks the chain: its prev does not match line "
-                                    f"{expected - 1}", expected, offset)
-            yield line, event
-            prev, offset, expected = digest(line), offset + len(line), expected + 1
-
-    def verify(self, progress: Callable[[int], None] | None = None):
-        """Check every line from the first (``audit.check_lines``, the rules
-        a directory log is checked by), and that the state row's body with
-        the lines after it folds to what the full replay does."""
-        from .log.audit import Problem, check_lines
-
-        out = check_lines((line for _, line in self._lines()), self.root, progress)
-        if out.problem is not None:
-            return out
-        with self._errors(), self.conn.transaction():
-            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            seq, last, body, body_seq, body_digest = self.conn.execute(
-                "SELECT seq, digest, body, body_seq, body_digest FROM storm_queue.state").fetchone()
-            if seq != out.lines:  # a writer appended since the lines were read: its state row is newer
-                out.warnings.append(f"the log grew to line {seq} during the audit; the state row was not compared")
-                return out
-            try:
-                folded = self._fold_on(_Known(body_seq, body_digest, load_state(body)), seq, last)
-            except ValueError:
-                folded = None
-        out.checkpoint_line = body_seq
-        agrees = last == out.digest and folded == out.state
-        out.checkpoint = "agrees" if agrees else "disagrees"
-        if not agrees:
-            out.problem = Problem(f"the state row (its body at line {body_seq}, with the lines after it) is not what "
-                                  "the whole log folds to; commands trust it, so the order they give is not the log's",
-                                  body_seq, out.length)
-        return out
 
     def next(self) -> tuple[Listing, list[str]]:
         """Decide; then, as the operator, mark blocked the lanes met before
@@ -600,166 +397,9 @@ class DatabaseStorm(Storm):
                               (row.slug, Jsonb(body)))
         return []
 
-    # -- the declaration ----------------------------------------------------
-
-    def declare(self, path: str, reason: str | None = None, key: str | None = None) -> Outcome:
-        """Record the file at ``path`` as the storm's declaration (operator only)."""
-        import json
-        import tomllib
-
-        from .outcome import Request, Step
-        from .shapes import optional_text
-
-        try:
-            with open(path, "rb") as f:
-                raw = f.read()
-        except OSError as exc:
-            raise NoStorm(f"cannot read {path} ({exc.strerror}); nothing was declared") from None
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidDeclaration(f"{path} is not UTF-8 text; nothing was declared") from None
-        decl = config.parse(text)
-        if decl.error:
-            raise InvalidDeclaration(f"{path}: {decl.error}; nothing was declared")
-        content = json.loads(json.dumps(tomllib.loads(text), default=str))
-        sha = sha256(raw).hexdigest()
-        req = Request("declare", None, optional_text(reason), None, optional_text(key), (sha,))
-
-        def plan(snap: Snapshot, by: str):
-            current = self.conn.execute("SELECT declaration_sha256 FROM storm_queue.storm").fetchone()[0]
-            body = {"action": "declare", "sha256": sha, "declaration": content}
-            if current == sha:
-                body["noop"] = "the storm already holds this declaration"
-                return Step(Outcome("noop", "declare", None, by, message=f"nothing to do: {body['noop']}"), [body])
-
-            def before() -> None:
-                self.conn.execute("UPDATE storm_queue.storm SET declaration = %s, declaration_sha256 = %s", (text, sha))
-
-            return Step(Outcome("done", "declare", None, by, message=f"the storm's declaration is now {path} (sha256 {sha[:16]})"),
-                        [body], before=before)
-
-        return self._request(req, None, plan, operator_only=True)
-
-
-class InvalidDeclaration(NotHere):
-    """A file ``declare`` cannot record: nothing changed (exit 2)."""
-
 
 @dataclass(frozen=True)
 class _Role:
     """The caller of a database storm, as the request path names it."""
 
     name: str
-
-
-@dataclass(frozen=True)
-class Migrated:
-    """What ``migrate`` carried: the database, the lines, and what a database cannot hold."""
-
-    root: str
-    lines: int
-    lanes: int
-    left: tuple[str, ...]
-
-
-def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0) -> Migrated:
-    """Carry the directory storm at ``directory`` into the empty database
-    ``url`` (the directory's operator only): lanes, ledgers, results,
-    leases, the declaration and every line of its log with its seq and
-    chain; then record on the directory a last line naming where it went."""
-    from . import authority, ledger, queuefile
-    from .errors import Refused, UnknownOrder
-    from .log import lock, writer
-
-    psycopg = _driver()
-    src = Storm(directory, env, wait)
-    who, op = authority.caller(src.env), authority.owner(directory)
-    decl = src.declaration()
-    verdict = authority.judge(who, op, decl, None, operator_only=True)
-    if not verdict.admitted:
-        raise Refused(verdict.refusal.code, f"{verdict.refusal.message}; nothing was migrated", 1, False)
-    if decl.log_error:
-        raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; nothing was migrated")
-    log_path = src.log_path(decl)
-    conn = connect(url)
-    try:
-        with lock.held(log_path, wait, may_create=True):
-            with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK_KEYS)
-                role = conn.execute("SELECT session_user").fetchone()[0]
-                if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'storm_queue'").fetchone():
-                    raise InitRefused(f"the database {shown(url)} already holds a storm; migrate needs an empty one; "
-                                      "nothing was migrated")
-                conn.execute(schema_sql())
-                batch: list[tuple[int, bytes]] = []
-
-                def each(line: bytes, event: dict[str, Any]) -> None:
-                    batch.append((event["seq"], line))
-                    if len(batch) >= 1000:
-                        flush()
-
-                def flush() -> None:
-                    with conn.cursor() as cur:
-                        cur.executemany("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)", batch)
-                    batch.clear()
-
-                log = reader.read(log_path, use_checkpoint=False, each=each)
-                if log.state.moved_to:
-                    raise NotHere(f"this storm already moved to {log.state.moved_to}; nothing was migrated")
-                if log.fresh or not log.seq:
-                    raise NotHere(f"{directory} has recorded nothing yet: start the database storm with storm-queue init URL")
-                flush()
-                at = now()
-                body = {"action": "migrate", "to": shown(url)}
-                if log.torn:
-                    raise NotHere("the log ends in a torn write: make one request there first (it repairs it), then migrate")
-                queue = queuefile.read(os.path.join(directory, "queue.txt"))
-                led = ledger.read(directory)
-                conn.execute("INSERT INTO storm_queue.storm (id, operator, created, declaration, declaration_sha256) "
-                             "VALUES (1, %s, %s, %s, %s)", (role, at, *_declaration_text(directory, decl)))
-                with conn.cursor() as cur:
-                    cur.executemany("INSERT INTO storm_queue.lane (slug, issue, deps) VALUES (%s, %s, %s)",
-                                    [(lane.slug, lane.issue, list(lane.deps)) for lane in queue.lanes])
-                    cur.executemany("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, %s, %s)",
-                                    [(s, "integrated", at) for s in sorted(led.integrated)]
-                                    + [(s, "abandoned", at) for s in sorted(led.abandoned - led.integrated)])
-                    cur.executemany("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s)",
-                                    [(s, _result_json(directory, s)) for s in sorted(led.finished)])
-                insert_state(conn, log.seq, log.digest, log.state)
-                left = tuple([f"queue.txt line {s.line} (skipped there)" for s in queue.skipped]
-                             + [f"the running marker of {s} (no lease behind it)" for s in led.running
-                                if log.state.run(s).lease is None]
-                             + (["UNATTENDED"] if led.unattended else []))
-            # the database holds the storm now: the directory's last line says where it went
-            writer.append(reader.read(log_path), [body], at, verdict.by)
-    except psycopg.Error as exc:
-        raise StormError(f"migrate to {shown(url)} failed, nothing was migrated: {_words(exc, url)}") from None
-    finally:
-        conn.close()
-    return Migrated(shown(url), log.seq, len(queue.lanes), left)
-
-
-def _declaration_text(directory: str, decl: config.Declaration) -> tuple[str | None, str | None]:
-    if not decl.present:
-        return None, None
-    with open(os.path.join(directory, "storm.toml"), "rb") as f:
-        raw = f.read()
-    return raw.decode("utf-8"), sha256(raw).hexdigest()
-
-
-def _result_json(directory: str, slug: str):
-    """A lane's result.json as a JSON value for the result row (its text when it is not JSON)."""
-    import json
-
-    from psycopg.types.json import Jsonb
-
-    from .ledger import LANES, MARKS, RESULT
-
-    try:
-        with open(os.path.join(directory, LANES, slug, MARKS, RESULT), "rb") as f:
-            raw = f.read(1 << 20)
-        body = json.loads(raw)
-    except (OSError, ValueError):
-        body = None
-    return Jsonb(body if isinstance(body, dict) else {"status": "finished", "migrated_text": repr(body)})
