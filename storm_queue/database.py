@@ -387,6 +387,10 @@ class DatabaseStorm(Declaring, LogRows, Storm):
     def _say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
         """A database storm's record is its log; there is no progress.log."""
 
+    def _tell_claim(self, claim, skipped, at: str, log_path: str) -> list[str]:
+        """``_tell`` of the blocked rows the claim met (no whole view is made)."""
+        return self._tell(claim, skipped, at, log_path)
+
     def _tell(self, view, skipped, at: str, log_path: str) -> list[str]:
         """Mark blocked, in rows, the lanes ``view`` met before the one it chose."""
         from psycopg.types.json import Jsonb
