@@ -22,17 +22,17 @@ from . import config, fold
 from .authority import LANE_ENV, decide
 from .dbdeclare import Declaring, InvalidDeclaration  # noqa: F401 -- InvalidDeclaration: a name others may import from here
 from .dblog import LogRows
+from .dbrows import Rows
 from .desk import Listing, Outcome, Storm, now
 from .errors import Busy, NoStorm, NotHere, RecordFailed, StormUnreadable
 from .lane import Snapshot
-from .ledger import Ledgers
 from .log import reader
 from .log.checkpoint import dump_state, load_state
 from .log.framing import Malformed, decode, digest
 from .log.writer import frame
 from .postgres import (CONNECT_TIMEOUT, GRANT_HINT, LOCK_KEYS, Created, _driver, _Known, _words,  # noqa: F401 -- the names others import from here
                        connect, create, insert_state, schema_sql, shown)
-from .queuefile import Lane, split_deps
+from .queuefile import split_deps
 from .records import dataclass
 
 TYPE_CHECKING = False
@@ -52,14 +52,14 @@ class DatabaseStorm(Declaring, LogRows, Storm):
         self.url = url
         self._conn = None
         self._writing_now = False
-        self._rows: dict[str, Any] = {}
+        self._rows = Rows()  # the lane, settled and result rows as last read
         self._pending: tuple[int, bytes] | None = None
         self._state_known: _Known | None = None  # the newest state this object has read or committed
         self._written: _Known | None = None  # what the open transaction will make known once it commits
         self._body_seq = 0  # the line the state row's body folds to, as last read
         self._decl: tuple[str | None, config.Declaration] | None = None
         self._session_user: str | None = None
-        self._lanes: tuple[list[tuple], dict[str, Lane]] | None = None  # the lane rows last read, and their lanes
+        self._operator_read: str | None = None  # the operator, as declaration() last read it, for the next _roles
 
     @property
     def conn(self):
@@ -109,8 +109,9 @@ class DatabaseStorm(Declaring, LogRows, Storm):
         """What the last ``declare`` recorded (none: no source, default runner
         settings), read now; parsed again only when its text changed."""
         with self._errors():
-            row = self.conn.execute("SELECT declaration FROM storm_queue.storm").fetchone()
+            row = self.conn.execute("SELECT declaration, operator FROM storm_queue.storm").fetchone()
         text = row[0] if row is not None else None
+        self._operator_read = row[1] if row is not None else None  # the request's _roles asks no more
         if self._decl is None or self._decl[0] != text:
             self._decl = (text, config.Declaration(False) if text is None else config.parse(text))
         return self._decl[1]
@@ -123,8 +124,8 @@ class DatabaseStorm(Declaring, LogRows, Storm):
         the current transaction: the state this object already knows, or
         else the state row's body, with the few lines after it folded on."""
         conn = self.conn
-        seq, last, body_seq, body_digest = conn.execute(
-            "SELECT seq, digest, body_seq, body_digest FROM storm_queue.state").fetchone()
+        seq, last, body_seq, body_digest, gone = conn.execute(
+            "SELECT seq, digest, body_seq, body_digest, rows_gone FROM storm_queue.state").fetchone()
         self._body_seq = body_seq
         known = self._state_known
         state = None
@@ -142,14 +143,7 @@ class DatabaseStorm(Declaring, LogRows, Storm):
                 raise reader.Damage(self.root, f"the log's lines after line {body_seq} do not follow the state row "
                                     f"to line {seq}; storm-queue verify checks the log")
         self._state_known = _Known(seq, last, state)
-        lanes = conn.execute("SELECT slug, issue, deps, pos FROM storm_queue.lane ORDER BY pos").fetchall()
-        settled = conn.execute("SELECT slug, ledger FROM storm_queue.settled").fetchall()
-        # a snapshot needs only which lanes have a result, and the token a finish wrote there when it is a
-        # whole number (jsonb keeps numbers as numerics: 1e0 is 1), as text, so no JSON is parsed here
-        results = conn.execute("SELECT slug, CASE WHEN jsonb_typeof(body -> 'token') = 'number' THEN body ->> 'token' END "
-                               "FROM storm_queue.result").fetchall()
-        self._rows = {"lanes": lanes, "settled": settled,
-                      "results": {slug: int(token) if token and token.isascii() and token.isdigit() else None for slug, token in results}}
+        self._rows.read(conn, gone)
         return reader.LogRead(self.root, state, seq, last, log_exists=True)
 
     def _fold_on(self, known: _Known, seq: int, last: str | None) -> fold.LaneState | None:
@@ -184,20 +178,13 @@ class DatabaseStorm(Declaring, LogRows, Storm):
 
     def _snapshot(self, log: reader.LogRead, at: str | None = None) -> Snapshot:
         rows = self._rows
-        if self._lanes is None or self._lanes[0] != rows["lanes"]:  # the same rows make the same lanes
-            self._lanes = (rows["lanes"], {slug: Lane(slug, issue, tuple(deps), pos) for slug, issue, deps, pos in rows["lanes"]})
-        lanes = dict(self._lanes[1])
-        settled = rows["settled"]
-        results = rows["results"]
-        led = Ledgers(frozenset(s for s, how in settled if how == "integrated"),
-                      frozenset(s for s, how in settled if how == "abandoned"),
-                      frozenset(results), {}, False)
+        results = rows.results
         tokens = {}
         for slug, run in log.state.runs.items():
             if run.lease is not None and slug in results:
                 token = results[slug]
                 tokens[slug] = token if type(token) is int and token > 0 else None
-        return Snapshot(lanes, led, log.state, at or now(), tokens, ())
+        return Snapshot(dict(rows.lanes), rows.ledgers(), log.state, at or now(), tokens, ())
 
     def listing(self, decl: config.Declaration | None = None) -> Listing:
         with self._errors():
@@ -230,6 +217,9 @@ class DatabaseStorm(Declaring, LogRows, Storm):
             if self._session_user is None:
                 self._session_user = conn.execute("SELECT session_user").fetchone()[0]
             who = self._session_user
+        operator, self._operator_read = self._operator_read, None
+        if operator is not None:  # read with the declaration this request began with (an operator never changes)
+            return who, operator
         try:
             if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 row = self.conn.execute("SELECT operator FROM storm_queue.storm").fetchone()  # autocommit: one statement
@@ -331,8 +321,9 @@ class DatabaseStorm(Declaring, LogRows, Storm):
         self._written = None
         try:
             with self.conn.transaction():
-                self.conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.wait * 1000))}")
-                self.conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK_KEYS)
+                # one round trip (no parameters: the simple protocol takes both statements)
+                self.conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.wait * 1000))}; "
+                                  "SELECT pg_advisory_xact_lock({}, {})".format(*LOCK_KEYS))
                 self._writing_now = True
                 try:
                     yield

@@ -1,0 +1,77 @@
+"""The lane, settled and result rows of a database storm, kept by a
+long-lived storm object from request to request: the first read takes
+every row, each later read only the rows whose ``ver`` is past the
+greatest it has seen (schema.sql: every change to these rows takes the
+storm's lock and a new ``ver``, so they commit in ``ver`` order). A row
+deleted, or its slug changed, moves ``state.rows_gone``, and then every
+row is read again. What the rows make (the lanes in ``pos`` order, the
+ledgers) is rebuilt only when a row changed."""
+
+from __future__ import annotations
+
+from .ledger import Ledgers
+from .queuefile import Lane
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# a snapshot needs only which lanes have a result, and the token a finish wrote there when it is a
+# whole number (jsonb keeps numbers as numerics: 1e0 is 1), as text, so no JSON is parsed here
+_TOKEN = "CASE WHEN jsonb_typeof(body -> 'token') = 'number' THEN body ->> 'token' END"
+_CHANGED = ("SELECT 'l', slug, issue, deps, pos, ver FROM storm_queue.lane WHERE ver > %(v)s "
+            "UNION ALL SELECT 's', slug, ledger, NULL, NULL, ver FROM storm_queue.settled WHERE ver > %(v)s "
+            f"UNION ALL SELECT 'r', slug, {_TOKEN}, NULL, NULL, ver FROM storm_queue.result WHERE ver > %(v)s "
+            "ORDER BY 6")
+
+
+def _token(text: str | None) -> int | None:
+    return int(text) if text and text.isascii() and text.isdigit() else None
+
+
+class Rows:
+    """The rows as of the last read, and what they make."""
+
+    def __init__(self) -> None:
+        self.gone: int | None = None  # state.rows_gone at the last read; None: nothing read yet
+        self.seen = -1  # the greatest ver read
+        self.lanes: dict[str, Lane] = {}
+        self.settled: dict[str, str] = {}
+        self.results: dict[str, int | None] = {}
+        self._ledgers: Ledgers | None = None
+
+    def read(self, conn: Any, gone: int) -> None:
+        """Bring the rows up to what the current transaction sees, given the
+        state row's ``rows_gone``: only the changed rows, unless a row went
+        since the last read (or there was none), then every row."""
+        if gone != self.gone:
+            self.__init__()
+            self.gone = gone
+        changed = conn.execute(_CHANGED, {"v": self.seen}).fetchall()
+        if not changed:
+            return
+        self._ledgers = None
+        reorder = False
+        last_pos = max((lane.line for lane in self.lanes.values()), default=0) if self.lanes else 0
+        for kind, slug, text, deps, pos, ver in changed:
+            self.seen = max(self.seen, ver)
+            if kind == "l":
+                old = self.lanes.get(slug)
+                reorder = reorder or (old is not None and old.line != pos) or pos < last_pos
+                self.lanes[slug] = Lane(slug, text, tuple(deps), pos)
+                last_pos = max(last_pos, pos)
+            elif kind == "s":
+                self.settled[slug] = text
+            else:
+                self.results[slug] = _token(text)
+        if reorder:  # a lane's place changed by hand: the run order is pos order again
+            self.lanes = dict(sorted(self.lanes.items(), key=lambda item: item[1].line))
+
+    def ledgers(self) -> Ledgers:
+        """The ledgers the rows make (no running markers, no ``UNATTENDED``)."""
+        if self._ledgers is None:
+            settled = self.settled
+            self._ledgers = Ledgers(frozenset(s for s, how in settled.items() if how == "integrated"),
+                                    frozenset(s for s, how in settled.items() if how == "abandoned"),
+                                    frozenset(self.results), {}, False)
+        return self._ledgers
