@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from . import config, fold
 from .authority import LANE_ENV, decide
 from .dbdeclare import Declaring, InvalidDeclaration  # noqa: F401 -- InvalidDeclaration: a name others may import from here
+from .dbfaults import Faults
 from .dblog import LogRows
 from .dbrows import Rows
 from .desk import Listing, Outcome, Storm, now
@@ -39,12 +40,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterator, Mapping
 
+_HEAD = "SELECT seq, digest, body_seq, body_digest, rows_gone FROM storm_queue.state"
 #: a writer rewrites the state row's body once the log is this many lines past it
 STATE_EVERY = 32
 #: a storm object folds the lines after the state it knows, rather than read the body, up to this many
 FOLD_AT_MOST = 4 * STATE_EVERY
 
-class DatabaseStorm(Declaring, LogRows, Storm):
+class DatabaseStorm(Declaring, LogRows, Faults, Storm):
     """One storm in a PostgreSQL database, named by its libpq URL."""
 
     def __init__(self, url: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
@@ -124,13 +126,23 @@ class DatabaseStorm(Declaring, LogRows, Storm):
         the current transaction: the state this object already knows, or
         else the state row's body, with the few lines after it folded on."""
         conn = self.conn
-        seq, last, body_seq, body_digest, gone = conn.execute(
-            "SELECT seq, digest, body_seq, body_digest, rows_gone FROM storm_queue.state").fetchone()
-        self._body_seq = body_seq
         known = self._state_known
+        lines = None
+        if known is None:
+            head = conn.execute(_HEAD).fetchone()
+            changed = None
+        else:  # one round trip: the head, the lines after the state this object knows, the rows changed since
+            with conn.pipeline():
+                head_cur = conn.execute(_HEAD)
+                lines_cur = conn.execute("SELECT seq, line FROM storm_queue.event WHERE seq > %s ORDER BY seq LIMIT %s",
+                                         (known.seq, FOLD_AT_MOST + 1))
+                changed_cur = self._rows.changed(conn)
+                head, lines, changed = head_cur.fetchone(), lines_cur.fetchall(), changed_cur.fetchall()
+        seq, last, body_seq, body_digest, gone = head
+        self._body_seq = body_seq
         state = None
         if known is not None and known.seq <= seq and (known.seq >= body_seq or seq - known.seq <= FOLD_AT_MOST):
-            state = self._fold_on(known, seq, last)  # None: the log is not the one it knew
+            state = self._fold_on(known, seq, last, [r for r in lines if r[0] <= seq])  # None: not the log it knew
         if state is None:
             (body,), = conn.execute("SELECT body FROM storm_queue.state").fetchall()
             try:
@@ -143,17 +155,19 @@ class DatabaseStorm(Declaring, LogRows, Storm):
                 raise reader.Damage(self.root, f"the log's lines after line {body_seq} do not follow the state row "
                                     f"to line {seq}; storm-queue verify checks the log")
         self._state_known = _Known(seq, last, state)
-        self._rows.read(conn, gone)
+        self._rows.read(conn, gone, changed)
         return reader.LogRead(self.root, state, seq, last, log_exists=True)
 
-    def _fold_on(self, known: _Known, seq: int, last: str | None) -> fold.LaneState | None:
+    def _fold_on(self, known: _Known, seq: int, last: str | None, rows: list | None = None) -> fold.LaneState | None:
         """``known``'s state with the lines after it up to line ``seq``
-        folded on; None unless those lines are its chain's next, one by one,
-        and the last of them has the digest ``last``."""
+        (``rows`` when given, else read now) folded on; None unless those
+        lines are its chain's next, one by one, and the last of them has the
+        digest ``last``."""
         if known.seq == seq:
             return known.state if known.last == last else None
-        rows = self.conn.execute("SELECT seq, line FROM storm_queue.event WHERE seq > %s AND seq <= %s ORDER BY seq",
-                                 (known.seq, seq)).fetchall()
+        if rows is None:
+            rows = self.conn.execute("SELECT seq, line FROM storm_queue.event WHERE seq > %s AND seq <= %s ORDER BY seq",
+                                     (known.seq, seq)).fetchall()
         prev, events = known.last, []
         for n, (line_seq, line) in enumerate(rows, known.seq + 1):
             line = bytes(line)
@@ -271,48 +285,6 @@ class DatabaseStorm(Declaring, LogRows, Storm):
         except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
             raise NoStorm(f"the database {self.root} holds no storm: create one with storm-queue init URL") from None
 
-    def _conflict(self, req, exc: Exception) -> Outcome:
-        """Record (best effort) and answer a transaction the server aborted."""
-        message = f"the database aborted the request ({_words(exc, self.url)}): nothing changed, a retry is safe"
-        by, recorded = "unknown", False
-        try:
-            verdict, _, _, _ = self._judge(self._declaration_or_none(), req.source, False)
-            by = verdict.by
-            with self._writing(self.root, None):
-                log = self._load()
-                body = {"action": "refused", "requested": req.verb, "slug": req.slug, "code": "reorder_conflict",
-                        "message": message, "authorised": verdict.admitted}
-                self._append(log, [body], now(), by, None)
-            recorded = True
-        except Exception:  # noqa: BLE001 -- the answer stands whether or not its record could be made
-            pass
-        return Outcome("refused", req.verb, req.slug, by, "reorder_conflict",
-                       message if recorded else f"{message} (not recorded)", recorded=recorded)
-
-    def _lost(self, verb: str, exc: Exception) -> RecordFailed:
-        """What is true after the connection broke during a request."""
-        why = _words(exc, self.url)
-        pending, self._pending, self._conn = self._pending, None, None
-        if pending is None:
-            return RecordFailed(f"the connection to {self.root} was lost before the {verb} was recorded ({why}), "
-                                "so it did not happen; ask again", recorded=False)
-        seq, line = pending
-        try:
-            conn = connect(self.url)
-            try:
-                row = conn.execute("SELECT line FROM storm_queue.event WHERE seq = %s", (seq,)).fetchone()
-            finally:
-                conn.close()
-        except Exception:  # noqa: BLE001 -- the server is still away: say so
-            return RecordFailed(f"the connection to {self.root} was lost while the {verb} committed ({why}), and the "
-                                f"server cannot be asked whether line {seq} was written; check storm-queue log before "
-                                "asking again", recorded=None)
-        if row is not None and bytes(row[0]) == line:
-            return RecordFailed(f"the connection to {self.root} was lost ({why}), but the {verb} was committed as "
-                                f"line {seq}; do not ask again", recorded=True)
-        return RecordFailed(f"the connection to {self.root} was lost before the {verb} committed ({why}), so it did "
-                            "not happen; ask again", recorded=False)
-
     @contextmanager
     def _writing(self, log_path: str, owner_ids: tuple[int, int] | None) -> Iterator[None]:
         """One transaction holding the storm's advisory lock, waiting at most
@@ -338,18 +310,18 @@ class DatabaseStorm(Declaring, LogRows, Storm):
     def _append(self, log: reader.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
                 owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
         framed = frame(bodies, log.seq, log.digest, at, by)
-        with self.conn.cursor() as cur:
-            cur.executemany("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)",
-                            [(event["seq"], line) for event, line in framed])
         events = [event for event, _ in framed]
         last_event, last_line = framed[-1]
         head, last = last_event["seq"], digest(last_line)
         state = fold.replay(events, log.state)
-        if head - self._body_seq >= STATE_EVERY:
-            self.conn.execute("UPDATE storm_queue.state SET seq = %s, digest = %s, body = %s, body_seq = %s, "
-                              "body_digest = %s", (head, last, dump_state(state), head, last))
-        else:
-            self.conn.execute("UPDATE storm_queue.state SET seq = %s, digest = %s", (head, last))
+        with self.conn.pipeline(), self.conn.cursor() as cur:  # the lines and the head in one round trip
+            cur.executemany("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)",
+                            [(event["seq"], line) for event, line in framed])
+            if head - self._body_seq >= STATE_EVERY:
+                cur.execute("UPDATE storm_queue.state SET seq = %s, digest = %s, body = %s, body_seq = %s, "
+                            "body_digest = %s", (head, last, dump_state(state), head, last))
+            else:
+                cur.execute("UPDATE storm_queue.state SET seq = %s, digest = %s", (head, last))
         self._pending = (head, last_line)
         self._written = _Known(head, last, state)
         return events

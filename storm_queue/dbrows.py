@@ -35,33 +35,42 @@ class Rows:
     def __init__(self) -> None:
         self.gone: int | None = None  # state.rows_gone at the last read; None: nothing read yet
         self.seen = -1  # the greatest ver read
+        self.last_pos = 0  # the greatest pos of a lane read
         self.lanes: dict[str, Lane] = {}
-        self.settled: dict[str, str] = {}
+        self.integrated: set[str] = set()
+        self.abandoned: set[str] = set()
         self.results: dict[str, int | None] = {}
         self._ledgers: Ledgers | None = None
 
-    def read(self, conn: Any, gone: int) -> None:
+    def changed(self, conn: Any) -> Any:
+        """A cursor of the rows changed since the last read (in a pipeline: not yet fetched)."""
+        return conn.execute(_CHANGED, {"v": self.seen})
+
+    def read(self, conn: Any, gone: int, changed: list[tuple] | None = None) -> None:
         """Bring the rows up to what the current transaction sees, given the
-        state row's ``rows_gone``: only the changed rows, unless a row went
-        since the last read (or there was none), then every row."""
+        state row's ``rows_gone`` and, when already fetched, the ``changed``
+        rows since the last read: only those, unless a row went since the
+        last read (or there was none), then every row."""
         if gone != self.gone:
             self.__init__()
-            self.gone = gone
-        changed = conn.execute(_CHANGED, {"v": self.seen}).fetchall()
+            self.gone, changed = gone, None
+        if changed is None:
+            changed = self.changed(conn).fetchall()
         if not changed:
             return
         self._ledgers = None
         reorder = False
-        last_pos = max((lane.line for lane in self.lanes.values()), default=0) if self.lanes else 0
         for kind, slug, text, deps, pos, ver in changed:
             self.seen = max(self.seen, ver)
             if kind == "l":
                 old = self.lanes.get(slug)
-                reorder = reorder or (old is not None and old.line != pos) or pos < last_pos
+                reorder = reorder or (old is not None and old.line != pos) or pos < self.last_pos
                 self.lanes[slug] = Lane(slug, text, tuple(deps), pos)
-                last_pos = max(last_pos, pos)
+                self.last_pos = max(self.last_pos, pos)
             elif kind == "s":
-                self.settled[slug] = text
+                self.integrated.discard(slug)
+                self.abandoned.discard(slug)
+                (self.integrated if text == "integrated" else self.abandoned).add(slug)
             else:
                 self.results[slug] = _token(text)
         if reorder:  # a lane's place changed by hand: the run order is pos order again
@@ -70,8 +79,5 @@ class Rows:
     def ledgers(self) -> Ledgers:
         """The ledgers the rows make (no running markers, no ``UNATTENDED``)."""
         if self._ledgers is None:
-            settled = self.settled
-            self._ledgers = Ledgers(frozenset(s for s, how in settled.items() if how == "integrated"),
-                                    frozenset(s for s, how in settled.items() if how == "abandoned"),
-                                    frozenset(self.results), {}, False)
+            self._ledgers = Ledgers(frozenset(self.integrated), frozenset(self.abandoned), frozenset(self.results), {}, False)
         return self._ledgers

@@ -163,8 +163,9 @@ def decided(snap: Snapshot) -> Decided:
     busy = {s for s in leased | set(led.running) if s in lanes and not led.settled(s) and s not in finished_set
             and running(snap, s)}
     ready, pending, to_block, position = None, False, [], 0
+    settled = led.integrated | led.abandoned
     for slug in _order(lane, lanes, in_lane):
-        if led.settled(slug):
+        if slug in settled:
             continue
         position += 1
         if slug in finished_set or slug in busy:
