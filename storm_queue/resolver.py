@@ -164,7 +164,7 @@ def decided(snap: Snapshot) -> Decided:
             and running(snap, s)}
     ready, pending, to_block, position = None, False, [], 0
     settled = led.integrated | led.abandoned
-    for slug in _order(lane, lanes, in_lane):
+    for slug in lane + [s for s in lanes if s not in in_lane] if lane else lanes:
         if slug in settled:
             continue
         position += 1
@@ -180,7 +180,8 @@ def decided(snap: Snapshot) -> Decided:
             q = lanes[slug]
             to_block.append(Row(position, slug, q.issue, q.deps, slug in in_lane, state, _status(snap, slug, state, waits),
                                 waits, "", snap.state.run(slug)))
-    finished = tuple(s for s in _order(lane, lanes, in_lane) if s in finished_set) if finished_set else ()
+    # in run order: the priority lane's place first, then the line's
+    finished = tuple(sorted(finished_set, key=lambda s: (0, lane.index(s)) if s in in_lane else (1, lanes[s].line)))
     if finished and not led.unattended:
         decision = "review " + " ".join(finished)
     elif ready is not None:
@@ -190,14 +191,6 @@ def decided(snap: Snapshot) -> Decided:
     else:
         decision = "empty"
     return Decided(decision, tuple(to_block), frozenset(busy | leased), finished)
-
-
-def _order(lane: list[str], lanes, in_lane: set[str]):
-    """The run order, lazily: the lanes of the priority lane, then the rest in file order."""
-    yield from lane
-    for slug in lanes:
-        if slug not in in_lane:
-            yield slug
 
 
 def stale(snap: Snapshot) -> bool:
