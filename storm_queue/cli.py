@@ -711,7 +711,7 @@ def init(directory: str, as_json: bool) -> None:
         from .roots import is_url
 
         if is_url(directory):
-            from .database import create as create_in_database
+            from .postgres import create as create_in_database
 
             made = create_in_database(directory)
             if as_json:
@@ -754,7 +754,7 @@ def migrate(directory: str, url: str, as_json: bool, wait: float) -> None:
 
     def work() -> int:
         from . import render
-        from .database import migrate as carry
+        from .migrate import migrate as carry
         from .roots import find_root
 
         made = carry(find_root(directory, {}), url, os.environ, wait)

@@ -28,6 +28,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping
 
+    from .runs import Claim
+
 now = clock.now
 
 #: the store that keeps a storm named by a URL, by scheme (loaded only for such a storm)
@@ -193,6 +195,10 @@ class Storm(Requests, Leases, Adoption, Passage):
         except (OSError, RecordFailed) as exc:
             return [f"next: side effects skipped: {exc}"]
         return []
+
+    def _tell_claim(self, claim: Claim, skipped: tuple[queuefile.Skipped, ...], at: str, log_path: str) -> list[str]:
+        """``_tell`` for the storm a claim decided on (its whole view)."""
+        return self._tell(claim.view, skipped, at, log_path)
 
     # -- what a directory keeps in files and a database in rows ------------
 

@@ -48,7 +48,7 @@ class Leases:
                 if claim.slug is not None:
                     body = {"holder": name, "token": claim.token, "expires": claim.expires, "claimed": events[-1]["at"]}
                     notes += self._cache(lambda: self._mark_running(claim.slug, body), "running marker", claim.slug)
-                return notes + self._tell(claim.view, snap.skipped, snap.now, self.log_path(decl))
+                return notes + self._tell_claim(claim, snap.skipped, snap.now, self.log_path(decl))
 
             return Step(out, list(claim.events), after=after, own=-1 if claim.slug is not None else None)
 
