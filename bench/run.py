@@ -57,6 +57,9 @@ SIZES = [("0 lines", 0, 100, False), ("10k lines", 10_000, 100, False), ("100k l
 SMOKE_SIZES = [("0 lines", 0, 10, False), ("1M lines", 300, 10, False), ("deep 100k", 5, 50, True)]
 WRITERS, REQUESTS = 8, 200
 
+#: the markers of bench/startup.py's section (kept when this report is written)
+REQUESTS_BEGIN, REQUESTS_END = "<!-- bench/startup.py: begin -->", "<!-- bench/startup.py: end -->"
+
 GOALS = {"next_1m_over_0": ("<=", 1.15), "next_0_over_python": ("<=", 3.5),
          "writers_over_loop": (">=", 0.5), "memory_1m_over_0": ("<=", 1.2)}
 
@@ -390,10 +393,11 @@ def main() -> int:
     if args.out:
         out = Path(args.out)
         old = out.read_text() if out.exists() else ""
-        kept = ""  # bench/verify.py's section of the same file stays
-        if verify_bench.BEGIN in old and verify_bench.END in old:
-            kept = verify_bench.BEGIN + old.split(verify_bench.BEGIN, 1)[1].split(verify_bench.END, 1)[0] + verify_bench.END
-        out.write_text(text + ("\n" + kept + "\n" if kept else ""))
+        kept = ""  # the sections bench/verify.py and bench/startup.py wrote into the same file stay
+        for begin, end in ((verify_bench.BEGIN, verify_bench.END), (REQUESTS_BEGIN, REQUESTS_END)):
+            if begin in old and end in old:
+                kept += "\n" + begin + old.split(begin, 1)[1].split(end, 1)[0] + end + "\n"
+        out.write_text(text + kept)
     w = result["writers"]
     sound = w["exit_codes_ok"] and w["lost"] == 0 and w["duplicated"] == 0 and w["verify_exit"] == 0 \
         and w["new_lines"] == result["writers_n"] * result["requests_n"]

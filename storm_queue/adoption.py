@@ -29,7 +29,7 @@ from . import ledger
 from .errors import RecordFailed, UnknownOrder
 from .fsutil import fsync_dir, replace_atomically, write_all
 from .lane import Refusal, Snapshot
-from .log import adopted, reader
+from .log import reader
 from .log.framing import digest
 from .outcome import Outcome, Request, Step
 from .passage import _progress_words
@@ -40,7 +40,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-HEAD = adopted.HEAD
+    from .log import adopted
+
 
 
 class Adoption:
@@ -83,8 +84,10 @@ class Adoption:
         """Under the lock (a dry run takes none), with the log unreadable as
         this tool's: adopt it when the earlier tool wrote it, else answer the
         damage (exit 3). A dry run answers what the adopt would do."""
+        from .log import adopted
+
         data, witness = _old_files(log_path)
-        if not adopted.looks_old((data or b"")[:HEAD], witness):
+        if not adopted.looks_old((data or b"")[:adopted.HEAD], witness):
             raise damage
         name = os.path.basename(log_path)
         old = _replayed(log_path, data, witness)
@@ -136,12 +139,16 @@ def _check_first(log_path: str) -> None:
         data, witness = _old_files(log_path)
     except UnknownOrder:
         return  # the request under the lock says so
-    if adopted.looks_old((data or b"")[:HEAD], witness):
+    from .log import adopted
+
+    if adopted.looks_old((data or b"")[:adopted.HEAD], witness):
         _replayed(log_path, data, witness)
 
 
 def _replayed(log_path: str, data: bytes | None, witness: bytes | None) -> adopted.Replayed:
     """The old log replayed, or ``UnknownOrder`` naming the line and rule it breaks."""
+    from .log import adopted
+
     try:
         return adopted.replay(data, witness, os.path.basename(log_path))
     except adopted.OldDamage as exc:

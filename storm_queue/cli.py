@@ -746,7 +746,7 @@ def init(directory: str, as_json: bool) -> None:
         from .roots import is_url
 
         if is_url(directory):
-            from .database import create as create_in_database
+            from .postgres import create as create_in_database
 
             made = create_in_database(directory)
             if as_json:
@@ -789,7 +789,7 @@ def migrate(directory: str, url: str, as_json: bool, wait: float) -> None:
 
     def work() -> int:
         from . import render
-        from .database import migrate as carry
+        from .migrate import migrate as carry
         from .roots import find_root
 
         made = carry(find_root(directory, {}), url, os.environ, wait)
@@ -828,9 +828,14 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     from . import doctor as audit, render
 
     storm = _storm(root)
-    facts = audit.gather(storm.directory("doctor"))
+    if getattr(storm, "url", None):  # a database storm: its doctor, imported only for one
+        from .dbdoctor import gather
+
+        facts = gather(storm)
+    else:
+        facts = audit.gather(storm.directory("doctor"))
     hours = running_hours or facts.declaration.running_hours or audit.DEFAULT_RUNNING_HOURS
-    findings = audit.diagnose(facts, hours)
+    findings = facts.diagnose(hours)
     if as_json:
         render.emit_json(audit.report_json(storm.root, hours, findings))
     elif findings:

@@ -20,7 +20,7 @@ RESERVED_SOURCES = frozenset({"operator"})
 KNOWN = {
     "priority": ("sources", "log", "starving_after"),
     "doctor": ("running_hours",),
-    "runner": ("slots", "attempts", "ttl", "ttl_min", "ttl_max", "max_lease_age"),
+    "runner": ("slots", "attempts", "ttl", "ttl_min", "ttl_max", "max_lease_age", "unattended"),
 }
 
 
@@ -29,7 +29,10 @@ class Policy:
     """``[runner]``: how many lanes may hold a lease at once (``slots``), the
     attempts a lane may spend before it is quarantined, the lease TTL a claim
     gets by default, the window a TTL must fall in, and how long one claim
-    may be renewed for in all (seconds)."""
+    may be renewed for in all (seconds); and ``unattended``: finished lanes
+    wait for a batch review instead of holding the storm (what the
+    ``UNATTENDED`` file says on a directory storm; a database storm has no
+    such file, so this declared key is how it says it)."""
 
     slots: int = 1
     attempts: int = 3
@@ -37,6 +40,7 @@ class Policy:
     ttl_min: int = 60
     ttl_max: int = 86400
     max_lease_age: int = 14400
+    unattended: bool = False
 
 
 @dataclass(frozen=True)
@@ -125,7 +129,8 @@ def parse(text: str) -> Declaration:
     return Declaration(True, log, tuple(sources), **extra)
 
 
-_AT = re.compile(r" \((?:at line (\d+), column (\d+)|at end of document)\)$")
+#: where tomllib says it stopped (compiled by ``syntax_error``, never on a command's ordinary path)
+_AT = r" \((?:at line (\d+), column (\d+)|at end of document)\)$"
 
 #: what a few of the parser's words usually mean, said after them
 _HINTS = {
@@ -150,7 +155,7 @@ def syntax_error(text: str, parser_says: str) -> str:
     named, saying that the mistake lies between them."""
     import tomllib
 
-    found = _AT.search(parser_says)
+    found = re.search(_AT, parser_says)
     what = parser_says[: found.start()] if found else parser_says
     if what in _HINTS:
         what += f" ({_HINTS[what]})"
@@ -219,6 +224,11 @@ def _policy(table: object) -> Policy | str:
     values = {}
     for name in KNOWN["runner"]:
         value = table.get(name, getattr(Policy, name))
+        if name == "unattended":
+            if not isinstance(value, bool):
+                return "storm.toml: [runner] unattended must be true or false"
+            values[name] = value
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= RUNNER_MAX:
             return f"storm.toml: [runner] {name} must be a whole number from 1 to {RUNNER_MAX}"
         values[name] = value

@@ -19,6 +19,7 @@ from .names import as_text, quote
 from .outcome import Listing, Outcome, Step  # noqa: F401 -- the answers, where callers look for them
 from .adoption import Adoption
 from .passage import Passage
+from .records import replace
 from .requests import Requests
 from .resolver import View, resolve
 from .roots import find_root, is_url  # noqa: F401 -- where a storm is, where callers look for it
@@ -27,6 +28,8 @@ from .shapes import default_holder  # noqa: F401
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping
+
+    from .runs import Claim
 
 now = clock.now
 
@@ -83,6 +86,8 @@ class Storm(Requests, Leases, Adoption, Halting, Passage):
         """The storm as read now (or at the stamp ``at``)."""
         queue = queuefile.read(os.path.join(self.root, "queue.txt"))
         led = ledger.read(self.root)
+        if not led.unattended and self.declaration().runner.unattended:  # the file, or the declared key
+            led = replace(led, unattended=True)
         return Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, at or now(),
                         leased_results(self.root, led, log.state), queue.skipped,
                         (changed(os.path.join(self.root, "queue.txt")), changed(os.path.join(self.root, ledger.INTEGRATED))))
@@ -194,6 +199,10 @@ class Storm(Requests, Leases, Adoption, Halting, Passage):
         except (OSError, RecordFailed) as exc:
             return [f"next: side effects skipped: {exc}"]
         return []
+
+    def _tell_claim(self, claim: Claim, skipped: tuple[queuefile.Skipped, ...], at: str, log_path: str) -> list[str]:
+        """``_tell`` for the storm a claim decided on (its whole view)."""
+        return self._tell(claim.view, skipped, at, log_path)
 
     # -- what a directory keeps in files and a database in rows ------------
 

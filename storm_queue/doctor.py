@@ -81,6 +81,9 @@ class Facts:
     #: the storm's directory is on a file system mounted read-only
     read_only: bool = False
 
+    def diagnose(self, running_hours: float) -> list[Finding]:
+        return diagnose(self, running_hours)
+
 
 def _sh(path: str) -> str:
     return shlex.quote(path)
@@ -151,15 +154,7 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
     out += _unwritable(facts)
     for rel, why in facts.unreadable:
         out.append(Finding(ERROR, "unreadable", rel, why, "make it a readable regular file of the operator's"))
-    decl = facts.declaration
-    if decl.error:
-        also = ", and list and next cannot know the order" if decl.log_error else ""
-        out.append(Finding(ERROR, "declaration_unreadable", "storm.toml",
-                           f"{decl.error.removeprefix('storm.toml: ')}; every request is refused{also}",
-                           "fix storm.toml (storm.toml.example documents every key)"))
-    for kind, words in decl.notes:
-        out.append(Finding(WARNING, kind, "storm.toml", words,
-                           "correct or remove the key (storm.toml.example documents every key)"))
+    out += declaration_findings(facts.declaration, "storm.toml", "fix storm.toml (storm.toml.example documents every key)")
     if facts.log_error:
         from .log.reader import OLD_FORMAT
 
@@ -191,9 +186,25 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
                                f"has been marked running for {hours:.1f} hours (threshold {running_hours:g})",
                                f"check its runner; if it is dead, remove {_sh(marker)}"))
     if facts.snapshot is not None:
-        out += _runner_findings(facts.snapshot, facts.declaration.runner.attempts)
+        out += runner_findings(facts.snapshot, facts.declaration.runner.attempts)
+        decl = facts.declaration
         if decl.starving_after is not None:
             out += starving_findings(facts.snapshot, decl.starving_after, facts.now)
+    return out
+
+
+def declaration_findings(decl: config.Declaration, subject: str, fix: str) -> list[Finding]:
+    """The declaration's findings, about SUBJECT (storm.toml, or a database
+    storm's recorded declaration): an error when requests refuse it (FIX
+    says how to mend it), a warning for each key it does not read."""
+    out = []
+    if decl.error:
+        also = ", and list and next cannot know the order" if decl.log_error else ""
+        out.append(Finding(ERROR, "declaration_unreadable", subject,
+                           f"{decl.error.removeprefix('storm.toml: ')}; every request is refused{also}", fix))
+    for kind, words in decl.notes:
+        out.append(Finding(WARNING, kind, subject, words,
+                           "correct or remove the key (storm.toml.example documents every key)"))
     return out
 
 
@@ -211,7 +222,7 @@ def starving_findings(snap: Snapshot, starving_after: int, t: float) -> list[Fin
             for slug, wait in found.items() if wait.starving]
 
 
-def _runner_findings(snap: Snapshot, budget: int) -> list[Finding]:
+def runner_findings(snap: Snapshot, budget: int) -> list[Finding]:
     """What runners left that needs a look, lane by lane in name order: a
     lease past its expiry, a running marker with no lease behind it, a
     quarantined lane; and first the operator's halt, while one is in force.

@@ -212,13 +212,13 @@ class Fold:
             return
         self.changed = True
         lane, marks = self.lane, self.marks
+        self._shift(event)
         named = event["slug"]
-        mark = self._shift(event, action)
         if action == "unbump":
             self.named.pop(named, None)
         elif not event.get("noop"):
             if named not in self.named and named in lane:
-                marks[named] = self._mark(event, action) if mark is None else mark
+                marks[named] = event
             self.named.setdefault(named)
             if "not_before" in event:
                 self.runs[named] = replace(self.runs.get(named, NO_RUN), not_before=event["not_before"])
@@ -233,9 +233,10 @@ class Fold:
         self.marks = {row["slug"]: Mark(event.get("seq", 0), row["at"], row["by"], "adopt", row["for"], None)
                       for row in rows}
 
-    def _shift(self, event: Mapping, action: str) -> Mark | None:
-        """Apply ``moved`` and ``removed``; return the mark the moved slugs
-        took (None when none took one)."""
+    def _shift(self, event: Mapping) -> None:
+        """Apply ``moved`` and ``removed``. A slug's mark is the event that
+        first gave it one, made a ``Mark`` by ``state`` (most marks are
+        dropped again before then)."""
         lane, marks = self.lane, self.marks
         moved = event.get("moved", ())
         if moved:
@@ -243,18 +244,14 @@ class Fold:
         for slug in event.get("removed", ()):
             lane.pop(slug, None)
             marks.pop(slug, None)
-        mark = None  # made when a slug first takes it: most events mark nothing new
         for slug in moved:
             if slug not in marks and slug in lane:
-                if mark is None:
-                    mark = self._mark(event, action)
-                marks[slug] = mark
-        return mark
+                marks[slug] = event
 
     def _waive(self, event: Mapping) -> None:
         """A ``waive`` (``undo``: the end of a waiver) changes the waivers
         unless it is a no-op; either way the lane takes its re-derivation."""
-        self._shift(event, "waive")
+        self._shift(event)
         if event.get("noop"):
             return
         slug, dep = event["slug"], event["dep"]
@@ -345,7 +342,11 @@ class Fold:
         """The lane state folded so far (``start`` itself when nothing changed)."""
         if not self.changed:
             return self.start
-        return LaneState(tuple(self.lane), tuple(self.named), dict(self.marks), dict(self.runs),
+        marks = self.marks
+        for slug, mark in marks.items():
+            if not isinstance(mark, Mark):  # the event that marked it (see ``_shift``)
+                marks[slug] = self._mark(mark, mark["action"])
+        return LaneState(tuple(self.lane), tuple(self.named), dict(marks), dict(self.runs),
                          {by: dict(keys) for by, keys in self.keys.items()}, self.keys_day, self.token_floor, self.moved_to,
                          {slug: dict(deps) for slug, deps in self.waivers.items()}, dict(self.touched),
                          self.halt)

@@ -38,9 +38,10 @@ class Leases:
 
         def plan(snap: Snapshot, by: str) -> Step:
             claim = plan_claim(snap, decl.runner, name, ttl, self._t)
-            if claim.view is not None and claim.view.halt is not None:
-                out = Outcome("done", "claim", None, by, message=f"nothing leased: the storm is {halt_words(claim.view.halt)}; "
-                              "storm-queue resume ends the halt", decision=claim.decision, halt=claim.view.halt)
+            halt = claim.after.state.halt if claim.after is not None else None
+            if halt is not None:
+                out = Outcome("done", "claim", None, by, message=f"nothing leased: the storm is {halt_words(halt)}; "
+                              "storm-queue resume ends the halt", decision=claim.decision, halt=halt)
             elif claim.slug is None:
                 out = Outcome("done", "claim", None, by, message=claim.decision, decision=claim.decision)
             else:
@@ -55,7 +56,7 @@ class Leases:
                 if claim.slug is not None:
                     body = {"holder": name, "token": claim.token, "expires": claim.expires, "claimed": events[-1]["at"]}
                     notes += self._cache(lambda: self._mark_running(claim.slug, body), "running marker", claim.slug)
-                return notes + self._tell(claim.view, snap.skipped, snap.now, self.log_path(decl))
+                return notes + self._tell_claim(claim, snap.skipped, snap.now, self.log_path(decl))
 
             return Step(out, list(claim.events), after=after, own=-1 if claim.slug is not None else None)
 

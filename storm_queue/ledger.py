@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import contextmanager
 
 from .errors import unreadable
 from .fsutil import beside, replace_atomically, write_all
@@ -14,7 +13,7 @@ from .records import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Iterable, Iterator, Mapping
+    from typing import Callable, Iterable, Mapping
 
 INTEGRATED = "integrated.txt"
 ABANDONED = "abandoned.txt"
@@ -246,12 +245,11 @@ def unmark_running(root: str, slug: str, token: int | None) -> bool:
     return True
 
 
-@contextmanager
-def _marks(root: str, slug: str, create: bool = True) -> Iterator[int]:
+def _open_marks(root: str, slug: str, create: bool) -> int:
     """A descriptor of ``lanes/SLUG/.qwenstorm``: each level is created
     (with ``create``) and entered without following a symbolic link (a lane
     may have planted one); an ``OSError`` names the one that is not a
-    directory."""
+    directory. The caller closes it."""
     import errno
 
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
@@ -273,9 +271,24 @@ def _marks(root: str, slug: str, create: bool = True) -> Iterator[int]:
                 raise
             os.close(fd)
             fd = inner
-        yield fd
-    finally:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
+
+
+class _marks:  # noqa: N801 -- used as the function it was: ``with _marks(root, slug) as fd:``
+    """``with _marks(root, slug, create) as fd``: the descriptor of
+    ``lanes/SLUG/.qwenstorm`` (see ``_open_marks``), closed after the block."""
+
+    def __init__(self, root: str, slug: str, create: bool = True):
+        self.fd = _open_marks(root, slug, create)
+
+    def __enter__(self) -> int:
+        return self.fd
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
 
 
 def say(root: str, at: str, words: str, owner: tuple[int, int] | None) -> bool:

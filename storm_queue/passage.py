@@ -57,8 +57,6 @@ class Passage:
                                  why_not=DRY_RUN if dry_run else unrecordable)
         if unrecordable:  # admitted, so the caller is the owner and the log's place is known
             raise RecordFailed(unrecordable)
-        from contextlib import nullcontext
-
         from .log import writer
 
         at = clock.now()
@@ -66,7 +64,7 @@ class Passage:
         step: Step | None = None
         undo = None
         try:
-            with nullcontext() if dry_run else self._writing(log_path, owner_ids):
+            with _UNLOCKED if dry_run else self._writing(log_path, owner_ids):
                 at = clock.now()  # the time the request is answered at, under the lock
                 try:
                     log = self._read(decl)
@@ -325,3 +323,16 @@ def _progress_words(out: Outcome, req: Request) -> str:
     if req.reason is not None:
         words += f"; reason {quote(req.reason)}"
     return words
+
+
+class _Unlocked:
+    """What a dry run holds instead of the writers' exclusion: nothing."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_UNLOCKED = _Unlocked()

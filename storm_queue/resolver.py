@@ -141,6 +141,66 @@ def decide(rows: tuple[Row, ...], unattended: bool, halted: bool = False) -> str
     return "empty"
 
 
+@dataclass(frozen=True)
+class Decided:
+    """What ``resolve`` decides, without the rest of the view: the decision
+    line, the blocked rows met before the first ready lane (``to_block``),
+    the lanes running or holding a lease (``busy``) and the finished lanes
+    in run order."""
+
+    decision: str
+    to_block: tuple[Row, ...]
+    busy: frozenset[str]
+    finished: tuple[str, ...]
+
+
+def decided(snap: Snapshot) -> Decided:
+    """``resolve(snap)``'s ``decision`` and ``to_block`` (and the running
+    and finished lanes), found by walking the run order only as far as the
+    first ready lane: a settled lane costs two set lookups, and no status
+    words are made but for the rows to block. Equal to ``resolve`` for every
+    snapshot (a property test holds it to that)."""
+    led = snap.ledgers
+    lanes = snap.lanes
+    lane = [s for s in snap.state.lane if s in lanes]
+    in_lane = set(lane)
+    finished_set = {s for s in led.finished - led.integrated - led.abandoned if s in lanes and not _foreign_result(snap, s)}
+    leased = {s for s, r in snap.state.runs.items() if r.lease is not None}
+    busy = {s for s in leased | set(led.running) if s in lanes and not led.settled(s) and s not in finished_set
+            and running(snap, s)}
+    ready, pending, to_block, position = None, False, [], 0
+    settled = led.integrated | led.abandoned
+    for slug in lane + [s for s in lanes if s not in in_lane] if lane else lanes:
+        if slug in settled:
+            continue
+        position += 1
+        if slug in finished_set or slug in busy:
+            pending = True
+            continue
+        state, waits = _state(snap, slug)
+        if state == READY:
+            ready = slug
+            break
+        pending = True
+        if state == BLOCKED:
+            q = lanes[slug]
+            to_block.append(Row(position, slug, q.issue, q.deps, slug in in_lane, state, _status(snap, slug, state, waits),
+                                waits, "", snap.state.run(slug)))
+    # in run order: the priority lane's place first, then the line's
+    finished = tuple(sorted(finished_set, key=lambda s: (0, lane.index(s)) if s in in_lane else (1, lanes[s].line)))
+    if finished and not led.unattended:
+        decision = "review " + " ".join(finished)
+    elif ready is not None:
+        decision = f"run {ready} {lanes[ready].issue}"
+    elif pending:
+        decision = " ".join(["wait"] + list(finished))
+    else:
+        decision = "empty"
+    if snap.state.halt is not None:  # as ``decide`` says it: nothing starts while halted
+        decision = "wait"
+    return Decided(decision, tuple(to_block), frozenset(busy | leased), finished)
+
+
 def stale(snap: Snapshot) -> bool:
     """True when a hand edit (or a lane finishing) left the replayed lane
     different from its derivation among lanes still to run."""

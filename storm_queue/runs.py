@@ -12,7 +12,7 @@ from .config import Policy
 from .fold import Run, replay
 from .lane import Refusal, Snapshot
 from .records import dataclass, replace
-from .resolver import FINISHED, LEASE, MARKER, ORPHAN, RUNNING, View, resolve, running
+from .resolver import LEASE, MARKER, ORPHAN, Row, View, decided, resolve, running
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Claim:
     """A claim's plan: the events (expiries and quarantines first, then the
-    claim itself when the decision is ``run``), the decision line, and the
-    lanes whose markers the events ended."""
+    claim itself when the decision is ``run``), the decision line, the
+    lanes whose markers the events ended, and the storm as it was decided
+    (``after``: after the expiries), whose blocked rows before the chosen
+    lane are ``to_block``."""
 
     events: tuple[dict[str, Any], ...]
     decision: str
@@ -31,7 +33,13 @@ class Claim:
     token: int | None = None
     expires: str | None = None
     ended: tuple[tuple[str, int], ...] = ()
-    view: View | None = None  # the storm as it was decided, after the expiries
+    after: Snapshot | None = None
+    to_block: tuple[Row, ...] = ()
+
+    @property
+    def view(self) -> View | None:
+        """The whole view of the storm as it was decided (resolved on demand)."""
+        return None if self.after is None else resolve(self.after)
 
 
 def ttl_refusal(policy: Policy, ttl: int) -> Refusal | None:
@@ -82,29 +90,28 @@ def plan_claim(snap: Snapshot, policy: Policy, holder: str, ttl: int, t: float) 
     decision is ``run`` and fewer than ``slots`` lanes are running or hold
     a live lease, lease that lane to ``holder`` under the next fencing
     token. Any other decision records only the expiries and quarantines it
-    found; while the operator's halt is in force the decision is
-    ``halted`` and no lane is leased."""
+    found. The decision walks the run order only to the first ready lane
+    (``resolver.decided``); while the operator's halt is in force the
+    decision is ``halted`` and no lane is leased."""
     events = expiries(snap, policy)
-    after = replace(snap, state=replay([{**e, "at": snap.now, "by": ""} for e in events], snap.state))
-    view = resolve(after)
+    after = replace(snap, state=replay([{**e, "at": snap.now, "by": ""} for e in events], snap.state)) if events else snap
+    seen = decided(after)
     ended = tuple((e["slug"], e["token"]) for e in events if e["action"] == "expire")
-    decision = view.decision
-    if view.halt is not None:  # the operator's halt: nothing starts, and the answer says so
-        return Claim(tuple(events), "halted", ended=ended, view=view)
+    decision = seen.decision
+    if after.state.halt is not None:  # the operator's halt: nothing starts, and the answer says so
+        return Claim(tuple(events), "halted", ended=ended, after=after, to_block=seen.to_block)
     if not decision.startswith("run "):
-        return Claim(tuple(events), decision, ended=ended, view=view)
+        return Claim(tuple(events), decision, ended=ended, after=after, to_block=seen.to_block)
     # a lease holds its slot until it ends, even on a lane whose result.json came first (a finish cut short)
-    busy = {r.slug for r in view.rows if r.state == RUNNING} | {s for s, r in after.state.runs.items() if r.lease is not None}
-    if len(busy) >= policy.slots:
-        return Claim(tuple(events), " ".join(["wait"] + [r.slug for r in view.rows if r.state == FINISHED]),
-                     ended=ended, view=view)
+    if len(seen.busy) >= policy.slots:
+        return Claim(tuple(events), " ".join(["wait", *seen.finished]), ended=ended, after=after, to_block=seen.to_block)
     _, slug, issue = decision.split(" ")
     run = after.state.run(slug)
     token = max(run.token, after.state.token_floor) + 1
     expires = stamp(t + ttl)
     events.append({"action": "claim", "slug": slug, "issue": issue, "holder": holder, "token": token, "ttl": ttl,
                    "expires": expires, "attempt": run.attempts + 1})
-    return Claim(tuple(events), f"run {slug} {issue} {token}", slug, token, expires, ended, view)
+    return Claim(tuple(events), f"run {slug} {issue} {token}", slug, token, expires, ended, after, seen.to_block)
 
 
 def _fence(snap: Snapshot, slug: str, token: int, verb: str) -> Refusal | None:

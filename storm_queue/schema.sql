@@ -19,20 +19,23 @@ CREATE TABLE storm_queue.lane (
     slug text PRIMARY KEY,
     issue text NOT NULL,
     deps text[] NOT NULL DEFAULT '{}',
-    pos bigserial UNIQUE
+    pos bigserial UNIQUE,
+    ver bigint NOT NULL DEFAULT 0
 );
 
 -- the settled ledgers (integrated.txt and abandoned.txt)
 CREATE TABLE storm_queue.settled (
     slug text PRIMARY KEY,
     ledger text NOT NULL CHECK (ledger IN ('integrated', 'abandoned')),
-    at text NOT NULL
+    at text NOT NULL,
+    ver bigint NOT NULL DEFAULT 0
 );
 
 -- what result.json says on a directory storm: a finished lane, or next's blocked mark
 CREATE TABLE storm_queue.result (
     slug text PRIMARY KEY,
-    body jsonb NOT NULL
+    body jsonb NOT NULL,
+    ver bigint NOT NULL DEFAULT 0
 );
 
 -- the priority log: every line as the directory storm's priority.log holds it
@@ -53,8 +56,44 @@ CREATE TABLE storm_queue.state (
     body text NOT NULL,
     body_seq bigint NOT NULL,
     body_digest text,
+    rows_gone bigint NOT NULL DEFAULT 0,
     CHECK (body_seq <= seq)
 );
+
+-- every change to a lane, settled or result row takes the storm's advisory
+-- lock (so changes commit in the order of their ver, whoever makes them,
+-- a request or a hand edit) and a new ver; a long-lived storm object reads
+-- only the rows whose ver is past the last it saw. A row deleted, or its
+-- slug changed, counts in state.rows_gone, and then every row is read again.
+CREATE SEQUENCE storm_queue.row_ver;
+CREATE FUNCTION storm_queue.row_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(1937010546, 28017);
+    IF TG_OP = 'DELETE' OR TG_OP = 'TRUNCATE' OR (TG_OP = 'UPDATE' AND NEW.slug <> OLD.slug) THEN
+        UPDATE storm_queue.state SET rows_gone = rows_gone + 1;
+    END IF;
+    IF TG_OP = 'INSERT' OR TG_OP = 'UPDATE' THEN
+        NEW.ver := nextval('storm_queue.row_ver');
+        RETURN NEW;
+    END IF;
+    RETURN OLD;
+END
+$$;
+CREATE TRIGGER lane_ver BEFORE INSERT OR UPDATE OR DELETE ON storm_queue.lane
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.row_changed();
+CREATE TRIGGER settled_ver BEFORE INSERT OR UPDATE OR DELETE ON storm_queue.settled
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.row_changed();
+CREATE TRIGGER result_ver BEFORE INSERT OR UPDATE OR DELETE ON storm_queue.result
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.row_changed();
+CREATE TRIGGER lane_gone AFTER TRUNCATE ON storm_queue.lane
+    FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.row_changed();
+CREATE TRIGGER settled_gone AFTER TRUNCATE ON storm_queue.settled
+    FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.row_changed();
+CREATE TRIGGER result_gone AFTER TRUNCATE ON storm_queue.result
+    FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.row_changed();
+CREATE INDEX lane_by_ver ON storm_queue.lane (ver);
+CREATE INDEX settled_by_ver ON storm_queue.settled (ver);
+CREATE INDEX result_by_ver ON storm_queue.result (ver);
 
 -- history changes only by appending, even for the operator
 CREATE FUNCTION storm_queue.append_only() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -16,11 +16,12 @@ def optional_text(value: str | None) -> str | None:
 
 def default_holder() -> str:
     """A claim's holder when none is given: this host and the parent
-    process (the runner that asked), made a name."""
+    process (the runner that asked), made a name. The host name is the
+    kernel's node name, what ``socket.gethostname`` returns on POSIX,
+    without loading the socket module."""
     import re
-    import socket
 
-    host = re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname()).strip(".-") or "host"
+    host = re.sub(r"[^A-Za-z0-9._-]", "-", os.uname().nodename).strip(".-") or "host"
     return f"{host[:150]}-{os.getppid()}".replace("..", ".")
 
 

@@ -215,6 +215,17 @@ def pg_url(pg_database) -> str:
     return pg_database()
 
 
+@pytest.fixture(params=["directory", pytest.param("database", marks=pytest.mark.postgresql)])
+def store(request, tmp_path: Path):
+    """One storm under test, kept by each store in turn (tests/stores.py):
+    a ``DirectoryStorm`` under tmp_path, then a ``DatabaseStorm`` in a fresh
+    database of the session's throwaway server. A contract test that takes
+    ``store`` runs once on each; build it with ``store.make(queue, ...)``."""
+    from tests.stores import open_store
+
+    return open_store(request.param, request, tmp_path)
+
+
 def pytest_collection_modifyitems(items):
     """Every test that uses the server (through any pg_* fixture) carries
     the ``postgresql`` marker, so ``-m "not postgresql"`` leaves them out."""

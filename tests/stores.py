@@ -7,22 +7,57 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.conftest import log_events, make_storm, run_cli
+from tests.conftest import clean_env, log_events, make_storm, run_cli
 
 #: what a database storm cannot hold, so cases that need it run on a directory alone:
-#: running markers without a lease, UNATTENDED, and hand edits of queue.txt
-DIRECTORY_ONLY = ("running", "unattended", "edit_queue")
+#: running markers without a lease, and hand edits of queue.txt (UNATTENDED is
+#: the declared [runner] unattended there: DatabaseStorm.make(unattended=True))
+DIRECTORY_ONLY = ("running", "edit_queue")
 
 
-class DirectoryStorm:
+class _Either:
+    """What reads the same on either store: through the library's own Storm."""
+
+    root: str
+
+    def snapshot(self):
+        """The storm as the request path reads it now (lanes, ledgers, the
+        state as stored), a ``lane.Snapshot``."""
+        from storm_queue.desk import Storm
+
+        storm = Storm.find(self.root, env=clean_env())
+        try:
+            return storm._snapshot(storm._read(storm.declaration()))
+        finally:
+            getattr(storm, "close", lambda: None)()
+
+    def replayed(self):
+        """The lane state a replay of every event from line 1 folds to."""
+        from storm_queue import fold
+
+        return fold.replay(self.events())
+
+    def equals_its_derivation(self) -> bool:
+        """Whether the stored state is the full replay, and its lane the
+        derivation of its named set (contract: the lane equals its derivation)."""
+        from storm_queue.lane import derive
+
+        snap = self.snapshot()
+        return snap.state == self.replayed() and snap.state.lane == derive(snap, snap.state.named)
+
+
+class DirectoryStorm(_Either):
     kind = "directory"
 
     def __init__(self, tmp_path: Path):
         self.path = tmp_path / "storm"
         self.root: str = str(self.path)
 
-    def make(self, queue: str, integrated=(), abandoned=(), finished=(), toml: str | None = None) -> None:
-        make_storm(self.path, queue, integrated=integrated, abandoned=abandoned, finished=finished, toml=toml)
+    def make(self, queue: str, integrated=(), abandoned=(), finished=(), toml: str | None = None,
+             unattended: bool = False) -> None:
+        """queue.txt, the ledgers, result.json files, storm.toml, and the UNATTENDED file."""
+        make_storm(self.path, queue, integrated=integrated, abandoned=abandoned, finished=finished, toml=toml,
+                   unattended=unattended)
 
     def settle(self, slugs) -> None:
         with open(self.path / "integrated.txt", "a") as f:
@@ -37,16 +72,31 @@ class DirectoryStorm:
     def events(self) -> list[dict]:
         return log_events(self.path)
 
+    def lines(self) -> list[bytes]:
+        """Every log line as stored, newline included."""
+        path = self.path / "priority.log"
+        return path.read_bytes().splitlines(keepends=True) if path.exists() else []
+
     def lanes(self) -> list[str]:
         from storm_queue.queuefile import read
 
         return [lane.slug for lane in read(str(self.path / "queue.txt")).lanes]
 
-    def cli(self, *args: str, env=None):
-        return run_cli(self.root, *args, env=env)
+    def result(self, slug: str):
+        """What a finish recorded for SLUG (its result.json), or None."""
+        path = self.path / "lanes" / slug / ".qwenstorm" / "result.json"
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def settled(self) -> list[str]:
+        """The integrated ledger's slugs, in the order written."""
+        path = self.path / "integrated.txt"
+        return path.read_text().split() if path.exists() else []
+
+    def cli(self, *args: str, env=None, timeout: float = 60):
+        return run_cli(self.root, *args, env=env, timeout=timeout)
 
 
-class DatabaseStorm:
+class DatabaseStorm(_Either):
     """A storm in a fresh database, its rows written as the operator's role
     would write them (lanes in order, settled, results)."""
 
@@ -61,8 +111,16 @@ class DatabaseStorm:
         with psycopg.connect(self.root, autocommit=True) as conn, conn.cursor() as cur:
             cur.executemany(sql, rows)
 
-    def make(self, queue: str, integrated=(), abandoned=(), finished=(), toml: str | None = None) -> None:
+    def make(self, queue: str, integrated=(), abandoned=(), finished=(), toml: str | None = None,
+             unattended: bool = False) -> None:
+        """The storm's rows; ``unattended`` is the declared ``[runner] unattended``
+        (a database storm's UNATTENDED), added to ``toml``."""
         from storm_queue.queuefile import parse
+
+        if unattended:
+            toml = toml or ""
+            toml = (toml.replace("[runner]\n", "[runner]\nunattended = true\n", 1) if "[runner]\n" in toml
+                    else toml + "\n[runner]\nunattended = true\n")
 
         done = run_cli(None, "init", self.root)
         assert done.returncode == 0, done.stderr
@@ -87,11 +145,42 @@ class DatabaseStorm:
             rows = conn.execute("SELECT line FROM storm_queue.event ORDER BY seq").fetchall()
         return [json.loads(bytes(r[0])) for r in rows]
 
+    def lines(self) -> list[bytes]:
+        """Every log line as stored, newline included."""
+        import psycopg
+
+        with psycopg.connect(self.root, autocommit=True) as conn:
+            return [bytes(r[0]) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq").fetchall()]
+
     def lanes(self) -> list[str]:
         import psycopg
 
         with psycopg.connect(self.root, autocommit=True) as conn:
             return [r[0] for r in conn.execute("SELECT slug FROM storm_queue.lane ORDER BY pos").fetchall()]
 
-    def cli(self, *args: str, env=None):
-        return run_cli(self.root, *args, env=env)
+    def result(self, slug: str):
+        """What a finish recorded for SLUG (its result row), or None."""
+        import psycopg
+
+        with psycopg.connect(self.root, autocommit=True) as conn:
+            row = conn.execute("SELECT body FROM storm_queue.result WHERE slug = %s", (slug,)).fetchone()
+        return None if row is None else row[0]
+
+    def settled(self) -> list[str]:
+        """The integrated ledger's slugs."""
+        import psycopg
+
+        with psycopg.connect(self.root, autocommit=True) as conn:
+            return [r[0] for r in conn.execute("SELECT slug FROM storm_queue.settled WHERE ledger = 'integrated'")]
+
+    def cli(self, *args: str, env=None, timeout: float = 60):
+        return run_cli(self.root, *args, env=env, timeout=timeout)
+
+
+def open_store(kind: str, request, tmp_path: Path):
+    """A fresh, empty storm of KIND ("directory": under TMP_PATH, not yet
+    made; "database": a fresh database on the session's throwaway server,
+    through the ``pg_url`` fixture), for REQUEST's test."""
+    if kind == "directory":
+        return DirectoryStorm(tmp_path)
+    return DatabaseStorm(request.getfixturevalue("pg_url"))

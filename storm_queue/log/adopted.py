@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
 
 from ..names import is_name
 from ..records import dataclass
@@ -133,6 +132,8 @@ def is_stamp(value: Any) -> bool:
     """``YYYY-MM-DDTHH:MM:SSZ`` naming a real time."""
     if not (isinstance(value, str) and STAMP.match(value)):
         return False
+    from datetime import datetime  # only a taken-over log's times need it, not a reader's start-up
+
     try:
         datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:

@@ -215,12 +215,11 @@ def _compile(action: str) -> Callable[..., bool]:
             tests.append(_TEST[kind].format(v=v))
         if name in OPTIONAL and OPTIONAL[name] != kind:
             tests.append(_TEST[OPTIONAL[name]].format(v=v))
-    if texts:  # joining raises TypeError unless every one is text: the caller's "no"
-        tests.append(f"_join(({', '.join(texts)},)) is not None")
+    tests += [f"type({v}) is str" for v in texts]
     if name_lists:
         tests += [f"type({v}) is list" for v in name_lists]
-    if names or name_lists:
-        every = " + ".join([*name_lists, f"[{', '.join(names)}]"] if names else name_lists)
+    if names or name_lists:  # one tuple of every name, one look in ``known`` for all of them
+        every = "(" + ", ".join([f"*{v}" for v in name_lists] + names) + ",)"
         tests.append(f"(known.issuperset({every}) or _learn({every}, known))")
     if action in _TOKEN_ACTIONS:
         tests.append(f"{x['token']} >= 1")

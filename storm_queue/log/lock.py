@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-from contextlib import contextmanager
 
 from ..errors import Busy, RecordFailed, unreadable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Iterator
+    from typing import Callable
 
 
 #: called once, ``on_wait(who, path, wait)``, when a writer has waited
@@ -71,61 +70,85 @@ def holder(path: str) -> str:
     return ""
 
 
-@contextmanager
-def held(log_path: str, wait: float, may_create: bool) -> Iterator[None]:
+class held:  # noqa: N801 -- used as the function it was: ``with held(...):``
     """Hold the writers' lock (an flock(2) on the lock file) for the block.
     A caller that is not the storm's owner (``may_create`` false) never
     creates the lock file; a symbolic link in its place is refused by name.
     Raises ``Busy`` after ``wait`` seconds, naming the holder when
-    ``/proc/locks`` tells it. (A lock library would cost a request more
-    start-up time than all the rest of its work: filelock 3.2x imports asyncio.)"""
+    ``/proc/locks`` tells it. SIGINT and SIGTERM are held back while the
+    lock is held; one that arrived meanwhile is acted on once it is released.
+    (A lock library would cost a request more start-up time than all the
+    rest of its work: filelock 3.2x imports asyncio; a plain class spares
+    it contextlib too.)"""
+
+    def __init__(self, log_path: str, wait: float, may_create: bool):
+        self.log_path, self.wait, self.may_create = log_path, wait, may_create
+        self.fd = -1
+        self.mask: object = None
+
+    def __enter__(self) -> None:
+        fd = _open_own(lock_path(self.log_path), self.may_create)
+        try:
+            _take(fd, lock_path(self.log_path), self.wait)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        self.mask = _defer_signals()  # a request under the lock is done whole or not begun
+
+    def __exit__(self, *exc: object) -> None:
+        import fcntl
+
+        try:
+            try:
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+            finally:
+                _restore_signals(self.mask)
+        finally:
+            os.close(self.fd)
+
+
+def _take(fd: int, path: str, wait: float) -> None:
+    """Take the flock on ``fd`` within ``wait`` seconds, or raise ``Busy``."""
     import fcntl
     import time
 
-    path = lock_path(log_path)
-    fd = _open_own(path, may_create)
-    try:
-        start = time.monotonic()
-        deadline = start + wait
-        told = on_wait is None or wait <= NOTICE_AFTER
-        pause = 0.001  # doubling up to 20 ms: a waiter takes a lock freed a moment ago
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    who = holder(path) or "another writer"
-                    raise Busy(f"the storm is busy: {who} has held the writers' lock {path} for longer than "
-                               f"--wait {wait:g} seconds; nothing was recorded; try again, or wait longer with --wait SECONDS") from None
-                if not told and time.monotonic() - start >= NOTICE_AFTER:
-                    told = True
-                    on_wait(holder(path) or "another writer", path, wait)
-                time.sleep(min(pause, left))
-                pause = min(pause * 2, 0.02)
-        with _signals_deferred():  # a request under the lock is done whole or not begun
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
+    start = time.monotonic()
+    deadline = start + wait
+    told = on_wait is None or wait <= NOTICE_AFTER
+    pause = 0.001  # doubling up to 20 ms: a waiter takes a lock freed a moment ago
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                who = holder(path) or "another writer"
+                raise Busy(f"the storm is busy: {who} has held the writers' lock {path} for longer than "
+                           f"--wait {wait:g} seconds; nothing was recorded; try again, or wait longer with --wait SECONDS") from None
+            if not told and time.monotonic() - start >= NOTICE_AFTER:
+                told = True
+                on_wait(holder(path) or "another writer", path, wait)
+            time.sleep(min(pause, left))
+            pause = min(pause * 2, 0.02)
 
 
-@contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM back for the block (the main thread's
-    signal mask); one that arrived meanwhile is acted on when it ends."""
+def _defer_signals() -> object:
+    """Hold SIGINT and SIGTERM back (the main thread's signal mask); returns
+    the mask before, for ``_restore_signals`` (None where there is none)."""
     import _signal
 
-    wanted = {_signal.SIGINT, _signal.SIGTERM}
     try:
-        before = _signal.pthread_sigmask(_signal.SIG_BLOCK, wanted)
+        return _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT, _signal.SIGTERM})
     except (AttributeError, OSError, ValueError):  # no signal mask here
-        yield
-        return
-    try:
-        yield
-    finally:
+        return None
+
+
+def _restore_signals(before: object) -> None:
+    """Put back the mask ``_defer_signals`` returned; a signal that arrived
+    meanwhile is acted on now."""
+    if before is not None:
+        import _signal
+
         _signal.pthread_sigmask(_signal.SIG_SETMASK, before)

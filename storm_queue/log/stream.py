@@ -141,30 +141,28 @@ class LineCheck:
         scan, checks, names, find = self._scan, QUICK, self._names, data.find
         sha, step, plain = self._sha, self.folder.step, self._plain
         told = tell and (self.events is not None or self.each is not None)
-        seq, prev, offset = self.seq, self.digest, self.offset
-        pos, limit = 0, len(data)
+        seq, prev, base = self.seq, self.digest, self.offset
+        pos, limit = 0, len(data)  # the line being checked starts at byte base + pos
         event: Any = None
         try:
             while pos < limit:
                 number = seq + 1
-                end = find(b"\n", pos)  # the line is data[pos:end + 1]
+                end = find(b"\n", pos) + 1  # the line is data[pos:end]
                 ok = False
                 if text is not None:
                     try:  # the object at pos, parsed once, must be the whole line and pass decode's rules
                         event, stop = scan(text, pos)  # type: ignore[misc]
-                        ok = stop == end and checks[event["action"]](event, names, number, prev)
+                        ok = stop == end - 1 and checks[event["action"]](event, names, number, prev)
                     except Exception:  # noqa: BLE001 -- anything odd is judged by the plain checks
                         ok = False
-                line = data[pos:end + 1]
+                line = data[pos:end]
                 if not ok:
-                    event = plain(line, number, offset, prev)
+                    event = plain(line, number, base + pos, prev)
                 prev = sha(line).hexdigest()
-                seq = number
-                offset += end + 1 - pos
-                pos = end + 1
+                seq, pos = number, end
                 step(event)
                 if told:
                     self.tell(line, event)
         finally:
-            self.seq, self.digest, self.offset = seq, prev, offset
+            self.seq, self.digest, self.offset = seq, prev, base + pos
         return event

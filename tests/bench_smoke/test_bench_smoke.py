@@ -113,3 +113,17 @@ def test_the_database_benchmark_runs_its_smallest_sizes(pg_server) -> None:
     for runs in (result["runners"], result["long_lived"]):
         assert runs["claimed_once_in_run_order"] and runs["finished_once"] and runs["verify"] == "sound"
     assert sum(result["long_lived"]["lanes_per_runner"]) == result["long_lived"]["lanes"]
+
+
+def test_the_request_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "README.md"
+    out.write_text("# kept\n")
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "startup.py"), "--smoke", "--json", "--out", str(out)],
+                          capture_output=True, text=True, env=clean_env(), timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert set(result["ratios"]) == {"next_0_over_python", "bump_cpu_over_next_cpu"}
+    assert all(v > 0 for v in result["ratios"].values())
+    assert result["imports"]["bump"]["modules"] > result["imports"]["next"]["modules"] > 0
+    text = out.read_text()
+    assert text.startswith("# kept\n") and "<!-- bench/startup.py: begin -->" in text and "CPU of `bump`" in text

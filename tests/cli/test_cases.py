@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import clean_env
-from tests.stores import DIRECTORY_ONLY, DatabaseStorm, DirectoryStorm
+from tests.stores import DIRECTORY_ONLY, open_store
 
 CASES = json.loads((Path(__file__).resolve().parent.parent / "data" / "cases.json").read_text())["cases"]
 
@@ -26,8 +26,7 @@ PARAMS = [pytest.param(case, "directory", id=f"directory-{case['name']}") for ca
 
 @pytest.fixture
 def under_test(request, tmp_path: Path):
-    kind = request.node.callspec.params["kind"]
-    return DirectoryStorm(tmp_path) if kind == "directory" else DatabaseStorm(request.getfixturevalue("pg_url"))
+    return open_store(request.node.callspec.params["kind"], request, tmp_path)
 
 
 def test_every_case_that_a_database_can_hold_runs_there_too() -> None:
@@ -57,7 +56,7 @@ def test_case(under_test, case: dict, kind: str) -> None:
                    unattended=case.get("unattended", False), toml=case.get("toml"))
     else:
         storm.make(case["queue"], integrated=case.get("integrated", ()), abandoned=case.get("abandoned", ()),
-                   finished=case.get("finished", ()), toml=case.get("toml"))
+                   finished=case.get("finished", ()), toml=case.get("toml"), unattended=case.get("unattended", False))
     for step in case["steps"]:
         if "do" not in step:
             _apply_step(storm, step)

@@ -4,6 +4,11 @@
 Every test ends by reading the log back with ``log`` (one readable line per
 recorded event) and ``verify`` (exit 0). Leases that must expire are taken
 with a TTL of 1 s (``[runner] ttl_min = 1``); the only sleeps wait for that.
+
+The tests that take ``store`` run on a directory storm and on a database
+storm alike; what only a directory has (running markers, result.json files,
+a stranger account) is checked on the directory alone, and the rest of the
+directory-only tests here are about those.
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_authority import run_forked, storm_dir  # noqa: F401 -- storm_dir is a fixture
-from tests.conftest import clean_env, log_events, make_storm, run_cli, tree
+from tests.conftest import clean_env, make_storm, run_cli, tree
+from tests.conftest import log_events as _log_events
 
 OPERATOR = "operator:" + pwd.getpwuid(os.getuid()).pw_name
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
@@ -35,8 +41,47 @@ SOURCES = '[priority]\nsources = ["bot", "x"]\n'
 # -- helpers ----------------------------------------------------------
 
 
-def cli(root: Path, *args: str, code: int = 0, env: dict[str, str] | None = None):
-    done = run_cli(root, *args, env=env)
+def _root(root):
+    """A directory, or a store's root (tests/stores.py)."""
+    return root.root if hasattr(root, "cli") else root
+
+
+def log_events(root) -> list[dict]:
+    """The log's lines: a directory's, or a store's."""
+    return root.events() if hasattr(root, "cli") else _log_events(root)
+
+
+def asked(root) -> list[dict]:
+    """The log's lines but a database storm's first, which records its init."""
+    return [e for e in log_events(root) if e["action"] != "init"]
+
+
+def operator_of(root) -> str:
+    """Who the operator is in the log: this account, or the database role that ran init."""
+    if getattr(root, "kind", "directory") == "directory":
+        return OPERATOR
+    return log_events(root)[0]["by"]
+
+
+def result_of(root, slug: str):
+    """What a finish recorded for SLUG: a store's result, or result.json; None when none."""
+    if hasattr(root, "cli"):
+        return root.result(slug)
+    path = result_json(root, slug)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def no_marker(root, slug: str) -> bool:
+    """No running marker (a database storm has none)."""
+    return getattr(root, "kind", "directory") != "directory" or not marker(_root_path(root), slug).exists()
+
+
+def _root_path(root) -> Path:
+    return root.path if hasattr(root, "cli") else root
+
+
+def cli(root, *args: str, code: int = 0, env: dict[str, str] | None = None):
+    done = run_cli(_root(root), *args, env=env)
     assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
     return done
 
@@ -57,7 +102,9 @@ def result_json(root: Path, slug: str) -> Path:
     return root / "lanes" / slug / ".qwenstorm" / "result.json"
 
 
-def log_bytes(root: Path) -> bytes | None:
+def log_bytes(root) -> bytes | None:
+    if hasattr(root, "cli"):
+        return b"".join(root.lines())
     path = root / "priority.log"
     return path.read_bytes() if path.exists() else None
 
@@ -96,7 +143,7 @@ def check_log(root: Path, *actions: str) -> list[str]:
     for line, event in zip(lines, events):
         assert line.split()[:3] == [str(event["seq"]), event["at"], event["by"]], line
         verb = event["requested"] if event["action"] == "refused" else event["action"]
-        assert f" {verb} " in line + " ", line
+        assert f" {verb} " in line + " " or (verb == "init" and " init: " in line), line  # a database's line 1
         if event.get("slug") is not None:
             assert re.search(rf"\b{re.escape(event['slug'])}\b", line), line
         if event["action"] == "refused":
@@ -122,20 +169,21 @@ def check_log(root: Path, *actions: str) -> list[str]:
 # -- claim ------------------------------------------------------------
 
 
-def test_claim_prints_run_and_records_one_claim_event(tmp_path: Path) -> None:
-    root = make_storm(tmp_path / "storm", "a 1\nb 2\n", toml=FAST)
+def test_claim_prints_run_and_records_one_claim_event(store) -> None:
+    store.make("a 1\nb 2\n", toml=FAST)
+    root = store
     done = cli(root, "claim", "--holder", "runner-1", "--ttl", "120")
     assert done.stdout == "run a 1 1\n"
-    events = log_events(root)
+    events = asked(root)
     assert len(events) == 1
     event = events[0]
     assert {k: event[k] for k in ("action", "by", "slug", "issue", "holder", "token", "ttl", "attempt")} == {
-        "action": "claim", "by": OPERATOR, "slug": "a", "issue": "1", "holder": "runner-1", "token": 1,
+        "action": "claim", "by": operator_of(root), "slug": "a", "issue": "1", "holder": "runner-1", "token": 1,
         "ttl": 120, "attempt": 1}
     assert STAMP.match(event["expires"]) and event["expires"] > event["at"]
-    # the running marker is the lease's cache, as JSON
-    body = json.loads(marker(root, "a").read_text())
-    assert (body["holder"], body["token"], body["expires"]) == ("runner-1", 1, event["expires"])
+    if store.kind == "directory":  # the running marker is the lease's cache, as JSON
+        body = json.loads(marker(store.path, "a").read_text())
+        assert (body["holder"], body["token"], body["expires"]) == ("runner-1", 1, event["expires"])
     row = rows(root)["a"]
     assert (row["state"], row["running"]) == ("running", "lease")
     assert (row["lease"]["holder"], row["lease"]["token"], row["lease"]["expires"]) == ("runner-1", 1, event["expires"])
@@ -300,17 +348,18 @@ def test_renew_without_a_ttl_keeps_the_leases_own_ttl(tmp_path: Path) -> None:
     refused(root, "lease_ttl_out_of_range", 2, "renew", "a", "--token", "1")
 
 
-def test_finish_ok_writes_the_result_and_the_lane_awaits_review(tmp_path: Path) -> None:
-    root = make_storm(tmp_path / "storm", "a 1\nb 2\n")
+def test_finish_ok_writes_the_result_and_the_lane_awaits_review(store) -> None:
+    store.make("a 1\nb 2\n")
+    root = store
     assert claim(root, "--holder", "r1") == "run a 1 1"
     done = cli(root, "finish", "a", "--token", "1", "--result", "ok", "--note", "all green")
     assert "a finished ok" in done.stdout
     event = log_events(root)[-1]
     assert (event["action"], event["slug"], event["token"], event["result"], event["note"]) == (
         "finish", "a", 1, "ok", "all green")
-    result = json.loads(result_json(root, "a").read_text())
+    result = result_of(root, "a")
     assert (result["completed"], result["status"], result["token"]) == (True, "ok", 1)
-    assert not marker(root, "a").exists()
+    assert no_marker(root, "a")
     row = rows(root)["a"]
     assert row["state"] == "finished" and row["lease"] is None
     assert [(h["token"], h["end"], h["note"]) for h in row["history"]] == [(1, "ok", "all green")]
@@ -320,31 +369,34 @@ def test_finish_ok_writes_the_result_and_the_lane_awaits_review(tmp_path: Path) 
     assert log_bytes(root) == before
     # the lease is over: its token finishes nothing more
     refused(root, "stale_fence", 2, "finish", "a", "--token", "1", "--result", "failed")
-    assert json.loads(result_json(root, "a").read_text())["status"] == "ok"
+    assert result_of(root, "a")["status"] == "ok"
     check_log(root, "claim", "finish")
 
 
-def test_finish_failed_makes_the_lane_claimable_under_a_new_token(tmp_path: Path) -> None:
-    root = make_storm(tmp_path / "storm", "a 1\nb 2\n")
+def test_finish_failed_makes_the_lane_claimable_under_a_new_token(store) -> None:
+    store.make("a 1\nb 2\n")
+    root = store
     assert claim(root) == "run a 1 1"
     done = cli(root, "finish", "a", "--token", "1", "--result", "failed")
     assert "attempt 1 of 3" in done.stdout
-    assert not marker(root, "a").exists() and not result_json(root, "a").exists()
+    assert no_marker(root, "a") and result_of(root, "a") is None
     row = rows(root)["a"]
     assert (row["state"], row["attempts"]) == ("ready", 1)
     assert [(h["token"], h["end"]) for h in row["history"]] == [(1, "failed")]
     assert claim(root) == "run a 1 2"
     event = log_events(root)[-1]
     assert (event["action"], event["token"], event["attempt"]) == ("claim", 2, 2)
-    assert json.loads(marker(root, "a").read_text())["token"] == 2
+    if store.kind == "directory":
+        assert json.loads(marker(store.path, "a").read_text())["token"] == 2
     check_log(root, "claim", "finish")
 
 
 # -- quarantine and unpark ---------------------------------------------
 
 
-def test_spent_attempts_quarantine_the_lane_until_the_operator_unparks_it(tmp_path: Path) -> None:
-    root = make_storm(tmp_path / "storm", "a 1\nb 2\n", toml="[runner]\nattempts = 3\n" + SOURCES)
+def test_spent_attempts_quarantine_the_lane_until_the_operator_unparks_it(store) -> None:
+    store.make("a 1\nb 2\n", toml="[runner]\nattempts = 3\n" + SOURCES)
+    root = store
     for attempt in (1, 2, 3):
         assert claim(root, "--holder", f"r{attempt}") == f"run a 1 {attempt}"
         assert log_events(root)[-1]["attempt"] == attempt
@@ -365,7 +417,7 @@ def test_spent_attempts_quarantine_the_lane_until_the_operator_unparks_it(tmp_pa
     # never claimed: claim moves on to b
     assert claim(root) == "run b 2 1"
     cli(root, "finish", "b", "--token", "1", "--result", "ok")
-    (root / "integrated.txt").write_text("b\n")
+    store.settle(["b"])
     # ... and with nothing else to run, claim waits and records nothing
     before = log_bytes(root)
     assert claim(root) == "wait"
@@ -380,7 +432,8 @@ def test_spent_attempts_quarantine_the_lane_until_the_operator_unparks_it(tmp_pa
     assert rows(root)["a"]["state"] == "quarantined"
     done = cli(root, "unpark", "a", "--reason", "flaky disk replaced")
     event = log_events(root)[-1]
-    assert (event["action"], event["slug"], event["by"], event["reason"]) == ("unpark", "a", OPERATOR, "flaky disk replaced")
+    assert (event["action"], event["slug"], event["by"], event["reason"]) == (
+        "unpark", "a", operator_of(root), "flaky disk replaced")
     row = rows(root)["a"]
     assert (row["state"], row["attempts"], row["quarantined"]) == ("ready", 0, None)
     assert [h["end"] for h in row["history"]] == ["failed"] * 3  # history is never erased
@@ -395,8 +448,9 @@ def test_spent_attempts_quarantine_the_lane_until_the_operator_unparks_it(tmp_pa
 # -- orphans ------------------------------------------------------------
 
 
-def test_orphaned_lease_is_recovered_and_the_old_token_is_fenced_off(tmp_path: Path) -> None:
-    root = make_storm(tmp_path / "storm", "a 1\n", toml=FAST)
+def test_orphaned_lease_is_recovered_and_the_old_token_is_fenced_off(store) -> None:
+    store.make("a 1\n", toml=FAST)
+    root = store
     assert claim(root, "--holder", "lost-runner") == "run a 1 1"
     claimed = log_events(root)[-1]
     assert claimed["ttl"] == 1
@@ -408,13 +462,13 @@ def test_orphaned_lease_is_recovered_and_the_old_token_is_fenced_off(tmp_path: P
     # the lease is over: its token may not finish the lane, even before anyone takes it back
     event = refused(root, "stale_fence", 2, "finish", "a", "--token", "1", "--result", "ok")
     assert event["slug"] == "a" and "expired" in event["message"]
-    assert not result_json(root, "a").exists()
+    assert result_of(root, "a") is None
     done = cli(root, "recover")
     assert "took back a" in done.stdout
     expire = log_events(root)[-1]
     assert (expire["action"], expire["slug"], expire["token"], expire["expired"]) == (
         "expire", "a", 1, claimed["expires"])
-    assert not marker(root, "a").exists()
+    assert no_marker(root, "a")
     row = rows(root)["a"]
     assert (row["state"], row["lease"]) == ("ready", None)
     assert [(h["token"], h["end"]) for h in row["history"]] == [(1, "expired")]
@@ -424,10 +478,10 @@ def test_orphaned_lease_is_recovered_and_the_old_token_is_fenced_off(tmp_path: P
     event = refused(root, "stale_fence", 2, "finish", "a", "--token", "1", "--result", "ok")
     assert (event["requested"], event["slug"], event["authorised"]) == ("finish", "a", True)
     assert "older" in event["message"]
-    assert not result_json(root, "a").exists()
+    assert result_of(root, "a") is None
     assert rows(root)["a"]["lease"]["holder"] == "new-runner"
     cli(root, "finish", "a", "--token", "2", "--result", "ok")
-    assert json.loads(result_json(root, "a").read_text())["token"] == 2
+    assert result_of(root, "a")["token"] == 2
     check_log(root, "claim", "expire", "finish")
 
 

@@ -3,6 +3,13 @@ the rule that no refusal is ever a crash (4).
 
 0 done (a recorded no-op too), 1 not authorised, 2 refused as asked or a
 usage error (not recorded, said on stderr, log untouched), 3 unknown order.
+
+The requests and refusals run on a directory storm and on a database storm
+alike (the ``store`` fixture). Directory-only, each for its one reason: a
+stranger made by chown of queue.txt (on a database the stranger is another
+role, whose refusal cannot be recorded: tests/database), usage errors and
+malformed slugs checked by the directory's files being untouched, and a
+damaged priority.log (a database's event table refuses the damage).
 """
 
 from __future__ import annotations
@@ -21,46 +28,59 @@ QUEUE = "a 1\nb 2 a\nc 3\nd 4 gone\ne 5 f\nf 6 e\ng 7 nowhere\nfin 8\nint 9\n"
 TOML = '[priority]\nsources = ["nightly"]\n'
 
 
-def request(root: Path, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict]:
-    done = run_cli(root, *args, "--json", env=env)
+def request(root, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    """ROOT: a directory, or a store (tests/stores.py)."""
+    done = root.cli(*args, "--json", env=env) if hasattr(root, "cli") else run_cli(root, *args, "--json", env=env)
     return done, json.loads(done.stdout)
+
+
+def requests(store) -> list[dict]:
+    """The log's lines but a database storm's first, which records its init."""
+    return [e for e in store.events() if e["action"] != "init"]
 
 
 @pytest.fixture
 def full(tmp_path: Path) -> Path:
-    """A storm with lanes for every kind of refusal."""
+    """A directory storm with lanes for every kind of refusal."""
     return make_storm(tmp_path / "storm", QUEUE, integrated=["int"], abandoned=["gone"], finished=["fin"], toml=TOML)
+
+
+@pytest.fixture
+def either(store):
+    """The same storm as ``full``, kept by each store in turn."""
+    store.make(QUEUE, integrated=["int"], abandoned=["gone"], finished=["fin"], toml=TOML)
+    return store
 
 
 # -- 0 ---------------------------------------------------------------
 
 
-def test_admitted_request_exits_0_and_is_recorded(full: Path) -> None:
-    done, answer = request(full, "bump", "b", "--reason", "outage")
+def test_admitted_request_exits_0_and_is_recorded(either) -> None:
+    done, answer = request(either, "bump", "b", "--reason", "outage")
     assert done.returncode == 0, done.stderr
     assert answer["outcome"] == "done" and answer["code"] is None and answer["recorded"] is True
     assert answer["moved"] == ["a", "b"]
-    events = log_events(full)
+    events = requests(either)
     assert [e["action"] for e in events] == ["bump"]
     assert events[0]["moved"] == ["a", "b"] and events[0]["reason"] == "outage"
 
 
 @pytest.mark.parametrize("args", [("bump", "int"), ("bump", "fin"), ("bump", "gone"), ("push", "fin", "8"), ("push", "int", "9")])
-def test_recorded_noop_exits_0(full: Path, args: tuple[str, ...]) -> None:
-    done, answer = request(full, *args)
+def test_recorded_noop_exits_0(either, args: tuple[str, ...]) -> None:
+    done, answer = request(either, *args)
     assert done.returncode == 0, done.stderr
     assert answer["outcome"] == "noop" and answer["code"] is None and answer["recorded"] is True
     assert answer["moved"] == []
-    events = log_events(full)
+    events = requests(either)
     assert len(events) == 1
     assert events[0]["action"] == args[0] and events[0]["noop"]
     assert events[0]["moved"] == []
 
 
-def test_list_and_next_exit_0(full: Path) -> None:
-    listed = run_cli(full, "list")
+def test_list_and_next_exit_0(either) -> None:
+    listed = either.cli("list")
     assert listed.returncode == 0, listed.stderr
-    nxt = run_cli(full, "next")
+    nxt = either.cli("next")
     assert nxt.returncode == 0, nxt.stderr
     assert nxt.stdout == "review fin\n"
 
@@ -79,8 +99,8 @@ def test_successful_reset_exits_0(full: Path) -> None:
 # -- 1 and 2: every refusal code, recorded, never 4 ------------------
 
 
-def _prime_unbump_needed(root: Path) -> None:
-    assert run_cli(root, "bump", "b").returncode == 0
+def _prime_unbump_needed(store) -> None:
+    assert store.cli("bump", "b").returncode == 0
 
 
 def _prime_not_operator(root: Path) -> None:
@@ -90,6 +110,7 @@ def _prime_not_operator(root: Path) -> None:
     os.chown(root / "queue.txt", 65534, 65534)
 
 
+NOT_OPERATOR = ("not_operator", 1, False, ("bump", "a"), {}, _prime_not_operator)  # a directory's stranger: chown
 REFUSALS = [
     # (code, exit, authorised, args, extra env, setup)
     ("invalid_slug", 2, False, ("bump", "../x"), {}, None),
@@ -99,7 +120,6 @@ REFUSALS = [
     ("invalid_source", 2, False, ("bump", "a", "--source=a*"), {}, None),
     ("blank_reason", 2, False, ("reset", "--reason", "   "), {}, None),
     ("lane_process", 1, False, ("bump", "a"), {"STORM_QUEUE_LANE": "a"}, None),
-    ("not_operator", 1, False, ("bump", "a"), {}, _prime_not_operator),
     ("undeclared_source", 1, False, ("bump", "a", "--source", "github-label"), {}, None),
     ("operator_only", 1, False, ("reset", "--reason", "r", "--source", "nightly"), {}, None),
     ("unknown_slug", 2, True, ("bump", "zz"), {}, None),
@@ -116,10 +136,23 @@ REFUSALS = [
 
 @pytest.mark.parametrize("code,exit,authorised,args,env,setup", REFUSALS,
                          ids=[f"{r[0]}-{r[3][0]}" for r in REFUSALS])
-def test_every_refusal_has_its_exit_code_and_is_recorded(full: Path, code, exit, authorised, args, env, setup) -> None:
+def test_every_refusal_has_its_exit_code_and_is_recorded(either, code, exit, authorised, args, env, setup) -> None:
+    _refused_and_recorded(either, code, exit, authorised, args, env, setup)
+
+
+def test_a_stranger_by_chown_is_refused_and_recorded(tmp_path: Path) -> None:
+    from tests.stores import DirectoryStorm
+
+    store = DirectoryStorm(tmp_path)
+    store.make(QUEUE, integrated=["int"], abandoned=["gone"], finished=["fin"], toml=TOML)
+    code, exit, authorised, args, env, setup = NOT_OPERATOR
+    _refused_and_recorded(store, code, exit, authorised, args, env, lambda s: setup(s.path))
+
+
+def _refused_and_recorded(full, code, exit, authorised, args, env, setup) -> None:
     if setup is not None:
         setup(full)
-    before = log_events(full)
+    before = full.events()
     done, answer = request(full, *args, env=clean_env(**env))
     assert done.returncode == exit, (done.stdout, done.stderr)
     assert done.returncode != 4
@@ -128,7 +161,7 @@ def test_every_refusal_has_its_exit_code_and_is_recorded(full: Path, code, exit,
     assert answer["recorded"] is True
     assert answer["action"] == args[0]
     assert answer["message"]
-    after = log_events(full)
+    after = full.events()
     assert len(after) == len(before) + 1
     event = after[-1]
     assert event["action"] == "refused"
@@ -136,7 +169,7 @@ def test_every_refusal_has_its_exit_code_and_is_recorded(full: Path, code, exit,
     assert event["code"] == code
     assert event["authorised"] is authorised
     # the same refusal in words goes to stderr, not stdout
-    plain = run_cli(full, *args, env=clean_env(**env))
+    plain = full.cli(*args, env=clean_env(**env))
     assert plain.returncode == exit
     assert plain.stdout == ""
     assert code in plain.stderr

@@ -10,7 +10,12 @@ for ``not_operator`` (and for ``storm_unwritable``, in a storm that account
 owns but cannot write), and through the Python API only for the two codes
 the command line checks as a usage error (``invalid_token``,
 ``invalid_result``). A code with no scenario is unasserted; a scenario with
-no code is a refusal outside the vocabulary: both fail."""
+no code is a refusal outside the vocabulary: both fail.
+
+Each scenario runs on a directory storm and on a database storm (a fresh
+database; ``make`` returns its URL), so both stores give the same code and
+exit code, but where the refusal is about what only one store has
+(``DIRECTORY_ONLY``, ``DATABASE_ONLY``)."""
 
 from __future__ import annotations
 
@@ -126,14 +131,21 @@ def _invalid_time(make: Make) -> Answer:
     return cli(make("a 1\n"), "schedule", "a", "--not-before", "tomorrow")
 
 
+def _api(root, call: Callable[[Storm], object]) -> Answer:
+    """An answer of the Python API on the storm at ROOT (a directory or a URL)."""
+    storm = Storm.find(str(root), env=clean_env())
+    try:
+        return api(call(storm))
+    finally:
+        getattr(storm, "close", lambda: None)()
+
+
 def _invalid_token(make: Make) -> Answer:
-    root = claimed(make)
-    return api(Storm(str(root), env=clean_env()).finish("a", 0, "ok"))
+    return _api(claimed(make), lambda storm: storm.finish("a", 0, "ok"))
 
 
 def _invalid_result(make: Make) -> Answer:
-    root = claimed(make)
-    return api(Storm(str(root), env=clean_env()).finish("a", 1, "maybe"))
+    return _api(claimed(make), lambda storm: storm.finish("a", 1, "maybe"))
 
 
 def _blank_reason(make: Make) -> Answer:
@@ -219,7 +231,7 @@ def _lane_running(make: Make) -> Answer:
 
 
 def _invalid_ledger(make: Make) -> Answer:
-    return api(Storm(str(make("a 1\n")), env=clean_env()).settle("a", "merged"))
+    return _api(make("a 1\n"), lambda storm: storm.settle("a", "merged"))
 
 
 def _reorder_conflict(make: Make, request=None) -> Answer:
@@ -331,24 +343,54 @@ ALSO = {"declaration_unreadable": [_declaration_unreadable_runner], "operator_on
 API_ONLY = {"invalid_token", "invalid_result", "invalid_ledger"}
 #: the codes only a database storm gives; their scenarios take the test's ``request`` for the server fixtures
 DATABASE_ONLY = {"reorder_conflict"}
+#: the codes about what only a directory has, each with why
+DIRECTORY_ONLY = {
+    "not_operator": "a stranger is an account here; on a database another role, whose refusal cannot be "
+                    "recorded (tests/database/test_database_storm.py)",
+    "declaration_untrusted": "storm.toml's file mode; a database's declaration is a row only the operator writes",
+    "storm_unwritable": "a directory's permissions; on a database only the operator's role may write at all",
+}
 
 
-def _assert_refused(root_of: Callable[[], list[Path]], code: str, answer: Answer) -> None:
+def _events(root) -> list[dict]:
+    if isinstance(root, Path):
+        return log_events(root)
+    from tests.stores import DatabaseStorm
+
+    return DatabaseStorm(root).events()
+
+
+def _assert_refused(root_of: Callable[[], list], code: str, answer: Answer) -> None:
     exit_code, doc = answer
     assert (doc["outcome"], doc["code"]) == ("refused", code), doc
     assert exit_code == refusals.CODES[code][0], (exit_code, doc)
     assert doc["message"], doc
     if doc["recorded"]:  # a recorded refusal is the log's last line, with its code
-        last = log_events(root_of()[-1])[-1]
+        last = _events(root_of()[-1])[-1]
         assert (last["action"], last["code"]) == ("refused", code), last
 
 
-@pytest.mark.parametrize("code", list(refusals.CODES))
-def test_the_tool_produces_each_refusal_code(storm_dir, code: str, request) -> None:
-    made: list[Path] = []
+def _params():
+    for code in refusals.CODES:
+        if code not in DATABASE_ONLY:
+            yield pytest.param(code, "directory", id=f"directory-{code}")
+        if code not in DIRECTORY_ONLY:
+            yield pytest.param(code, "database", id=f"database-{code}", marks=pytest.mark.postgresql)
 
-    def make(queue: str, toml: str | None = None, abandoned=()) -> Path:
-        made.append(storm_dir(queue, toml, abandoned))
+
+@pytest.mark.parametrize("code, kind", list(_params()))
+def test_the_tool_produces_each_refusal_code(storm_dir, code: str, kind: str, request) -> None:
+    made: list = []
+
+    def make(queue: str, toml: str | None = None, abandoned=()):
+        if kind == "directory":
+            made.append(storm_dir(queue, toml, abandoned))
+        else:
+            from tests.stores import DatabaseStorm
+
+            store = DatabaseStorm(request.getfixturevalue("pg_database")())
+            store.make(queue, abandoned=abandoned, toml=toml)
+            made.append(store.root)
         return made[-1]
 
     assert code in SCENARIOS, f"no scenario produces {code}: it is unasserted"

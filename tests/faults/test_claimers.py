@@ -8,7 +8,8 @@ by line: no lane was claimed while it was leased, no more lanes were leased
 at once than there are slots, each lane's tokens are unique and strictly
 increasing, every lane was claimed exactly once per attempt it needed (once,
 or twice for a lane that failed its first attempt), every finish presented
-the live token, and ``storm-queue verify`` finds the log sound.
+the live token, and ``storm-queue verify`` finds the log sound. On a
+directory storm and on a database storm alike (the ``store`` fixture).
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-from tests.conftest import log_events, make_storm, run_cli
 
 CLAIMERS = 8
 SLOTS = 4
@@ -39,39 +38,38 @@ def queue_text() -> str:
 class Reviewer:
     """The claimers' shared review step: settle each finished lane once."""
 
-    def __init__(self, root: Path) -> None:
-        self.root, self.lock, self.settled = root, threading.Lock(), []
+    def __init__(self, store) -> None:
+        self.store, self.lock, self.settled = store, threading.Lock(), []
 
     def settle(self, slugs: list[str]) -> None:
         with self.lock:
             for slug in slugs:
                 if slug in self.settled:
                     continue
-                result = json.loads((self.root / "lanes" / slug / ".qwenstorm" / "result.json").read_text())
+                result = self.store.result(slug)
                 assert (result["completed"], result["status"]) == (True, "ok"), (slug, result)
-                with open(self.root / "integrated.txt", "a") as f:
-                    f.write(slug + "\n")
+                self.store.settle([slug])
                 self.settled.append(slug)
 
 
-def claimer(root: Path, reviewer: Reviewer, n: int, stop_at: float, failed: threading.Event) -> list[dict]:
+def claimer(store, reviewer: Reviewer, n: int, stop_at: float, failed: threading.Event) -> list[dict]:
     """Loop: claim; on `run` finish with the token got; until `empty`. When
     one claimer fails, the others stop too (instead of waiting on the
     leases it will never finish)."""
     try:
-        return _claim_until_empty(root, reviewer, f"w{n}", stop_at, failed)
+        return _claim_until_empty(store, reviewer, f"w{n}", stop_at, failed)
     except BaseException:
         failed.set()
         raise
 
 
-def _claim_until_empty(root: Path, reviewer: Reviewer, holder: str, stop_at: float,
+def _claim_until_empty(store, reviewer: Reviewer, holder: str, stop_at: float,
                        failed: threading.Event) -> list[dict]:
     got: list[dict] = []
     while True:
         assert not failed.is_set(), "another claimer failed"
         assert time.monotonic() < stop_at, f"{holder} still claiming at the deadline"
-        done = run_cli(root, "claim", "--holder", holder, "--json", timeout=180)
+        done = store.cli("claim", "--holder", holder, "--json", timeout=180)
         if done.returncode == 5:  # busy: nothing was recorded; ask again
             continue
         assert done.returncode == 0, (holder, done.stdout, done.stderr)
@@ -83,7 +81,7 @@ def _claim_until_empty(root: Path, reviewer: Reviewer, holder: str, stop_at: flo
             result = "failed" if slug in FAIL_ONCE and token == 1 else "ok"
             got.append({"holder": holder, "slug": slug, "token": token, "result": result})
             while True:
-                fin = run_cli(root, "finish", slug, "--token", str(token), "--result", result, "--json", timeout=180)
+                fin = store.cli("finish", slug, "--token", str(token), "--result", result, "--json", timeout=180)
                 if fin.returncode != 5:
                     break
             assert fin.returncode == 0, (holder, slug, token, fin.stdout, fin.stderr)
@@ -96,12 +94,12 @@ def _claim_until_empty(root: Path, reviewer: Reviewer, holder: str, stop_at: flo
             return got
 
 
-def test_many_concurrent_claimers_never_share_a_lane(tmp_path: Path) -> None:
-    root = make_storm(tmp_path / "storm", queue_text(), toml=f"[runner]\nslots = {SLOTS}\n")
-    reviewer, failed = Reviewer(root), threading.Event()
+def test_many_concurrent_claimers_never_share_a_lane(store) -> None:
+    store.make(queue_text(), toml=f"[runner]\nslots = {SLOTS}\n")
+    reviewer, failed = Reviewer(store), threading.Event()
     stop_at = time.monotonic() + DEADLINE
     with ThreadPoolExecutor(CLAIMERS) as pool:
-        futures = [pool.submit(claimer, root, reviewer, n, stop_at, failed) for n in range(CLAIMERS)]
+        futures = [pool.submit(claimer, store, reviewer, n, stop_at, failed) for n in range(CLAIMERS)]
         errors = [f.exception() for f in futures]
     first = next((e for e in errors if e is not None and "another claimer failed" not in str(e)), None)
     if first is not None:
@@ -119,7 +117,7 @@ def test_many_concurrent_claimers_never_share_a_lane(tmp_path: Path) -> None:
     assert len({g["holder"] for g in got}) > 1, "a real contest: more than one claimer ran lanes"
 
     # What the log says, line by line.
-    events = log_events(root)
+    events = [e for e in store.events() if e["action"] != "init"]  # a database storm's line 1
     leased: dict[str, int] = {}
     last: dict[str, int] = {}
     most = 0
@@ -147,8 +145,8 @@ def test_many_concurrent_claimers_never_share_a_lane(tmp_path: Path) -> None:
 
     # Every lane settled once; the storm is empty; the log is sound.
     assert sorted(reviewer.settled) == LANES
-    assert sorted((root / "integrated.txt").read_text().split()) == LANES
-    assert run_cli(root, "next").stdout == "empty\n"
-    verified = run_cli(root, "verify", "--json")
+    assert sorted(store.settled()) == LANES
+    assert store.cli("next").stdout == "empty\n"
+    verified = store.cli("verify", "--json")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert json.loads(verified.stdout)["sound"] is True

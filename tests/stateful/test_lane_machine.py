@@ -14,6 +14,11 @@ Checked (contract section 3 items 5 and 6, section 4):
 * the model predicts each outcome (done, noop or the refusal code), the named
   set, and the set of lanes in the priority lane, without using the library's
   planner.
+
+The same machine runs on a database storm (``DatabaseLaneMachine``: the
+store's rows stand for the files, written as the operator's role would
+write them; the log's head is its state row, which ``verify`` checks), with
+fewer examples, since each request there is a transaction on a server.
 """
 
 from __future__ import annotations
@@ -24,12 +29,13 @@ import os
 import shutil
 import tempfile
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from storm_queue import lane as lanemod
-from storm_queue import ledger, queuefile
+from storm_queue import queuefile
 from storm_queue.desk import Storm
 from storm_queue.log import reader
 
@@ -184,9 +190,43 @@ class LaneMachine(RuleBasedStateMachine):
         self.model = Model()
         self.issue_counter = 0
         self.requests = 0  # requests made, each must be one log line
+        self.base = 0  # the log's lines before the first request (a database storm's init)
 
     def teardown(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # -- the store: a directory's files (DatabaseLaneMachine: its rows) -------
+
+    def read_log(self) -> reader.LogRead:
+        return reader.read(self.log_path())
+
+    def log_lines(self) -> list[bytes]:
+        if not os.path.exists(self.log_path()):
+            return []
+        return open(self.log_path(), "rb").read().splitlines(keepends=True)
+
+    def check_head(self, lines: list[bytes], prev: str | None) -> None:
+        """The log's head agrees with its lines: the witness."""
+        witness = json.loads(open(reader.witness_path(self.log_path()), "rb").read())
+        assert witness["length"] == sum(map(len, lines))
+        assert witness["seq"] == len(lines)
+        assert witness["digest"] == prev
+        assert self.read_log().length == sum(map(len, lines))
+
+    def queue_rows(self) -> list[tuple]:
+        parsed = queuefile.read(self.path("queue.txt"))
+        assert parsed.skipped == ()
+        return [(ln.slug, ln.issue, ln.deps) for ln in parsed.lanes]
+
+    def append_ledger(self, where: str, slug: str) -> None:
+        with open(self.path(f"{where}.txt"), "a") as f:
+            f.write(slug + "\n")
+
+    def write_result(self, slug: str) -> None:
+        marks = self.path("lanes", slug, ".qwenstorm")
+        os.makedirs(marks, exist_ok=True)
+        with open(os.path.join(marks, "result.json"), "w") as f:
+            f.write('{"status": "ok"}\n')
 
     # -- helpers ------------------------------------------------------------
 
@@ -205,27 +245,24 @@ class LaneMachine(RuleBasedStateMachine):
             f.write(self.model.queue_text())
 
     def snapshot(self, log: reader.LogRead) -> lanemod.Snapshot:
-        queue = queuefile.read(self.path("queue.txt"))
-        return lanemod.Snapshot({ln.slug: ln for ln in queue.lanes}, ledger.read(self.root), log.state)
+        return self.storm._snapshot(log)
 
     def known(self) -> list[str]:
         """Slugs that queue.txt or a ledger knows."""
         return sorted(set(self.model.queue) | self.model.integrated | self.model.abandoned | self.model.finished)
 
     def check_queue_file(self) -> None:
-        parsed = queuefile.read(self.path("queue.txt"))
-        assert parsed.skipped == ()
-        assert [(ln.slug, ln.issue, ln.deps) for ln in parsed.lanes] == [
+        assert self.queue_rows() == [
             (slug, issue, deps) for slug, (issue, deps) in self.model.queue.items()
         ]
 
     def request(self, call, expected: str, slug: str):
         """Make one request; check it against the prediction and the log."""
-        before = reader.read(self.log_path())
+        before = self.read_log()
         lines_before = before.seq
         out = call()
         self.requests += 1
-        after = reader.read(self.log_path())
+        after = self.read_log()
         assert out.recorded, out
         assert after.seq == lines_before + 1, "every request is exactly one log line"
         assert out.event is not None and out.event["seq"] == after.seq
@@ -361,7 +398,7 @@ class LaneMachine(RuleBasedStateMachine):
             slug = "../" + slug
             call = lambda: self.storm.bump(slug)  # noqa: E731
         elif kind == "lane_process":
-            lane_storm = Storm(self.root, env=_env(STORM_QUEUE_LANE=""), wait=10)
+            lane_storm = Storm.find(self.root, env=_env(STORM_QUEUE_LANE=""), wait=10)
             call = lambda: lane_storm.unbump(slug)  # noqa: E731
         else:
             call = lambda: self.storm.bump(slug, source="nightly")  # noqa: E731
@@ -376,8 +413,7 @@ class LaneMachine(RuleBasedStateMachine):
         if not candidates:
             return
         slug = data.draw(st.sampled_from(candidates), label="settle")
-        with open(self.path(f"{where}.txt"), "a") as f:
-            f.write(slug + "\n")
+        self.append_ledger(where, slug)
         getattr(self.model, where).add(slug)
 
     @rule(data=st.data())
@@ -386,10 +422,7 @@ class LaneMachine(RuleBasedStateMachine):
         if not candidates:
             return
         slug = data.draw(st.sampled_from(candidates), label="finish")
-        marks = self.path("lanes", slug, ".qwenstorm")
-        os.makedirs(marks, exist_ok=True)
-        with open(os.path.join(marks, "result.json"), "w") as f:
-            f.write('{"status": "ok"}\n')
+        self.write_result(slug)
         self.model.finished.add(slug)
 
     # -- hand edits of queue.txt ---------------------------------------------
@@ -443,14 +476,13 @@ class LaneMachine(RuleBasedStateMachine):
 
     @invariant()
     def log_verifies(self) -> None:
-        log = reader.read(self.log_path())  # raises UnknownOrder on any damage
+        log = self.read_log()  # raises UnknownOrder on any damage
         assert log.torn == 0 and not log.warnings
-        if self.requests == 0:
-            assert not os.path.exists(self.log_path())
+        lines = self.log_lines()
+        if self.requests == 0 and self.base == 0:
+            assert lines == [] and not os.path.exists(self.log_path())
             return
-        raw = open(self.log_path(), "rb").read()
-        lines = raw.splitlines(keepends=True)
-        assert len(lines) == self.requests
+        assert len(lines) == self.base + self.requests
         prev = None
         for number, line in enumerate(lines, start=1):
             assert line.endswith(b"\n")
@@ -459,15 +491,12 @@ class LaneMachine(RuleBasedStateMachine):
             assert event["seq"] == number
             assert event["prev"] == prev
             prev = hashlib.sha256(line).hexdigest()
-        witness = json.loads(open(reader.witness_path(self.log_path()), "rb").read())
-        assert witness["length"] == len(raw)
-        assert witness["seq"] == len(lines)
-        assert witness["digest"] == prev
-        assert log.seq == len(lines) and log.length == len(raw)
+        self.check_head(lines, prev)
+        assert log.seq == len(lines)
 
     @invariant()
     def model_agrees(self) -> None:
-        state = reader.read(self.log_path()).state
+        state = self.read_log().state
         assert list(state.named) == self.model.named
         # the model's named set, among live lanes, is what the lane serves
         assert {n for n in state.named if self.model.live(n)} == {n for n in self.model.named if self.model.live(n)}
@@ -481,3 +510,92 @@ LaneMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 TestLaneMachine = LaneMachine.TestCase
+
+
+# -- the same machine on a database storm ---------------------------------------
+
+#: the session's PostgreSQL server, set by the test below for the machine's examples
+SERVER: list = []
+
+
+class DatabaseLaneMachine(LaneMachine):
+    """The machine over a storm in a fresh database of its own: the lane,
+    settled and result rows stand for queue.txt, the ledgers and result.json
+    (rewritten as the operator's role would write them), the event table for
+    the log, and ``verify`` (the chain from line 1, the state row against
+    the fold of the log) for the witness."""
+
+    def __init__(self) -> None:
+        import secrets
+
+        from storm_queue.database import create
+
+        RuleBasedStateMachine.__init__(self)
+        server = SERVER[0]
+        tag = secrets.token_hex(4)
+        self.role, self.dbname = f"op_{tag}", f"storm_{tag}"
+        server.create_role(self.role)
+        server.create_database(self.dbname, owner=self.role)
+        self.root = server.url(self.dbname, self.role)
+        create(self.root)
+        self.storm = Storm.find(self.root, env=_env(), wait=10)
+        self.model = Model()
+        self.issue_counter = 0
+        self.requests = 0
+        self.base = 1  # line 1 records the init
+
+    def teardown(self) -> None:
+        self.storm.close()
+        SERVER[0].drop_database(self.dbname)
+        SERVER[0].drop_role(self.role)
+
+    def sql(self, query: str, rows=((),)) -> list[tuple]:
+        import psycopg
+
+        with psycopg.connect(self.root, autocommit=True) as conn, conn.cursor() as cur:
+            cur.executemany(query, rows, returning=True)
+            return cur.fetchall() if cur.description else []
+
+    def read_log(self) -> reader.LogRead:
+        with self.storm._errors(), self.storm.conn.transaction():
+            return self.storm._load()
+
+    def log_lines(self) -> list[bytes]:
+        return [bytes(r[0]) for r in self.sql("SELECT line FROM storm_queue.event ORDER BY seq")]
+
+    def check_head(self, lines: list[bytes], prev: str | None) -> None:
+        (seq, digest), = self.sql("SELECT seq, digest FROM storm_queue.state")
+        assert (seq, digest) == (len(lines), prev)
+        audit = self.storm.verify()
+        assert audit.problem is None and audit.checkpoint == "agrees", audit
+
+    def write_queue(self) -> None:
+        """The lane rows become the model's queue, in order (a hand edit)."""
+        self.sql("DELETE FROM storm_queue.lane")
+        rows = [(slug, issue, list(deps)) for slug, (issue, deps) in self.model.queue.items()]
+        if rows:
+            self.sql("INSERT INTO storm_queue.lane (slug, issue, deps) VALUES (%s, %s, %s)", rows)
+
+    def queue_rows(self) -> list[tuple]:
+        return [(slug, issue, tuple(deps)) for slug, issue, deps in
+                self.sql("SELECT slug, issue, deps FROM storm_queue.lane ORDER BY pos")]
+
+    def append_ledger(self, where: str, slug: str) -> None:
+        self.sql("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, %s, 'then')", [(slug, where)])
+
+    def write_result(self, slug: str) -> None:
+        self.sql("INSERT INTO storm_queue.result (slug, body) VALUES (%s, '{\"status\": \"ok\"}') "
+                 "ON CONFLICT (slug) DO UPDATE SET body = EXCLUDED.body", [(slug,)])
+
+
+@pytest.mark.postgresql
+def test_the_lane_machine_on_a_database_storm(pg_server) -> None:
+    from hypothesis.stateful import run_state_machine_as_test
+
+    SERVER[:] = [pg_server]
+    try:
+        run_state_machine_as_test(DatabaseLaneMachine, settings=settings(
+            max_examples=12, stateful_step_count=20, deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    finally:
+        SERVER.clear()

@@ -230,3 +230,31 @@ def test_only_watch_imports_the_live_view(busy_storm: Path, args: tuple[str, ...
     assert "storm_queue.desk" in modules
     assert "storm_queue.watch" not in modules, f"{' '.join(args)} imported storm_queue.watch"
     assert "storm_queue.watch" in loaded(busy_storm, "watch", "--once")
+
+
+# What a command's path never loads on a directory storm: the terminal library,
+# the lock library, the database driver, the socket module (a claim's default
+# holder is the kernel's node name) and asyncio; tomllib only when there is a
+# storm.toml to read. (The click path of a request still loads click itself.)
+NEVER_ON_A_DIRECTORY = {"rich", "filelock", "psycopg", "psycopg_binary", "psycopg_c", "psycopg_pool", "socket",
+                        "selectors", "asyncio", "ssl"}
+DECLARATION = '[priority]\nsources = ["nightly"]\n'
+
+
+@pytest.mark.parametrize("declared", [False, True], ids=["no-storm.toml", "storm.toml"])
+@pytest.mark.parametrize("args", [("bump", "b"), ("unbump", "b"), ("push", "e", "5"), ("claim",), ("claim", "--json"),
+                                  ("next",), ("list", "--json")], ids=" ".join)
+def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: tuple[str, ...], declared: bool) -> None:
+    root = make_storm(tmp_path / "storm", QUEUE, abandoned=["gone"], toml=DECLARATION if declared else None)
+    if args[0] == "unbump":  # something to un-bump
+        subprocess.run([sys.executable, "-m", "storm_queue", "bump", "b", "--root", str(root)], env=clean_env(),
+                       check=True, capture_output=True, timeout=60)
+    modules = loaded(root, *args)
+    assert "storm_queue.desk" in modules  # the probe really ran the command
+    if args[0] in ("bump", "unbump", "push", "claim"):
+        assert "storm_queue.log.writer" in modules  # ... and it was a request that wrote
+    tops = {m.split(".")[0] for m in modules}
+    assert not tops & NEVER_ON_A_DIRECTORY, f"{' '.join(args)} imported {sorted(tops & NEVER_ON_A_DIRECTORY)}"
+    assert ("tomllib" in tops) == declared, f"{' '.join(args)} {'did not import' if declared else 'imported'} tomllib"
+    if args[0] in ("next", "list", "claim") and not declared:  # the click-free path (tomllib's typing loads it)
+        assert "contextlib" not in modules

@@ -288,6 +288,36 @@ def test_memory_is_flat_in_the_number_of_lines(monkeypatch: pytest.MonkeyPatch) 
     assert large < small * 1.2 + (64 << 10), (small, large)
 
 
+def peak_while_auditing(directory: Path, count: int) -> int:
+    """The peak memory of the audit of a log file of ``count`` lines (and its
+    witness), as ``verify`` runs it."""
+    directory.mkdir()
+    log = directory / "priority.log"
+    length, seq, last = 0, 0, None
+    with open(log, "wb") as f:
+        for line in generated(count):
+            f.write(line)
+            length, seq, last = length + len(line), seq + 1, line
+    witness = {"log": "priority.log", "length": length, "seq": seq, "digest": framing.digest(last), "at": AT}
+    (directory / ".priority.log.witness").write_text(json.dumps(witness) + "\n")
+    tracemalloc.start()
+    try:
+        out = audit.audit(str(log))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert out.sound and out.lines == count and out.length == length, out.problem
+    return peak
+
+
+def test_the_audit_of_a_file_is_flat_in_its_length(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``verify`` of a log file reads it a block at a time and keeps no line
+    it has checked: ten times the lines, about the same peak."""
+    monkeypatch.setattr(reader, "BLOCK", 64 << 10)
+    small, large = peak_while_auditing(tmp_path / "small", 2_000), peak_while_auditing(tmp_path / "large", 20_000)
+    assert large < small * 1.2 + (64 << 10), (small, large)
+
+
 def read_both(path: Path) -> list[Any]:
     """What a read of ``path`` finds on the quick path and on the plain one."""
     out = []
