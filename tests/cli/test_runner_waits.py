@@ -92,13 +92,16 @@ def test_unparking_the_lane_it_named_lets_the_runner_go_on_to_an_empty_storm(tmp
     root = make_storm(tmp_path / "storm", "a 1\nb 2 a\n", toml="[runner]\nattempts = 1\n")
     run_sh = failing(root, "a")
     log = tmp_path / "ran.txt"
-    proc = start_runner(root, runner_env(log, RUNNER_RETRY_DELAY="1"))
-    until(lambda: listed(root)["rows"][0]["state"] == "quarantined", proc)
-    time.sleep(0.5)
+    said = tmp_path / "runner.err"
+    with open(said, "w") as err_file:
+        proc = subprocess.Popen(["bash", str(RUNNER), str(root)], env=runner_env(log, RUNNER_RETRY_DELAY="1"),
+                                stdout=subprocess.DEVNULL, stderr=err_file, text=True, start_new_session=True)
+    until(lambda: STUCK in said.read_text(), proc)  # it has said so before the operator acts
     run_sh.write_text("#!/usr/bin/env bash\nexit 0\n")
     unpark = run_cli(root, "unpark", "a", "--reason", "fixed the flaky test")
     assert unpark.returncode == 0, unpark.stderr
-    code, _, err = finish(proc)
+    code, _, _ = finish(proc)
+    err = said.read_text()
     assert code == 0, err
     assert lines(log) == ["a", "a", "b"]
     assert err.count(STUCK) == 1
