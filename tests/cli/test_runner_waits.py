@@ -33,6 +33,13 @@ def failing(root: Path, slug: str) -> Path:
     return run_sh
 
 
+def start_saying(root: Path, env: dict[str, str], said: Path) -> subprocess.Popen:
+    """The runner, its stderr going to ``said`` (so a test can wait for a line, not a fixed time)."""
+    with open(said, "w") as err_file:
+        return subprocess.Popen(["bash", str(RUNNER), str(root)], env=env, stdout=subprocess.DEVNULL,
+                                stderr=err_file, text=True, start_new_session=True)
+
+
 def until(what, proc: subprocess.Popen, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while not what():
@@ -55,9 +62,10 @@ def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarant
     root = make_storm(tmp_path / "storm", "a 1\nb 2 a\nc 3\n", toml="[runner]\nattempts = 4\n")
     failing(root, "a")
     log = tmp_path / "ran.txt"
-    proc = start_runner(root, runner_env(log, RUNNER_RETRY_DELAY="1", RUNNER_RETRY_MAX="2"))
+    said_to = tmp_path / "runner.err"
+    proc = start_saying(root, runner_env(log, RUNNER_RETRY_DELAY="1", RUNNER_RETRY_MAX="2"), said_to)
     try:
-        until(lambda: [e for e in log_events(root) if e["action"] == "quarantine"], proc)
+        until(lambda: STUCK in said_to.read_text(), proc)
         time.sleep(1.0)  # twenty polls at RUNNER_POLL=0.05: the runner must not repeat itself
         assert proc.poll() is None, "a quarantined lane keeps the storm from being empty"
         events = log_events(root)
@@ -77,7 +85,8 @@ def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarant
         assert listed(root)["decision"] == "wait"
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
-    _, _, err = finish(proc)
+    finish(proc)
+    err = said_to.read_text()
     said = err.splitlines()
     assert said.count(STUCK) == 1, err
     at = said.index(STUCK)
@@ -93,9 +102,7 @@ def test_unparking_the_lane_it_named_lets_the_runner_go_on_to_an_empty_storm(tmp
     run_sh = failing(root, "a")
     log = tmp_path / "ran.txt"
     said = tmp_path / "runner.err"
-    with open(said, "w") as err_file:
-        proc = subprocess.Popen(["bash", str(RUNNER), str(root)], env=runner_env(log, RUNNER_RETRY_DELAY="1"),
-                                stdout=subprocess.DEVNULL, stderr=err_file, text=True, start_new_session=True)
+    proc = start_saying(root, runner_env(log, RUNNER_RETRY_DELAY="1"), said)
     until(lambda: STUCK in said.read_text(), proc)  # it has said so before the operator acts
     run_sh.write_text("#!/usr/bin/env bash\nexit 0\n")
     unpark = run_cli(root, "unpark", "a", "--reason", "fixed the flaky test")
