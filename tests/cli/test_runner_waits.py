@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_runner import RUNNER, finish, lines, listed, runner_env, start_runner
+from tests.cli.test_runner import RUNNER, finish, lines, listed, runner_env
 from tests.conftest import log_events, make_storm, run_cli
 
 STUCK = "runner: nothing can run, and nothing will change by itself: the storm waits for you"
