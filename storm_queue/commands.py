@@ -245,6 +245,33 @@ The old log and witness are kept beside it under new names.
 Example: storm-queue reset --reason "log lost in a disk move\"""",
             exit_codes((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, or a usage error"), 4, 5),
             (*REQUEST, JSON, ROOT), "handlers:reset"),
+    Command("adopt", """Take over a priority log written by the earlier priority tool.
+
+Operator only. The old log is checked line by line, kept byte for byte
+as priority.log.adopted-STAMP, and replayed: the new log's first line
+records its lane in the same order, each lane with who put it there
+and when. On a storm whose log is already storm-queue's: a recorded
+no-op. With --dry-run: the lane it would adopt and the run order
+after it; nothing is written.
+
+Example: storm-queue adopt --reason "moving the storm to storm-queue"""",
+            exit_codes((0, "adopted, or a recorded no-op: the log is already storm-queue's"), 1,
+                       (2, "refused: a blank --reason, or a usage error"),
+                       (3, "the old log breaks its format (the line is named) or is shorter than its witness; nothing changed"), 4, 5),
+            (DRY_RUN, *REQUEST, JSON, ROOT), "handlers:adopt"),
+    Command("waive", """Let SLUG run although its dependency DEP is not integrated.
+
+Operator only, with --reason; recorded. A waived DEP that is abandoned
+no longer blocks SLUG, and a waived DEP is not pulled forward when SLUG
+is prioritised. --undo ends the waiver. why SLUG shows each waiver.
+
+Example: storm-queue waive billing schema --reason "schema ships in the next release"
+
+Example: storm-queue waive billing schema --undo --reason "schema is back in scope"""",
+            exit_codes(0, 1, (2, "refused: DEP is not a dependency SLUG's line names, a blank --reason; or a usage error"), 3, 4, 5),
+            (SLUG, Param("dep", required=True, complete="slug"),
+             Param("undo", "--undo", "flag", help="End the waiver: SLUG waits for DEP again."), *REQUEST, DRY_RUN, JSON, ROOT),
+            "handlers:waive"),
     Command("claim", """Decide as next does and lease the lane to run.
 
 One line: run SLUG ISSUE TOKEN | review SLUG... | wait [SLUG...] |

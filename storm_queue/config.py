@@ -18,7 +18,7 @@ RESERVED_SOURCES = frozenset({"operator"})
 #: every key storm.toml may hold, by table; anything else is reported by
 #: ``doctor`` as unknown (a key storm-queue gains must be added here)
 KNOWN = {
-    "priority": ("sources", "log"),
+    "priority": ("sources", "log", "starving_after"),
     "doctor": ("running_hours",),
     "runner": ("slots", "attempts", "ttl", "ttl_min", "ttl_max", "max_lease_age"),
 }
@@ -61,6 +61,9 @@ class Declaration:
     notes: tuple[tuple[str, str], ...] = ()
     stat: os.stat_result | None = None  # of the file read: who could have written it
     runner: Policy = Policy()
+    #: ``[priority] starving_after`` in seconds: a ready lane waiting longer while others start
+    #: ahead of it is shown as starving (None: never; the default)
+    starving_after: int | None = None
 
     @property
     def error(self) -> str | None:
@@ -106,6 +109,10 @@ def parse(text: str) -> Declaration:
     sources = priority.get("sources", [])
     if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
         return Declaration(True, log, sources_error="storm.toml: [priority] sources must be a list of names", **extra)
+    starving = duration(priority.get("starving_after"))
+    if isinstance(starving, str):
+        return Declaration(True, log, sources_error=f"storm.toml: [priority] starving_after {starving}", **extra)
+    extra["starving_after"] = starving
     bad = [s for s in sources if not is_name(s) or s in RESERVED_SOURCES]
     if bad:
         return Declaration(
@@ -186,6 +193,23 @@ def syntax_error(text: str, parser_says: str) -> str:
 #: no [runner] value may exceed ten years (in seconds): a lease's expiry
 #: stays a stamp that compares as a string (years up to 9999)
 RUNNER_MAX = 10 * 366 * 86400
+
+
+def duration(value: object) -> int | None | str:
+    """A duration as storm.toml gives it (``"90s"``, ``"30m"``, ``"6h"``,
+    ``"2d"``: a whole number with a unit) in seconds; None when not given,
+    else what is wrong with it in words."""
+    from .clock import UNITS
+
+    if value is None:
+        return None
+    text = value if isinstance(value, str) else ""
+    number, unit = text[:-1], text[-1:]
+    if not (unit in UNITS and number.isascii() and number.isdigit() and len(number) <= 12 and int(number) > 0):
+        return (f"must be a duration: a whole number above 0 with s, m, h or d, such as \"6h\" "
+                f"(not {quote(str(value))})")
+    seconds = int(number) * UNITS[unit]
+    return seconds if seconds <= RUNNER_MAX else f"must be at most {RUNNER_MAX // 86400} days"
 
 
 def _policy(table: object) -> Policy | str:

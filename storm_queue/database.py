@@ -134,6 +134,20 @@ class _Known:
     state: fold.LaneState
 
 
+def _older_format(body: str) -> bool:
+    """Whether a state row's body is a state of an earlier format (which an
+    upgrade leaves behind), rather than a damaged one."""
+    import json
+
+    from .log.checkpoint import FORMAT
+
+    try:
+        v = json.loads(body).get("v")
+    except (ValueError, AttributeError):
+        return False
+    return type(v) is int and 1 <= v < FORMAT
+
+
 def schema_sql() -> str:
     with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.sql"), encoding="utf-8") as f:
         return f.read()
@@ -272,8 +286,11 @@ class DatabaseStorm(Storm):
             try:
                 base = _Known(body_seq, body_digest, load_state(body))
             except ValueError as exc:
-                raise reader.Damage(self.root, f"the state row cannot be read ({exc}); "
-                                    "storm-queue verify checks the log") from None
+                if not _older_format(body):
+                    raise reader.Damage(self.root, f"the state row cannot be read ({exc}); "
+                                        "storm-queue verify checks the log") from None
+                # written by an earlier storm-queue: fold the whole log, and let the next writer rewrite the row
+                base, self._body_seq = _Known(0, None, fold.EMPTY), -STATE_EVERY
             state = self._fold_on(base, seq, last)
             if state is None:
                 raise reader.Damage(self.root, f"the log's lines after line {body_seq} do not follow the state row "
@@ -281,11 +298,12 @@ class DatabaseStorm(Storm):
         self._state_known = _Known(seq, last, state)
         lanes = conn.execute("SELECT slug, issue, deps, pos FROM storm_queue.lane ORDER BY pos").fetchall()
         settled = conn.execute("SELECT slug, ledger FROM storm_queue.settled").fetchall()
+        created = conn.execute("SELECT created FROM storm_queue.storm").fetchone()
         # a snapshot needs only which lanes have a result, and the token a finish wrote there when it is a
         # whole number (jsonb keeps numbers as numerics: 1e0 is 1), as text, so no JSON is parsed here
         results = conn.execute("SELECT slug, CASE WHEN jsonb_typeof(body -> 'token') = 'number' THEN body ->> 'token' END "
                                "FROM storm_queue.result").fetchall()
-        self._rows = {"lanes": lanes, "settled": settled,
+        self._rows = {"lanes": lanes, "settled": settled, "created": created[0] if created else "",
                       "results": {slug: int(token) if token and token.isascii() and token.isdigit() else None for slug, token in results}}
         return reader.LogRead(self.root, state, seq, last, log_exists=True)
 
@@ -334,11 +352,12 @@ class DatabaseStorm(Storm):
             if run.lease is not None and slug in results:
                 token = results[slug]
                 tokens[slug] = token if type(token) is int and token > 0 else None
-        return Snapshot(lanes, led, log.state, at or now(), tokens, ())
+        # every lane and integration since the storm was made (or migrated here) is recorded
+        return Snapshot(lanes, led, log.state, at or now(), tokens, (), (rows["created"], rows["created"]))
 
-    def listing(self, decl: config.Declaration | None = None) -> Listing:
+    def listing(self, decl: config.Declaration | None = None, waits: bool = True) -> Listing:
         with self._errors():
-            return super().listing(decl)
+            return super().listing(decl, waits)
 
     def why(self, slug: str):
         with self._errors():
@@ -458,11 +477,16 @@ class DatabaseStorm(Storm):
         except StormUnreadable:
             return config.Declaration(False)
 
+    #: ``adopt`` on a database storm: a recorded no-op
+    NOTHING_TO_ADOPT = "nothing to adopt: a database storm keeps its log in rows, never in the earlier tool's format"
+
     def _request(self, req, shape, plan, dry_run: bool = False, decl: config.Declaration | None = None,
-                 operator_only: bool = False) -> Outcome:
+                 operator_only: bool = False, on_unknown=None) -> Outcome:
         """The one request path, in one transaction; a conflict the server
         resolves by aborting is a refusal (``reorder_conflict``), and a lost
-        connection is answered with whether the request committed."""
+        connection is answered with whether the request committed.
+        ``on_unknown`` is not passed on: a database storm holds no earlier
+        tool's log, so an unknown order stays exit 3, for ``adopt`` too."""
         psycopg = _driver()
         self._pending = None
         try:
@@ -580,6 +604,17 @@ class DatabaseStorm(Storm):
 
         self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) "
                           "ON CONFLICT (slug) DO UPDATE SET body = EXCLUDED.body", (slug, Jsonb(body)))
+
+    def _blocked_mark(self, slug: str) -> bool:
+        from .ledger import is_blocked_mark
+
+        row = self.conn.execute("SELECT body FROM storm_queue.result WHERE slug = %s", (slug,)).fetchone()
+        return row is not None and is_blocked_mark(row[0])
+
+    def _unmark_blocked(self, slug: str) -> None:
+        """Delete ``next``'s blocked mark in the request's transaction (it has no undo of its own)."""
+        if self._blocked_mark(slug):
+            self.conn.execute("DELETE FROM storm_queue.result WHERE slug = %s", (slug,))
 
     def _mark_running(self, slug: str, body: dict[str, Any]) -> None:
         """A database storm keeps leases in its state row alone: no marker."""

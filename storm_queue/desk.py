@@ -16,6 +16,7 @@ from .log import reader
 from .log.framing import sha256
 from .names import as_text, quote
 from .outcome import Listing, Outcome, Step  # noqa: F401 -- the answers, where callers look for them
+from .adoption import Adoption
 from .passage import Passage
 from .requests import Requests
 from .resolver import View, resolve
@@ -32,7 +33,7 @@ now = clock.now
 STORES = {"postgresql": "storm_queue.database:DatabaseStorm"}
 
 
-class Storm(Requests, Leases, Passage):
+class Storm(Requests, Leases, Adoption, Passage):
     """One storm directory, read fresh on every call.
 
     ``wait`` is how many seconds a writer waits for the writers' lock.
@@ -82,10 +83,12 @@ class Storm(Requests, Leases, Passage):
         queue = queuefile.read(os.path.join(self.root, "queue.txt"))
         led = ledger.read(self.root)
         return Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, at or now(),
-                        leased_results(self.root, led, log.state), queue.skipped)
+                        leased_results(self.root, led, log.state), queue.skipped,
+                        (changed(os.path.join(self.root, "queue.txt")), changed(os.path.join(self.root, ledger.INTEGRATED))))
 
-    def listing(self, decl: config.Declaration | None = None) -> Listing:
-        """The storm as it will run; reads only, writes nothing."""
+    def listing(self, decl: config.Declaration | None = None, waits: bool = True) -> Listing:
+        """The storm as it will run; reads only, writes nothing. With
+        ``waits``, how long each ready lane has waited (``starving``)."""
         decl = decl or self.declaration()
         self._known(decl)
         log = self._read(decl)
@@ -99,7 +102,12 @@ class Storm(Requests, Leases, Passage):
                 "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "
                 "replayed, and the next request will re-derive it"
             )
-        return Listing(self.root, view, snap.skipped, warnings, log.state.marks, log.seq)
+        found = {}
+        if waits:
+            from .starving import waits as waited
+
+            found = waited(snap, view.rows, decl.starving_after, self._t)
+        return Listing(self.root, view, snap.skipped, warnings, log.state.marks, log.seq, found, decl.starving_after)
 
     def why(self, slug: str):
         """Where the lane ``slug`` stands and why, as plain data
@@ -135,7 +143,7 @@ class Storm(Requests, Leases, Passage):
         one and say skipped lines and stray slugs once in ``progress.log``.
         Returns the listing and notes for stderr."""
         decl = self.declaration()
-        listing = self.listing(decl)
+        listing = self.listing(decl, waits=False)
         log_path = self.log_path(decl)
         view = listing.view
         if not (self._news(view, listing.skipped, log_path) or view.to_block):
@@ -194,6 +202,14 @@ class Storm(Requests, Leases, Passage):
     def _mark_finished(self, slug: str, body: dict[str, Any]) -> Callable[[], None] | None:
         return ledger.mark_finished(self.root, slug, body, None)
 
+    def _blocked_mark(self, slug: str) -> bool:
+        """Whether the lane's result is the blocked mark ``next`` wrote."""
+        return ledger.blocked_mark(self.root, slug)
+
+    def _unmark_blocked(self, slug: str) -> Callable[[], None] | None:
+        """Remove ``next``'s blocked mark (before the record); returns its undo."""
+        return ledger.unmark_blocked(self.root, slug, None)
+
     def _settle(self, slug: str, how: str) -> None:
         """Write the lane into its ledger (before the record: a crash
         between leaves a settled lane, and a retry is a recorded no-op)."""
@@ -246,6 +262,14 @@ class Storm(Requests, Leases, Passage):
         import time
 
         return time.time()
+
+
+def changed(path: str) -> str:
+    """The stamp of the file's last change ('' when it cannot be looked at)."""
+    try:
+        return clock.stamp(os.stat(path).st_mtime)
+    except OSError:
+        return ""
 
 
 def leased_results(root: str, led: ledger.Ledgers, state: fold.LaneState) -> dict[str, int | None]:

@@ -9,7 +9,8 @@ turns what it read into findings (plain data, no I/O). Severities:
 - ``warning``: it works, but something needs a look (a skipped line, a stray
   slug, an unknown key, a witness behind its log, a torn tail, a lane running
   for longer than the threshold, a lease past its expiry, a running marker
-  with no lease behind it, a quarantined lane).
+  with no lease behind it, a quarantined lane, a starving lane when
+  ``[priority] starving_after`` is set).
 """
 
 from __future__ import annotations
@@ -160,8 +161,11 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
         out.append(Finding(WARNING, kind, "storm.toml", words,
                            "correct or remove the key (storm.toml.example documents every key)"))
     if facts.log_error:
+        from .log.reader import OLD_FORMAT
+
         out.append(Finding(ERROR, "unknown_order", facts.log_rel, facts.log_error,
-                           "restore the log and its witness from a backup, or: storm-queue reset --reason TEXT"))
+                           "take it over, keeping its order: storm-queue adopt --reason TEXT" if OLD_FORMAT in facts.log_error
+                           else "restore the log and its witness from a backup, or: storm-queue reset --reason TEXT"))
     log = facts.log
     if log is not None and log.torn:
         out.append(Finding(WARNING, "torn_tail", facts.log_rel,
@@ -188,7 +192,23 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
                                f"check its runner; if it is dead, remove {_sh(marker)}"))
     if facts.snapshot is not None:
         out += _runner_findings(facts.snapshot, facts.declaration.runner.attempts)
+        if decl.starving_after is not None:
+            out += starving_findings(facts.snapshot, decl.starving_after, facts.now)
     return out
+
+
+def starving_findings(snap: Snapshot, starving_after: int, t: float) -> list[Finding]:
+    """A ``starving`` warning for every ready lane that has waited longer
+    than ``starving_after`` seconds while other lanes started ahead of it
+    (at the POSIX time ``t``), in run order."""
+    from .resolver import resolve
+    from .starving import starving_words, waits
+
+    found = waits(snap, resolve(snap).rows, starving_after, t)
+    return [Finding(WARNING, "starving", slug, starving_words(wait, starving_after) + "; the run order is the "
+                    "contract's and does not change by itself",
+                    f"if it should run sooner: storm-queue bump {slug} --reason TEXT")
+            for slug, wait in found.items() if wait.starving]
 
 
 def _runner_findings(snap: Snapshot, budget: int) -> list[Finding]:
@@ -303,10 +323,11 @@ def gather(root: str, now: float | None = None) -> Facts:
         from .clock import stamp
         from .resolver import resolve
 
-        from .desk import leased_results
+        from .desk import changed, leased_results
 
         snap = Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, stamp(t),
-                        leased_results(root, led, log.state))
+                        leased_results(root, led, log.state), (),
+                        (changed(os.path.join(root, "queue.txt")), changed(os.path.join(root, ledger.INTEGRATED))))
         stray = resolve(snap).stray
     running = []
     if led is not None:

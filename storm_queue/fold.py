@@ -94,6 +94,18 @@ class Keyed:
 
 
 @dataclass(frozen=True)
+class Waiver:
+    """The operator's recorded word that a lane may run although one of its
+    dependencies is not integrated: the ``waive`` line's ``seq``, time,
+    principal and reason."""
+
+    seq: int
+    at: str
+    by: str
+    reason: str | None
+
+
+@dataclass(frozen=True)
 class LaneState:
     """The priority lane as the log says it: ``lane`` in entry order, the
     ``named`` slugs (prioritised by name, not since un-bumped), and for each
@@ -112,6 +124,11 @@ class LaneState:
     token_floor: int = 0
     #: where the storm went (a database URL, password hidden) when it was migrated: '' while it lives here
     moved_to: str = ""
+    #: the live waivers: lane -> dependency -> the ``waive`` that waived it (issue 12)
+    waivers: Mapping[str, Mapping[str, Waiver]] = field(default_factory=dict)
+    #: per slug, the time of the last recorded event that may have made it (or the lanes that
+    #: depend on it) ready: queued by ``add`` or ``push``, integrated, unparked, or given a waiver
+    touched: Mapping[str, str] = field(default_factory=dict)
 
     def run(self, slug: str) -> Run:
         return self.runs.get(slug, NO_RUN)
@@ -136,42 +153,42 @@ class Fold:
         self.keys_day = start.keys_day
         self.token_floor = start.token_floor
         self.moved_to = start.moved_to
+        self.waivers = {slug: dict(deps) for slug, deps in start.waivers.items()}
+        self.touched = dict(start.touched)
         self.changed = False
 
     def step(self, event: Mapping) -> None:
         """Fold one event; refusals, resets and repairs change no lane (a
-        refusal made under a key still binds the key)."""
+        refusal made under a key still binds the key); an ``adopt`` that is
+        not a no-op sets the lane to the one it adopted."""
         action = event["action"]
         if self.keys and str(event.get("at", ""))[:10] > self.keys_day:
             self._forget(str(event["at"])[:10])
         if "key" in event:
             self._bind(event)
+        if action in _TOUCHING:
+            self._touch(event, action)
         if action not in _LANE_ACTIONS:
             if action in _RUNNER:
                 self.changed = True
                 self._run(event)
+            elif action == "waive":
+                self.changed = True
+                self._waive(event)
             elif action == "reset":
                 self.changed = True
                 self.token_floor = max(self.token_floor, event.get("abandons", 0))
             elif action == "migrate":
                 self.changed = True
                 self.moved_to = event["to"]
+            elif action == "adopt" and not event.get("noop"):
+                self.changed = True
+                self._adopt(event)
             return
         self.changed = True
         lane, marks = self.lane, self.marks
-        moved = event.get("moved", ())
-        if moved:
-            lane.update(dict.fromkeys(moved))  # each keeps its place if it has one
-        for slug in event.get("removed", ()):
-            lane.pop(slug, None)
-            marks.pop(slug, None)
         named = event["slug"]
-        mark = None  # made when a slug first takes it: most events mark nothing new
-        for slug in moved:
-            if slug not in marks and slug in lane:
-                if mark is None:
-                    mark = self._mark(event, action)
-                marks[slug] = mark
+        mark = self._shift(event, action)
         if action == "unbump":
             self.named.pop(named, None)
         elif not event.get("noop"):
@@ -180,6 +197,61 @@ class Fold:
             self.named.setdefault(named)
             if "not_before" in event:
                 self.runs[named] = replace(self.runs.get(named, NO_RUN), not_before=event["not_before"])
+
+    def _adopt(self, event: Mapping) -> None:
+        """The earlier tool's lane, taken over: exactly the adopted rows in
+        their order, each marked with the ``by`` and ``at`` of the old line
+        that put it there (under this event's ``seq``, as an ``adopt``)."""
+        rows = event["lane"]
+        self.lane = dict.fromkeys(row["slug"] for row in rows)
+        self.named = dict.fromkeys(row["slug"] for row in rows if row["named"])
+        self.marks = {row["slug"]: Mark(event.get("seq", 0), row["at"], row["by"], "adopt", row["for"], None)
+                      for row in rows}
+
+    def _shift(self, event: Mapping, action: str) -> Mark | None:
+        """Apply ``moved`` and ``removed``; return the mark the moved slugs
+        took (None when none took one)."""
+        lane, marks = self.lane, self.marks
+        moved = event.get("moved", ())
+        if moved:
+            lane.update(dict.fromkeys(moved))  # each keeps its place if it has one
+        for slug in event.get("removed", ()):
+            lane.pop(slug, None)
+            marks.pop(slug, None)
+        mark = None  # made when a slug first takes it: most events mark nothing new
+        for slug in moved:
+            if slug not in marks and slug in lane:
+                if mark is None:
+                    mark = self._mark(event, action)
+                marks[slug] = mark
+        return mark
+
+    def _waive(self, event: Mapping) -> None:
+        """A ``waive`` (``undo``: the end of a waiver) changes the waivers
+        unless it is a no-op; either way the lane takes its re-derivation."""
+        self._shift(event, "waive")
+        if event.get("noop"):
+            return
+        slug, dep = event["slug"], event["dep"]
+        if event["undo"]:
+            deps = self.waivers.get(slug, {})
+            deps.pop(dep, None)
+            if not deps:
+                self.waivers.pop(slug, None)
+        else:
+            self.waivers.setdefault(slug, {})[dep] = Waiver(event.get("seq", 0), event.get("at", ""), event.get("by", ""),
+                                                           event.get("reason"))
+
+    def _touch(self, event: Mapping, action: str) -> None:
+        """Note when a slug was queued, integrated, unparked or given a waiver."""
+        if event.get("noop") or (action in ("push", "add") and not event.get("appended")):
+            return
+        if action == "settle" and event["ledger"] != "integrated":
+            return
+        if action == "waive" and event["undo"]:
+            return
+        self.changed = True
+        self.touched[event["slug"]] = event.get("at", "")
 
     def _bind(self, event: Mapping) -> None:
         """An event made under an idempotency key binds it (the first one does)."""
@@ -249,13 +321,16 @@ class Fold:
         if not self.changed:
             return self.start
         return LaneState(tuple(self.lane), tuple(self.named), dict(self.marks), dict(self.runs),
-                         {by: dict(keys) for by, keys in self.keys.items()}, self.keys_day, self.token_floor, self.moved_to)
+                         {by: dict(keys) for by, keys in self.keys.items()}, self.keys_day, self.token_floor, self.moved_to,
+                         {slug: dict(deps) for slug, deps in self.waivers.items()}, dict(self.touched))
 
 
 #: the actions of runners and of the operator over runs
 RUNNER_ACTIONS = ("claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule")
 _RUNNER = frozenset(RUNNER_ACTIONS)
 _LANE_ACTIONS = frozenset(("push", "bump", "unbump"))
+#: the actions whose time ``LaneState.touched`` keeps
+_TOUCHING = frozenset(("push", "add", "settle", "unpark", "waive"))
 
 
 def apply(state: LaneState, event: Mapping) -> LaneState:

@@ -73,6 +73,16 @@ def reset(root: str | None, as_json: bool, reason: str | None, source: str | Non
     return answer(storm(root, wait).reset(reason, source=source, key=key), as_json)
 
 
+def adopt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
+          dry_run: bool) -> int:
+    return answer(storm(root, wait).adopt(reason, source=source, key=key, dry_run=dry_run), as_json)
+
+
+def waive(root: str | None, as_json: bool, slug: str, dep: str, undo: bool, reason: str | None, source: str | None,
+          wait: float, key: str | None, dry_run: bool) -> int:
+    return answer(storm(root, wait).waive(slug, dep, reason, undo=undo, source=source, dry_run=dry_run, key=key), as_json)
+
+
 def renew(root: str | None, as_json: bool, slug: str, token: int, ttl: int | None, reason: str | None,
           source: str | None, wait: float, key: str | None) -> int:
     return answer(storm(root, wait).renew(slug, token, ttl, source=source, reason=reason, key=key), as_json)

@@ -34,6 +34,9 @@ class Snapshot:
     results: Mapping[str, int | None] = field(default_factory=dict)
     #: the queue.txt lines that were skipped, and why
     skipped: tuple[Skipped, ...] = ()
+    #: when the lanes and the integrated ledger last changed (stamps, '' unknown): a lane or an
+    #: integration that no log line records dates from there at the latest (see ``starving``)
+    edits: tuple[str, str] = ("", "")
 
     def position(self, slug: str) -> int:
         lane = self.lanes.get(slug)
@@ -67,9 +70,11 @@ class Plan:
 
 def _closure(snap: Snapshot, slug: str, strict: bool) -> list[str] | Refusal:
     """``slug`` and its unfinished transitive dependencies, dependencies
-    first, otherwise in ``queue.txt`` order. Strict: a dependency that can
-    never finish refuses; lenient: the walk stops there."""
+    first, otherwise in ``queue.txt`` order; a waived dependency is not one
+    (it is neither pulled forward nor walked past). Strict: a dependency
+    that can never finish refuses; lenient: the walk stops there."""
     led = snap.ledgers
+    waivers = snap.state.waivers
     members: dict[str, list[str]] = {}
     stack = [slug]
     abandoned, unknown = [], []
@@ -78,8 +83,9 @@ def _closure(snap: Snapshot, slug: str, strict: bool) -> list[str] | Refusal:
         if node in members:
             continue
         walk = []
+        waived = waivers.get(node, ())
         for dep in snap.lanes[node].deps:
-            if dep in led.integrated or (dep in led.finished and dep not in led.abandoned):
+            if dep in led.integrated or (dep in led.finished and dep not in led.abandoned) or dep in waived:
                 continue
             if dep in led.abandoned:
                 abandoned.append(dep)
@@ -240,3 +246,48 @@ def plan_unbump(snap: Snapshot, slug: str) -> Plan | Refusal:
             users,
         )
     return _rederive(snap, slug, tuple(n for n in snap.state.named if n != slug))
+
+
+def plan_waive(snap: Snapshot, slug: str, dep: str, undo: bool, by: str,
+               marked_blocked: bool = False) -> tuple[Plan | Refusal, bool]:
+    """Waive (``undo``: stop waiving) ``slug``'s dependency ``dep``, and
+    re-derive the lane with the waivers that leaves: a waived dependency is
+    not required, so one only ``slug`` pulled forward leaves the lane, and
+    an undo pulls it forward again. Waiving a waived dependency, or undoing
+    a waiver that does not exist, is a no-op; a ``dep`` that ``slug``'s
+    line does not name is refused (``not_a_dependency``), unless an undo
+    ends a waiver that exists. ``marked_blocked`` says that ``slug``'s
+    result is the blocked mark ``next`` wrote: the flag returned says that
+    the waiver lifts it (no abandoned dependency that is not waived is
+    left), and the plan sees the lane unfinished."""
+    from .fold import Waiver
+
+    waived = dict(snap.state.waivers.get(slug, {}))
+    lane = snap.lanes.get(slug)
+    if lane is None and not (undo and dep in waived):
+        return Refusal("unknown_slug", f"queue.txt carries no lane {slug}, so it has no dependency to waive"), False
+    if (lane is None or dep not in lane.deps) and not (undo and dep in waived):
+        named = ",".join(lane.deps) if lane is not None and lane.deps else "none"
+        return Refusal("not_a_dependency", f"{slug} does not depend on {dep} (its dependencies: {named}); "
+                       "only a dependency its queue.txt line names can be waived", (dep,)), False
+    if not undo:
+        waived[dep] = None
+    lifts = marked_blocked and lane is not None and not any(
+        d in snap.ledgers.abandoned for d in lane.deps if d not in waived)
+    if lifts:
+        snap = replace(snap, ledgers=replace(snap.ledgers, finished=snap.ledgers.finished - {slug}))
+    waived = dict(snap.state.waivers.get(slug, {}))
+    if undo != (dep in waived):
+        noop = f"{dep} is not waived for {slug}" if undo else f"{dep} is already waived for {slug}"
+        return _rederive(snap, slug, snap.state.named, noop=noop), lifts
+    if undo:
+        del waived[dep]
+    else:
+        waived[dep] = Waiver(0, snap.now, by, None)
+    waivers = {s: d for s, d in snap.state.waivers.items() if s != slug}
+    if waived:
+        waivers[slug] = waived
+    after = replace(snap, state=replace(snap.state, waivers=waivers))
+    plan = _rederive(after, slug, snap.state.named)
+    required = set(derive(snap, snap.state.named))  # what the lane required before: the rest left whatever was asked
+    return replace(plan, swept=tuple((s, _swept_why(snap, s)) for s in plan.removed if s not in required)), lifts

@@ -113,6 +113,51 @@ def mark_blocked(root: str, slug: str, blocked_on: list[str], at: str, owner: tu
         replace_atomically(RESULT, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
 
 
+def is_blocked_mark(body: object) -> bool:
+    """Whether a ``result.json`` body is the blocked mark ``next`` wrote
+    (by ``storm-queue next``, naming ``blocked_on``), not a lane's own result."""
+    return isinstance(body, dict) and body.get("by") == "storm-queue next" and "blocked_on" in body
+
+
+def _read_result(fd: int) -> bytes | None:
+    try:
+        with os.fdopen(os.open(RESULT, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), "rb") as f:
+            return f.read(1 << 20)
+    except FileNotFoundError:
+        return None
+
+
+def blocked_mark(root: str, slug: str) -> bool:
+    """Whether the lane's ``result.json`` is ``next``'s blocked mark."""
+    try:
+        with _marks(root, slug, create=False) as fd:
+            raw = _read_result(fd)
+        return raw is not None and is_blocked_mark(json.loads(raw))
+    except (OSError, ValueError):
+        return False
+
+
+def unmark_blocked(root: str, slug: str, owner: tuple[int, int] | None) -> Callable[[], None] | None:
+    """Remove the lane's ``result.json`` when it is ``next``'s blocked mark
+    (a waiver lifted the block); returns what puts it back (None when
+    nothing was removed)."""
+    with _marks(root, slug, create=False) as fd:
+        raw = _read_result(fd)
+        try:
+            if raw is None or not is_blocked_mark(json.loads(raw)):
+                return None
+        except ValueError:
+            return None
+        os.unlink(RESULT, dir_fd=fd)
+        os.fsync(fd)
+
+    def undo() -> None:
+        with _marks(root, slug, create=False) as inner:
+            replace_atomically(RESULT, raw, owner, dir_fd=inner)
+
+    return undo
+
+
 def mark_running(root: str, slug: str, body: dict, owner: tuple[int, int] | None) -> None:
     """Write the lane's running marker (``body``: holder, token, expiry):
     the cache of its lease that a runner and a person can read."""

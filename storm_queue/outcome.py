@@ -28,6 +28,10 @@ class Listing:
     warnings: list[str]
     marks: Mapping[str, fold.Mark] = field(default_factory=dict)
     seq: int = 0
+    #: how long each lane of the view has waited (``starving.Wait``, by slug; empty when not asked)
+    waits: Mapping[str, Any] = field(default_factory=dict)
+    #: ``[priority] starving_after`` in seconds (None: no lane is ever starving)
+    starving_after: int | None = None
 
     @property
     def decision(self) -> str:
@@ -65,6 +69,8 @@ class Outcome:
     repeat: int | None = None
     #: the lanes of ``removed`` that left whatever was asked, each with why (``lane.Plan.swept``)
     swept: dict[str, str] = field(default_factory=dict)
+    #: what an adopt took over: the old log's name, the name it is kept under, its sha256, bytes, lines and lane
+    adopted: dict[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -90,7 +96,7 @@ class Outcome:
         if self.dry_run:
             out["dry_run"] = True
             out["order"] = self.order
-        for name in ("decision", "holder", "token", "expires", "repeat"):
+        for name in ("decision", "holder", "token", "expires", "repeat", "adopted"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         return out

@@ -28,7 +28,8 @@ class Passage:
 
     def _request(self, req: Request, shape: Refusal | None,
                  plan: Callable[[Snapshot, str], Step | Refusal] | None,
-                 dry_run: bool = False, decl: config.Declaration | None = None, operator_only: bool = False) -> Outcome:
+                 dry_run: bool = False, decl: config.Declaration | None = None, operator_only: bool = False,
+                 on_unknown: Callable[..., Outcome] | None = None) -> Outcome:
         """The one path of every request. A ``dry_run`` takes it up to the
         queue append and the log write, then stops: it takes no lock (it is a
         reader, like ``list``), writes nothing, and answers what the request
@@ -36,7 +37,11 @@ class Passage:
 
         A request under a key that its principal has used before answers
         with the first outcome and records nothing when its arguments are
-        the same, and is refused (``idempotency_conflict``) when they are not."""
+        the same, and is refused (``idempotency_conflict``) when they are not.
+
+        ``on_unknown(req, by, log_path, at, damage)``, when given, answers an
+        admitted request that meets an unknown order (``adopt``), as a reset
+        (``plan`` None) starts a new log; a refused one is then not recorded."""
         decl = decl or self.declaration()
         verdict, owner_ids, unrecordable, who = self._judge(decl, req.source, plan is None or operator_only)
         by = verdict.by
@@ -65,12 +70,14 @@ class Passage:
                 at = clock.now()  # the time the request is answered at, under the lock
                 try:
                     log = self._read(decl)
-                except UnknownOrder:
-                    if plan is not None:
+                except UnknownOrder as damage:
+                    if plan is not None and on_unknown is None:
                         raise  # answer 3, record nothing
                     if refusal is not None:
                         return self._refused(req, by, refusal, authorised, recorded=False,
-                                             why_not="the priority order is unknown")
+                                             why_not=DRY_RUN if dry_run else "the priority order is unknown")
+                    if on_unknown is not None:
+                        return on_unknown(req, by, log_path, at, damage)
                     return self._start_new_log(req, by, log_path, at)
                 if log.state.moved_to:
                     from .errors import NotHere

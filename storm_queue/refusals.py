@@ -13,7 +13,7 @@ CODES: dict[str, tuple[int, str]] = {
     "declaration_unreadable": (1, "`storm.toml` cannot be read, `sources` is not a list of names, or `[runner]` is malformed"),
     "declaration_untrusted": (1, "a request that names a source, while `storm.toml` is owned by another account or writable by its group or others"),
     "undeclared_source": (1, "`--source NAME` is not in `[priority] sources`"),
-    "operator_only": (1, "`reset`, `unpark` or `recover SLUG` asked by a source"),
+    "operator_only": (1, "`reset`, `adopt`, `unpark`, `recover SLUG` or `waive` asked by a source"),
     # shape (judged first)
     "invalid_slug": (2, "the slug is not a name"),
     "invalid_dependency": (2, "a dependency is not a name"),
@@ -25,7 +25,7 @@ CODES: dict[str, tuple[int, str]] = {
     "invalid_token": (2, "the token is not a positive whole number (the Python API; the command line checks it as usage)"),
     "invalid_ledger": (2, "`settle` into a ledger other than `integrated` or `abandoned` (the Python API; the command line checks it as usage)"),
     "invalid_result": (2, "the result is neither `ok` nor `failed` (the Python API; the command line checks it as usage)"),
-    "blank_reason": (2, "`reset` and `unpark` need `--reason TEXT`"),
+    "blank_reason": (2, "`reset`, `adopt`, `unpark` and `waive` need `--reason TEXT`"),
     "lease_ttl_out_of_range": (2, "`--ttl` is outside `[runner] ttl_min`..`ttl_max`"),
     "lease_age_exceeded": (2, "the lease would live past `[runner] max_lease_age` from its claim"),
     # lookups (judged under the lock, against the log and the storm)
@@ -44,6 +44,7 @@ CODES: dict[str, tuple[int, str]] = {
     "not_running": (2, "`recover SLUG` of a lane that is not running"),
     "lane_running": (2, "`settle` of a lane holding a live lease, without `--force`"),
     "not_quarantined": (2, "`unpark` of a lane that is not quarantined"),
+    "not_a_dependency": (2, "`waive SLUG DEP` where SLUG's line does not name DEP as a dependency"),
     "reorder_conflict": (5, "a database storm's transaction met a serialization failure or deadlock: nothing changed, a retry is safe"),
     # the disk
     "storm_unwritable": (2, "the storm's owner cannot write its files (a read-only directory, log, witness or lock); never recorded"),

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import sys
 
-from .log.reader import RESET_HINT
+from .log.reader import ADOPT_HINT, OLD_FORMAT, RESET_HINT
 from .names import printable, quote
 from .refusals import AUTHORITY, CODES
+from .starving import starving_detail, wait_json
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def _row_json(r: Row, listing: Listing) -> dict[str, Any]:
     return {"position": r.position, "slug": r.slug, "issue": r.issue, "deps": list(r.deps),
             "prioritised": r.prioritised, "state": r.state, "status": r.status,
             "waits_on": list(r.waits_on), "mark": mark_json(listing.marks.get(r.slug) if r.prioritised else None),
-            "running": r.running or None, **run_json(r.run)}
+            "running": r.running or None, **run_json(r.run), **wait_json(listing.waits.get(r.slug))}
 
 
 def run_json(run: Run) -> dict[str, Any]:
@@ -73,6 +74,7 @@ def listing_json(listing: Listing) -> dict[str, Any]:
         "skipped": [skipped_json(s) for s in listing.skipped],
         "warnings": listing.warnings,
         "settled": [_row_json(r, listing) for r in view.settled],
+        "starving_after": listing.starving_after,
     }
 
 
@@ -98,7 +100,7 @@ def mark_words(mark: Mark | None, slug: str) -> str:
 
 def _plain_row(r: Row, listing: Listing, widths: tuple[int, int, int]) -> str:
     mark = listing.marks.get(r.slug) if r.prioritised else None
-    detail = "; ".join(w for w in (printable(r.status), mark_words(mark, r.slug)) if w)
+    detail = "; ".join(w for w in (printable(r.status), mark_words(mark, r.slug), starving_detail(listing, r.slug)) if w)
     by, at = (printable(mark.by) or "-", printable(mark.at) or "-") if mark else ("-", "-")
     pos = str(r.position) if r.position else "-"
     sw, iw, bw = widths
@@ -200,6 +202,12 @@ def event_text(event: dict[str, Any]) -> str:
         body += f" {outcome}" + _lanes("moved", event.get("moved", [])) + _lanes("removed", event.get("removed", []))
     elif action == "reset":
         body = f"reset: a new log, abandoning {event['abandons']} bytes of the old one"
+    elif action == "adopt":
+        if event.get("noop"):
+            body = f"adopt noop: {printable(event['noop'])}"
+        else:
+            body = (f"adopt: took over the earlier tool's {printable(event['name'])} ({event['lines']} lines, kept as "
+                    f"{printable(event['kept'])}), its lane: {' '.join(printable(r['slug']) for r in event['lane']) or '(empty)'}")
     elif action == "repair":
         body = f"repair: cut {event['torn']} torn bytes, kept in {printable(event['side'])}"
     elif action == "migrate":
@@ -233,6 +241,9 @@ _RUNNER_WORDS = {
     "expire": lambda e: f": token {e['token']}, lease expired at {printable(e['expired'])}",
     "recover": lambda e: f": a running marker with no lease (token {e['token'] if e['token'] is not None else 'none'})",
     "quarantine": lambda e: f": after {e['attempts']} attempts (budget {e['budget']})",
+    "waive": lambda e: (f": waiver of {printable(e['dep'])} ended" if e["undo"] else f": {printable(e['dep'])} waived")
+    + (f" (noop: {printable(e['noop'])})" if e.get("noop") else "") + _lanes("moved", e.get("moved", []))
+    + _lanes("removed", e.get("removed", [])),
     "schedule": lambda e: f": not before {printable(e['not_before'] or 'any time')}" + (f" (noop: {printable(e['noop'])})" if e.get("noop") else ""),
 }
 
@@ -242,7 +253,8 @@ def why_json(why: Why) -> dict[str, Any]:
         "slug": why.slug, "known": why.known, "state": why.state, "status": why.status,
         "issue": why.issue, "position": why.position, "of": why.of, "next": why.is_next,
         "ahead": list(why.ahead), "running": list(why.running),
-        "deps": [{"slug": d.slug, "state": d.state, "status": d.status, "satisfied": d.satisfied} for d in why.deps],
+        "deps": [{"slug": d.slug, "state": d.state, "status": d.status, "satisfied": d.satisfied, "waived": d.waived}
+                 for d in why.deps],
         "waits_on": list(why.waits_on), "prioritised": why.prioritised, "named": why.named,
         "mark": mark_json(why.mark), "needed_by": list(why.needed_by), "in_queue": why.in_queue,
         "skipped": [skipped_json(s) for s in why.skipped],
@@ -250,6 +262,8 @@ def why_json(why: Why) -> dict[str, Any]:
         # what runners did with it (added by issue 6; the fields above never change)
         "running_kind": why.how or None, "marker_token": why.marker_token, "last_token": why.run.token,
         "budget": why.budget, **run_json(why.run),
+        # the operator's waivers of its dependencies (issue 12)
+        "waivers": [{"dep": dep, "seq": w.seq, "at": w.at, "by": w.by, "reason": w.reason} for dep, w in why.waivers],
     }
 
 
@@ -274,7 +288,13 @@ def why_text(why: Why) -> str:
             lines.append(f"running now: {_list(why.running)}")
     lines += _run_lines(why)
     for d in why.deps:
-        lines.append(f"depends on: {printable(d.slug)}: {printable(d.status)}" + ("" if d.satisfied else " (not satisfied)"))
+        lines.append(f"depends on: {printable(d.slug)}: {printable(d.status)}"
+                     + (" (waived)" if d.waived else "" if d.satisfied else " (not satisfied)"))
+    for dep, w in why.waivers:
+        lines.append(f"waiver: {printable(dep)} waived by {printable(w.by)} at {printable(w.at)} (waive #{w.seq})"
+                     + ("" if w.reason is None else f", reason {quote(w.reason)}")
+                     + f"; it runs without waiting for it (storm-queue waive {printable(why.slug)} {printable(dep)} "
+                     "--undo --reason TEXT ends it)")
     if why.prioritised:
         mark = why.mark
         how = "prioritised by name" if why.named else (
@@ -350,7 +370,7 @@ def audit_text(audit: Audit) -> str:
     p = audit.problem
     if p is not None:
         where = f" (line {p.line} starts at byte {p.offset})" if p.line else ""
-        hint = "" if audit.checkpoint == "disagrees" else f"\n{RESET_HINT}"
+        hint = "" if audit.checkpoint == "disagrees" else f"\n{ADOPT_HINT if p.what == OLD_FORMAT else RESET_HINT}"
         return f"{name}: NOT sound: {printable(p.what)}{where}{hint}"
     lines = [f"{name}: sound: {audit.lines} line(s), {audit.length} bytes; framing, schema, chain, seq and witness agree"]
     if audit.checkpoint == "agrees":

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 
 from . import queuefile
-from .lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump
+from .lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump, plan_waive
 from .names import as_text, is_issue, quote
 from .outcome import Outcome, Request, Step
 from .queuefile import split_deps
@@ -124,6 +124,43 @@ class Requests:
                                                      req.slug)) if lease else None)
 
         return self._request(req, refusal, plan)
+
+    def waive(self, slug: str, dep: str, reason: str | None, undo: bool = False, source: str | None = None,
+              dry_run: bool = False, key: str | None = None) -> Outcome:
+        """Let ``slug`` run although its dependency ``dep`` is not integrated
+        (an abandoned ``dep`` no longer blocks it), or with ``undo`` end that
+        waiver; operator only, with a reason. The lane is re-derived: a
+        waived dependency is not pulled forward. With ``dry_run``, answer as
+        the request would and record nothing."""
+        req = Request("waive", as_text(slug), optional_text(reason), optional_text(source), optional_text(key),
+                      (as_text(dep), bool(undo)))
+        refusal = shape_names(req.slug, (req.args[0],), req.source)
+        if refusal is None and not (req.reason or "").strip():
+            refusal = Refusal("blank_reason", "waive needs --reason TEXT saying why the lane may run without its dependency")
+
+        def plan(snap: Snapshot, by: str) -> Step | Refusal:
+            dep, undo = req.args
+            marked = not undo and req.slug in snap.ledgers.finished and self._blocked_mark(req.slug)
+            result, lifts = plan_waive(snap, req.slug, dep, undo, by, marked)
+            if isinstance(result, Refusal):
+                return result
+            if result.noop:
+                message = f"nothing to do: {result.noop}"
+            elif undo:
+                message = f"{req.slug} waits for {dep} again"
+            else:
+                message = f"{req.slug} may run although {dep} is not integrated"
+            body: dict[str, Any] = {"action": "waive", "slug": req.slug, "dep": dep, "undo": undo,
+                                    "moved": list(result.moved), "removed": list(result.removed)}
+            if result.noop:
+                body["noop"] = result.noop
+            if lifts:
+                message += "; next's blocked mark on it is taken away, so it may be claimed"
+            out = Outcome("noop" if result.noop else "done", "waive", req.slug, by, message=message,
+                          moved=list(result.moved), removed=list(result.removed), swept=dict(result.swept))
+            return Step(out, [body], before=(lambda: self._unmark_blocked(req.slug)) if lifts else None)
+
+        return self._request(req, refusal, plan, dry_run, operator_only=True)
 
     def declare(self, path: str, reason: str | None = None, key: str | None = None) -> Outcome:
         """A directory storm's declaration is its storm.toml: nothing to record."""

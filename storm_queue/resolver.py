@@ -65,7 +65,7 @@ def _foreign_result(snap: Snapshot, slug: str) -> bool:
 
 def _state(snap: Snapshot, slug: str) -> tuple[str, tuple[str, ...]]:
     """A lane's state, and the dependencies it is blocked or waits on; it
-    looks only at the lane's own line, the ledgers and its run."""
+    looks only at the lane's own line, its waivers, the ledgers and its run."""
     led = snap.ledgers
     if led.settled(slug):
         return SETTLED, ()
@@ -76,7 +76,8 @@ def _state(snap: Snapshot, slug: str) -> tuple[str, tuple[str, ...]]:
     run = snap.state.run(slug)
     if run.quarantined is not None:
         return QUARANTINED, ()
-    deps = snap.lanes[slug].deps
+    waived = snap.state.waivers.get(slug, ())
+    deps = tuple(d for d in snap.lanes[slug].deps if d not in waived)  # a waived dependency counts as integrated
     gone = tuple(d for d in deps if d in led.abandoned)
     if gone:
         return BLOCKED, gone

@@ -25,6 +25,10 @@ STATE_STYLES = {
 RUNNING_STYLES = {"orphan": ("orphan", "bold yellow"), "marker": ("no lease", "bold red")}
 
 
+#: the mark of a starving lane, under its state; the legend under the table says what it means
+STARVING = "STARVING"
+
+
 def _when(at: str) -> str:
     """A stored time to the minute: ``2026-11-30 14:05Z``."""
     return printable(at[:16].replace("T", " ") + "Z") if len(at) >= 16 else printable(at)
@@ -55,17 +59,21 @@ def _row(r: Row, listing: Listing) -> tuple[Text, ...]:
         Text("*" if r.prioritised else "", style="bold yellow"),
         Text(r.slug, style="bold"),
         Text(r.issue),
-        _state(r),
+        _state(r, listing),
         who,
         _status(r),
     )
 
 
-def _state(r: Row) -> Text:
+def _state(r: Row, listing: Listing | None = None) -> Text:
     """The state word in its colour; a running lane's kind under it when
-    it is an orphan or a marker with no lease, a quarantined lane's attempts."""
+    it is an orphan or a marker with no lease, a quarantined lane's
+    attempts, a starving lane's mark (``STARVING``)."""
     state = Text()
     state.append(r.state, style=STATE_STYLES.get(r.state, ""))
+    wait = listing.waits.get(r.slug) if listing is not None else None
+    if wait is not None and wait.starving:
+        state.append(f"\n{STARVING}", style="bold red")
     if r.running in RUNNING_STYLES:
         word, style = RUNNING_STYLES[r.running]
         state.append(f"\n{word}", style=style)
@@ -148,6 +156,13 @@ def listing_table(listing: Listing, show_settled: bool = False, width: int | Non
         parts.append(table)
         if any(r.prioritised for r in rows):
             parts.append(Text("* in the priority lane: runs before every other lane", style="dim"))
+        starving = [r.slug for r in rows if getattr(listing.waits.get(r.slug), "starving", False)]
+        if starving:
+            from .starving import duration_words
+
+            parts.append(Text(f"{STARVING}: ready for longer than [priority] starving_after "
+                              f"({duration_words(listing.starving_after)}) while other lanes started ahead of it; "
+                              "shown only, the run order is unchanged", style="bold red"))
         if dropped:
             names = ", ".join(f'"{name}"' for name in dropped)
             parts.append(Text(f"narrow terminal: not shown: {names} (a wider terminal, or list --plain, shows "

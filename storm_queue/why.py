@@ -13,7 +13,7 @@ from .resolver import MARKER, QUARANTINED, READY, RUNNING, SETTLED, _status, run
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .config import Policy
-    from .fold import Mark
+    from .fold import Mark, Waiver
     from .lane import Snapshot
     from .queuefile import Skipped
     from .resolver import View
@@ -32,6 +32,7 @@ class Dependency:
     state: str
     status: str
     satisfied: bool
+    waived: bool = False  # the operator waived it: it counts as integrated for this lane
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,8 @@ class Why:
     run: Run = NO_RUN
     budget: int | None = None
     due: bool = True
+    #: the operator's waivers of its dependencies, by dependency (issue 12)
+    waivers: tuple[tuple[str, Waiver], ...] = ()
 
     @property
     def known(self) -> bool:
@@ -96,7 +99,10 @@ def _first_word(text: str) -> str:
     return words[0] if words else ""
 
 
-def _dependency(snap: Snapshot, rows: dict, dep: str) -> Dependency:
+def _dependency(snap: Snapshot, rows: dict, dep: str, waived: bool = False) -> Dependency:
+    if waived:
+        found = _dependency(snap, rows, dep)
+        return Dependency(dep, found.state, found.status, True, True)
     led = snap.ledgers
     row = rows.get(dep)
     if row is not None:
@@ -124,7 +130,8 @@ def explain(snap: Snapshot, view: View, skipped: tuple[Skipped, ...], slug: str,
                   prioritised=slug in state.lane, named=slug in state.named,
                   running=tuple(r.slug for r in view.rows if r.state == RUNNING),
                   run=run, budget=None if policy is None else policy.attempts,
-                  due=run.not_before is None or bool(snap.now and run.not_before <= snap.now))
+                  due=run.not_before is None or bool(snap.now and run.not_before <= snap.now),
+                  waivers=tuple(state.waivers.get(slug, {}).items()))
     rows = {r.slug: r for r in view.rows + view.settled}
     row = rows.get(slug)
     if row is None:
@@ -149,7 +156,7 @@ def explain(snap: Snapshot, view: View, skipped: tuple[Skipped, ...], slug: str,
         ahead = tuple(r.slug for r in view.rows[: row.position - 1] if r.state not in (RUNNING, "finished", QUARANTINED))
     return Why(
         slug, row.state, row.status, issue=row.issue, position=row.position or None, of=len(view.rows),
-        ahead=ahead, deps=tuple(_dependency(snap, rows, d) for d in row.deps), waits_on=row.waits_on,
+        ahead=ahead, deps=tuple(_dependency(snap, rows, d, d in state.waivers.get(slug, ())) for d in row.deps), waits_on=row.waits_on,
         needed_by=tuple(n for n in needed_by(snap, slug) if n != slug) if slug in state.lane else (),
         in_queue=True, is_next=row.state == READY and view.decision == f"run {slug} {row.issue}",
         how=row.running, marker_token=_marker_token(snap, slug, row.running), **common,

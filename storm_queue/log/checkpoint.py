@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from .found import LogRead, Witness
 
-FORMAT = 2
+FORMAT = 3  # 3: the lane state gained waivers and touched (issue 12)
 #: lines appended after the checkpoint before a writer writes a new one
 EVERY = 32
 #: a checkpoint larger than this is not read (a lane of a million slugs fits)
@@ -212,6 +212,15 @@ def _unsound(state: fold.LaneState) -> str:
     for slug, run in state.runs.items():
         if not (is_name(slug) and _sound_run(run)):
             return "holds a run the fold could not have made"
+    if not (isinstance(state.waivers, dict) and isinstance(state.touched, dict)):
+        return "has the wrong shape"
+    for slug, deps in state.waivers.items():
+        if not (is_name(slug) and isinstance(deps, dict) and all(
+                is_name(dep) and isinstance(w, fold.Waiver) and type(w.seq) is int and isinstance(w.at, str)
+                and isinstance(w.by, str) and (w.reason is None or isinstance(w.reason, str)) for dep, w in deps.items())):
+            return "holds a waiver the fold could not have made"
+    if not all(is_name(slug) and isinstance(at, str) for slug, at in state.touched.items()):
+        return "holds a time the fold could not have made"
     for by, keys in state.keys.items():
         if not (isinstance(keys, dict) and all(
                 isinstance(k, fold.Keyed) and type(k.seq) is int and isinstance(k.fingerprint, str)

@@ -20,9 +20,10 @@ if TYPE_CHECKING:
 VERSION = 1
 ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair",
            "claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule",
-           "init", "declare", "add", "settle", "migrate")
+           "init", "declare", "add", "settle", "migrate", "adopt", "waive")
 
 _STR, _INT, _BOOL, _LIST, _OPT_STR, _OPT_INT, _OBJ = "str", "int", "bool", "list", "str?", "int?", "object"
+_ROWS = "lane rows"  # an adopt's lane: objects naming a slug, whether it is named, and the old line's by and at
 _COMMON = {"v": _INT, "seq": _INT, "at": _STR, "action": _STR, "by": _STR}
 _LANE = {"slug": _STR, "issue": _STR, "deps": _LIST, "moved": _LIST, "removed": _LIST}
 SCHEMA: dict[str, dict[str, str]] = {
@@ -45,12 +46,17 @@ SCHEMA: dict[str, dict[str, str]] = {
     "add": {"slug": _STR, "issue": _STR, "deps": _LIST, "appended": _BOOL},
     "settle": {"slug": _STR, "ledger": _STR},
     "migrate": {"to": _STR},
+    # the earlier tool's log taken over (see log/adopted.py); a no-op carries nulls and an empty lane
+    "adopt": {"name": _OPT_STR, "kept": _OPT_STR, "sha256": _OPT_STR, "bytes": _OPT_INT, "lines": _OPT_INT,
+              "lane": _ROWS},
+    "waive": {"slug": _STR, "dep": _STR, "undo": _BOOL, "moved": _LIST, "removed": _LIST},
 }
 OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR}
 #: the fields of each action that hold lane names (a name becomes a directory and a shell word)
 NAMED = {"push": ("slug", "moved", "removed", "deps"), "bump": ("slug", "moved", "removed", "deps"),
          "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder"), "add": ("slug", "deps"),
-         "init": (), "declare": (), "migrate": ()}
+         "init": (), "declare": (), "migrate": (), "adopt": (),  # an adopt's names are checked in its rows
+         "waive": ("slug", "dep", "moved", "removed")}
 
 
 class Malformed(ValueError):
@@ -82,7 +88,28 @@ def _is(value: Any, kind: str) -> bool:
         return isinstance(value, bool)
     if kind == _OBJ:
         return isinstance(value, dict)
+    if kind == _ROWS:
+        return _rows_ok(value)
     return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+_ROW = {"slug": str, "named": bool, "by": str, "at": str, "action": str, "for": str, "line": int}
+
+
+def _rows_ok(value: Any) -> bool:
+    """An adopt's ``lane``: a list of distinct slugs, each an object with
+    exactly the fields of ``_ROW``, of their kinds, its slugs names."""
+    from ..names import is_name
+
+    if type(value) is not list:
+        return False
+    seen = set()
+    for row in value:
+        if not (type(row) is dict and row.keys() == _ROW.keys() and all(type(row[k]) is t for k, t in _ROW.items())
+                and is_name(row["slug"]) and is_name(row["for"]) and row["slug"] not in seen):
+            return False
+        seen.add(row["slug"])
+    return True
 
 
 def decode(line: bytes) -> dict[str, Any]:
@@ -120,6 +147,8 @@ def decode(line: bytes) -> dict[str, Any]:
         raise Malformed("field 'ledger' is neither 'integrated' nor 'abandoned'")
     if action == "finish" and event["result"] not in ("ok", "failed"):
         raise Malformed("field 'result' is neither 'ok' nor 'failed'")
+    if action == "adopt" and "noop" not in event and event["seq"] != 1:
+        raise Malformed("an adopt that took a log over is valid only as line 1")
     prev = event.get("prev", "missing")
     if prev is not None and not (isinstance(prev, str) and len(prev) == 64):
         raise Malformed("field 'prev' is not null or a SHA-256 digest")
@@ -138,7 +167,7 @@ def decode(line: bytes) -> dict[str, Any]:
 _TEST = {_STR: "type({v}) is str", _OPT_STR: "({v} is None or type({v}) is str)",
          _INT: "type({v}) is int", _OPT_INT: "({v} is None or type({v}) is int)",
          _BOOL: "type({v}) is bool", _LIST: "type({v}) is list and all(type(item) is str for item in {v})",
-         _OBJ: "type({v}) is dict"}
+         _OBJ: "type({v}) is dict", _ROWS: "_rows_ok({v})"}
 _TOKEN_ACTIONS = ("claim", "renew", "finish", "expire")
 
 
@@ -197,11 +226,13 @@ def _compile(action: str) -> Callable[..., bool]:
         tests.append(f"{x['result']} in ('ok', 'failed')")
     if action == "settle":
         tests.append(f"{x['ledger']} in ('integrated', 'abandoned')")
+    if action == "adopt":
+        tests.append("(seq == 1 or 'noop' in e)")
     # every field above was found, so an event of only those has no optional field to check
     tests.append(f"(len(e) == {len(order) + 1} or _optional_fit(e))")
     body = "\n        and ".join(tests)
     src = f"def fits(e, known, seq, prev):\n    {', '.join(x[n] for n in order)} = _get(e)\n    return ({body})\n"
-    scope: dict[str, Any] = {"_learn": _learn, "_optional_fit": _optional_fit, "_get": itemgetter(*order),
+    scope: dict[str, Any] = {"_learn": _learn, "_optional_fit": _optional_fit, "_rows_ok": _rows_ok, "_get": itemgetter(*order),
                              "_join": "".join}
     exec(src, scope)  # noqa: S102 -- built from the schema's names and numbered locals only
     return scope["fits"]

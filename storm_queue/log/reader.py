@@ -15,7 +15,7 @@ from ..fsutil import beside
 from ..records import dataclass, field
 from . import checkpoint
 from .found import LogRead, Witness, witness_path  # noqa: F401 -- what a read finds, where callers look for it
-from .framing import decode  # noqa: F401 -- the rules of one line, where callers look for them
+from .framing import decode, digest  # noqa: F401 -- the rules of one line, where callers look for them
 from .stream import BLOCK, Bad, LineCheck
 
 TYPE_CHECKING = False
@@ -26,7 +26,16 @@ RESET_HINT = (
     "the operator can start a new log with: storm-queue reset --reason TEXT "
     "(the old log is kept beside it)"
 )
+ADOPT_HINT = (
+    "the operator takes it over, keeping its order, with: storm-queue adopt --reason TEXT "
+    "(the old log is kept beside the new one)"
+)
 
+
+#: the most bytes an adopt's one line is read to (its lane: some 150 bytes a lane)
+ONE_LINE = 64 << 20
+#: what a read says of the earlier tool's log
+OLD_FORMAT = "the log was written by the earlier priority tool (its lines have no seq or prev)"
 
 #: a read of more bytes than this takes the quick path (see ``stream``) ...
 QUICK = 64 << 10
@@ -38,8 +47,8 @@ class Damage(UnknownOrder):
     """Damage that makes the order unknown: ``what`` is wrong, at ``line``
     (1-based; 0 when it is not one line's fault) starting at byte ``offset``."""
 
-    def __init__(self, log_path: str, what: str, line: int = 0, offset: int = 0):
-        super().__init__(f"the priority order is unknown: {log_path}: {what}; {RESET_HINT}")
+    def __init__(self, log_path: str, what: str, line: int = 0, offset: int = 0, hint: str = RESET_HINT):
+        super().__init__(f"the priority order is unknown: {log_path}: {what}; {hint}")
         self.what, self.line, self.offset = what, line, offset
 
 
@@ -135,15 +144,62 @@ def read(log_path: str, keep_events: bool = False, use_checkpoint: bool = True,
     ``quick`` takes the quick path of ``stream.LineCheck`` whatever the
     length to read (a read of more than ``QUICK`` bytes always does); the
     answer is the same either way."""
-    if each is not None:
-        return _read_once(log_path, keep_events, use_checkpoint, progress, each, quick)
     try:
-        out = _read_once(log_path, keep_events, use_checkpoint, progress, None, quick)
-    except Damage:  # a writer may have cut a torn tail or made the first line under us
-        return _read_once(log_path, keep_events, use_checkpoint, progress, None, quick)
-    if out.torn or out.seq != (out.witness.seq if out.witness else 0):
-        out = _read_once(log_path, keep_events, use_checkpoint, progress, None, quick)
+        if each is not None:
+            return _read_once(log_path, keep_events, use_checkpoint, progress, each, quick)
+        try:
+            out = _read_once(log_path, keep_events, use_checkpoint, progress, None, quick)
+        except Damage:  # a writer may have cut a torn tail or made the first line under us
+            return _read_once(log_path, keep_events, use_checkpoint, progress, None, quick)
+        if out.torn or out.seq != (out.witness.seq if out.witness else 0):
+            out = _read_once(log_path, keep_events, use_checkpoint, progress, None, quick)
+        return out
+    except Damage as damage:
+        return _adopting(log_path, damage, keep_events, each)
+
+
+def _adopting(log_path: str, damage: Damage, keep_events: bool,
+              each: Callable[[bytes, dict[str, Any]], None] | None) -> LogRead:
+    """What a read that met ``damage`` finds when an adoption explains it.
+    The earlier tool's log: ``damage`` again, naming ``storm-queue adopt``
+    as the way on. An adopt stopped between its commit and its witness (see
+    ``adoption``): the log, which is then exactly one ``adopt`` line whose
+    kept file has the sha256 and length it records, with a warning; the next
+    writer witnesses it. Anything else: ``damage`` itself."""
+    from .adopted import HEAD, looks_old, unwitnessed
+
+    try:
+        with _open_nofollow(log_path) as f:
+            data = f.read(HEAD)
+            whole = data + f.read(ONE_LINE) if data.count(b"\n") <= 1 else None
+    except OSError:
+        data, whole = b"", None
+    try:
+        with _open_nofollow(witness_path(log_path)) as f:
+            witness = f.read(HEAD)
+    except OSError:
+        witness = None
+    if looks_old(data, witness):
+        raise Damage(log_path, OLD_FORMAT, 1, 0, ADOPT_HINT) from None
+    found = unwitnessed(whole, witness, lambda name: _kept(log_path, name)) if whole else None
+    if found is None:
+        raise damage
+    if each is not None:
+        each(whole, found)
+    out = LogRead(log_path, fold.replay([found]), 1, digest(whole), len(whole),
+                  log_exists=True, events=[found] if keep_events else None)
+    out.warnings.append("the log was adopted but its witness was not yet written (an adopt was stopped); "
+                        "the next request writes it")
     return out
+
+
+def _kept(log_path: str, name: str) -> bytes | None:
+    """The bytes of the file ``name`` beside the log (None: it cannot be read)."""
+    try:
+        with _open_nofollow(os.path.join(os.path.dirname(log_path) or ".", name)) as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,

@@ -27,6 +27,10 @@ def _witness_bytes(log_path: str, length: int, seq: int, last: str | None, at: s
     return (json.dumps(body) + "\n").encode()
 
 
+#: the witness's bytes, for a writer that starts a log other than by ``append`` (``adoption``)
+witness_bytes = _witness_bytes
+
+
 def frame(bodies: list[dict[str, Any]], seq: int, prev: str | None, at: str, by: str) -> list[tuple[dict, bytes]]:
     """Number, stamp and chain ``bodies`` after the line (``seq``, ``prev``)."""
     out = []

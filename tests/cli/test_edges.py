@@ -124,6 +124,9 @@ def test_a_root_that_is_a_file_is_the_tools_own_refusal(tmp_path: Path, args: li
 def test_root_and_json_before_the_command_name(tmp_path: Path, lead: list[str], rest: list[str]) -> None:
     before = make_storm(tmp_path / "before", QUEUE)
     after = make_storm(tmp_path / "after", QUEUE)
+    for name in ("queue.txt",):  # a lane's ready_since (list --json) dates from these files' change
+        st = os.stat(before / name)
+        os.utime(after / name, ns=(st.st_atime_ns, st.st_mtime_ns))
     first, _ = both([a.replace("{root}", str(before)) for a in lead] + rest, cwd=tmp_path)
     moved = [a for a in lead if a == "--json"] and ["--json"]
     second, _ = both(rest + ["--root", str(after)] + (moved or []), cwd=tmp_path)

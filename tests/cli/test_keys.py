@@ -45,6 +45,14 @@ def _damage(root: Path) -> None:
     assert run_cli(root, "list").returncode == 3
 
 
+def _old_log(root: Path) -> None:
+    """A log the earlier priority tool wrote, which only adopt takes over."""
+    from tests import oldlog
+
+    oldlog.write(root, [oldlog.bump("b", "2", [], ["b"])])
+    assert run_cli(root, "list").returncode == 3
+
+
 def _claimed(root: Path) -> None:
     assert ok(root, "claim", "--holder", "r1").strip() == "run a 1 1"
 
@@ -61,6 +69,7 @@ REQUESTS: dict[str, tuple[str | None, tuple[str, ...], Callable[[Path], None] | 
     "bump": (None, (), None, ["bump", "b", "--reason", "why"]),
     "unbump": (None, (), lambda root: ok(root, "bump", "a"), ["unbump", "a", "--reason", "why"]),
     "reset": (None, (), _damage, ["reset", "--reason", "the witness was lost"]),
+    "adopt": (None, (), _old_log, ["adopt", "--reason", "moving the storm"]),
     "claim": (None, (), None, ["claim", "--holder", "r1", "--ttl", "60", "--reason", "why"]),
     "renew": (None, (), _claimed, ["renew", "a", "--token", "1", "--ttl", "120", "--reason", "why"]),
     "finish": (None, (), _claimed, ["finish", "a", "--token", "1", "--result", "ok", "--note", "n", "--reason", "why"]),
@@ -69,6 +78,7 @@ REQUESTS: dict[str, tuple[str | None, tuple[str, ...], Callable[[Path], None] | 
     "schedule": (None, (), None, ["schedule", "a", "--not-before", "2030-01-01", "--reason", "why"]),
     "add": (None, (), None, ["add", "z", "5", "--deps", "a", "--reason", "why"]),
     "settle": (None, (), None, ["settle", "a", "integrated", "--reason", "why"]),
+    "waive": (None, (), lambda root: (root / "queue.txt").write_text("a 1\nb 2 a\n"), ["waive", "b", "a", "--reason", "why"]),
 }
 
 #: more requests whose repeats must answer as the first did

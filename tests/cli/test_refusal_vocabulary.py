@@ -259,6 +259,14 @@ def _reorder_conflict(make: Make, request=None) -> Answer:
     return proc.returncode, json.loads(out)
 
 
+def _not_a_dependency(make: Make) -> Answer:
+    return cli(make("a 1\nb 2\n"), "waive", "b", "a", "--reason", "r")
+
+
+def _operator_only_waive(make: Make) -> Answer:
+    return cli(make("a 1\nb 2 a\n", toml=BOT), "waive", "b", "a", "--reason", "r", "--source", "bot")
+
+
 def _not_quarantined(make: Make) -> Answer:
     return cli(make("a 1\n"), "unpark", "a", "--reason", "r")
 
@@ -309,6 +317,7 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
     "lease_live": _lease_live,
     "not_running": _not_running,
     "not_quarantined": _not_quarantined,
+    "not_a_dependency": _not_a_dependency,
     "storm_unwritable": _storm_unwritable,
     "lane_running": _lane_running,
     "invalid_ledger": _invalid_ledger,
@@ -316,7 +325,7 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
 }
 
 #: more ways to the same code, each asserted the same way
-ALSO = {"declaration_unreadable": [_declaration_unreadable_runner]}
+ALSO = {"declaration_unreadable": [_declaration_unreadable_runner], "operator_only": [_operator_only_waive]}
 
 #: the codes the command line cannot produce (it checks them as usage errors), so the API does
 API_ONLY = {"invalid_token", "invalid_result", "invalid_ledger"}

@@ -205,17 +205,19 @@ class Writer:
 
 def _arm(kind: str, step: int) -> None:
     """In the forked writer: with ``step``, SIGKILL itself before its
-    ``step``-th durable call (write, fsync, rename, replace, ftruncate); with
+    ``step``-th durable call (write, fsync, rename, replace, ftruncate; with
+    ``all``, link and unlink too, which ``adopt`` makes); with
     ``half``, after writing half of its ``step``-th write to the log (the
     line a power cut could tear; SIGKILL cannot stop a write to a local file
     halfway, and a torn ``queue.txt`` line is a hand edit's damage, which
     ``list`` reports)."""
     count = [0]
-    real = {name: getattr(os, name) for name in ("write", "fsync", "rename", "replace", "ftruncate")}
+    names = ("write", "fsync", "rename", "replace", "ftruncate") + (("link", "unlink") if kind == "all" else ())
+    real = {name: getattr(os, name) for name in names}
 
     def wrap(name):
         def call(*args, **kwargs):
-            if kind == "step" or (name == "write" and _is_log(args[0])):
+            if kind in ("step", "all") or (name == "write" and _is_log(args[0])):
                 count[0] += 1
             if count[0] == step:
                 if kind == "half":
@@ -251,7 +253,7 @@ def _child(root: Path, w: Writer, out_w: int, keep: set[int]) -> None:
         signal.alarm(60)
         os.environ.pop("STORM_QUEUE_LANE", None)
         os.environ.pop("STORM_QUEUE_ROOT", None)
-        if w.kill_at and w.kill_at[0] in ("step", "half"):
+        if w.kill_at and w.kill_at[0] in ("step", "half", "all"):
             _arm(*w.kill_at)
         _script(root, w, out)
         code = 0
@@ -951,3 +953,89 @@ def run(trials: int, seed: int, base: Path | None = None, progress=None) -> Figu
         if own and not total.failures:
             shutil.rmtree(base, ignore_errors=True)
     return total
+
+
+# -- adopt, killed before each of its durable steps (issue 12) ------------------
+
+
+@dataclass
+class AdoptFigures:
+    """What ``adopt_trials`` found: the steps killed, how many left the storm
+    not adopted (the old log untouched) and adopted, and the failures."""
+
+    steps: int = 0
+    not_adopted: int = 0
+    adopted: int = 0
+    failures: list[str] = field(default_factory=list)
+
+
+def adopt_trials(base: Path, old_lines: list[bytes], queue: str, lane: list[str]) -> AdoptFigures:
+    """One storm a step: the earlier tool's log ``old_lines`` over ``queue``,
+    whose lane replays to ``lane``; an ``adopt`` writer killed before its
+    n-th durable call (links and unlinks too), for n = 1, 2, ... until an
+    adopt runs to its end. After each kill the storm must be either not
+    adopted (the old log byte for byte, and ``list`` exit 3 naming adopt) or
+    adopted (one ``adopt`` line keeping the old bytes, ``list`` showing
+    ``lane`` at once); and a second ``adopt`` must then leave exactly one
+    adoption, its kept file the old bytes, no leftovers, ``lane`` listed
+    and the log verifying."""
+    fig = AdoptFigures()
+    old = b"".join(old_lines)
+    rng = random.Random(0)
+    for step in range(1, 100):
+        root = base / f"adopt-{step}"
+        root.mkdir(parents=True)
+        (root / "queue.txt").write_text(queue)
+        (root / LOG).write_bytes(old)
+        (root / WITNESS).write_text(json.dumps({"log": LOG, "length": len(old), "at": "2026-11-02T00:00:00Z"}) + "\n")
+        writer = Writer(f"adopt{step}", ["adopt"], ("all", step), {"kind": "one"})
+        run_writers(root, [writer], rng)
+        if writer.status == 0:
+            return fig
+        fig.steps += 1
+        failed = _adopt_state(root, old, lane, fig)
+        if failed:
+            fig.failures.append(f"step {step}: {failed}")
+    fig.failures.append("the adopt never ran to its end")
+    return fig
+
+
+def _adopt_state(root: Path, old: bytes, lane: list[str], fig: AdoptFigures) -> str:
+    """Check the storm an adopt killed mid-way left, then adopt again and
+    check that; '' when all is as promised, else what is not."""
+    from tests.conftest import run_cli
+
+    def prioritised() -> list[str] | None:
+        listed = run_cli(root, "list", "--json")
+        return [r["slug"] for r in json.loads(listed.stdout)["rows"] if r["prioritised"]] if listed.returncode == 0 else None
+
+    if (root / LOG).read_bytes() == old:
+        fig.not_adopted += 1
+        listed = run_cli(root, "list")
+        if listed.returncode != 3 or "storm-queue adopt --reason TEXT" not in listed.stderr:
+            return f"not adopted, but list answered {listed.returncode}: {listed.stderr}"
+    else:
+        fig.adopted += 1
+        events = [json.loads(line) for line in (root / LOG).read_bytes().splitlines()]
+        if [e["action"] for e in events] != ["adopt"] or (root / events[0]["kept"]).read_bytes() != old:
+            return f"neither the old log nor an adoption: {events}"
+        if prioritised() != lane:
+            return f"adopted, but list shows {prioritised()}"
+    again = run_cli(root, "adopt", "--reason", "again", "--json")
+    if again.returncode != 0:
+        return f"the second adopt answered {again.returncode}: {again.stdout} {again.stderr}"
+    events = [json.loads(line) for line in (root / LOG).read_bytes().splitlines()]
+    took = [e for e in events if e["action"] == "adopt" and not e.get("noop")]
+    if len(took) != 1 or events[0] != took[0] or (root / took[0]["kept"]).read_bytes() != old:
+        return f"not exactly one adoption, as line 1, keeping the old bytes: {events}"
+    kept = sorted(p.name for p in root.glob(LOG + ".adopted-*"))
+    if kept != [took[0]["kept"]] or len(list(root.glob(WITNESS + ".adopted-*"))) != 1:
+        return f"leftovers beside the log: {kept}"
+    if (root / f".{LOG}.adopting").exists():
+        return "the temporary new log was left"
+    if prioritised() != lane:
+        return f"after the second adopt, list shows {prioritised()}"
+    verified = run_cli(root, "verify")
+    if verified.returncode != 0:
+        return f"the log does not verify: {verified.stdout}"
+    return ""

@@ -24,7 +24,7 @@ from tests.conftest import clean_env, make_storm
 QUICK = [c for c in COMMANDS if c.quick]
 
 #: a value of each kind that click takes, by param name first, then by kind
-SAMPLE = {"slug": "b", "issue": "9", "ledger": "integrated", "token": "1", "result": "ok", "not_before": "+1h",
+SAMPLE = {"slug": "b", "dep": "a", "issue": "9", "ledger": "integrated", "token": "1", "result": "ok", "not_before": "+1h",
           "since": "2026-11-30", "actions": "bump", "directory": "made", "url": "postgresql://nobody@/none?host=/nonexistent",
           "file": "storm.toml", "interval": "0.5", "holder": "r1", "shell": "bash"}
 BY_KIND = {"flag": "", "int": "7", "float": "2.5", "choice": None, "time": "2026-11-30", "text": "words", "file": "storm.toml",
