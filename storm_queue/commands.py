@@ -254,7 +254,7 @@ and when. On a storm whose log is already storm-queue's: a recorded
 no-op. With --dry-run: the lane it would adopt and the run order
 after it; nothing is written.
 
-Example: storm-queue adopt --reason "moving the storm to storm-queue"""",
+Example: storm-queue adopt --reason "moving the storm to storm-queue\"""",
             exit_codes((0, "adopted, or a recorded no-op: the log is already storm-queue's"), 1,
                        (2, "refused: a blank --reason, or a usage error"),
                        (3, "the old log breaks its format (the line is named) or is shorter than its witness; nothing changed"), 4, 5),
@@ -267,7 +267,7 @@ is prioritised. --undo ends the waiver. why SLUG shows each waiver.
 
 Example: storm-queue waive billing schema --reason "schema ships in the next release"
 
-Example: storm-queue waive billing schema --undo --reason "schema is back in scope"""",
+Example: storm-queue waive billing schema --undo --reason "schema is back in scope\"""",
             exit_codes(0, 1, (2, "refused: DEP is not a dependency SLUG's line names, a blank --reason; or a usage error"), 3, 4, 5),
             (SLUG, Param("dep", required=True, complete="slug"),
              Param("undo", "--undo", "flag", help="End the waiver: SLUG waits for DEP again."), *REQUEST, DRY_RUN, JSON, ROOT),
