@@ -191,7 +191,7 @@ def storm_function_body() -> str:
     """The body of ``storm_queue.append_only()`` as schema.sql creates it."""
     from .database import schema_sql
 
-    found = re.search(r"\$\$(.*?)\$\$", schema_sql(), re.S)
+    found = re.search(r"FUNCTION storm_queue\.append_only\(\)[^$]*\$\$(.*?)\$\$", schema_sql(), re.S)
     return found.group(1) if found else ""
 
 

@@ -136,13 +136,13 @@ def test_root_and_json_before_the_command_name(tmp_path: Path, lead: list[str], 
 
 
 def test_the_quick_path_takes_root_and_json_before_the_command() -> None:
-    from storm_queue import entry
+    from tests.unit.test_startup import short
 
-    assert entry._quick_form(["--root", "/", "next"]) == ("next", "/", False, {})
-    assert entry._quick_form(["--json", "--root", "/", "next"]) == ("next", "/", True, {})
-    assert entry._quick_form(["--root", "/", "list", "--json"]) == ("list", "/", True, {})
-    assert entry._quick_form(["--root", "/", "next", "--root", "/"]) is None  # given twice: click says which wins
-    assert entry._quick_form(["--root", "next"]) is None
+    assert short(["--root", "/", "next"]) == ("next", "/", False, {})
+    assert short(["--json", "--root", "/", "next"]) == ("next", "/", True, {})
+    assert short(["--root", "/", "list", "--json"]) == ("list", "/", True, {})
+    assert short(["--root", "/a", "next", "--root", "/b"]) == ("next", "/b", False, {})  # the command's own wins, as in click
+    assert short(["--root", "next"]) is None
 
 
 def test_a_request_with_root_before_the_command_is_recorded_there(tmp_path: Path) -> None:

@@ -123,7 +123,8 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(tm
     proc = start_runner(root, runner_env(log, RUNNER_RETRY_DELAY="1"))
     try:
         deadline = time.monotonic() + 120
-        while lines(log) != ["a", "c", "a", "a"] or not any(e["action"] == "quarantine" for e in log_events(root)):
+        # c runs while a waits out its delay; on a loaded machine a's delay may end first, so only the count is fixed
+        while sorted(lines(log)) != ["a", "a", "a", "c"] or not any(e["action"] == "quarantine" for e in log_events(root)):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, lines(log)
             time.sleep(0.05)
@@ -133,10 +134,11 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(tm
         assert listed(root)["decision"] == "wait"
         assert proc.poll() is None  # a quarantined lane keeps the storm from being empty
         events = log_events(root)
-        assert [(e["slug"], e["token"], e["attempt"]) for e in events if e["action"] == "claim"] == [
-            ("a", 1, 1), ("c", 1, 1), ("a", 2, 2), ("a", 3, 3)]
+        assert [(e["slug"], e["token"], e["attempt"]) for e in events if e["action"] == "claim" and e["slug"] == "a"] == [
+            ("a", 1, 1), ("a", 2, 2), ("a", 3, 3)]
+        ran = lines(log)
         assert [(e["slug"], e["token"], e["result"]) for e in events if e["action"] == "finish"] == [
-            ("a", 1, "failed"), ("c", 1, "ok"), ("a", 2, "failed"), ("a", 3, "failed")]
+            (slug, ran[:n + 1].count(slug), "ok" if slug == "c" else "failed") for n, slug in enumerate(ran)]
         assert [e["slug"] for e in events if e["action"] == "schedule"] == ["a", "a"]
         assert [(e["slug"], e["attempts"]) for e in events if e["action"] == "quarantine"] == [("a", 3)]
         assert not (root / "lanes" / "a" / ".qwenstorm" / "result.json").exists()
@@ -146,7 +148,7 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(tm
             f.write("a\n")
     code, _, err = finish(proc)
     assert code == 0, err
-    assert lines(log) == ["a", "c", "a", "a"]
+    assert sorted(lines(log)) == ["a", "a", "a", "c"]
     assert lines(root / "abandoned.txt") == ["a", "b"]
     assert lines(root / "integrated.txt") == ["c"]
     assert json.loads((root / "lanes" / "b" / ".qwenstorm" / "result.json").read_text())["blocked_on"] == "a"

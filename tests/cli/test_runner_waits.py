@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_runner import RUNNER, finish, lines, listed, runner_env, start_runner
+from tests.cli.test_runner import RUNNER, finish, lines, listed, runner_env
 from tests.conftest import log_events, make_storm, run_cli
 
 STUCK = "runner: nothing can run, and nothing will change by itself: the storm waits for you"
@@ -31,6 +31,13 @@ def failing(root: Path, slug: str) -> Path:
     run_sh.write_text("#!/usr/bin/env bash\nexit 7\n")
     run_sh.chmod(0o755)
     return run_sh
+
+
+def start_saying(root: Path, env: dict[str, str], said: Path) -> subprocess.Popen:
+    """The runner, its stderr going to ``said`` (so a test can wait for a line, not a fixed time)."""
+    with open(said, "w") as err_file:
+        return subprocess.Popen(["bash", str(RUNNER), str(root)], env=env, stdout=subprocess.DEVNULL,
+                                stderr=err_file, text=True, start_new_session=True)
 
 
 def until(what, proc: subprocess.Popen, timeout: float = 90) -> None:
@@ -55,9 +62,10 @@ def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarant
     root = make_storm(tmp_path / "storm", "a 1\nb 2 a\nc 3\n", toml="[runner]\nattempts = 4\n")
     failing(root, "a")
     log = tmp_path / "ran.txt"
-    proc = start_runner(root, runner_env(log, RUNNER_RETRY_DELAY="1", RUNNER_RETRY_MAX="2"))
+    said_to = tmp_path / "runner.err"
+    proc = start_saying(root, runner_env(log, RUNNER_RETRY_DELAY="1", RUNNER_RETRY_MAX="2"), said_to)
     try:
-        until(lambda: [e for e in log_events(root) if e["action"] == "quarantine"], proc)
+        until(lambda: STUCK in said_to.read_text(), proc)
         time.sleep(1.0)  # twenty polls at RUNNER_POLL=0.05: the runner must not repeat itself
         assert proc.poll() is None, "a quarantined lane keeps the storm from being empty"
         events = log_events(root)
@@ -77,7 +85,8 @@ def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarant
         assert listed(root)["decision"] == "wait"
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
-    _, _, err = finish(proc)
+    finish(proc)
+    err = said_to.read_text()
     said = err.splitlines()
     assert said.count(STUCK) == 1, err
     at = said.index(STUCK)
@@ -92,13 +101,14 @@ def test_unparking_the_lane_it_named_lets_the_runner_go_on_to_an_empty_storm(tmp
     root = make_storm(tmp_path / "storm", "a 1\nb 2 a\n", toml="[runner]\nattempts = 1\n")
     run_sh = failing(root, "a")
     log = tmp_path / "ran.txt"
-    proc = start_runner(root, runner_env(log, RUNNER_RETRY_DELAY="1"))
-    until(lambda: listed(root)["rows"][0]["state"] == "quarantined", proc)
-    time.sleep(0.5)
+    said = tmp_path / "runner.err"
+    proc = start_saying(root, runner_env(log, RUNNER_RETRY_DELAY="1"), said)
+    until(lambda: STUCK in said.read_text(), proc)  # it has said so before the operator acts
     run_sh.write_text("#!/usr/bin/env bash\nexit 0\n")
     unpark = run_cli(root, "unpark", "a", "--reason", "fixed the flaky test")
     assert unpark.returncode == 0, unpark.stderr
-    code, _, err = finish(proc)
+    code, _, _ = finish(proc)
+    err = said.read_text()
     assert code == 0, err
     assert lines(log) == ["a", "a", "b"]
     assert err.count(STUCK) == 1

@@ -166,7 +166,8 @@ def test_an_unreadable_declaration_is_an_unknown_order(tmp_path: Path) -> None:
 PTY_VERIFY = """
 import sys
 import storm_queue.cli as cli
-cli.LONG_LOG = 1
+import storm_queue.handlers as handlers
+handlers.LONG_LOG = 1
 sys.argv = ["storm-queue", "verify", "--root", sys.argv[1]]
 cli.main(prog_name="storm-queue")
 """

@@ -191,31 +191,61 @@ def test_no_storm_here_answers_as_click_does(tmp_path: Path) -> None:
         assert quick.returncode == 2
 
 
+def short(args: list[str]) -> tuple | None:
+    """``entry.quick_form(args)`` as (command, root, as_json, the keywords
+    that differ from their defaults), or None."""
+    form = entry.quick_form(args)
+    if form is None:
+        return None
+    command, words = form
+    defaults = {p.name: () if p.multiple else (False if p.kind == "flag" else p.default) for p in command.params}
+    rest = {k: v for k, v in words.items() if k not in ("root", "as_json") and v != defaults[k]}
+    return command.name, words["root"], words["as_json"], rest
+
+
 @pytest.mark.parametrize(("args", "form"), [
     (["next"], ("next", None, False, {})),
     (["list", "--json"], ("list", None, True, {})),
+    (["list"], ("list", None, False, {})),
     (["next", "--root", ".", "--json"], ("next", ".", True, {})),
     (["claim", "--holder", "r1", "--ttl", "90"], ("claim", None, False, {"holder": "r1", "ttl": 90})),
+    (["claim", "--key", "k"], ("claim", None, False, {"key": "k"})),
+    (["bump", "a"], ("bump", None, False, {"slug": "a"})),
+    (["bump", "--reason=x y", "a", "--wait", "2.5"], ("bump", None, False, {"slug": "a", "reason": "x y", "wait": 2.5})),
+    (["push", "z", "26", "--deps", "c,e", "--dry-run"], ("push", None, False, {"slug": "z", "issue": "26", "deps": "c,e", "dry_run": True})),
+    (["log", "--slug", "a", "--slug", "b", "--last", "0"], ("log", None, False, {"slugs": ("a", "b"), "last": 0})),
+    (["init", "--json"], ("init", None, True, {})),
+    (["--json", "init", "d"], ("init", None, True, {"directory": "d"})),
+    (["bump", "--", "a"], ("bump", None, False, {"slug": "a"})),
     (["claim", "--ttl", "0"], None),
     (["claim", "--ttl", "٣"], None),
-    (["claim", "--key", "k"], None),
+    (["claim", "--ttl", "1e3"], None),
     (["claim", "--holder", "a", "--holder", "b"], None),
     (["next", "--holder", "a"], None),
-    (["list"], None),
     (["next", "--json", "--json"], None),
     (["next", "--root"], None),
     (["next", "--root", "-x"], None),
-    (["next", "--root=."], None),
+    (["bump", "a", "--reason", "-x"], None),
+    (["bump"], None),
+    (["bump", "a", "b"], None),
     (["next", "-h"], None),
-    (["bump", "a"], None),
+    (["next", "--help"], None),
+    (["--version"], None),
+    (["--root", "/", "init"], None),
+    (["--json", "watch"], None),
+    (["completion", "bash"], None),
+    (["demo"], None),
+    (["settle", "a", "merged"], None),
+    (["finish", "a", "--token", "1"], None),
+    ([], None),
 ])
 def test_which_forms_are_quick(args: list[str], form: tuple | None) -> None:
-    assert entry._quick_form(args) == form
+    assert short(args) == form
 
 
 def test_shell_completion_goes_to_click(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("_STORM_QUEUE_COMPLETE", "bash_source")
-    assert entry._quick_form(["next"]) is None
+    assert entry.quick_form(["next"]) is None
 
 
 def test_the_console_script_is_the_entry_point() -> None:
