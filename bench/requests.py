@@ -28,7 +28,10 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+from run import command, env  # noqa: E402 -- the console script and its environment, as every bench runs them
+
 LOOPS_QUEUE = "".join(f"w{k} {k + 1}\n" for k in range(64))
 
 FLOOR = r"""
@@ -48,17 +51,6 @@ os.rename(tmp, os.path.join(d, "floor.witness"))
 dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
 os.fsync(dfd)
 """
-
-
-def command() -> list[str]:
-    script = Path(sys.executable).parent / "storm-queue"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "storm_queue"]
-
-
-def env() -> dict[str, str]:
-    out = {k: v for k, v in os.environ.items() if k not in ("STORM_QUEUE_ROOT", "STORM_QUEUE_LANE")}
-    out["PYTHONPATH"] = str(REPO) + os.pathsep + out.get("PYTHONPATH", "")
-    return out
 
 
 def loops(root: Path, count: int, cycles: int, floor: bool) -> float:
