@@ -7,13 +7,13 @@ It starts a throwaway server (tests/pgserver.py) and reports:
   any PostgreSQL queue (UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP
   LOCKED LIMIT 1) RETURNING) over the same number of rows, in lanes/s:
   - process per command: N processes, each looping `storm-queue claim` +
-    `finish ok` + `settle integrated` as separate processes (a database
-    storm has no UNATTENDED, so a finished lane holds the storm until it is
-    reviewed);
+    `finish ok` as separate processes;
   - long-lived: N processes, each holding one `Storm` of the library (one
-    connection, reused) and looping `claim`, `finish`, `settle`;
-  each checks that every lane was claimed once, in run order, finished and
-  settled once, and that verify passes;
+    connection, reused) and looping `claim`, `finish`;
+  the storm declares `[runner] unattended = true` (a finished lane waits for
+  no review, as the UNATTENDED file says on a directory storm), so a lane is
+  two requests; each mode checks that every lane was claimed once, in run
+  order, finished once, and that verify passes;
 - bump on a database storm / bump on a directory storm (median wall time);
 - next at EVENTS log lines / next at line 1 alone on a database storm of
   the same 100 lanes, both built by bench/build.py (real planned requests,
@@ -24,6 +24,7 @@ Ratios only mean something within one run: the machine is shared.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -46,6 +47,9 @@ def sq(root: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "storm_queue", *args, "--root", root], capture_output=True, text=True, env=env)
 
 
+_FRESH = itertools.count()
+
+
 def timed(fn, n: int) -> float:
     times = []
     for _ in range(n):
@@ -56,6 +60,7 @@ def timed(fn, n: int) -> float:
 
 
 def fresh(server: PgServer, name: str) -> str:
+    name = f"{name}_{next(_FRESH)}"
     role = server.create_role(f"op_{name}")
     server.create_database(f"db_{name}", role)
     url = server.url(f"db_{name}", role)
@@ -85,11 +90,12 @@ def go(procs: list[subprocess.Popen]) -> float:
 
 
 def _lanes_table(url: str, lanes: int, slots: int) -> None:
-    """Declare ``slots`` runner slots and queue ``lanes`` lanes l00000.. (no dependencies)."""
+    """Declare ``slots`` runner slots and ``unattended`` (a finished lane waits
+    for no review), and queue ``lanes`` lanes l00000.. (no dependencies)."""
     import psycopg
 
     toml = Path(tempfile.mkdtemp()) / "storm.toml"
-    toml.write_text(f"[runner]\nslots = {slots}\n")
+    toml.write_text(f"[runner]\nslots = {slots}\nunattended = true\n")
     assert sq(url, "declare", str(toml)).returncode == 0
     with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
         cur.executemany("INSERT INTO storm_queue.lane (slug, issue) VALUES (%s, %s)", [(f"l{i:05d}", str(i)) for i in range(lanes)])
@@ -122,8 +128,8 @@ def _floor(url: str, lanes: int, n: int) -> float:
 
 
 def _check_runs(url: str, lanes: int) -> dict:
-    """Every lane claimed, finished ok and settled exactly once, claims in
-    run order (queue order: no lane is prioritised), and verify says sound."""
+    """Every lane claimed and finished ok exactly once, claims in run order
+    (queue order: no lane is prioritised), and verify says sound."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
@@ -131,9 +137,8 @@ def _check_runs(url: str, lanes: int) -> dict:
     order = [f"l{i:05d}" for i in range(lanes)]
     claims = [e["slug"] for e in lines if e["action"] == "claim"]
     finishes = [e["slug"] for e in lines if e["action"] == "finish"]
-    settles = [e["slug"] for e in lines if e["action"] == "settle" and not e.get("noop")]
     assert claims == order, "the lanes were not claimed once each, in run order"
-    assert sorted(finishes) == order and sorted(settles) == order, "a lane was not finished and settled exactly once"
+    assert sorted(finishes) == order, "a lane was not finished exactly once"
     assert not [e for e in lines if e["action"] in ("refused", "expire")], "a runner's request was refused or expired"
     assert sq(url, "verify").returncode == 0
     return {"claimed_once_in_run_order": True, "finished_once": True, "verify": "sound", "lines": len(lines)}
@@ -148,13 +153,12 @@ def runners(server: PgServer, lanes: int, n: int) -> dict:
         "while True:\n"
         "    d = subprocess.run([sys.executable, '-m', 'storm_queue', 'claim', '--root', sys.argv[1]], capture_output=True, text=True).stdout.split()\n"
         "    if not d or d[0] != 'run':\n"
-        "        if d and d[0] in ('wait', 'review'): continue\n"
+        "        if d and d[0] == 'wait' and len(d) - 1 < int(sys.argv[2]): continue\n"
         "        break\n"
-        "    subprocess.run([sys.executable, '-m', 'storm_queue', 'finish', d[1], '--token', d[3], '--result', 'ok', '--root', sys.argv[1]], capture_output=True)\n"
-        "    subprocess.run([sys.executable, '-m', 'storm_queue', 'settle', d[1], 'integrated', '--root', sys.argv[1]], capture_output=True)\n")
+        "    subprocess.run([sys.executable, '-m', 'storm_queue', 'finish', d[1], '--token', d[3], '--result', 'ok', '--root', sys.argv[1]], capture_output=True)\n")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     t = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-c", script, url], env=env) for _ in range(n)]
+    procs = [subprocess.Popen([sys.executable, "-c", script, url, str(lanes)], env=env) for _ in range(n)]
     for p in procs:
         p.wait()
     storm_rate = lanes / (time.perf_counter() - t)
@@ -164,12 +168,12 @@ def runners(server: PgServer, lanes: int, n: int) -> dict:
             "bare_claims_per_s": round(floor_rate, 1), "ratio": round(storm_rate / floor_rate, 4), **checked}
 
 
-#: one long-lived runner: one Storm (one connection) looping claim, finish ok, settle integrated
+#: one long-lived runner: one Storm (one connection) looping claim, finish ok
 LONG_LIVED = """
 import collections, sys, time
 from storm_queue.desk import Storm
 
-url, holder, profile = sys.argv[1], sys.argv[2], sys.argv[3]
+url, holder, profile, lanes = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 storm = Storm.find(url)
 storm.declaration()  # connected
 print("ready", flush=True)
@@ -183,9 +187,8 @@ while True:
     d = storm.claim(holder=holder).decision.split()
     if d[0] == "run":
         assert storm.finish(d[1], int(d[3]), "ok").outcome == "done"
-        assert storm.settle(d[1], "integrated").outcome == "done"
         done += 1
-    elif d[0] in ("wait", "review"):  # every slot is taken, or another runner's lane awaits its settle
+    elif d[0] == "wait" and len(d) - 1 < lanes:  # every slot is taken (the rest wait for their batch review)
         polls[d[0]] += 1
         time.sleep(0.002)
     else:
@@ -193,7 +196,7 @@ while True:
 if profile:
     prof.disable()
     prof.dump_stats(profile)
-print(done, polls["wait"], polls["review"])
+print(done, polls["wait"])
 """
 
 
@@ -202,7 +205,7 @@ def long_lived(server: PgServer, lanes: int, n: int, profile: str = "") -> dict:
     timed from when all are connected (as the floor's connections are)."""
     url = fresh(server, "longlived")
     _lanes_table(url, lanes, n)
-    procs = started([sys.executable, "-c", LONG_LIVED, url], n, lambda i: [f"runner-{i}", profile if i == 0 else ""])
+    procs = started([sys.executable, "-c", LONG_LIVED, url], n, lambda i: [f"runner-{i}", profile if i == 0 else "", str(lanes)])
     t = go(procs)
     outs = [p.communicate()[0].split() for p in procs]
     storm_rate = lanes / (time.perf_counter() - t)
@@ -212,7 +215,7 @@ def long_lived(server: PgServer, lanes: int, n: int, profile: str = "") -> dict:
     return {"lanes": lanes, "runners": n, "storm_lanes_per_s": round(storm_rate, 1),
             "bare_claims_per_s": round(floor_rate, 1), "ratio": round(storm_rate / floor_rate, 4),
             "lanes_per_runner": [int(o[0]) for o in outs], "wait_polls": sum(int(o[1]) for o in outs),
-            "review_polls": sum(int(o[2]) for o in outs), **checked}
+            **checked}
 
 
 def bumps(server: PgServer, n: int = 15) -> dict:
@@ -260,15 +263,18 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=1000000)
     ap.add_argument("--profile", default="", help="write the first long-lived runner's cProfile stats here")
     ap.add_argument("--smoke", action="store_true", help="the smallest sizes, to check that it runs")
+    ap.add_argument("--only", choices=("bump", "next", "runners", "long_lived"), action="append",
+                    help="run only this measure (may be repeated)")
     args = ap.parse_args()
     if args.smoke:
         args.lanes, args.long_lanes, args.runners, args.events = 4, 6, 2, 40
     server = PgServer().start()
     try:
-        out = {"bump": bumps(server, 3 if args.smoke else 15),
-               "next": history(server, args.events, n=3 if args.smoke else 15),
-               "runners": runners(server, args.lanes, args.runners),
-               "long_lived": long_lived(server, args.long_lanes, args.runners, args.profile)}
+        measures = {"bump": lambda: bumps(server, 3 if args.smoke else 15),
+                    "next": lambda: history(server, args.events, n=3 if args.smoke else 15),
+                    "runners": lambda: runners(server, args.lanes, args.runners),
+                    "long_lived": lambda: long_lived(server, args.long_lanes, args.runners, args.profile)}
+        out = {name: measure() for name, measure in measures.items() if not args.only or name in args.only}
     finally:
         server.stop()
     print(json.dumps(out, indent=2))
