@@ -318,13 +318,15 @@ class DatabaseStorm(Declaring, LogRows, Faults, Storm):
     def _writing(self, log_path: str, owner_ids: tuple[int, int] | None) -> Iterator[None]:
         """One transaction holding the storm's advisory lock, waiting at most
         ``wait`` seconds for it; once it commits, the state its lines fold
-        to is this object's to start the next request from."""
+        to is this object's to start the next request from. The transaction
+        is pipelined: taking the lock goes with the first read, and the
+        writes go with the COMMIT, so the lock is held for two round trips."""
         self._written = None
+        conn = self.conn
         try:
-            with self.conn.transaction():
-                # one round trip (no parameters: the simple protocol takes both statements)
-                self.conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.wait * 1000))}; "
-                                  "SELECT pg_advisory_xact_lock({}, {})".format(*LOCK_KEYS))
+            with conn.pipeline(), conn.transaction():
+                conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.wait * 1000))}")
+                conn.execute("SELECT pg_advisory_xact_lock({}, {})".format(*LOCK_KEYS))
                 self._writing_now = True
                 try:
                     yield
@@ -343,7 +345,7 @@ class DatabaseStorm(Declaring, LogRows, Faults, Storm):
         last_event, last_line = framed[-1]
         head, last = last_event["seq"], digest(last_line)
         state = fold.replay(events, log.state)
-        with self.conn.pipeline(), self.conn.cursor() as cur:  # the lines and the head in one round trip
+        with self.conn.cursor() as cur:  # sent with the COMMIT (the request's transaction is pipelined)
             cur.executemany("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)",
                             [(event["seq"], line) for event, line in framed])
             if head - self._body_seq >= STATE_EVERY:

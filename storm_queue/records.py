@@ -11,7 +11,8 @@ import line: ``dataclass`` (with ``frozen``), ``field(default_factory=...)``,
 Every annotation in the class body (not in its bases) is a field, in order;
 a class attribute of the same name is its default. Instances compare equal
 when their classes are the same and their fields are equal; frozen ones
-refuse assignment and hash by their fields; mutable ones are unhashable.
+refuse assignment and hash by their fields (computed once); mutable ones
+are unhashable.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 _FIELDS = "__record_fields__"
+_HASH = "__record_hash__"
 
 
 class FrozenInstanceError(AttributeError):
@@ -92,7 +94,15 @@ def dataclass(cls: type | None = None, *, frozen: bool = False) -> Any:
         cls.__repr__ = __repr__  # type: ignore[method-assign]
         cls.__eq__ = __eq__  # type: ignore[method-assign]
         if frozen:
-            cls.__hash__ = lambda self: hash(tuple(getattr(self, n) for n in names))  # type: ignore[method-assign]
+            def __hash__(self: Any) -> int:  # computed once: a record's fields never change
+                try:
+                    return self.__dict__[_HASH]
+                except KeyError:
+                    h = hash(tuple(getattr(self, n) for n in names))
+                    object.__setattr__(self, _HASH, h)
+                    return h
+
+            cls.__hash__ = __hash__  # type: ignore[method-assign]
             cls.__setattr__ = _frozen_setattr  # type: ignore[method-assign]
             cls.__delattr__ = _frozen_delattr  # type: ignore[method-assign]
         else:

@@ -146,12 +146,22 @@ class Decided:
     """What ``resolve`` decides, without the rest of the view: the decision
     line, the blocked rows met before the first ready lane (``to_block``),
     the lanes running or holding a lease (``busy``) and the finished lanes
-    in run order."""
+    (``finished``, in no order: ``in_run_order`` orders them)."""
 
     decision: str
     to_block: tuple[Row, ...]
     busy: frozenset[str]
-    finished: tuple[str, ...]
+    finished: frozenset[str]
+
+
+def in_run_order(snap: Snapshot, slugs: frozenset[str] | set[str]) -> tuple[str, ...]:
+    """``slugs`` (lanes of the storm) in run order: the priority lane's
+    places first, then the order of their lines."""
+    if not slugs:
+        return ()
+    place = {s: i for i, s in enumerate(snap.state.lane) if s in slugs}
+    lanes = snap.lanes
+    return tuple(sorted(slugs, key=lambda s: (0, place[s]) if s in place else (1, lanes[s].line)))
 
 
 def decided(snap: Snapshot) -> Decided:
@@ -186,19 +196,17 @@ def decided(snap: Snapshot) -> Decided:
             q = lanes[slug]
             to_block.append(Row(position, slug, q.issue, q.deps, slug in in_lane, state, _status(snap, slug, state, waits),
                                 waits, "", snap.state.run(slug)))
-    # in run order: the priority lane's place first, then the line's
-    finished = tuple(sorted(finished_set, key=lambda s: (0, lane.index(s)) if s in in_lane else (1, lanes[s].line)))
-    if finished and not led.unattended:
-        decision = "review " + " ".join(finished)
+    if finished_set and not led.unattended:
+        decision = "review " + " ".join(in_run_order(snap, finished_set))
     elif ready is not None:
         decision = f"run {ready} {lanes[ready].issue}"
     elif pending:
-        decision = " ".join(["wait"] + list(finished))
+        decision = " ".join(["wait", *in_run_order(snap, finished_set)])
     else:
         decision = "empty"
     if snap.state.halt is not None:  # as ``decide`` says it: nothing starts while halted
         decision = "wait"
-    return Decided(decision, tuple(to_block), frozenset(busy | leased), finished)
+    return Decided(decision, tuple(to_block), frozenset(busy | leased), frozenset(finished_set))
 
 
 def stale(snap: Snapshot) -> bool:

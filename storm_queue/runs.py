@@ -12,7 +12,7 @@ from .config import Policy
 from .fold import Run, replay
 from .lane import Refusal, Snapshot
 from .records import dataclass, replace
-from .resolver import LEASE, MARKER, ORPHAN, Row, View, decided, resolve, running
+from .resolver import LEASE, MARKER, ORPHAN, Row, View, decided, in_run_order, resolve, running
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -104,7 +104,8 @@ def plan_claim(snap: Snapshot, policy: Policy, holder: str, ttl: int, t: float) 
         return Claim(tuple(events), decision, ended=ended, after=after, to_block=seen.to_block)
     # a lease holds its slot until it ends, even on a lane whose result.json came first (a finish cut short)
     if len(seen.busy) >= policy.slots:
-        return Claim(tuple(events), " ".join(["wait", *seen.finished]), ended=ended, after=after, to_block=seen.to_block)
+        return Claim(tuple(events), " ".join(["wait", *in_run_order(after, seen.finished)]), ended=ended, after=after,
+                     to_block=seen.to_block)
     _, slug, issue = decision.split(" ")
     run = after.state.run(slug)
     token = max(run.token, after.state.token_floor) + 1

@@ -73,22 +73,32 @@ class _Table:
     def __init__(self) -> None:
         self.rows: list[dict[str, Any]] = []
         self.seen: dict[Any, int] = {}
+        self.by_id: dict[int, int] = {}  # a record met before, by identity: no need to hash it again
+        self.kept: list[Any] = []  # the records by_id names, kept alive so that no id is reused
 
     def ref(self, record: Any) -> dict[str, int]:
-        try:
-            key: Any = (type(record), record)
-            hash(key)
-        except TypeError:  # a record holding a mapping is kept by identity
-            key = id(record)
-        if key not in self.seen:
-            if getattr(fold, type(record).__name__, None) is not type(record):
-                raise TypeError(f"{type(record).__name__} is not a record of the fold")
-            row = {"@": type(record).__name__, **{name: self.value(getattr(record, name)) for name in fields(record)}}
-            self.rows.append(row)
-            self.seen[key] = len(self.rows) - 1
-        return {"@ref": self.seen[key]}
+        index = self.by_id.get(id(record))
+        if index is None:
+            try:
+                key: Any = (type(record), record)
+                hash(key)
+            except TypeError:  # a record holding a mapping is kept by identity
+                key = id(record)
+            index = self.seen.get(key)
+            if index is None:
+                if getattr(fold, type(record).__name__, None) is not type(record):
+                    raise TypeError(f"{type(record).__name__} is not a record of the fold")
+                value = self.value
+                row = {"@": type(record).__name__, **{name: value(getattr(record, name)) for name in fields(record)}}
+                self.rows.append(row)
+                index = self.seen[key] = len(self.rows) - 1
+            self.by_id[id(record)] = index
+            self.kept.append(record)
+        return {"@ref": index}
 
     def value(self, value: Any) -> Any:
+        if value is None or type(value) in _PLAIN:
+            return value
         if is_record(value):
             return self.ref(value)
         if isinstance(value, (tuple, list)):
@@ -97,9 +107,12 @@ class _Table:
             return {"@set": sorted(self.value(v) for v in value)}
         if hasattr(value, "items"):
             return {"@map": {str(k): self.value(v) for k, v in value.items()}}
-        if value is None or isinstance(value, (str, int, bool)):
+        if isinstance(value, (str, int, bool)):
             return value
         raise TypeError(f"cannot keep a {type(value).__name__} in a checkpoint")
+
+
+_PLAIN = frozenset((str, int, bool))
 
 
 def _from_json(value: Any, made: list[Any]) -> Any:
