@@ -23,7 +23,7 @@ from .authority import LANE_ENV, decide
 from .dbdeclare import Declaring, InvalidDeclaration  # noqa: F401 -- InvalidDeclaration: a name others may import from here
 from .dbfaults import Faults
 from .dblog import LogRows
-from .dbrows import Rows
+from .dbrows import Rows, RowWrites
 from .desk import Listing, Outcome, Storm, now
 from .errors import Busy, NoStorm, NotHere, RecordFailed, StormUnreadable
 from .lane import Snapshot
@@ -33,7 +33,6 @@ from .log.framing import Malformed, decode, digest
 from .log.writer import frame
 from .postgres import (CONNECT_TIMEOUT, GRANT_HINT, LOCK_KEYS, Created, _driver, _Known, _words,  # noqa: F401 -- the names others import from here
                        connect, create, insert_state, schema_sql, shown)
-from .queuefile import split_deps
 from .records import dataclass
 
 TYPE_CHECKING = False
@@ -60,7 +59,7 @@ def _older_format(body: str) -> bool:
         return False
     return type(v) is int and 1 <= v < FORMAT
 
-class DatabaseStorm(Declaring, LogRows, Faults, Storm):
+class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
     """One storm in a PostgreSQL database, named by its libpq URL."""
 
     def __init__(self, url: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
@@ -356,57 +355,6 @@ class DatabaseStorm(Declaring, LogRows, Faults, Storm):
         self._pending = (head, last_line)
         self._written = _Known(head, last, state)
         return events
-
-    def _queue(self, log_path: str, line: str) -> None:
-        fields = line.split()
-        deps = split_deps(fields[2]) if len(fields) > 2 else ()
-        self.conn.execute("INSERT INTO storm_queue.lane (slug, issue, deps) VALUES (%s, %s, %s)",
-                          (fields[0], fields[1], list(deps)))
-
-    def _settle(self, slug: str, how: str) -> None:
-        self.conn.execute("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, %s, %s)", (slug, how, now()))
-
-    def _mark_finished(self, slug: str, body: dict[str, Any]) -> None:
-        from psycopg.types.json import Jsonb
-
-        self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) "
-                          "ON CONFLICT (slug) DO UPDATE SET body = EXCLUDED.body", (slug, Jsonb(body)))
-
-    def _blocked_mark(self, slug: str) -> bool:
-        from .ledger import is_blocked_mark
-
-        row = self.conn.execute("SELECT body FROM storm_queue.result WHERE slug = %s", (slug,)).fetchone()
-        return row is not None and is_blocked_mark(row[0])
-
-    def _unmark_blocked(self, slug: str) -> None:
-        """Delete ``next``'s blocked mark in the request's transaction (it has no undo of its own)."""
-        if self._blocked_mark(slug):
-            self.conn.execute("DELETE FROM storm_queue.result WHERE slug = %s", (slug,))
-
-    def _mark_running(self, slug: str, body: dict[str, Any]) -> None:
-        """A database storm keeps leases in its state row alone: no marker."""
-
-    def _unmark_running(self, slug: str, token: int | None) -> None:
-        """No marker to take away (see ``_mark_running``)."""
-
-    def _say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
-        """A database storm's record is its log; there is no progress.log."""
-
-    def _tell_claim(self, claim, skipped, at: str, log_path: str) -> list[str]:
-        """``_tell`` of the blocked rows the claim met (no whole view is made)."""
-        return self._tell(claim, skipped, at, log_path)
-
-    def _tell(self, view, skipped, at: str, log_path: str) -> list[str]:
-        """Mark blocked, in rows, the lanes ``view`` met before the one it chose."""
-        from psycopg.types.json import Jsonb
-
-        from .ledger import blocked_result
-
-        for row in view.to_block:
-            body = blocked_result(list(row.waits_on), at)
-            self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) ON CONFLICT (slug) DO NOTHING",
-                              (row.slug, Jsonb(body)))
-        return []
 
 
 @dataclass(frozen=True)

@@ -5,12 +5,14 @@ greatest it has seen (schema.sql: every change to these rows takes the
 storm's lock and a new ``ver``, so they commit in ``ver`` order). A row
 deleted, or its slug changed, moves ``state.rows_gone``, and then every
 row is read again. What the rows make (the lanes in ``pos`` order, the
-ledgers) is rebuilt only when a row changed."""
+ledgers) is rebuilt only when a row changed. And the request path's
+writes of those rows (``RowWrites``)."""
 
 from __future__ import annotations
 
+from .clock import now
 from .ledger import Ledgers
-from .queuefile import Lane
+from .queuefile import Lane, split_deps
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -82,3 +84,60 @@ class Rows:
             self._ledgers = (unattended, Ledgers(frozenset(self.integrated), frozenset(self.abandoned),
                                                  frozenset(self.results), {}, unattended))
         return self._ledgers[1]
+
+
+class RowWrites:
+    """A database storm's rows where a directory storm has files: the hooks
+    of the request path that write the lane, settled and result rows, in
+    the request's transaction. A mixin of ``database.DatabaseStorm``."""
+
+    def _queue(self, log_path: str, line: str) -> None:
+        fields = line.split()
+        deps = split_deps(fields[2]) if len(fields) > 2 else ()
+        self.conn.execute("INSERT INTO storm_queue.lane (slug, issue, deps) VALUES (%s, %s, %s)",
+                          (fields[0], fields[1], list(deps)))
+
+    def _settle(self, slug: str, how: str) -> None:
+        self.conn.execute("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, %s, %s)", (slug, how, now()))
+
+    def _mark_finished(self, slug: str, body: dict[str, Any]) -> None:
+        from psycopg.types.json import Jsonb
+
+        self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) "
+                          "ON CONFLICT (slug) DO UPDATE SET body = EXCLUDED.body", (slug, Jsonb(body)))
+
+    def _blocked_mark(self, slug: str) -> bool:
+        from .ledger import is_blocked_mark
+
+        row = self.conn.execute("SELECT body FROM storm_queue.result WHERE slug = %s", (slug,)).fetchone()
+        return row is not None and is_blocked_mark(row[0])
+
+    def _unmark_blocked(self, slug: str) -> None:
+        """Delete ``next``'s blocked mark in the request's transaction (it has no undo of its own)."""
+        if self._blocked_mark(slug):
+            self.conn.execute("DELETE FROM storm_queue.result WHERE slug = %s", (slug,))
+
+    def _mark_running(self, slug: str, body: dict[str, Any]) -> None:
+        """A database storm keeps leases in its state row alone: no marker."""
+
+    def _unmark_running(self, slug: str, token: int | None) -> None:
+        """No marker to take away (see ``_mark_running``)."""
+
+    def _say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
+        """A database storm's record is its log; there is no progress.log."""
+
+    def _tell_claim(self, claim, skipped, at: str, log_path: str) -> list[str]:
+        """``_tell`` of the blocked rows the claim met (no whole view is made)."""
+        return self._tell(claim, skipped, at, log_path)
+
+    def _tell(self, view, skipped, at: str, log_path: str) -> list[str]:
+        """Mark blocked, in rows, the lanes ``view`` met before the one it chose."""
+        from psycopg.types.json import Jsonb
+
+        from .ledger import blocked_result
+
+        for row in view.to_block:
+            body = blocked_result(list(row.waits_on), at)
+            self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) ON CONFLICT (slug) DO NOTHING",
+                              (row.slug, Jsonb(body)))
+        return []
