@@ -188,14 +188,24 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(st
     assert store.result("b")["blocked_on"] == "a"
 
 
-def test_runner_stops_on_an_unknown_order(tmp_path: Path) -> None:
-    """Directory only: it damages priority.log, a file; a database storm's
-    event table refuses any change but an append (a trigger)."""
-    root = make_storm(tmp_path / "storm", "a 1\n")
+def test_runner_stops_on_an_unknown_order(store, request, tmp_path: Path) -> None:
+    """The log's last line damaged: on a directory in priority.log; on a
+    database by a superuser who turned the event table's append-only
+    trigger off (nothing less can change a line there)."""
+    store.make("a 1\n")
+    root = store.root
     assert run_cli(root, "bump", "a").returncode == 0
-    (root / "priority.log").write_bytes(b"damaged\n")
+    if store.kind == "directory":
+        (store.path / "priority.log").write_bytes(b"damaged\n")
+    else:
+        from psycopg.conninfo import conninfo_to_dict
+
+        with request.getfixturevalue("pg_server").admin(conninfo_to_dict(root)["dbname"]) as conn:
+            conn.execute("ALTER TABLE storm_queue.event DISABLE TRIGGER event_append_only")
+            conn.execute("UPDATE storm_queue.event SET line = 'damaged\n'::bytea "
+                         "WHERE seq = (SELECT max(seq) FROM storm_queue.event)")
     log = tmp_path / "ran.txt"
-    code, _, err = finish(start_runner(root, runner_env(log)))
+    code, _, err = finish(start_runner(root, runner_env(log, store)))
     assert code == 3
     assert "storm-queue reset" in err
     assert lines(log) == []
