@@ -510,11 +510,19 @@ def test_diagnose_of_runner_state_is_pure() -> None:
     assert diagnose(dc_replace(facts, snapshot=Snapshot(snap.lanes, settled, state, snap.now)), 24.0) == []
 
 
-def test_why_a_leased_lane_queue_txt_no_longer_carries(tmp_path: Path) -> None:
-    """Directory only: a hand edit of queue.txt (a database storm's lanes change only by request)."""
-    root = storm_at(tmp_path)
+def test_why_a_leased_lane_queue_txt_no_longer_carries(store) -> None:
+    """The lane taken out by hand while leased: a line of queue.txt on a
+    directory, its row on a database (as its operator could in psql)."""
+    root = made(store)
     assert ok(root, "claim", "--holder", "r1") == "run a 1 1\n"
-    (root / "queue.txt").write_text(QUEUE.replace("a 1\n", ""))
+    if store.kind == "directory":
+        (store.path / "queue.txt").write_text(QUEUE.replace("a 1\n", ""))
+    else:
+        import psycopg
+
+        with psycopg.connect(root, autocommit=True) as conn:
+            conn.execute("DELETE FROM storm_queue.lane WHERE slug = 'a'")
+    assert "a" not in store.lanes()
     lines = why_lines(root, "a")
     assert lines[0].startswith("a: running: running now: held by r1, token 1, lease until ")
     assert lines[0].endswith("; queue.txt does not carry it")
