@@ -391,7 +391,9 @@ fi
 # or scheduled, yes: print nothing; so too when a lane is ready and no
 # running marker without a lease holds a [runner] slot (it became ready
 # since the claim: the next claim takes it). Otherwise print what holds the
-# storm up, one lane a line, with the command that unblocks it. It reads `list --plain` (the
+# storm up, one lane a line, with the command that unblocks it; nothing
+# either when `list` says review by now (a claim that marks a lane blocked
+# answers on the state before the mark, so the next claim reviews it). It reads `list --plain` (its `next:` line, and the
 # documented columns: POSITION PRIORITY SLUG ISSUE STATE BY AT DETAIL, the
 # detail already escaped by storm-queue).
 stuck_report() {
@@ -399,6 +401,9 @@ stuck_report() {
     rows="$(sq list --plain --root "$ROOT" 2>/dev/null)" || return 0
     ROOT_WORD="$ROOT_WORD" DATABASE="$DATABASE" awk '
         BEGIN { root = ENVIRON["ROOT_WORD"]; db = ENVIRON["DATABASE"] == "1" }
+        # lanes to review by now (the claim that marked a lane blocked
+        # answered on the state before the mark): the next claim reviews them
+        $1 == "next:" { if ($2 == "review") { moving = 1; exit } next }
         $1 !~ /^[0-9]+$/ { next }
         {
             slug = $3; state = $5; detail = ""

@@ -246,3 +246,20 @@ def test_a_ready_lane_held_back_by_a_marker_with_no_lease_in_the_only_slot_is_st
         "runner:   x: ready, but every [runner] slot is taken",
         "runner: exiting (--once)",
     ]
+
+
+def test_a_lane_marked_blocked_by_the_claim_that_answered_wait_is_not_said_to_hold_the_storm_up(store, tmp_path):
+    """The claim that marks a lane blocked answers on the state before the
+    mark (``wait``; the mark shows from the next call, contract section 3),
+    so a runner that then finds the lane finished must not say the storm
+    waits for the operator: the next claim answers ``review``."""
+    store.make("h 8 lost\n", abandoned=["lost"])
+    root = store.root
+    first = run_once(root, runner_env(tmp_path / "ran.txt", store))
+    assert (first.returncode, first.stderr) == (0, "")
+    assert listed(root)["decision"] == "review h"
+    second = run_once(root, runner_env(tmp_path / "ran.txt", store))
+    assert second.returncode == 0, second.stderr
+    assert second.stderr == "runner: settled h: abandoned\n"
+    assert store.settled("abandoned") == ["lost", "h"]
+    assert store.result("h")["blocked_on"] == "lost"
