@@ -165,10 +165,18 @@ def test_what_holds_the_storm_up_is_named_with_what_unblocks_it(tmp_path):
 
 def test_what_holds_the_storm_up_is_named_with_what_unblocks_it_on_either_store(store, tmp_path):
     """A dependency the storm does not know and finished lanes left to a
-    batch review (UNATTENDED; on a database storm the declared ``[runner]
-    unattended``), each named with the command that unblocks it there."""
-    store.make("a 1 zz\nb 2\nc 3 b\n", finished=["b"], unattended=True)
+    batch review (UNATTENDED; on a database storm ``[runner] unattended =
+    true``, recorded with ``storm-queue declare``), each named with the
+    command that unblocks it there."""
     root = store.root
+    if store.kind == "directory":
+        store.make("a 1 zz\nb 2\nc 3 b\n", finished=["b"], unattended=True)
+    else:
+        store.make("a 1 zz\nb 2\nc 3 b\n", finished=["b"])
+        declaration = tmp_path / "storm.toml"
+        declaration.write_text("[runner]\nunattended = true\n")
+        declared = run_cli(root, "declare", str(declaration))
+        assert declared.returncode == 0, declared.stderr
     before = store.events()
     result = run_once(root, runner_env(tmp_path / "ran.txt", store))
     assert result.returncode == 0, result.stderr
@@ -263,3 +271,22 @@ def test_a_lane_marked_blocked_by_the_claim_that_answered_wait_is_not_said_to_ho
     assert second.stderr == "runner: settled h: abandoned\n"
     assert store.settled("abandoned") == ["lost", "h"]
     assert store.result("h")["blocked_on"] == "lost"
+
+
+@pytest.mark.postgresql
+def test_a_database_url_s_password_is_never_said(pg_server, pg_url, tmp_path):
+    """The commands the runner tells the operator name the storm's URL with
+    its password hidden, as storm-queue shows it."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.stores import DatabaseStorm
+
+    store = DatabaseStorm(pg_url, tmp_path / "lanes")
+    store.make("a 1 zz\n")
+    with_password = pg_server.url_as(pg_url, conninfo_to_dict(pg_url)["user"], password="pw-s3cret")
+    assert "pw-s3cret" in with_password
+    result = run_once(with_password, runner_env(tmp_path / "ran.txt", store))
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.startswith(STUCK + "\n"), result.stderr
+    assert "pw-s3cret" not in result.stderr
+    assert f"--root {root_word(with_password.replace(':pw-s3cret@', ':***@'))})" in result.stderr
