@@ -381,7 +381,7 @@ retry_later() {
 # the operator, who may be anywhere.
 # A database URL is shown with any password hidden, as storm-queue shows it.
 if [[ $DATABASE -eq 1 ]]; then
-    ROOT_WORD="$(printf '%q' "$(sed -E 's#^(postgres(ql)?://[^:@/]*):[^@/]*@#\1:***@#' <<<"$ROOT")")"
+    ROOT_WORD="$(printf '%q' "$(sed -E 's#^(postgres(ql)?://[^:@/]*):[^@/]*@#\1:***@#; s#([?&]password=)[^&]*#\1***#' <<<"$ROOT")")"
 else
     ROOT_WORD="$(printf '%q' "$(cd "$ROOT" 2>/dev/null && pwd || printf '%s' "$ROOT")")"
 fi
