@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
 # examples/runner.sh: a small but complete storm runner.
 #
-#   examples/runner.sh [--once] [STORM_ROOT]  (default: the current directory)
+#   examples/runner.sh [--once] [STORM_ROOT]  (default: $STORM_QUEUE_ROOT, else
+#                                            the current directory)
+#
+# STORM_ROOT is a storm directory or a database storm's URL
+# (postgresql://... or postgres://...). On a database storm there are no
+# files to share: a lane's work runs in $RUNNER_LANES/SLUG on this host, the
+# lease length comes from `storm-queue why`, and a finished lane is settled
+# with `storm-queue settle` (recorded) instead of a line appended to
+# integrated.txt or abandoned.txt.
 #
 # It asks `storm-queue claim` what to do, does exactly that, and asks again,
 # until the storm is empty. It is what a real runner does, minus the real
@@ -61,6 +69,9 @@
 #                  attempt, doubled after each further one (default: 30;
 #                  0 retries a failed lane at once)
 #   RUNNER_RETRY_MAX    the longest such wait, in whole seconds (default: 600)
+#   RUNNER_LANES   the directory holding each lane's work directory SLUG (and
+#                  its run.sh) (default: STORM_ROOT/lanes on a directory
+#                  storm, ./lanes on a database storm)
 #
 # Exit status: 0 when the storm is empty (with --once: when the decision was
 # carried out); otherwise storm-queue's own status (3: the priority order is
@@ -83,7 +94,17 @@ if [[ $# -gt 1 ]]; then
     printf 'runner: one storm root at most (usage: runner.sh [--once] [STORM_ROOT])\n' >&2
     exit 2
 fi
-ROOT="${1:-.}"
+ROOT="${1:-${STORM_QUEUE_ROOT:-.}}"
+# A database storm is named by its URL; anything else is a directory.
+DATABASE=0
+case "$ROOT" in
+    postgresql://* | postgres://*) DATABASE=1 ;;
+esac
+if [[ $DATABASE -eq 1 ]]; then
+    LANES="${RUNNER_LANES:-$PWD/lanes}"
+else
+    LANES="${RUNNER_LANES:-$ROOT/lanes}"
+fi
 POLL="${RUNNER_POLL:-1}"
 RETRY_DELAY="${RUNNER_RETRY_DELAY:-30}"
 RETRY_MAX="${RUNNER_RETRY_MAX:-600}"
@@ -121,8 +142,19 @@ fi
 # is told while the runner that finished X is about to settle it), so the
 # check and the append happen under flock(1) on integrated.txt itself: a
 # lane is settled once, whoever gets there first.
+#
+# A database storm has no ledger files: there the runner asks storm-queue to
+# settle the lane (`settle SLUG integrated|abandoned`, recorded; one that
+# another runner settled first is a recorded no-op, said nothing of). Its
+# result lives in the database: a lane the runner itself finished ok is
+# integrated; a lane to review is abandoned when `why` says a dependency it
+# needs was abandoned (the blocked mark `claim` wrote), else integrated.
 settle() {
-    local slug="$1"
+    local slug="$1" known="${2:-}"
+    if [[ $DATABASE -eq 1 ]]; then
+        settle_in_database "$slug" "$known"
+        return
+    fi
     local result="$ROOT/lanes/$slug/.qwenstorm/result.json"
     (
         if command -v flock >/dev/null; then
@@ -141,6 +173,29 @@ settle() {
     ) 9>>"$ROOT/integrated.txt"
 }
 
+settle_in_database() {
+    local slug="$1" known="$2" ledger=integrated why answer
+    if [[ "$known" != ok ]]; then
+        why="$(sq why "$slug" --root "$ROOT" --json)" || exit $?
+        if [[ "$why" =~ \"status\":\ \"abandoned\",\ \"satisfied\":\ false ]]; then
+            ledger=abandoned
+        fi
+    fi
+    while true; do
+        local rc=0
+        answer="$(sq settle "$slug" "$ledger" --root "$ROOT" --json \
+            --reason "runner: reviewed by its result alone")" || rc=$?
+        case "$rc" in
+            0) break ;;
+            5) say "storm busy; settling $slug again"; sleep "$POLL" ;;
+            *) say "settle $slug refused: $answer"; exit "$rc" ;;
+        esac
+    done
+    if [[ "$answer" != *'"outcome": "noop"'* ]]; then
+        say "settled $slug: $ledger"
+    fi
+}
+
 # The lease length of the lane just claimed, in seconds: $RUNNER_TTL when
 # set, else what the running marker that `claim` wrote says (expires minus
 # claimed, as numbers or as RFC 3339 times), else storm-queue's default, 600.
@@ -148,6 +203,12 @@ lease_seconds() {
     local marker="$ROOT/lanes/$1/.qwenstorm/running"
     if [[ -n "${RUNNER_TTL:-}" ]]; then
         printf '%s\n' "$RUNNER_TTL"
+        return
+    fi
+    if [[ $DATABASE -eq 1 ]]; then  # no marker: the lease's ttl, as `why --json` gives it
+        local ttl
+        ttl="$(sq why "$1" --root "$ROOT" --json 2>/dev/null | sed -nE 's/.*"lease": \{[^}]*"ttl": ([0-9]+).*/\1/p')" || true
+        printf '%s\n' "${ttl:-600}"
         return
     fi
     local claimed expires
@@ -205,7 +266,7 @@ keep_alive() {
 # settle it when it succeeded.
 run_lane() {
     local slug="$1" issue="$2" token="$3"
-    local lane="$ROOT/lanes/$slug"
+    local lane="$LANES/$slug"
 
     # `claim` has already marked the lane running (with our holder, token and
     # expiry): from now on no runner is handed it while our lease is live,
@@ -277,7 +338,7 @@ run_lane() {
     # 5. Settle it (the review step; see settle above), or let it wait
     #    before its next attempt.
     if [[ $result == ok ]]; then
-        settle "$slug"
+        settle "$slug" ok
     else
         retry_later "$slug" "$status"
     fi
@@ -318,21 +379,31 @@ retry_later() {
 
 # The root, absolute, as a shell word: for the commands the runner tells
 # the operator, who may be anywhere.
-ROOT_WORD="$(printf '%q' "$(cd "$ROOT" 2>/dev/null && pwd || printf '%s' "$ROOT")")"
+# A database URL is shown with any password hidden, as storm-queue shows it.
+if [[ $DATABASE -eq 1 ]]; then
+    ROOT_WORD="$(printf '%q' "$(sed -E 's#^(postgres(ql)?://[^:@/]*):[^@/]*@#\1:***@#; s#([?&]password=)[^&]*#\1***#' <<<"$ROOT")")"
+else
+    ROOT_WORD="$(printf '%q' "$(cd "$ROOT" 2>/dev/null && pwd || printf '%s' "$ROOT")")"
+fi
 
 # When the answer is `wait`: is anything going to change by itself? If a
 # lane is running under a lease (live, or orphaned: a claim takes it back)
 # or scheduled, yes: print nothing; so too when a lane is ready and no
 # running marker without a lease holds a [runner] slot (it became ready
 # since the claim: the next claim takes it). Otherwise print what holds the
-# storm up, one lane a line, with the command that unblocks it. It reads `list --plain` (the
+# storm up, one lane a line, with the command that unblocks it; nothing
+# either when `list` says review by now (a claim that marks a lane blocked
+# answers on the state before the mark, so the next claim reviews it). It reads `list --plain` (its `next:` line, and the
 # documented columns: POSITION PRIORITY SLUG ISSUE STATE BY AT DETAIL, the
 # detail already escaped by storm-queue).
 stuck_report() {
     local rows
     rows="$(sq list --plain --root "$ROOT" 2>/dev/null)" || return 0
-    ROOT_WORD="$ROOT_WORD" awk '
-        BEGIN { root = ENVIRON["ROOT_WORD"] }
+    ROOT_WORD="$ROOT_WORD" DATABASE="$DATABASE" awk '
+        BEGIN { root = ENVIRON["ROOT_WORD"]; db = ENVIRON["DATABASE"] == "1" }
+        # lanes to review by now (the claim that marked a lane blocked
+        # answered on the state before the mark): the next claim reviews them
+        $1 == "next:" { if ($2 == "review") { moving = 1; exit } next }
         $1 !~ /^[0-9]+$/ { next }
         {
             slug = $3; state = $5; detail = ""
@@ -352,6 +423,15 @@ stuck_report() {
         state == "running" {
             marker = 1
             out = out sprintf("  %s: %s; if no runner is working on it: storm-queue recover %s --root %s\n", slug, detail, slug, root); next
+        }
+        state == "finished" && db {
+            out = out sprintf("  %s: %s (unattended is declared, so runners leave it to you): settle it: storm-queue settle %s integrated --root %s (or abandoned)\n", slug, detail, slug, root); next
+        }
+        state == "blocked" && db {
+            out = out sprintf("  %s: %s; it can never run: storm-queue settle %s abandoned --root %s\n", slug, detail, slug, root); next
+        }
+        detail ~ /unknown to queue\.txt/ && db {
+            out = out sprintf("  %s: %s: add the missing lane (storm-queue add SLUG ISSUE --root %s)\n", slug, detail, root); next
         }
         state == "finished" {
             out = out sprintf("  %s: %s (UNATTENDED is set, so runners leave it to you): settle it by adding %s to %s/integrated.txt or %s/abandoned.txt\n", slug, detail, slug, root, root); next

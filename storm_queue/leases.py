@@ -9,7 +9,7 @@ from .ledger import finished_result
 from .names import as_text, quote
 from .outcome import Outcome, Request, Step
 from .runs import plan_claim, plan_finish, plan_recover, plan_renew, plan_schedule, plan_unpark, ttl_refusal
-from .shapes import default_holder, optional_text, parse_when, shape_holder, shape_names, shape_token
+from .shapes import default_holder, optional_text, parse_when, shape_holder, shape_names, shape_token, when_at
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -175,10 +175,11 @@ class Leases:
         when, refusal = parse_when(req.args[0], shape_names(req.slug, (), req.source))
 
         def plan(snap: Snapshot, by: str) -> Step | Refusal:
-            event = plan_schedule(snap, req.slug, when)
+            at = when_at(req.args[0], snap.now, when)
+            event = plan_schedule(snap, req.slug, at)
             if isinstance(event, Refusal):
                 return event
-            words = f"nothing to do: {event['noop']}" if "noop" in event else f"{req.slug} starts no earlier than {when}"
+            words = f"nothing to do: {event['noop']}" if "noop" in event else f"{req.slug} starts no earlier than {at}"
             return Step(Outcome("noop" if "noop" in event else "done", "schedule", req.slug, by, message=words), [event])
 
         return self._request(req, refusal, plan)

@@ -27,6 +27,11 @@ class Migrated:
     lines: int
     lanes: int
     left: tuple[str, ...]
+    carried: tuple[str, ...] = ()
+
+
+#: what ``migrate`` says it carried when the directory had an UNATTENDED file
+CARRIED_UNATTENDED = "UNATTENDED, as [runner] unattended = true in the declaration"
 
 
 def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0) -> Migrated:
@@ -48,6 +53,14 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
     if decl.log_error:
         raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; nothing was migrated")
     log_path = src.log_path(decl)
+    declared = _declaration_text(directory, decl)
+    carried: tuple[str, ...] = ()
+    if ledger.read(directory).unattended and not decl.runner.unattended:
+        text = with_unattended(declared[0])
+        if text is None:
+            raise NotHere("the directory has UNATTENDED, and storm.toml's [runner] table is written in a form migrate "
+                          "cannot add unattended = true to: add it there by hand, then migrate again; nothing was migrated")
+        declared, carried = (text, sha256(text.encode("utf-8")).hexdigest()), (CARRIED_UNATTENDED,)
     conn = connect(url)
     try:
         with lock.held(log_path, wait, may_create=True):
@@ -77,13 +90,13 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
                     raise NotHere(f"{directory} has recorded nothing yet: start the database storm with storm-queue init URL")
                 flush()
                 at = now()
-                body = {"action": "migrate", "to": shown(url)}
+                body = {"action": "migrate", "to": shown(url), **({"carried": list(carried)} if carried else {})}
                 if log.torn:
                     raise NotHere("the log ends in a torn write: make one request there first (it repairs it), then migrate")
                 queue = queuefile.read(os.path.join(directory, "queue.txt"))
                 led = ledger.read(directory)
                 conn.execute("INSERT INTO storm_queue.storm (id, operator, created, declaration, declaration_sha256) "
-                             "VALUES (1, %s, %s, %s, %s)", (role, at, *_declaration_text(directory, decl)))
+                             "VALUES (1, %s, %s, %s, %s)", (role, at, *declared))
                 with conn.cursor() as cur:
                     cur.executemany("INSERT INTO storm_queue.lane (slug, issue, deps) VALUES (%s, %s, %s)",
                                     [(lane.slug, lane.issue, list(lane.deps)) for lane in queue.lanes])
@@ -96,14 +109,14 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
                 left = tuple([f"queue.txt line {s.line} (skipped there)" for s in queue.skipped]
                              + [f"the running marker of {s} (no lease behind it)" for s in led.running
                                 if log.state.run(s).lease is None]
-                             + (["UNATTENDED"] if led.unattended else []))
+                             + (["UNATTENDED"] if led.unattended and not decl.runner.unattended and not carried else []))
             # the database holds the storm now: the directory's last line says where it went
             writer.append(reader.read(log_path), [body], at, verdict.by)
     except psycopg.Error as exc:
         raise StormError(f"migrate to {shown(url)} failed, nothing was migrated: {_words(exc, url)}") from None
     finally:
         conn.close()
-    return Migrated(shown(url), log.seq, len(queue.lanes), left)
+    return Migrated(shown(url), log.seq, len(queue.lanes), left, carried)
 
 
 def _declaration_text(directory: str, decl: config.Declaration) -> tuple[str | None, str | None]:
@@ -112,6 +125,49 @@ def _declaration_text(directory: str, decl: config.Declaration) -> tuple[str | N
     with open(os.path.join(directory, "storm.toml"), "rb") as f:
         raw = f.read()
     return raw.decode("utf-8"), sha256(raw).hexdigest()
+
+
+def with_unattended(text: str | None) -> str | None:
+    """The declaration TEXT (a storm.toml's, None for none) with ``[runner]
+    unattended = true`` written into it, under a comment saying migrate
+    carried it from the directory's UNATTENDED file, every other key as it
+    was; None when TEXT is not TOML or keeps its [runner] table in a form
+    (inline, dotted) this cannot safely add a key to."""
+    import re
+    import tomllib
+
+    note = "# carried by storm-queue migrate from the directory's UNATTENDED file\n"
+    text = text or ""
+    try:
+        before = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return None
+    runner = before.get("runner")
+    header = re.search(r"^[ \t]*\[[ \t]*runner[ \t]*\][ \t]*(#[^\n]*)?$", text, re.M)
+    if runner is None:
+        candidate = text + ("\n" if text and not text.endswith("\n") else "") + ("\n" if text else "")
+        candidate += note + "[runner]\nunattended = true\n"
+    elif header is None or not isinstance(runner, dict):
+        return None
+    else:
+        start = header.end()
+        following = re.search(r"^[ \t]*\[", text[start:], re.M)
+        end = start + following.start() if following else len(text)
+        section = text[start:end]
+        if "unattended" in runner:
+            section, n = re.subn(r"^([ \t]*)unattended[ \t]*=[ \t]*false\b", "\\1" + note.strip() + "\n\\1unattended = true",
+                                 section, count=1, flags=re.M)
+            if n != 1:
+                return None
+        else:
+            section = "\n" + note + "unattended = true" + section
+        candidate = text[:start] + section + text[end:]
+    try:
+        after = tomllib.loads(candidate)
+    except tomllib.TOMLDecodeError:
+        return None
+    before.setdefault("runner", {})["unattended"] = True
+    return candidate if after == before else None
 
 
 def _result_json(directory: str, slug: str):

@@ -227,6 +227,8 @@ def event_text(event: dict[str, Any]) -> str:
         body = f"repair: cut {event['torn']} torn bytes, kept in {printable(event['side'])}"
     elif action == "migrate":
         body = f"migrate: the storm moved to {printable(event['to'])}; this log ends here"
+        if event.get("carried"):
+            body += f"; carried {', '.join(printable(c) for c in event['carried'])}"
     elif action == "init":
         body = f"init: the storm {printable(event['storm'])} begins, operated by {printable(event['operator'])}"
     elif action == "declare":

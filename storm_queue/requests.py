@@ -11,7 +11,7 @@ from .lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump, pl
 from .names import as_text, is_issue, quote
 from .outcome import Outcome, Request, Step
 from .queuefile import split_deps
-from .shapes import optional_text, parse_when, shape_names
+from .shapes import optional_text, parse_when, shape_names, when_at
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,7 +57,8 @@ class Requests:
         def plan(snap: Snapshot, by: str) -> Step | Refusal:
             result, append = plan_push(snap, req.slug, issue, dep_list)
             deps = tuple(dict.fromkeys(dep_list or ()))
-            extra = {} if when is None else {"not_before": when}
+            at = when_at(req.args[2], snap.now, when)
+            extra = {} if at is None else {"not_before": at}
             if not append:
                 return _lane_step(req, by, result, {**_lane_fields(snap, req.slug, issue, deps), **extra})
             return _lane_step(req, by, result, {"issue": issue, "deps": list(deps), **extra},

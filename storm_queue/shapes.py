@@ -60,6 +60,20 @@ def parse_when(text: str | None, refusal: Refusal | None) -> tuple[str | None, R
         return None, Refusal("invalid_time", f"--not-before: {printable(str(exc))}")
 
 
+def when_at(text: str | None, now: str, earlier: str | None) -> str | None:
+    """The stamp of a ``--not-before`` TEXT counted from NOW, the request's
+    own time (its events' ``at``, taken under the lock), so ``+2h`` is two
+    hours after the line that records it on either store, however long the
+    request waited for its lock or its connection; EARLIER (``parse_when``'s,
+    counted from before) when there is no TEXT or it no longer parses."""
+    if text is None or earlier is None:
+        return earlier
+    try:
+        return clock.parse(text, clock.seconds(now))
+    except ValueError:
+        return earlier
+
+
 def shape_names(slug: str | None, deps: tuple[str, ...], source: str | None) -> Refusal | None:
     """The first shape error among the names a request carries."""
     if slug is not None and not is_name(slug):

@@ -19,6 +19,8 @@ class _Either:
     """What reads the same on either store: through the library's own Storm."""
 
     root: str
+    #: where a runner on this host keeps each lane's work directory (RUNNER_LANES)
+    lanes_dir: Path
 
     def snapshot(self):
         """The storm as the request path reads it now (lanes, ledgers, the
@@ -52,6 +54,7 @@ class DirectoryStorm(_Either):
     def __init__(self, tmp_path: Path):
         self.path = tmp_path / "storm"
         self.root: str = str(self.path)
+        self.lanes_dir = self.path / "lanes"
 
     def make(self, queue: str, integrated=(), abandoned=(), finished=(), toml: str | None = None,
              unattended: bool = False) -> None:
@@ -87,9 +90,9 @@ class DirectoryStorm(_Either):
         path = self.path / "lanes" / slug / ".qwenstorm" / "result.json"
         return json.loads(path.read_text()) if path.exists() else None
 
-    def settled(self) -> list[str]:
-        """The integrated ledger's slugs, in the order written."""
-        path = self.path / "integrated.txt"
+    def settled(self, ledger: str = "integrated") -> list[str]:
+        """The slugs of LEDGER ("integrated" or "abandoned"), in the order written."""
+        path = self.path / f"{ledger}.txt"
         return path.read_text().split() if path.exists() else []
 
     def cli(self, *args: str, env=None, timeout: float = 60):
@@ -102,8 +105,9 @@ class DatabaseStorm(_Either):
 
     kind = "database"
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, lanes_dir: Path | None = None):
         self.root = url
+        self.lanes_dir = lanes_dir if lanes_dir is not None else Path("lanes").resolve()
 
     def _sql(self, sql: str, rows) -> None:
         import psycopg
@@ -166,12 +170,13 @@ class DatabaseStorm(_Either):
             row = conn.execute("SELECT body FROM storm_queue.result WHERE slug = %s", (slug,)).fetchone()
         return None if row is None else row[0]
 
-    def settled(self) -> list[str]:
-        """The integrated ledger's slugs."""
+    def settled(self, ledger: str = "integrated") -> list[str]:
+        """The slugs of LEDGER ("integrated" or "abandoned"), in the order written."""
         import psycopg
 
         with psycopg.connect(self.root, autocommit=True) as conn:
-            return [r[0] for r in conn.execute("SELECT slug FROM storm_queue.settled WHERE ledger = 'integrated'")]
+            return [r[0] for r in conn.execute("SELECT slug FROM storm_queue.settled WHERE ledger = %s ORDER BY ver",
+                                               (ledger,))]
 
     def cli(self, *args: str, env=None, timeout: float = 60):
         return run_cli(self.root, *args, env=env, timeout=timeout)
@@ -183,4 +188,4 @@ def open_store(kind: str, request, tmp_path: Path):
     through the ``pg_url`` fixture), for REQUEST's test."""
     if kind == "directory":
         return DirectoryStorm(tmp_path)
-    return DatabaseStorm(request.getfixturevalue("pg_url"))
+    return DatabaseStorm(request.getfixturevalue("pg_url"), tmp_path / "lanes")

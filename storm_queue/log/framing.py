@@ -53,7 +53,8 @@ SCHEMA: dict[str, dict[str, str]] = {
     "halt": {"reason": _STR},
     "resume": {"reason": _STR},
 }
-OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR}
+OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR,
+            "carried": _LIST}  # a migrate's: what it carried in a form of the database's own
 #: the fields of each action that hold lane names (a name becomes a directory and a shell word)
 NAMED = {"push": ("slug", "moved", "removed", "deps"), "bump": ("slug", "moved", "removed", "deps"),
          "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder"), "add": ("slug", "deps"),

@@ -1,7 +1,12 @@
 """End to end (issue 2 item 9): ``examples/runner.sh`` runs lanes in exactly
 the order ``list`` predicted, including a push made while a lane runs. Since
 issue 6 the runner claims, renews and finishes leases; several runners at
-once are in ``test_runner_claim.py``."""
+once are in ``test_runner_claim.py``.
+
+Each test that takes ``store`` runs the same body on a directory storm and
+on a database storm (tests/stores.py): on a database the runner keeps the
+lanes' work directories in ``$RUNNER_LANES`` and settles with
+``storm-queue settle``; results are rows, not result.json files."""
 
 from __future__ import annotations
 
@@ -16,18 +21,42 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, clean_env, log_events, make_storm, run_cli
+from tests.stores import DatabaseStorm
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from tests.stores import DirectoryStorm
 
 RUNNER = REPO / "examples" / "runner.sh"
 STORM_QUEUE = f"{sys.executable} -m storm_queue"
 
 
-def runner_env(log: Path, **extra: str) -> dict[str, str]:
-    return clean_env(**{"STORM_QUEUE": STORM_QUEUE, "RUNNER_LOG": str(log), "RUNNER_POLL": "0.05", **extra})
+def runner_env(log: Path, store: DirectoryStorm | DatabaseStorm | None = None, **extra: str) -> dict[str, str]:
+    """The runner's environment; on a database STORE, RUNNER_LANES names
+    where this host keeps the lanes' work (on a directory storm the runner's
+    default, the storm's own lanes/, is what is tested)."""
+    lanes = {"RUNNER_LANES": str(store.lanes_dir)} if isinstance(store, DatabaseStorm) else {}
+    return clean_env(**{"STORM_QUEUE": STORM_QUEUE, "RUNNER_LOG": str(log), "RUNNER_POLL": "0.05", **lanes, **extra})
 
 
-def start_runner(root: Path, env: dict[str, str]) -> subprocess.Popen:
+def start_runner(root: Path | str, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(["bash", str(RUNNER), str(root)], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def run_sh(store, slug: str, body: str) -> Path:
+    """An executable run.sh of BODY for SLUG, where STORE's runner looks for it."""
+    path = store.lanes_dir / slug / "run.sh"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(body)
+    path.chmod(0o755)
+    return path
+
+
+def root_word(root: str) -> str:
+    """STORM_ROOT as the runner shows it in the commands it tells the operator (``printf %q``)."""
+    return subprocess.run(["bash", "-c", 'printf %q "$1"', "_", str(root)], capture_output=True, text=True,
+                          check=True).stdout
 
 
 def finish(proc: subprocess.Popen, timeout: float = 90) -> tuple[int, str, str]:
@@ -52,7 +81,7 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60) -> None:
         time.sleep(0.02)
 
 
-def listed(root: Path) -> dict:
+def listed(root: Path | str) -> dict:
     done = run_cli(root, "list", "--json")
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -70,9 +99,10 @@ def test_runner_script_is_executable_bash_with_strict_mode() -> None:
     assert subprocess.run(["bash", "-n", str(RUNNER)], capture_output=True).returncode == 0
 
 
-def test_runner_runs_lanes_in_the_order_list_predicted(tmp_path: Path) -> None:
+def test_runner_runs_lanes_in_the_order_list_predicted(store, tmp_path: Path) -> None:
     queue = "a 1\nb 2 a\nc 3\nd 4 b\ne 5\nf 6 c,e\ng 7\nh 8 lost\ni 9 done\n"
-    root = make_storm(tmp_path / "storm", queue, integrated=["done"], abandoned=["lost"])
+    store.make(queue, integrated=["done"], abandoned=["lost"])
+    root = store.root
     for slug in ("f", "d"):
         assert run_cli(root, "bump", slug).returncode == 0
     predicted = listed(root)
@@ -81,50 +111,54 @@ def test_runner_runs_lanes_in_the_order_list_predicted(tmp_path: Path) -> None:
     blocked = [r["slug"] for r in predicted["rows"] if r["state"] == "blocked"]
     assert blocked == ["h"]
     expected = [s for s in order if s not in blocked]
+    before = len(store.events())
     log = tmp_path / "ran.txt"
-    code, out, err = finish(start_runner(root, runner_env(log, LANE_COMMAND='printf "%s\\n" "$STORM_QUEUE_LANE" > seen')))
+    code, out, err = finish(start_runner(root, runner_env(log, store, LANE_COMMAND='printf "%s\\n" "$STORM_QUEUE_LANE" > seen')))
     assert code == 0, err
     assert lines(log) == expected, err
     # every lane ran with STORM_QUEUE_LANE set to its slug, in its own directory
     for slug in expected:
-        marks = root / "lanes" / slug / ".qwenstorm"
-        assert (root / "lanes" / slug / "seen").read_text() == slug + "\n"
-        # storm-queue's `finish --result ok` writes result.json now (issue 6),
-        # under the lane's one claim's token
-        result = json.loads((marks / "result.json").read_text())
+        assert (store.lanes_dir / slug / "seen").read_text() == slug + "\n"
+        # storm-queue's `finish --result ok` records the result now (issue 6;
+        # result.json, or the result row), under the lane's one claim's token
+        result = store.result(slug)
         assert (result["status"], result["token"]) == ("ok", 1)
-        assert not (marks / "running").exists()
+        if store.kind == "directory":
+            assert not (store.lanes_dir / slug / ".qwenstorm" / "running").exists()
     # one claim per lane, in the predicted order, each finished ok with its token
-    events = log_events(root)
+    events = store.events()[before:]
     assert [(e["slug"], e["token"]) for e in events if e["action"] == "claim"] == [(s, 1) for s in expected]
     assert [(e["slug"], e["result"]) for e in events if e["action"] == "finish"] == [(s, "ok") for s in expected]
+    if store.kind == "database":  # settled by request, so on the record
+        settles = [(e["slug"], e["ledger"]) for e in events if e["action"] == "settle"]
+        assert sorted(settles) == sorted([(s, "integrated") for s in expected] + [("h", "abandoned")])
+        assert [s for s, ledger in settles if ledger == "integrated"] == expected
     # the blocked lane never ran: next marked it, the runner reviewed it as abandoned
-    assert json.loads((root / "lanes" / "h" / ".qwenstorm" / "result.json").read_text())["blocked_on"] == "lost"
-    assert lines(root / "integrated.txt") == ["done", *expected]
-    assert lines(root / "abandoned.txt") == ["lost", "h"]
+    assert store.result("h")["blocked_on"] == "lost"
+    assert store.settled("integrated") == ["done", *expected]
+    assert store.settled("abandoned") == ["lost", "h"]
     assert run_cli(root, "next").stdout == "empty\n"
     assert out == ""
 
 
-def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(tmp_path: Path) -> None:
+def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(store, tmp_path: Path) -> None:
     # Changed by issue 6: the runner no longer abandons a failed lane. It
     # reports `finish --result failed`, `claim` hands the lane out again until
     # its `[runner] attempts` are spent, and then quarantines it: the lane
     # holds what depends on it (the storm is not empty, the runner waits)
-    # until the operator unparks it or, as here, abandons it by hand. Since
-    # issue 13 a failed lane waits a growing delay (a schedule) before its
-    # next attempt, and c runs meanwhile (test_runner_waits.py has more).
-    root = make_storm(tmp_path / "storm", "a 1\nb 2 a\nc 3\n", toml="[runner]\nattempts = 3\n")
-    run_sh = root / "lanes" / "a" / "run.sh"
-    run_sh.parent.mkdir(parents=True)
-    run_sh.write_text("#!/usr/bin/env bash\nexit 7\n")
-    run_sh.chmod(0o755)
+    # until the operator unparks it or, as here, abandons it (storm-queue
+    # settle). Since issue 13 a failed lane waits a growing delay (a
+    # schedule) before its next attempt, and c runs meanwhile
+    # (test_runner_waits.py has more).
+    store.make("a 1\nb 2 a\nc 3\n", toml="[runner]\nattempts = 3\n")
+    root = store.root
+    run_sh(store, "a", "#!/usr/bin/env bash\nexit 7\n")
     log = tmp_path / "ran.txt"
-    proc = start_runner(root, runner_env(log, RUNNER_RETRY_DELAY="1"))
+    proc = start_runner(root, runner_env(log, store, RUNNER_RETRY_DELAY="1"))
     try:
         deadline = time.monotonic() + 120
         # c runs while a waits out its delay; on a loaded machine a's delay may end first, so only the count is fixed
-        while sorted(lines(log)) != ["a", "a", "a", "c"] or not any(e["action"] == "quarantine" for e in log_events(root)):
+        while sorted(lines(log)) != ["a", "a", "a", "c"] or not any(e["action"] == "quarantine" for e in store.events()):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, lines(log)
             time.sleep(0.05)
@@ -133,7 +167,7 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(tm
         assert rows["b"]["state"] == "waiting"
         assert listed(root)["decision"] == "wait"
         assert proc.poll() is None  # a quarantined lane keeps the storm from being empty
-        events = log_events(root)
+        events = store.events()
         assert [(e["slug"], e["token"], e["attempt"]) for e in events if e["action"] == "claim" and e["slug"] == "a"] == [
             ("a", 1, 1), ("a", 2, 2), ("a", 3, 3)]
         ran = lines(log)
@@ -141,33 +175,46 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(tm
             (slug, ran[:n + 1].count(slug), "ok" if slug == "c" else "failed") for n, slug in enumerate(ran)]
         assert [e["slug"] for e in events if e["action"] == "schedule"] == ["a", "a"]
         assert [(e["slug"], e["attempts"]) for e in events if e["action"] == "quarantine"] == [("a", 3)]
-        assert not (root / "lanes" / "a" / ".qwenstorm" / "result.json").exists()
+        assert store.result("a") is None
     finally:
         # the reviewer gives up on a: b is blocked, the runner settles it, the storm empties
-        with open(root / "abandoned.txt", "a") as f:
-            f.write("a\n")
+        gave_up = run_cli(root, "settle", "a", "abandoned", "--reason", "gave up on it")
+    assert gave_up.returncode == 0, gave_up.stderr
     code, _, err = finish(proc)
     assert code == 0, err
     assert sorted(lines(log)) == ["a", "a", "a", "c"]
-    assert lines(root / "abandoned.txt") == ["a", "b"]
-    assert lines(root / "integrated.txt") == ["c"]
-    assert json.loads((root / "lanes" / "b" / ".qwenstorm" / "result.json").read_text())["blocked_on"] == "a"
+    assert store.settled("abandoned") == ["a", "b"]
+    assert store.settled("integrated") == ["c"]
+    assert store.result("b")["blocked_on"] == "a"
 
 
-def test_runner_stops_on_an_unknown_order(tmp_path: Path) -> None:
-    root = make_storm(tmp_path / "storm", "a 1\n")
+def test_runner_stops_on_an_unknown_order(store, request, tmp_path: Path) -> None:
+    """The log's last line damaged: on a directory in priority.log; on a
+    database by a superuser who turned the event table's append-only
+    trigger off (nothing less can change a line there)."""
+    store.make("a 1\n")
+    root = store.root
     assert run_cli(root, "bump", "a").returncode == 0
-    (root / "priority.log").write_bytes(b"damaged\n")
+    if store.kind == "directory":
+        (store.path / "priority.log").write_bytes(b"damaged\n")
+    else:
+        from psycopg.conninfo import conninfo_to_dict
+
+        with request.getfixturevalue("pg_server").admin(conninfo_to_dict(root)["dbname"]) as conn:
+            conn.execute("ALTER TABLE storm_queue.event DISABLE TRIGGER event_append_only")
+            conn.execute("UPDATE storm_queue.event SET line = 'damaged\n'::bytea "
+                         "WHERE seq = (SELECT max(seq) FROM storm_queue.event)")
     log = tmp_path / "ran.txt"
-    code, _, err = finish(start_runner(root, runner_env(log)))
+    code, _, err = finish(start_runner(root, runner_env(log, store)))
     assert code == 3
     assert "storm-queue reset" in err
     assert lines(log) == []
 
 
-def test_push_while_a_lane_runs_runs_right_after_it(tmp_path: Path) -> None:
+def test_push_while_a_lane_runs_runs_right_after_it(store, tmp_path: Path) -> None:
     queue = "a 1\nb 2\nc 3\nd 4 b\n"
-    root = make_storm(tmp_path / "storm", queue, integrated=["base"])
+    store.make(queue, integrated=["base"])
+    root = store.root
     assert run_cli(root, "bump", "c").returncode == 0
     before = [r["slug"] for r in listed(root)["rows"]]
     assert before == ["c", "a", "b", "d"]
@@ -175,25 +222,24 @@ def test_push_while_a_lane_runs_runs_right_after_it(tmp_path: Path) -> None:
     flags.mkdir()
     # Lane c, the first to run, tries to push from inside (refused: it carries
     # STORM_QUEUE_LANE), then waits for the test's go-ahead.
-    run_sh = root / "lanes" / "c" / "run.sh"
-    run_sh.parent.mkdir(parents=True)
-    run_sh.write_text(
-        "#!/usr/bin/env bash\n"
-        "set -u\n"
-        f'$STORM_QUEUE push sneaky 99 --reason "from inside a lane"; echo $? > "{flags}/push-exit"\n'
-        f'while [ ! -e "{flags}/go" ]; do sleep 0.02; done\n'
-    )
-    run_sh.chmod(0o755)
+    run_sh(store, "c",
+           "#!/usr/bin/env bash\n"
+           "set -u\n"
+           f'touch "{flags}/started"\n'
+           f'$STORM_QUEUE push sneaky 99 --reason "from inside a lane" --root "{root}"; echo $? > "{flags}/push-exit"\n'
+           f'while [ ! -e "{flags}/go" ]; do sleep 0.02; done\n')
     log = tmp_path / "ran.txt"
-    proc = start_runner(root, runner_env(log))
+    proc = start_runner(root, runner_env(log, store))
     try:
-        wait_for(root / "lanes" / "c" / ".qwenstorm" / "running", proc)
+        wait_for(flags / "started", proc)
+        if store.kind == "directory":
+            assert (store.lanes_dir / "c" / ".qwenstorm" / "running").exists()
         wait_for(flags / "push-exit", proc)
         # the lane's own push was refused and recorded, and appended nothing
         assert (flags / "push-exit").read_text().strip() == "1"
-        refused = log_events(root)[-1]
+        refused = store.events()[-1]
         assert (refused["action"], refused["code"], refused["by"]) == ("refused", "lane_process", 'lane:"c"')
-        assert "sneaky" not in (root / "queue.txt").read_text()
+        assert "sneaky" not in store.lanes()
         # the operator pushes while c runs
         pushed = run_cli(root, "push", "z", "26", "--deps", "base", "--json")
         assert pushed.returncode == 0, pushed.stderr
@@ -212,5 +258,6 @@ def test_push_while_a_lane_runs_runs_right_after_it(tmp_path: Path) -> None:
     assert code == 0, err
     assert lines(log) == expected, err
     assert lines(log)[1] == "z", "the pushed lane runs right after the running lane"
-    assert "z 26 base\n" in (root / "queue.txt").read_text()
+    assert store.lanes() == ["a", "b", "c", "d", "z"]  # appended, with its deps
+    assert json.loads(run_cli(root, "why", "z", "--json").stdout)["deps"][0]["slug"] == "base"
     assert run_cli(root, "next").stdout == "empty\n"

@@ -17,6 +17,10 @@ is integrated or running under the other runner's lease: the first ready
 lane is always the next one in the predicted order. The gates wait on
 events, never on the clock; the only sleeps in these tests let leases
 expire.
+
+Every test runs the same body on a directory storm and on a database storm
+(the ``store`` fixture, tests/stores.py); the gates ask storm-queue itself
+(``why``, ``list --json``), so they read either store alike.
 """
 
 from __future__ import annotations
@@ -24,38 +28,40 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
-from tests.cli.test_runner import finish, lines, listed, runner_env, start_runner, wait_for
-from tests.conftest import log_events, make_storm, run_cli
+from tests.cli.test_runner import finish, lines, listed, run_sh, runner_env, start_runner, wait_for
+from tests.conftest import run_cli
 
 GATE_TIMEOUT = 180  # seconds a gated lane waits before it fails loudly instead of hanging
 
 
-def gated_run_sh(root: Path, flags: Path, slug: str, prev: str | None, nxt: str | None) -> None:
-    """lanes/SLUG/run.sh: say it started, then wait until PREV is integrated
-    and NXT has started; record how many lanes were running at that moment."""
-    run_sh = root / "lanes" / slug / "run.sh"
-    run_sh.parent.mkdir(parents=True, exist_ok=True)
-    run_sh.write_text(
-        "#!/usr/bin/env bash\n"
-        "set -u\n"
-        f'flags="{flags}"\n'
-        f'integrated="{root}/integrated.txt"\n'
-        f'prev="{prev or ""}"\n'
-        f'nxt="{nxt or ""}"\n'
-        'touch "$flags/$STORM_QUEUE_LANE.started"\n'
-        f"deadline=$((SECONDS + {GATE_TIMEOUT}))\n"
-        'while { [ -n "$prev" ] && ! grep -qx "$prev" "$integrated" 2>/dev/null; } ||\n'
-        '      { [ -n "$nxt" ] && [ ! -e "$flags/$nxt.started" ]; }; do\n'
-        '    if [ "$SECONDS" -ge "$deadline" ]; then echo "gate of $STORM_QUEUE_LANE timed out" >&2; exit 9; fi\n'
-        "    sleep 0.02\n"
-        "done\n"
-        # both this lane and the next are running now, and nothing else is
-        'ls ../*/.qwenstorm/running 2>/dev/null | wc -l | tr -d " " > "$flags/$STORM_QUEUE_LANE.running"\n'
-    )
-    run_sh.chmod(0o755)
+def gated_run_sh(store, flags: Path, slug: str, prev: str | None, nxt: str | None) -> None:
+    """SLUG's run.sh: say it started, then wait until PREV is integrated
+    (as ``why`` says) and NXT has started; record how many lanes were
+    running at that moment (as ``list --json`` says)."""
+    count = f"{sys.executable} -c 'import json, sys; print(sum(r[\"state\"] == \"running\" for r in json.load(sys.stdin)[\"rows\"]))'"
+    run_sh(store, slug,
+           "#!/usr/bin/env bash\n"
+           "set -u\n"
+           f'flags="{flags}"\n'
+           f'root="{store.root}"\n'
+           f'prev="{prev or ""}"\n'
+           f'nxt="{nxt or ""}"\n'
+           'touch "$flags/$STORM_QUEUE_LANE.started"\n'
+           f"deadline=$((SECONDS + {GATE_TIMEOUT}))\n"
+           "integrated() {\n"
+           '    $STORM_QUEUE why "$prev" --root "$root" --json |\n'
+           """        grep -q '^{"slug": "[^"]*", "known": true, "state": "settled", "status": "integrated"'\n"""
+           "}\n"
+           'while { [ -n "$nxt" ] && [ ! -e "$flags/$nxt.started" ]; } || { [ -n "$prev" ] && ! integrated; }; do\n'
+           '    if [ "$SECONDS" -ge "$deadline" ]; then echo "gate of $STORM_QUEUE_LANE timed out" >&2; exit 9; fi\n'
+           "    sleep 0.05\n"
+           "done\n"
+           # both this lane and the next are running now, and nothing else
+           f'$STORM_QUEUE list --json --root "$root" | {count} > "$flags/$STORM_QUEUE_LANE.running"\n')
 
 
 # Run order after the bumps: b f e a d c h g. Every dependency is at least two
@@ -64,9 +70,9 @@ QUEUE = "a 1\nb 2\nd 4\nc 3 a\ne 5 b\nh 8 e,base\nf 6\ng 7 d\n"
 PREDICTED = ["b", "f", "e", "a", "d", "c", "h", "g"]
 
 
-def test_two_runners_with_two_slots_run_every_lane_once_in_the_predicted_order(tmp_path: Path) -> None:
-    root = make_storm(tmp_path / "storm", QUEUE, integrated=["base"],
-                      toml="[runner]\nslots = 2\nttl = 60\nttl_min = 1\n")
+def test_two_runners_with_two_slots_run_every_lane_once_in_the_predicted_order(store, tmp_path: Path) -> None:
+    store.make(QUEUE, integrated=["base"], toml="[runner]\nslots = 2\nttl = 60\nttl_min = 1\n")
+    root = store.root
     for slug in ("b", "f", "e"):
         done = run_cli(root, "bump", slug)
         assert done.returncode == 0, done.stderr
@@ -77,11 +83,11 @@ def test_two_runners_with_two_slots_run_every_lane_once_in_the_predicted_order(t
     flags = tmp_path / "flags"
     flags.mkdir()
     for i, slug in enumerate(order):
-        gated_run_sh(root, flags, slug, order[i - 1] if i else None, order[i + 1] if i + 1 < len(order) else None)
-    before = len(log_events(root))
+        gated_run_sh(store, flags, slug, order[i - 1] if i else None, order[i + 1] if i + 1 < len(order) else None)
+    before = len(store.events())
 
     logs = [tmp_path / "ran-r1.txt", tmp_path / "ran-r2.txt"]
-    procs = [start_runner(root, runner_env(log, RUNNER_HOLDER=f"r{n}"))
+    procs = [start_runner(root, runner_env(log, store, RUNNER_HOLDER=f"r{n}"))
              for n, log in enumerate(logs, start=1)]
     results = [finish(proc, timeout=300) for proc in procs]
     for code, out, err in results:
@@ -92,7 +98,7 @@ def test_two_runners_with_two_slots_run_every_lane_once_in_the_predicted_order(t
     ran = lines(logs[0]) + lines(logs[1])
     assert sorted(ran) == sorted(order), results
     # one claim per lane, each with token 1, in exactly the predicted order
-    events = log_events(root)[before:]
+    events = store.events()[before:]
     claims = [e for e in events if e["action"] == "claim"]
     assert [c["slug"] for c in claims] == order
     assert [c["token"] for c in claims] == [1] * len(order)
@@ -108,22 +114,21 @@ def test_two_runners_with_two_slots_run_every_lane_once_in_the_predicted_order(t
 
     # each lane finished under its own token, was settled once, in run order
     for slug in order:
-        marks = root / "lanes" / slug / ".qwenstorm"
-        result = json.loads((marks / "result.json").read_text())
+        result = store.result(slug)
         assert (result["completed"], result["status"], result["token"]) == (True, "ok", 1)
-        assert not (marks / "running").exists()
-    assert lines(root / "integrated.txt") == ["base", *order]
-    assert not (root / "abandoned.txt").exists()
+        if store.kind == "directory":
+            assert not (store.lanes_dir / slug / ".qwenstorm" / "running").exists()
+    assert store.settled("integrated") == ["base", *order]
+    assert store.settled("abandoned") == []
     assert run_cli(root, "next").stdout == "empty\n"
     verified = run_cli(root, "verify")
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
-def stuck_once_run_sh(root: Path, flags: Path, slug: str) -> None:
+def stuck_once_run_sh(store, flags: Path, slug: str) -> None:
     """First attempt: hang (until killed). Second: wait for the test's go."""
-    run_sh = root / "lanes" / slug / "run.sh"
-    run_sh.parent.mkdir(parents=True, exist_ok=True)
-    run_sh.write_text(
+    run_sh(
+        store, slug,
         "#!/usr/bin/env bash\n"
         "set -u\n"
         f'flags="{flags}"\n'
@@ -139,30 +144,32 @@ def stuck_once_run_sh(root: Path, flags: Path, slug: str) -> None:
         "done\n"
         "echo done > output\n"
     )
-    run_sh.chmod(0o755)
 
 
-def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(tmp_path: Path) -> None:
+def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(store, tmp_path: Path) -> None:
     # The storm's default lease is long; the doomed runner asks for a short one.
-    root = make_storm(tmp_path / "storm", "slow 1\na 2\nb 3\nc 4 a\n",
-                      toml="[runner]\nslots = 2\nttl = 60\nttl_min = 1\n")
+    store.make("slow 1\na 2\nb 3\nc 4 a\n", toml="[runner]\nslots = 2\nttl = 60\nttl_min = 1\n")
+    root = store.root
     flags = tmp_path / "flags"
     flags.mkdir()
-    stuck_once_run_sh(root, flags, "slow")
+    stuck_once_run_sh(store, flags, "slow")
     doomed_log, rescuer_log = tmp_path / "ran-doomed.txt", tmp_path / "ran-rescuer.txt"
 
     # The doomed runner claims `slow` (first in run order) and keeps renewing
     # its 5-second lease while the lane hangs.
-    doomed = start_runner(root, runner_env(doomed_log, RUNNER_HOLDER="doomed", RUNNER_TTL="5", RUNNER_RENEW="0.5"))
+    doomed = start_runner(root, runner_env(doomed_log, store, RUNNER_HOLDER="doomed", RUNNER_TTL="5", RUNNER_RENEW="0.5"))
     try:
         wait_for(flags / "attempt-1", doomed)
-        claim = [e for e in log_events(root) if e["action"] == "claim"]
+        claim = [e for e in store.events() if e["action"] == "claim"]
         assert [(c["slug"], c["token"], c["holder"]) for c in claim] == [("slow", 1, "doomed")]
-        marker = json.loads((root / "lanes" / "slow" / ".qwenstorm" / "running").read_text())
-        assert (marker["holder"], marker["token"]) == ("doomed", 1)
+        lease = json.loads(run_cli(root, "why", "slow", "--json").stdout)["lease"]
+        assert (lease["holder"], lease["token"]) == ("doomed", 1)
+        if store.kind == "directory":  # the running marker, which a database storm has not
+            marker = json.loads((store.lanes_dir / "slow" / ".qwenstorm" / "running").read_text())
+            assert (marker["holder"], marker["token"]) == ("doomed", 1)
 
         # The rescuer takes the second slot and runs the other lanes meanwhile.
-        rescuer = start_runner(root, runner_env(rescuer_log, RUNNER_HOLDER="rescuer", RUNNER_POLL="0.3"))
+        rescuer = start_runner(root, runner_env(rescuer_log, store, RUNNER_HOLDER="rescuer", RUNNER_POLL="0.3"))
         try:
             deadline = time.monotonic() + 120
             while sorted(lines(rescuer_log)) != ["a", "b", "c"]:
@@ -181,7 +188,7 @@ def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(tmp
             # Once the lease expires, the rescuer's next claim records the
             # expiry and takes `slow` with a greater token.
             wait_for(flags / "attempt-2", rescuer, timeout=120)
-            events = log_events(root)
+            events = store.events()
             kinds = [(e["action"], e.get("slug"), e.get("token")) for e in events
                      if e["action"] in ("claim", "expire", "finish")]
             first, expiry, second = (kinds.index(("claim", "slow", 1)), kinds.index(("expire", "slow", 1)),
@@ -194,17 +201,18 @@ def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(tmp
 
             # The dead runner's late reports, with its old token, are refused
             # and recorded, and change nothing.
-            marks = root / "lanes" / "slow" / ".qwenstorm"
             late = run_cli(root, "finish", "slow", "--token", "1", "--result", "ok", "--json")
             assert late.returncode == 2, late.stdout + late.stderr
             doc = json.loads(late.stdout)
             assert doc["code"] == "stale_fence" and doc["recorded"] is True, doc
-            assert not (marks / "result.json").exists()
-            assert json.loads((marks / "running").read_text())["token"] == token
+            assert store.result("slow") is None
+            assert json.loads(run_cli(root, "why", "slow", "--json").stdout)["lease"]["token"] == token
+            if store.kind == "directory":
+                assert json.loads((store.lanes_dir / "slow" / ".qwenstorm" / "running").read_text())["token"] == token
             late = run_cli(root, "renew", "slow", "--token", "1", "--json")
             assert late.returncode == 2, late.stdout + late.stderr
             assert json.loads(late.stdout)["code"] == "stale_fence"
-            refusals = [e for e in log_events(root) if e["action"] == "refused"]
+            refusals = [e for e in store.events() if e["action"] == "refused"]
             assert [e["code"] for e in refusals] == ["stale_fence", "stale_fence"]
         finally:
             (flags / "go").touch()
@@ -217,12 +225,12 @@ def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(tmp
             doomed.communicate()
 
     # the recovered lane finished under the rescuer's token and was settled once
-    result = json.loads((root / "lanes" / "slow" / ".qwenstorm" / "result.json").read_text())
+    result = store.result("slow")
     assert (result["completed"], result["status"], result["token"]) == (True, "ok", token)
-    assert (root / "lanes" / "slow" / "output").read_text() == "done\n"
+    assert (store.lanes_dir / "slow" / "output").read_text() == "done\n"
     assert lines(rescuer_log)[-1] == "slow"
-    assert sorted(lines(root / "integrated.txt")) == ["a", "b", "c", "slow"]
-    events = log_events(root)
+    assert sorted(store.settled("integrated")) == ["a", "b", "c", "slow"]
+    events = store.events()
     claims = [(e["slug"], e["token"]) for e in events if e["action"] == "claim"]
     assert sorted(claims) == [("a", 1), ("b", 1), ("c", 1), ("slow", 1), ("slow", token)]
     # the lane's only finish is the rescuer's, after the expiry of token 1
@@ -234,29 +242,28 @@ def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(tmp
     assert verified.returncode == 0, verified.stdout + verified.stderr
 
 
-def test_a_lane_that_outlives_its_ttl_keeps_its_lease_by_renewing(tmp_path: Path) -> None:
-    root = make_storm(tmp_path / "storm", "long 1\nnext 2\n", toml="[runner]\nslots = 1\nttl = 60\nttl_min = 1\n")
+def test_a_lane_that_outlives_its_ttl_keeps_its_lease_by_renewing(store, tmp_path: Path) -> None:
+    store.make("long 1\nnext 2\n", toml="[runner]\nslots = 1\nttl = 60\nttl_min = 1\n")
+    root = store.root
     flags = tmp_path / "flags"
     flags.mkdir()
-    run_sh = root / "lanes" / "long" / "run.sh"
-    run_sh.parent.mkdir(parents=True)
-    run_sh.write_text(
+    run_sh(
+        store, "long",
         "#!/usr/bin/env bash\n"
         f'touch "{flags}/started"\n'
         f'deadline=$((SECONDS + {GATE_TIMEOUT}))\n'
         f'while [ ! -e "{flags}/go" ] && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.02; done\n'
         f'[ -e "{flags}/go" ]\n'
     )
-    run_sh.chmod(0o755)
     ttl = 4
     log = tmp_path / "ran.txt"
-    proc = start_runner(root, runner_env(log, RUNNER_TTL=str(ttl), RUNNER_RENEW="0.5"))
+    proc = start_runner(root, runner_env(log, store, RUNNER_TTL=str(ttl), RUNNER_RENEW="0.5"))
     try:
         wait_for(flags / "started", proc)
         claimed = time.monotonic()
         # Let the first lease's expiry pass twice over, and a few renewals land.
         while True:
-            renewals = [e for e in log_events(root) if e["action"] == "renew"]
+            renewals = [e for e in store.events() if e["action"] == "renew"]
             if time.monotonic() - claimed > 2 * ttl + 1 and len(renewals) >= 3:
                 break
             assert proc.poll() is None, proc.communicate()
@@ -266,14 +273,14 @@ def test_a_lane_that_outlives_its_ttl_keeps_its_lease_by_renewing(tmp_path: Path
         probe = run_cli(root, "claim", "--holder", "probe", "--json")
         assert probe.returncode == 0, probe.stderr
         assert json.loads(probe.stdout)["decision"].split()[0] == "wait"
-        assert not [e for e in log_events(root) if e["action"] == "expire"]
+        assert not [e for e in store.events() if e["action"] == "expire"]
     finally:
         (flags / "go").touch()
     code, out, err = finish(proc)
     assert code == 0, err
-    events = log_events(root)
+    events = store.events()
     assert [(e["slug"], e["token"]) for e in events if e["action"] == "claim"] == [("long", 1), ("next", 1)]
     assert {(e["slug"], e["token"]) for e in events if e["action"] == "renew"} == {("long", 1)}
     assert not [e for e in events if e["action"] in ("expire", "refused")]
     assert lines(log) == ["long", "next"]
-    assert lines(root / "integrated.txt") == ["long", "next"]
+    assert store.settled("integrated") == ["long", "next"]

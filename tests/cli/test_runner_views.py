@@ -3,7 +3,12 @@ real command line: a live lease, an orphaned lease, a running marker with no
 lease, a quarantined lane with its attempt history, and a scheduled lane, as
 ``list`` (plain, JSON and the terminal table), ``why`` (words and JSON) and
 ``doctor`` show them; and hostile runner text (a ``finish --note``, an
-``unpark --reason``) shown escaped everywhere, never raw."""
+``unpark --reason``) shown escaped everywhere, never raw.
+
+The tests that take ``store`` run the same body on a directory storm and on
+a database storm (tests/stores.py). Those about running markers with no
+lease, progress.log, the files a view must not touch, or a hand edit of
+queue.txt are about a directory's files, and stay there (each says so)."""
 
 from __future__ import annotations
 
@@ -31,39 +36,49 @@ BAD = ("\x1b", "\r", "\u2028")
 
 
 def storm_at(tmp_path: Path, **kwargs) -> Path:
+    """A directory storm of QUEUE and TOML (with running markers, say)."""
     root = make_storm(tmp_path / "storm", QUEUE, toml=TOML, **kwargs)
     for name in ("integrated.txt", "abandoned.txt"):
         (root / name).touch()
     return root
 
 
-def ok(root: Path, *args: str) -> str:
+def made(store) -> str:
+    """STORE made of QUEUE and TOML (on a directory, its ledgers too); its root."""
+    store.make(QUEUE, toml=TOML)
+    if store.kind == "directory":
+        for name in ("integrated.txt", "abandoned.txt"):
+            (store.path / name).touch()
+    return store.root
+
+
+def ok(root: Path | str, *args: str) -> str:
     ran = run_cli(root, *args)
     assert ran.returncode == 0, (args, ran.stdout, ran.stderr)
     return ran.stdout
 
 
-def plain(root: Path) -> dict[str, str]:
+def plain(root: Path | str) -> dict[str, str]:
     """The plain list's lane lines by slug."""
     out = ok(root, "list", "--plain")
     return {line.split()[2]: line for line in out.splitlines() if re.match(r"\s*[0-9]+ ", line)}
 
 
-def rows(root: Path) -> dict[str, dict]:
+def rows(root: Path | str) -> dict[str, dict]:
     return {r["slug"]: r for r in json.loads(ok(root, "list", "--json"))["rows"]}
 
 
-def why_lines(root: Path, slug: str) -> list[str]:
+def why_lines(root: Path | str, slug: str) -> list[str]:
     return ok(root, "why", slug).splitlines()
 
 
-def why_doc(root: Path, slug: str) -> dict:
+def why_doc(root: Path | str, slug: str) -> dict:
     doc = json.loads(ok(root, "why", slug, "--json"))
     assert WHY_FIELDS <= set(doc)
     return doc
 
 
-def doctor(root: Path) -> tuple[list[dict], str]:
+def doctor(root: Path | str) -> tuple[list[dict], str]:
     """The runner findings of doctor --json, and doctor's text."""
     ran = run_cli(root, "doctor", "--json")
     assert ran.returncode in (0, 1), ran.stderr
@@ -79,7 +94,7 @@ def line_with(lines: list[str], start: str) -> str:
     return found[0]
 
 
-def wait_until_orphaned(root: Path, slug: str, timeout: float = 60) -> dict:
+def wait_until_orphaned(root: Path | str, slug: str, timeout: float = 60) -> dict:
     """Poll ``why --json`` until the lease on ``slug`` is past its expiry
     (only lets the lease expire; asserts nothing about how long it took)."""
     deadline = time.monotonic() + timeout
@@ -92,7 +107,7 @@ def wait_until_orphaned(root: Path, slug: str, timeout: float = 60) -> dict:
         time.sleep(0.5)
 
 
-def quarantine_a(root: Path, note: str = "first try") -> None:
+def quarantine_a(root: Path | str, note: str = "first try") -> None:
     """Spend both of a's attempts (the budget is 2): it is quarantined."""
     assert ok(root, "claim", "--holder", "r1") == "run a 1 1\n"
     ok(root, "finish", "a", "--token", "1", "--result", "failed", "--note", note)
@@ -103,10 +118,10 @@ def quarantine_a(root: Path, note: str = "first try") -> None:
 # -- a live lease ----------------------------------------------------------------------
 
 
-def test_a_live_lease_is_shown_with_its_holder_token_and_expiry(tmp_path: Path) -> None:
-    root = storm_at(tmp_path)
+def test_a_live_lease_is_shown_with_its_holder_token_and_expiry(store) -> None:
+    root = made(store)
     assert ok(root, "claim", "--holder", "runner-1", "--ttl", "600") == "run a 1 1\n"
-    claim = log_events(root)[-1]
+    claim = store.events()[-1]
     line = plain(root)["a"]
     assert line.split()[4] == "running"
     assert f"running now: held by runner-1, token 1, lease until {claim['expires']}" in line
@@ -135,10 +150,10 @@ def test_a_live_lease_is_shown_with_its_holder_token_and_expiry(tmp_path: Path) 
 # -- an orphaned lease -----------------------------------------------------------------
 
 
-def test_an_orphaned_lease_is_reported_until_recover_takes_it_back(tmp_path: Path) -> None:
-    root = storm_at(tmp_path)
+def test_an_orphaned_lease_is_reported_until_recover_takes_it_back(store) -> None:
+    root = made(store)
     assert ok(root, "claim", "--holder", "gone-runner", "--ttl", "1") == "run a 1 1\n"
-    claim = log_events(root)[-1]
+    claim = store.events()[-1]
     doc = wait_until_orphaned(root, "a")
     assert doc["state"] == "running" and doc["lease"]["expires"] == claim["expires"]
     line = plain(root)["a"]
@@ -158,7 +173,7 @@ def test_an_orphaned_lease_is_reported_until_recover_takes_it_back(tmp_path: Pat
     assert any(line.startswith("warning orphaned_lease a: ") for line in text.splitlines())
     # recover (any principal that may write: here the operator) takes it back
     assert "took back a" in ok(root, "recover")
-    expire = log_events(root)[-1]
+    expire = store.events()[-1]
     assert (expire["action"], expire["slug"], expire["token"]) == ("expire", "a", 1)
     assert plain(root)["a"].split()[4] == "ready"
     lines = why_lines(root, "a")
@@ -174,6 +189,8 @@ def test_an_orphaned_lease_is_reported_until_recover_takes_it_back(tmp_path: Pat
 
 
 def test_a_marker_with_no_lease_is_reported_and_only_the_operators_recover_slug_ends_it(tmp_path: Path) -> None:
+    """Directory only: a running marker with no lease is a file a database
+    storm cannot hold (its leases live in the log and the state row alone)."""
     root = storm_at(tmp_path, running=["c"])  # an empty marker, as an older runner leaves it
     (root / "lanes" / "d" / ".qwenstorm").mkdir(parents=True)
     (root / "lanes" / "d" / ".qwenstorm" / "running").write_text('{"holder": "old-runner", "token": 5}\n')
@@ -213,10 +230,10 @@ def test_a_marker_with_no_lease_is_reported_and_only_the_operators_recover_slug_
 # -- quarantine and its attempt history ------------------------------------------------
 
 
-def test_a_quarantined_lane_is_shown_with_its_attempt_history_until_unparked(tmp_path: Path) -> None:
-    root = storm_at(tmp_path)
+def test_a_quarantined_lane_is_shown_with_its_attempt_history_until_unparked(store) -> None:
+    root = made(store)
     quarantine_a(root)
-    events = log_events(root)
+    events = store.events()
     claims = [e for e in events if e["action"] == "claim"]
     fails = [e for e in events if e["action"] == "finish"]
     parked = [e for e in events if e["action"] == "quarantine"]
@@ -271,10 +288,10 @@ def test_a_quarantined_lane_is_shown_with_its_attempt_history_until_unparked(tmp
 # -- a schedule ------------------------------------------------------------------------
 
 
-def test_a_scheduled_lane_keeps_its_place_and_says_when_it_may_start(tmp_path: Path) -> None:
-    root = storm_at(tmp_path)
+def test_a_scheduled_lane_keeps_its_place_and_says_when_it_may_start(store) -> None:
+    root = made(store)
     ok(root, "schedule", "a", "--not-before", "+2h")
-    when = log_events(root)[-1]["not_before"]
+    when = store.events()[-1]["not_before"]
     assert re.fullmatch(STAMP, when)
     lines = plain(root)
     assert lines["a"].split()[:5] == ["1", "-", "a", "1", "scheduled"]
@@ -289,7 +306,7 @@ def test_a_scheduled_lane_keeps_its_place_and_says_when_it_may_start(tmp_path: P
     assert ok(root, "claim", "--holder", "r1") == "run b 2 1\n"  # passed over
     assert doctor(root)[0] == [], "a schedule is no finding"
     ok(root, "schedule", "a", "--not-before", "now")
-    now = log_events(root)[-1]["not_before"]
+    now = store.events()[-1]["not_before"]
     assert line_with(why_lines(root, "a"), "scheduled: ") == f"scheduled: not before {now}; that time has come"
     assert why_doc(root, "a")["state"] == "ready"
 
@@ -297,13 +314,20 @@ def test_a_scheduled_lane_keeps_its_place_and_says_when_it_may_start(tmp_path: P
 # -- the terminal table ----------------------------------------------------------------
 
 
-def test_the_terminal_table_colours_quarantined_scheduled_orphan_and_marker(tmp_path: Path) -> None:
-    root = storm_at(tmp_path, running=["c"])
+def test_the_terminal_table_colours_quarantined_scheduled_orphan_and_marker(store) -> None:
+    """The running marker with no lease (c) is a directory's file: on a
+    database storm c is ready, so the short lease that becomes an orphan
+    is c's there (d's on a directory); the rest is the same."""
+    root = made(store)
+    if store.kind == "directory":
+        (store.lanes_dir / "c" / ".qwenstorm").mkdir(parents=True)
+        (store.lanes_dir / "c" / ".qwenstorm" / "running").write_text("")
     quarantine_a(root, note=HOSTILE_NOTE)  # a: quarantined
-    assert ok(root, "claim", "--holder", "gone", "--ttl", "1") == "run b 2 1\n"  # b: soon an orphan
-    assert ok(root, "claim", "--holder", "live", "--ttl", "600") == "run d 4 1\n"  # d: a live lease
+    assert ok(root, "claim", "--holder", "live", "--ttl", "600") == "run b 2 1\n"  # b: a live lease
+    orphan, issue = ("d", "4") if store.kind == "directory" else ("c", "3")
+    assert ok(root, "claim", "--holder", "gone", "--ttl", "1") == f"run {orphan} {issue} 1\n"  # soon an orphan
     ok(root, "schedule", "e", "--not-before", "+2h")  # e: scheduled
-    wait_until_orphaned(root, "b")
+    wait_until_orphaned(root, orphan)
     code, out = run_in_pty(root, "list")
     assert code == 0
     text = SGR.sub("", out)
@@ -314,12 +338,15 @@ def test_the_terminal_table_colours_quarantined_scheduled_orphan_and_marker(tmp_
             state[cells[2]] = [cells[4]]
         elif state and cells[4]:
             state[list(state)[-1]].append(cells[4])
-    assert state == {"a": ["quarantined", "2 attempts"], "b": ["running", "orphan"], "c": ["running", "no lease"],
-                     "d": ["running"], "e": ["scheduled"]}
+    c_d = {"directory": (["running", "no lease"], ["running", "orphan"]),
+           "database": (["running", "orphan"], ["ready"])}[store.kind]
+    assert state == {"a": ["quarantined", "2 attempts"], "b": ["running"], "c": c_d[0], "d": c_d[1],
+                     "e": ["scheduled"]}
     assert re.search(r"\x1b\[[0-9;]*41m ?quarantined", out), out
     assert re.search(r"\x1b\[[0-9;]*34m ?scheduled", out), out
     assert re.search(r"\x1b\[[0-9;]*33m ?orphan", out), out
-    assert re.search(r"\x1b\[[0-9;]*31m ?no lease", out), out
+    if store.kind == "directory":
+        assert re.search(r"\x1b\[[0-9;]*31m ?no lease", out), out
     # the hostile note of a's first attempt is not the last attempt's: the table shows the last one
     assert "last attempt: token 2 failed" in text
     assert "FORGED" not in text
@@ -337,8 +364,9 @@ def _clean(where: str, text: str) -> None:
     assert HOSTILE_NOTE not in text and HOSTILE_REASON not in text, where
 
 
-def test_a_hostile_note_and_reason_are_shown_escaped_never_raw(tmp_path: Path) -> None:
-    root = storm_at(tmp_path)
+def test_a_hostile_note_and_reason_are_shown_escaped_never_raw(store) -> None:
+    """(progress.log is a directory's file: a database storm has none, its log is the record.)"""
+    root = made(store)
     assert ok(root, "claim", "--holder", "r1") == "run a 1 1\n"
     ok(root, "finish", "a", "--token", "1", "--result", "failed", "--note", "fine")
     assert ok(root, "claim", "--holder", "r2") == "run a 1 2\n"
@@ -355,24 +383,26 @@ def test_a_hostile_note_and_reason_are_shown_escaped_never_raw(tmp_path: Path) -
     lines = why_lines(root, "a")
     assert line_with(lines, "attempt 2: ").endswith(f"; note {note}")
     ok(root, "unpark", "a", "--reason", HOSTILE_REASON)
-    unpark = log_events(root)[-1]
+    unpark = store.events()[-1]
     assert (unpark["action"], unpark["reason"]) == ("unpark", HOSTILE_REASON)
-    assert [e["note"] for e in log_events(root) if e["action"] == "finish"] == ["fine", HOSTILE_NOTE]
+    assert [e["note"] for e in store.events() if e["action"] == "finish"] == ["fine", HOSTILE_NOTE]
     # log: both escaped, on one line each
     log = ok(root, "log")
     finish_line = next(line for line in log.splitlines() if " finish a: token 2 failed" in line)
     assert finish_line.endswith(f"; note {note}")
     unpark_line = next(line for line in log.splitlines() if " unpark a" in line)
     assert unpark_line.endswith(f"; reason {reason}")
-    # progress.log: the reason escaped on the unpark's line; every line stamped
-    progress = (root / "progress.log").read_text()
-    assert progress.endswith("\n")
-    for line in progress.splitlines():
-        assert re.match(STAMP + " storm-queue: ", line), line
-    assert any(line.endswith(f"; reason {reason}") and "unpark" in line for line in progress.splitlines())
     # every view, in words: never a raw byte of either
     views = {"log": log, "why": "\n".join(why_lines(root, "a")), "list": ok(root, "list", "--plain"),
-             "progress.log": progress, "doctor": doctor(root)[1]}
+             "doctor": doctor(root)[1]}
+    if store.kind == "directory":
+        # progress.log: the reason escaped on the unpark's line; every line stamped
+        progress = (store.path / "progress.log").read_text()
+        assert progress.endswith("\n")
+        for line in progress.splitlines():
+            assert re.match(STAMP + " storm-queue: ", line), line
+        assert any(line.endswith(f"; reason {reason}") and "unpark" in line for line in progress.splitlines())
+        views["progress.log"] = progress
     for where, text in views.items():
         _clean(where, text)
     assert note in views["why"]
@@ -383,7 +413,9 @@ def test_a_hostile_note_and_reason_are_shown_escaped_never_raw(tmp_path: Path) -
 
 @pytest.mark.parametrize("view", [("list", "--plain"), ("why", "a"), ("log",), ("doctor",)])
 def test_views_write_nothing(tmp_path: Path, view: tuple[str, ...]) -> None:
-    """The views only read, whatever runner state they show."""
+    """The views only read, whatever runner state they show. Directory:
+    every file, its bytes, mode and mtime (the database's rows are the
+    test below)."""
     root = storm_at(tmp_path, running=["c"])
     quarantine_a(root)
     ok(root, "schedule", "e", "--not-before", "+1d")
@@ -394,10 +426,41 @@ def test_views_write_nothing(tmp_path: Path, view: tuple[str, ...]) -> None:
     assert tree(root, times=True) == before
 
 
+@pytest.mark.postgresql
+@pytest.mark.parametrize("view", [("list", "--plain"), ("why", "a"), ("log",), ("doctor",), ("verify",)])
+def test_views_write_nothing_on_a_database_storm(pg_url: str, tmp_path: Path, view: tuple[str, ...]) -> None:
+    """A database storm's views only read: every row of every table of its
+    schema is as it was, the log not one line longer."""
+    import psycopg
+
+    from tests.stores import DatabaseStorm
+
+    store = DatabaseStorm(pg_url, tmp_path / "lanes")
+    root = made(store)
+    quarantine_a(root)
+    ok(root, "claim", "--holder", "gone", "--ttl", "1")
+    ok(root, "schedule", "e", "--not-before", "+1d")
+
+    def rows_now() -> dict[str, list]:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'storm_queue' "
+                                                 "ORDER BY tablename")]
+            return {t: conn.execute(f"SELECT * FROM storm_queue.{t} ORDER BY 1").fetchall() for t in tables}
+
+    before = rows_now()
+    assert {"event", "lane", "state", "storm"} <= set(before)
+    wait_until_orphaned(root, "b")  # past the lease's expiry: a view must not take it back
+    ran = run_cli(root, *view, env=clean_env())
+    assert ran.returncode in (0, 1), ran.stderr
+    assert ran.stdout
+    assert rows_now() == before
+
+
 # -- more of doctor and why ------------------------------------------------------------
 
 
 def test_an_old_marker_with_no_lease_is_both_long_running_and_without_a_lease(tmp_path: Path) -> None:
+    """Directory only: a running marker's age is its file's mtime."""
     import os
 
     root = storm_at(tmp_path, running=["c"])
@@ -447,10 +510,19 @@ def test_diagnose_of_runner_state_is_pure() -> None:
     assert diagnose(dc_replace(facts, snapshot=Snapshot(snap.lanes, settled, state, snap.now)), 24.0) == []
 
 
-def test_why_a_leased_lane_queue_txt_no_longer_carries(tmp_path: Path) -> None:
-    root = storm_at(tmp_path)
+def test_why_a_leased_lane_queue_txt_no_longer_carries(store) -> None:
+    """The lane taken out by hand while leased: a line of queue.txt on a
+    directory, its row on a database (as its operator could in psql)."""
+    root = made(store)
     assert ok(root, "claim", "--holder", "r1") == "run a 1 1\n"
-    (root / "queue.txt").write_text(QUEUE.replace("a 1\n", ""))
+    if store.kind == "directory":
+        (store.path / "queue.txt").write_text(QUEUE.replace("a 1\n", ""))
+    else:
+        import psycopg
+
+        with psycopg.connect(root, autocommit=True) as conn:
+            conn.execute("DELETE FROM storm_queue.lane WHERE slug = 'a'")
+    assert "a" not in store.lanes()
     lines = why_lines(root, "a")
     assert lines[0].startswith("a: running: running now: held by r1, token 1, lease until ")
     assert lines[0].endswith("; queue.txt does not carry it")

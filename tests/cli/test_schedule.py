@@ -125,3 +125,22 @@ def test_schedule_with_no_time_is_a_usage_error_and_records_nothing(tmp_path: Pa
     done = cli(root, "schedule", "a", code=2)
     assert "--not-before" in done.stderr
     assert log_bytes(root) == before
+
+
+def test_a_relative_time_counts_from_the_line_that_records_it_on_either_store(store) -> None:
+    """``+N`` and ``now`` count from the request's own time, its line's
+    ``at`` (taken under the lock), not from when the command started: a
+    database storm's request connects first, and a request may wait for
+    its lock, yet ``+10s`` is ten seconds after ``at`` to the microsecond."""
+    from storm_queue.clock import seconds
+    from tests.conftest import run_cli
+
+    store.make("a 1\nb 2\n")
+    for args, delay in ((("schedule", "a", "--not-before", "+10s"), 10), (("schedule", "b", "--not-before", "now"), 0),
+                        (("push", "c", "3", "--not-before", "+2h"), 7200)):
+        done = run_cli(store.root, *args)
+        assert done.returncode == 0, done.stderr
+        event = store.events()[-1]
+        assert seconds(event["not_before"]) - seconds(event["at"]) == delay, (args, event)
+        if args[0] == "schedule":
+            assert event["not_before"] in done.stdout

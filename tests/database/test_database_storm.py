@@ -277,6 +277,86 @@ def test_migrate_carries_a_directory_storm_and_the_directory_then_refuses_reques
     assert again.returncode == 2
 
 
+def test_migrate_carries_unattended_as_the_declared_key_and_says_so(pg_server, pg_url, tmp_path) -> None:
+    """A directory's UNATTENDED file becomes ``[runner] unattended = true`` in
+    the database's declaration (every other key as it was), and both the
+    migrate's report and the directory's last line say it was carried."""
+    import tomllib
+
+    from storm_queue.migrate import CARRIED_UNATTENDED
+    from tests.conftest import log_events, make_storm
+
+    toml = '[priority]\nsources = ["cron"]\n\n[runner]\nslots = 2\n'
+    root = make_storm(tmp_path / "storm", "a 1\nb 2\n", finished=["a"], unattended=True, toml=toml)
+    assert run_cli(root, "bump", "b").returncode == 0
+    assert run_cli(root, "unbump", "b").returncode == 0
+    assert run_cli(root, "next").stdout == "run b 2\n"  # a awaits a batch review: it holds nothing
+    done = run_cli(None, "migrate", str(root), pg_url, "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["carried"] == [CARRIED_UNATTENDED]
+    assert not any("UNATTENDED" in what for what in report["not_carried"]), report
+    from psycopg.conninfo import conninfo_to_dict
+
+    with pg_server.admin(conninfo_to_dict(pg_url)["dbname"]) as conn:
+        text, sha = conn.execute("SELECT declaration, declaration_sha256 FROM storm_queue.storm").fetchone()
+    assert tomllib.loads(text) == {"priority": {"sources": ["cron"]}, "runner": {"slots": 2, "unattended": True}}
+    assert "UNATTENDED" in text  # a comment in it says where the key came from
+    import hashlib
+
+    assert sha == hashlib.sha256(text.encode()).hexdigest()
+    # the database storm is unattended, as the directory was: the finished lane waits for review
+    assert cli(pg_url, "next").stdout == "run b 2\n"
+    assert ok(pg_url, "claim", "--holder", "h")["decision"] == "run b 2 1"
+    last = log_events(root)[-1]
+    assert (last["action"], last["carried"]) == ("migrate", [CARRIED_UNATTENDED])
+    shown = run_cli(root, "log").stdout.splitlines()[-1]
+    assert shown.endswith(f"; this log ends here; carried {CARRIED_UNATTENDED}"), shown
+    assert run_cli(root, "verify").returncode == 0
+
+
+def test_migrate_says_in_words_what_it_carried_and_refuses_a_runner_table_it_cannot_add_to(pg_server, pg_database,
+                                                                                          tmp_path) -> None:
+    from storm_queue.migrate import CARRIED_UNATTENDED
+    from tests.conftest import log_events, make_storm
+
+    root = make_storm(tmp_path / "plain", "a 1\n", unattended=True)  # no storm.toml: the key makes one
+    assert run_cli(root, "bump", "a").returncode == 0
+    url = pg_database()
+    done = run_cli(None, "migrate", str(root), url)
+    assert done.returncode == 0, done.stderr
+    assert f"carried: {CARRIED_UNATTENDED}\n" in done.stdout + done.stderr
+    assert "not carried" not in done.stderr
+    assert json.loads(cli(url, "why", "a", "--json").stdout)["state"] == "ready"
+    # an inline [runner] table leaves no safe place for the key: refused, nothing migrated anywhere
+    root = make_storm(tmp_path / "inline", "a 1\n", unattended=True, toml="runner = { slots = 2 }\n")
+    assert run_cli(root, "bump", "a").returncode == 0
+    before = log_events(root)
+    url = pg_database()
+    refused = run_cli(None, "migrate", str(root), url)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "unattended = true" in refused.stderr and "nothing was migrated" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert log_events(root) == before
+    assert cli(url, "list").returncode == 2  # no storm in that database
+
+
+def test_with_unattended_adds_the_key_keeping_every_other() -> None:
+    import tomllib
+
+    from storm_queue.migrate import with_unattended
+
+    for text in (None, "", '[priority]\nsources = ["cron"]', '[runner]\nslots = 2\n\n[priority]\nsources = []\n',
+                 "[runner] # r\nunattended = false # was\nttl = 60\n"):
+        out = with_unattended(text)
+        want = tomllib.loads(text or "")
+        want.setdefault("runner", {})["unattended"] = True
+        assert tomllib.loads(out) == want, (text, out)
+        assert "UNATTENDED" in out
+    for text in ("runner = { slots = 2 }\n", "runner.slots = 2\n", "not toml [[", "[runner]\nunattended = 3\n"):
+        assert with_unattended(text) is None, text
+
+
 def test_a_long_lived_storm_object_folds_on_what_other_writers_recorded(pg_server, db) -> None:
     """One Storm object (one connection) across many requests sees every
     line another writer appends, whether it folds them on or, far behind,
