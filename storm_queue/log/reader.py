@@ -37,6 +37,8 @@ ONE_LINE = 64 << 20
 #: what a read says of the earlier tool's log
 OLD_FORMAT = "the log was written by the earlier priority tool (its lines have no seq or prev)"
 
+#: ``progress`` is told the offset reached at most once per this many bytes read
+TELL = 1 << 20
 #: a read of more bytes than this takes the quick path (see ``stream``) ...
 QUICK = 64 << 10
 #: ... and, of more than this, the SHA-256 fastest for many lines
@@ -67,17 +69,22 @@ def _walk(f: Any, lines: LineCheck, witness: Witness, progress: Callable[[int], 
     whole line (a torn tail, or nothing)."""
     length = witness.length
     met = length <= lines.offset
-    rest = b""
+    rest: list[bytes] = []  # the bytes read after the last newline, in the pieces read (a long line is joined once)
+    told = lines.offset
     while True:
         block = f.read(BLOCK)
         if not block:
-            return rest
-        data = rest + block if rest else block
-        cut = data.rfind(b"\n") + 1
-        rest = data[cut:]
+            return b"".join(rest)
+        cut = block.rfind(b"\n") + 1
         if not cut:
+            rest.append(block)
             continue
-        whole = data[:cut] if rest else data
+        whole = block[:cut] if cut < len(block) else block
+        if rest:
+            rest.append(whole)
+            whole = b"".join(rest)
+        rest = [block[cut:]] if cut < len(block) else []
+        cut = len(whole)
         if not met and lines.offset + cut >= length:  # the witnessed length ends or falls inside a line here
             at = length - lines.offset
             start = whole.rfind(b"\n", 0, at - 1) + 1
@@ -94,8 +101,9 @@ def _walk(f: Any, lines: LineCheck, witness: Witness, progress: Callable[[int], 
             lines.tell(line, event)
             whole = whole[end:]
         lines.block(whole)
-        if progress is not None:
-            progress(lines.offset)
+        if progress is not None and lines.offset >= told + TELL:
+            told = lines.offset
+            progress(told)
 
 
 def read_witness(log_path: str) -> Witness | None:

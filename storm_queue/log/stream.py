@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
 #: the bytes a reader takes at a time: memory stays flat in the log's length
-BLOCK = 1 << 20
+BLOCK = 1 << 16
 
 
 def _scanner() -> Callable[[str, int], tuple[Any, int]]:
