@@ -3,9 +3,7 @@ guard escapes anything unprintable before it reaches a terminal."""
 
 from __future__ import annotations
 
-import json
-import sys
-
+from .answer import emit_json, err, warn  # noqa: F401 -- the plain printers, where callers look for them
 from .halt import halt_note
 from .log.reader import ADOPT_HINT, OLD_FORMAT, RESET_HINT
 from .names import printable, quote
@@ -23,21 +21,6 @@ if TYPE_CHECKING:
     from .resolver import Row
     from .why import Why
     from .log.audit import Audit
-
-
-def emit_json(doc: Any) -> None:
-    sys.stdout.write(json.dumps(doc, ensure_ascii=True) + "\n")
-
-
-def err(text: str) -> None:
-    sys.stdout.flush()
-    sys.stderr.write(printable(text) + "\n")
-
-
-def warn(warnings: list[str]) -> None:
-    """Each warning on stderr, one line each."""
-    for w in warnings:
-        err(f"storm-queue: warning: {w}")
 
 
 def mark_json(mark: Mark | None) -> dict[str, Any] | None:
