@@ -7,25 +7,7 @@ without loading click. Nothing here imports click."""
 from __future__ import annotations
 
 from .log.framing import ACTIONS
-
-MEANINGS = {
-    0: "done (a recorded no-op too)",
-    1: "refused: not authorised",
-    2: "refused: cannot be carried out as asked; or a usage error",
-    3: "the priority order is unknown: the log cannot be replayed",
-    4: "crashed, or the record could not be written",
-    5: "busy: another writer held the lock for longer than --wait",
-}
-
-
-def exit_codes(*codes: int | tuple[int, str]) -> str:
-    """A command's help epilog: exactly the exit codes it can give, each
-    with its meaning (``(code, words)`` says it in the command's own words)."""
-    lines = ["\b", "Exit codes:"]
-    for code in codes:
-        num, words = code if isinstance(code, tuple) else (code, MEANINGS[code])
-        lines.append(f"  {num}  {words}")
-    return "\n".join(lines)
+from .refusals import exit_codes
 
 
 class Param:
@@ -34,8 +16,8 @@ class Param:
     text, flag, int, float, choice, time (a ``log --since`` time), file (a
     path that is not a directory), root (a storm root as given). ``low``
     and ``high`` bound an int or float (``low_open``: strictly above);
-    ``complete`` names what the shell completes (slug or deps). A plain
-    class, not a record: a record's class costs a compile at every start."""
+    ``complete`` names what the shell completes (slug or deps). Not a
+    record: making a record's class costs a compile at every start-up."""
 
     __slots__ = ("name", "flag", "kind", "metavar", "help", "default", "required", "multiple", "choices", "low",
                  "low_open", "high", "complete", "show_default")
@@ -48,9 +30,6 @@ class Param:
         self.name, self.flag, self.kind, self.metavar, self.help, self.default = name, flag, kind, metavar, help, default
         self.required, self.multiple, self.choices, self.low, self.low_open = required, multiple, choices, low, low_open
         self.high, self.complete, self.show_default = high, complete, show_default
-
-    def __repr__(self) -> str:
-        return f"Param({self.name!r}, {self.flag!r}, {self.kind!r})"
 
 
 class Command:
@@ -66,12 +45,8 @@ class Command:
         self.name, self.help, self.epilog, self.params, self.does, self.top, self.quick = \
             name, help, epilog, params, does, top, quick
 
-    def __repr__(self) -> str:
-        return f"Command({self.name!r})"
-
     def function(self):
-        """The function that does the command (imported now, by the
-        builtin ``__import__``: ``importlib`` would load ``warnings``)."""
+        """The function that does the command (``__import__``: ``importlib`` would load ``warnings``)."""
         module, name = self.does.split(":")
         return getattr(__import__(f"storm_queue.{module}", fromlist=[name]), name)
 

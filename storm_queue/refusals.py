@@ -64,3 +64,24 @@ def table() -> str:
     rows = ["| code | exit | meaning |", "|---|---|---|"]
     rows += [f"| `{code}` | {exit_code} | {meaning} |" for code, (exit_code, meaning) in CODES.items()]
     return "\n".join(rows)
+
+
+#: what each exit code means, as a command's help says it
+MEANINGS = {
+    0: "done (a recorded no-op too)",
+    1: "refused: not authorised",
+    2: "refused: cannot be carried out as asked; or a usage error",
+    3: "the priority order is unknown: the log cannot be replayed",
+    4: "crashed, or the record could not be written",
+    5: "busy: another writer held the lock for longer than --wait",
+}
+
+
+def exit_codes(*codes: int | tuple[int, str]) -> str:
+    """A command's help epilog: exactly the exit codes it can give, each
+    with its meaning (``(code, words)`` says it in the command's own words)."""
+    lines = ["\b", "Exit codes:"]
+    for code in codes:
+        num, words = code if isinstance(code, tuple) else (code, MEANINGS[code])
+        lines.append(f"  {num}  {words}")
+    return "\n".join(lines)
