@@ -1,5 +1,6 @@
 """The refusal vocabulary: every code a refused request can carry, its exit
-code and what it means. A code is stable: scripts match on it. The table
+code and what it means; and what each exit code means (``exit_codes``, for
+a command's help). A code is stable: scripts match on it. The table
 in docs/exit-codes.md is written from this one list (``python -m
 storm_queue.reference --write``), and a test makes the tool produce each code."""
 
