@@ -9,7 +9,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, NoReturn
+    from typing import Any, Callable, NoReturn
 
 
 class Interrupted(BaseException):
@@ -34,6 +34,27 @@ def on_signals() -> None:
         _signal.signal(signum, _on_signal)
 
 
+def emit_json(doc: Any) -> None:
+    """One JSON document on stdout, ASCII only."""
+    import json
+
+    sys.stdout.write(json.dumps(doc, ensure_ascii=True) + "\n")
+
+
+def err(text: str) -> None:
+    """One line on stderr (after what stdout holds), escaped where it is not printable."""
+    from .names import printable
+
+    sys.stdout.flush()
+    sys.stderr.write(printable(text) + "\n")
+
+
+def warn(warnings: list[str]) -> None:
+    """Each warning on stderr, one line each."""
+    for w in warnings:
+        err(f"storm-queue: warning: {w}")
+
+
 def interrupted(signum: int, as_json: bool) -> NoReturn:
     """Exit 128 + ``signum`` (130 for SIGINT, 143 for SIGTERM) with one line
     on stderr saying what was recorded, and with ``--json`` one document on
@@ -52,8 +73,6 @@ def interrupted(signum: int, as_json: bool) -> NoReturn:
     code = 128 + signum
     try:
         if as_json:
-            from .render import emit_json
-
             emit_json({"outcome": "error", "message": words, "exit": code, "recorded": bool(events)})
         sys.stderr.write(f"\nstorm-queue: {words}\n")
         sys.stderr.flush()
@@ -65,7 +84,6 @@ def interrupted(signum: int, as_json: bool) -> NoReturn:
 def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
     """Run a command's work and exit with its code; typed errors and crashes
     are mapped to exit codes here and nowhere else."""
-    from . import render
     from .errors import StormError
 
     try:
@@ -75,26 +93,50 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
             doc = {"outcome": "unknown" if exc.exit_code == 3 else "error", "message": str(exc), "exit": exc.exit_code}
             if hasattr(exc, "recorded"):
                 doc["recorded"] = exc.recorded
-            render.emit_json(doc)
-        render.err(f"storm-queue: {exc}")
+            emit_json(doc)
+        err(f"storm-queue: {exc}")
         code = exc.exit_code
     except (Interrupted, KeyboardInterrupt) as exc:
         interrupted(getattr(exc, "signum", 2), as_json)
     except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal
         if as_json:
-            render.emit_json({"outcome": "crashed", "message": f"{type(exc).__name__}: {exc}", "exit": 4})
-        render.err(f"storm-queue: crashed: {type(exc).__name__}: {exc} (this is a bug; please report it)")
+            emit_json({"outcome": "crashed", "message": f"{type(exc).__name__}: {exc}", "exit": 4})
+        err(f"storm-queue: crashed: {type(exc).__name__}: {exc} (this is a bug; please report it)")
         code = 4
     sys.exit(code)
 
 
-def storm(root: str | None, wait: float = 30.0):
-    """The storm at ``root`` (or found as ``Storm.find`` finds it)."""
-    from .desk import Storm
+def storm(root: str | None, wait: float = 30.0, part: str | None = None):
+    """The storm at ``root`` (or found as ``Storm.find`` finds it). ``part``
+    names the one part of ``desk.Storm`` the command uses: "reads" (no
+    request), "requests" (bump, push, settle...) or "leases" (claim, renew,
+    finish...); a directory storm is then made of that part alone, and the
+    others' modules are never loaded. None: the whole ``Storm``. A storm
+    named by a URL is the database's whole store either way."""
+    if part == "reads":
+        from .directory import Directory
+
+        return Directory.find(root, wait=wait)  # a reader never waits for the writers' lock
     from .log import lock
 
     lock.on_wait = _waiting
-    return Storm.find(root, wait=wait)
+    return _made_of(part).find(root, wait=wait)
+
+
+def _made_of(part: str | None) -> type:
+    """The class of a directory storm that does ``part`` (see ``storm``)."""
+    if part is None:
+        from .desk import Storm
+
+        return Storm
+    from .directory import Directory
+    from .passage import Passage
+
+    if part == "requests":
+        from .requests import Requests as mixin
+    else:
+        from .leases import Leases as mixin
+    return type("Storm", (mixin, Passage, Directory), {"__module__": __name__, "__doc__": f"A directory storm's {part}."})
 
 
 def _waiting(who: str, path: str, wait: float) -> None:
@@ -107,25 +149,23 @@ def _waiting(who: str, path: str, wait: float) -> None:
 
 def next_decision(root: str | None, as_json: bool) -> int:
     """``next``: decide, do the owner's side effects, print the decision."""
-    from . import render
-
-    listing, notes = storm(root).next()
+    listing, notes = storm(root, part="reads").next()
     for note in notes:
-        render.err(f"storm-queue: {note}")
+        err(f"storm-queue: {note}")
     halt = listing.view.halt
     if halt is not None:
         from .halt import halt_note
 
-        render.err(f"storm-queue: {halt_note(halt)}")
+        err(f"storm-queue: {halt_note(halt)}")
     if as_json:
         from .outcome import act_json
 
-        render.emit_json({"decision": listing.decision, "warnings": listing.warnings, "halted": halt is not None,
-                          "halt": act_json(halt)})
+        emit_json({"decision": listing.decision, "warnings": listing.warnings, "halted": halt is not None,
+                   "halt": act_json(halt)})
     else:
         sys.stdout.write(listing.decision + "\n")  # a decision is ASCII: names and digits
         sys.stdout.flush()
-        render.warn(listing.warnings)
+        warn(listing.warnings)
     return 0
 
 
@@ -134,22 +174,22 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
                    wait: float = 30.0) -> int:
     """``claim``: take back orphans, decide, lease; print the decision line
     (or the refusal on stderr)."""
-    from . import render
-
-    out = storm(root, wait).claim(holder, ttl, source=source, reason=reason, key=key)
+    out = storm(root, wait, "leases").claim(holder, ttl, source=source, reason=reason, key=key)
     if as_json:
-        render.emit_json(out.to_json())
+        emit_json(out.to_json())
     elif out.outcome == "refused":
-        render.err(f"storm-queue: {render.outcome_text(out)}")
+        from . import render
+
+        err(f"storm-queue: {render.outcome_text(out)}")
     else:
         sys.stdout.write(out.decision + "\n")  # names and digits
         sys.stdout.flush()
         if out.halt is not None:
             from .halt import halt_note
 
-            render.err(f"storm-queue: {halt_note(out.halt)}")
+            err(f"storm-queue: {halt_note(out.halt)}")
     if not as_json:
-        render.warn(out.warnings)
+        warn(out.warnings)
     return out.exit_code
 
 
@@ -157,5 +197,5 @@ def list_json(root: str | None) -> int:
     """``list --json``: the listing as one JSON document."""
     from . import render
 
-    render.emit_json(render.listing_json(storm(root).listing()))
+    render.emit_json(render.listing_json(storm(root, part="reads").listing()))
     return 0

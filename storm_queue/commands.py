@@ -7,74 +7,48 @@ without loading click. Nothing here imports click."""
 from __future__ import annotations
 
 from .log.framing import ACTIONS
-from .records import dataclass
-
-MEANINGS = {
-    0: "done (a recorded no-op too)",
-    1: "refused: not authorised",
-    2: "refused: cannot be carried out as asked; or a usage error",
-    3: "the priority order is unknown: the log cannot be replayed",
-    4: "crashed, or the record could not be written",
-    5: "busy: another writer held the lock for longer than --wait",
-}
+from .refusals import exit_codes
 
 
-def exit_codes(*codes: int | tuple[int, str]) -> str:
-    """A command's help epilog: exactly the exit codes it can give, each
-    with its meaning (``(code, words)`` says it in the command's own words)."""
-    lines = ["\b", "Exit codes:"]
-    for code in codes:
-        num, words = code if isinstance(code, tuple) else (code, MEANINGS[code])
-        lines.append(f"  {num}  {words}")
-    return "\n".join(lines)
-
-
-@dataclass(frozen=True)
 class Param:
     """One argument (``flag`` None) or option (``flag`` "--name") of a
     command, passed to its function as the keyword ``name``. ``kind``:
     text, flag, int, float, choice, time (a ``log --since`` time), file (a
     path that is not a directory), root (a storm root as given). ``low``
     and ``high`` bound an int or float (``low_open``: strictly above);
-    ``complete`` names what the shell completes (slug or deps)."""
+    ``complete`` names what the shell completes (slug or deps). Not a
+    record: making a record's class costs a compile at every start-up."""
 
-    name: str
-    flag: str | None = None
-    kind: str = "text"
-    metavar: str | None = None
-    help: str | None = None
-    default: object = None
-    required: bool = False
-    multiple: bool = False
-    choices: tuple[str, ...] = ()
-    low: float | None = None
-    low_open: bool = False
-    high: float | None = None
-    complete: str | None = None
-    show_default: bool = False
+    __slots__ = ("name", "flag", "kind", "metavar", "help", "default", "required", "multiple", "choices", "low",
+                 "low_open", "high", "complete", "show_default")
+
+    def __init__(self, name: str, flag: str | None = None, kind: str = "text", metavar: str | None = None,
+                 help: str | None = None, default: object = None, required: bool = False,  # noqa: A002
+                 multiple: bool = False, choices: tuple[str, ...] = (), low: float | None = None,
+                 low_open: bool = False, high: float | None = None, complete: str | None = None,
+                 show_default: bool = False):
+        self.name, self.flag, self.kind, self.metavar, self.help, self.default = name, flag, kind, metavar, help, default
+        self.required, self.multiple, self.choices, self.low, self.low_open = required, multiple, choices, low, low_open
+        self.high, self.complete, self.show_default = high, complete, show_default
 
 
-@dataclass(frozen=True)
 class Command:
     """A command: ``does`` ("module:function") is called with ``root``,
     ``as_json`` and each param by name, and returns the exit code.
     ``top`` is which options given before the command name it takes
     (root, json); ``quick`` is False for a command only click can run."""
 
-    name: str
-    help: str
-    epilog: str
-    params: tuple[Param, ...]
-    does: str
-    top: tuple[str, ...] = ("root", "json")
-    quick: bool = True
+    __slots__ = ("name", "help", "epilog", "params", "does", "top", "quick")
+
+    def __init__(self, name: str, help: str, epilog: str, params: tuple[Param, ...], does: str,  # noqa: A002
+                 top: tuple[str, ...] = ("root", "json"), quick: bool = True):
+        self.name, self.help, self.epilog, self.params, self.does, self.top, self.quick = \
+            name, help, epilog, params, does, top, quick
 
     def function(self):
-        """The function that does the command."""
-        import importlib
-
+        """The function that does the command (``__import__``: ``importlib`` would load ``warnings``)."""
         module, name = self.does.split(":")
-        return getattr(importlib.import_module(f"storm_queue.{module}"), name)
+        return getattr(__import__(f"storm_queue.{module}", fromlist=[name]), name)
 
 
 ROOT_HELP = ("The storm's root: a directory or a postgresql:// URL (default: $STORM_QUEUE_ROOT, else the nearest "

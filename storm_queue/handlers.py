@@ -41,36 +41,36 @@ def answer(out: Any, as_json: bool) -> int:
 
 def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
          key: str | None, dry_run: bool) -> int:
-    return answer(storm(root, wait).bump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
+    return answer(storm(root, wait, "requests").bump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
 
 
 def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
            key: str | None, dry_run: bool) -> int:
-    return answer(storm(root, wait).unbump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
+    return answer(storm(root, wait, "requests").unbump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
 
 
 def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None, not_before: str | None,
          reason: str | None, source: str | None, wait: float, key: str | None, dry_run: bool) -> int:
-    return answer(storm(root, wait).push(slug, issue, deps, reason=reason, source=source, dry_run=dry_run,
+    return answer(storm(root, wait, "requests").push(slug, issue, deps, reason=reason, source=source, dry_run=dry_run,
                                          key=key, not_before=not_before), as_json)
 
 
 def add(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None, reason: str | None,
         source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).add(slug, issue, deps, reason=reason, source=source, key=key), as_json)
+    return answer(storm(root, wait, "requests").add(slug, issue, deps, reason=reason, source=source, key=key), as_json)
 
 
 def settle(root: str | None, as_json: bool, slug: str, ledger: str, force: bool, reason: str | None,
            source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).settle(slug, ledger, reason=reason, source=source, key=key, force=force), as_json)
+    return answer(storm(root, wait, "requests").settle(slug, ledger, reason=reason, source=source, key=key, force=force), as_json)
 
 
 def declare(root: str | None, as_json: bool, file: str, reason: str | None, key: str | None, wait: float) -> int:
-    return answer(storm(root, wait).declare(file, reason=reason, key=key), as_json)
+    return answer(storm(root, wait, "requests").declare(file, reason=reason, key=key), as_json)
 
 
 def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).reset(reason, source=source, key=key), as_json)
+    return answer(storm(root, wait, "requests").reset(reason, source=source, key=key), as_json)
 
 
 def adopt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
@@ -80,27 +80,27 @@ def adopt(root: str | None, as_json: bool, reason: str | None, source: str | Non
 
 def waive(root: str | None, as_json: bool, slug: str, dep: str, undo: bool, reason: str | None, source: str | None,
           wait: float, key: str | None, dry_run: bool) -> int:
-    return answer(storm(root, wait).waive(slug, dep, reason, undo=undo, source=source, dry_run=dry_run, key=key), as_json)
+    return answer(storm(root, wait, "requests").waive(slug, dep, reason, undo=undo, source=source, dry_run=dry_run, key=key), as_json)
 
 
 def renew(root: str | None, as_json: bool, slug: str, token: int, ttl: int | None, reason: str | None,
           source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).renew(slug, token, ttl, source=source, reason=reason, key=key), as_json)
+    return answer(storm(root, wait, "leases").renew(slug, token, ttl, source=source, reason=reason, key=key), as_json)
 
 
 def finish(root: str | None, as_json: bool, slug: str, token: int, result: str, note: str | None,
            reason: str | None, source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).finish(slug, token, result, note, source=source, reason=reason, key=key), as_json)
+    return answer(storm(root, wait, "leases").finish(slug, token, result, note, source=source, reason=reason, key=key), as_json)
 
 
 def recover(root: str | None, as_json: bool, slug: str | None, reason: str | None, source: str | None,
             wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).recover(slug, source=source, reason=reason, key=key), as_json)
+    return answer(storm(root, wait, "leases").recover(slug, source=source, reason=reason, key=key), as_json)
 
 
 def unpark(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None,
            wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).unpark(slug, reason, source=source, key=key), as_json)
+    return answer(storm(root, wait, "leases").unpark(slug, reason, source=source, key=key), as_json)
 
 
 def halt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
@@ -115,7 +115,7 @@ def resume(root: str | None, as_json: bool, reason: str | None, source: str | No
 
 def schedule(root: str | None, as_json: bool, slug: str, not_before: str, reason: str | None,
              source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).schedule(slug, not_before, source=source, reason=reason, key=key), as_json)
+    return answer(storm(root, wait, "leases").schedule(slug, not_before, source=source, reason=reason, key=key), as_json)
 
 
 def show_list(root: str | None, as_json: bool, plain: bool, show_all: bool) -> int:
@@ -124,7 +124,7 @@ def show_list(root: str | None, as_json: bool, plain: bool, show_all: bool) -> i
 
     if as_json:
         return list_json(root)
-    listing = storm(root).listing()
+    listing = storm(root, part="reads").listing()
     if plain or os.environ.get("NO_COLOR") or not sys.stdout.isatty():
         say(render.listing_text(listing, show_all))
     else:
@@ -139,7 +139,7 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
              refused: bool, since: Any, last: int | None) -> int:
     from . import history, render
 
-    source = storm(root)
+    source = storm(root, part="reads")
     flt = history.Filter(frozenset(slugs), frozenset(by), frozenset(actions), refused, since)
     out = sys.stdout
     if as_json:
@@ -163,7 +163,7 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
 def show_why(root: str | None, as_json: bool, slug: str) -> int:
     from . import render
 
-    found = storm(root).why(slug)
+    found = storm(root, part="reads").why(slug)
     if as_json:
         render.emit_json(render.why_json(found))
     elif found.known:
@@ -182,7 +182,7 @@ def show_watch(root: str | None, as_json: bool, interval: float, once: bool) -> 
 def verify(root: str | None, as_json: bool) -> int:
     from . import render
 
-    source = storm(root)
+    source = storm(root, part="reads")
     decl = source.declaration()
     try:
         size = os.stat(source.log_path(decl), follow_symlinks=False).st_size if not decl.log_error else 0
@@ -253,7 +253,7 @@ def migrate(root: str | None, as_json: bool, directory: str, url: str, wait: flo
 def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     from . import doctor as audit, render
 
-    source = storm(root)
+    source = storm(root, part="reads")
     if getattr(source, "url", None):  # a database storm: its doctor, imported only for one
         from .dbdoctor import gather
 

@@ -3,25 +3,28 @@ escaping of outside text before it reaches a terminal or ``progress.log``."""
 
 from __future__ import annotations
 
-import re
-
 MAX_NAME = 200
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*", re.ASCII)
-_ISSUE = re.compile(r"[0-9]+", re.ASCII)
+#: the punctuation a name may hold after its first character (``str.translate`` drops it)
+_PUNCTUATION = str.maketrans("", "", "._-")
 
 
 def is_name(text: str) -> bool:
-    """True when ``text`` may be a slug, a dependency or a source name."""
+    """True when ``text`` may be a slug, a dependency or a source name: at
+    most ``MAX_NAME`` characters matching ``[A-Za-z0-9][A-Za-z0-9._-]*``
+    (ASCII), without ``..``. (String methods, not a pattern: compiling one
+    costs every command's start-up more than all its names' checks.)"""
     return (
         len(text) <= MAX_NAME
-        and _NAME.fullmatch(text) is not None
+        and text.isascii()
+        and text[:1].isalnum()
+        and text.translate(_PUNCTUATION).isalnum()
         and ".." not in text
     )
 
 
 def is_issue(text: str) -> bool:
-    """True when ``text`` is an issue: ASCII digits, or ``-`` for none."""
-    return text == "-" or (len(text) <= MAX_NAME and _ISSUE.fullmatch(text) is not None)
+    """True when ``text`` is an issue: ASCII digits (``[0-9]+``), or ``-`` for none."""
+    return text == "-" or (len(text) <= MAX_NAME and text.isascii() and text.isdigit())
 
 
 def why_not_name(text: str) -> str:

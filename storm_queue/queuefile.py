@@ -8,15 +8,11 @@ or a comment comes back as ``Skipped`` with the reason in words.
 from __future__ import annotations
 
 import os
-import re
 
 from .errors import unreadable
 from .fsutil import fsync_dir, write_all
 from .names import is_issue, is_name, quote, why_not_name
 from .records import dataclass
-
-_DEP_SPLIT = re.compile(r"[,\s]+")
-
 
 @dataclass(frozen=True)
 class Lane:
@@ -48,7 +44,7 @@ NO_DEPS = "-"
 def split_deps(text: str) -> tuple[str, ...]:
     """Split a dependency list written with commas and/or whitespace; ``-``
     alone is no dependency."""
-    deps = tuple(d for d in _DEP_SPLIT.split(text.strip()) if d)
+    deps = tuple(text.replace(",", " ").split())  # runs of commas and whitespace (str.isspace's) split
     return () if deps == (NO_DEPS,) else deps
 
 

@@ -1,5 +1,6 @@
 """The refusal vocabulary: every code a refused request can carry, its exit
-code and what it means. A code is stable: scripts match on it. The table
+code and what it means; and what each exit code means (``exit_codes``, for
+a command's help). A code is stable: scripts match on it. The table
 in docs/exit-codes.md is written from this one list (``python -m
 storm_queue.reference --write``), and a test makes the tool produce each code."""
 
@@ -64,3 +65,24 @@ def table() -> str:
     rows = ["| code | exit | meaning |", "|---|---|---|"]
     rows += [f"| `{code}` | {exit_code} | {meaning} |" for code, (exit_code, meaning) in CODES.items()]
     return "\n".join(rows)
+
+
+#: what each exit code means, as a command's help says it
+MEANINGS = {
+    0: "done (a recorded no-op too)",
+    1: "refused: not authorised",
+    2: "refused: cannot be carried out as asked; or a usage error",
+    3: "the priority order is unknown: the log cannot be replayed",
+    4: "crashed, or the record could not be written",
+    5: "busy: another writer held the lock for longer than --wait",
+}
+
+
+def exit_codes(*codes: int | tuple[int, str]) -> str:
+    """A command's help epilog: exactly the exit codes it can give, each
+    with its meaning (``(code, words)`` says it in the command's own words)."""
+    lines = ["\b", "Exit codes:"]
+    for code in codes:
+        num, words = code if isinstance(code, tuple) else (code, MEANINGS[code])
+        lines.append(f"  {num}  {words}")
+    return "\n".join(lines)

@@ -109,29 +109,127 @@ class held:  # noqa: N801 -- used as the function it was: ``with held(...):``
 
 
 def _take(fd: int, path: str, wait: float) -> None:
-    """Take the flock on ``fd`` within ``wait`` seconds, or raise ``Busy``."""
+    """Take the flock on ``fd`` within ``wait`` seconds, or raise ``Busy``.
+    In the main thread the wait is a blocking flock(2) that a timer
+    (``SIGALRM``) ends at the deadline, so a waiter takes the lock the
+    moment it is freed; elsewhere (no signals there) it polls."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        if wait <= 0:
+            raise _busy(path, wait) from None
+    import time
+
+    waiting = _Waiting(path, wait, time.monotonic())
+    while True:
+        try:
+            if not _wait_blocked(fd, waiting):
+                _wait_polling(fd, waiting)
+            return
+        except _Expired:  # an alarm late by a bytecode: wait on (if the lock is ours, flock says so at once)
+            continue
+
+
+class _Waiting:
+    """One wait for the lock: where, how long, since when, and whether the
+    holder was named (``on_wait`` is called once)."""
+
+    def __init__(self, path: str, wait: float, start: float):
+        self.path, self.wait, self.start = path, wait, start
+        self.told = on_wait is None or wait <= NOTICE_AFTER
+
+    def left(self, now: float) -> float:
+        """Seconds left to wait (the notice given when it is due)."""
+        if not self.told and now - self.start >= NOTICE_AFTER:
+            self.told = True
+            on_wait(holder(self.path) or "another writer", self.path, self.wait)  # type: ignore[misc]
+        return self.start + self.wait - now
+
+    def step(self, now: float, left: float) -> float:
+        """How long to block before looking again: to the notice, else to the deadline."""
+        return left if self.told else min(left, self.start + NOTICE_AFTER - now)
+
+
+class _Expired(Exception):
+    """The alarm that ends one blocked flock(2)."""
+
+
+_armed = False
+
+
+def _alarm(signum: int, frame: object) -> None:
+    if _armed:
+        raise _Expired
+
+
+def _wait_blocked(fd: int, waiting: _Waiting) -> bool:
+    """Wait in a blocking flock(2), woken by ``SIGALRM`` at the deadline;
+    any other handler and timer of ``SIGALRM`` are put back after. Returns
+    False, having waited for nothing, where no alarm can be set (not the
+    main thread, no ``SIGALRM``); raises ``Busy`` at the deadline."""
+    global _armed
+    import _signal
     import fcntl
     import time
 
-    start = time.monotonic()
-    deadline = start + wait
-    told = on_wait is None or wait <= NOTICE_AFTER
-    pause = 0.001  # doubling up to 20 ms: a waiter takes a lock freed a moment ago
+    try:
+        if _signal.getsignal(_signal.SIGALRM) is None:  # a handler set outside Python: not ours to move
+            return False
+        before = _signal.signal(_signal.SIGALRM, _alarm)
+    except (AttributeError, ValueError, OSError):
+        return False
+    other = _signal.setitimer(_signal.ITIMER_REAL, 0)
+    try:
+        while True:
+            now = time.monotonic()
+            left = waiting.left(now)
+            if left <= 0:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    return True
+                except BlockingIOError:
+                    raise _busy(waiting.path, waiting.wait) from None
+            try:
+                _armed = True
+                _signal.setitimer(_signal.ITIMER_REAL, max(waiting.step(now, left), 0.001))
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                return True
+            except _Expired:
+                continue
+            finally:
+                _armed = False
+                _signal.setitimer(_signal.ITIMER_REAL, 0)
+    finally:
+        _signal.signal(_signal.SIGALRM, before)
+        if other[0] > 0:  # someone else's timer runs on, less the time waited
+            _signal.setitimer(_signal.ITIMER_REAL, max(other[0] - (time.monotonic() - waiting.start), 0.000001), other[1])
+
+
+def _wait_polling(fd: int, waiting: _Waiting) -> None:
+    """Wait by trying again and again, pausing 1 ms doubling up to 20 ms."""
+    import fcntl
+    import time
+
+    pause = 0.001
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
         except BlockingIOError:
-            left = deadline - time.monotonic()
+            left = waiting.left(time.monotonic())
             if left <= 0:
-                who = holder(path) or "another writer"
-                raise Busy(f"the storm is busy: {who} has held the writers' lock {path} for longer than "
-                           f"--wait {wait:g} seconds; nothing was recorded; try again, or wait longer with --wait SECONDS") from None
-            if not told and time.monotonic() - start >= NOTICE_AFTER:
-                told = True
-                on_wait(holder(path) or "another writer", path, wait)
+                raise _busy(waiting.path, waiting.wait) from None
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.02)
+
+
+def _busy(path: str, wait: float) -> Busy:
+    who = holder(path) or "another writer"
+    return Busy(f"the storm is busy: {who} has held the writers' lock {path} for longer than "
+                f"--wait {wait:g} seconds; nothing was recorded; try again, or wait longer with --wait SECONDS")
 
 
 def _defer_signals() -> object:

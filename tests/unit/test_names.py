@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
+from hypothesis import given, strategies as st
 
 from storm_queue import names
 
@@ -108,3 +111,20 @@ def test_as_text_turns_surrogate_escapes_into_visible_bytes():
     assert out == "ok\\xff\\xfe-é"
     out.encode("utf-8")  # storable
     assert names.escape(out).isprintable()
+
+
+# The allow-list is written with string methods (a compiled pattern costs
+# every command's start-up); it is exactly the pattern it stands for.
+TRICKY = st.sampled_from(list("aZz09._-/ \n\t\x00\x1cé٣²１\u2028,*"))
+
+
+@given(st.text(TRICKY | st.characters(), max_size=12))
+def test_is_name_is_exactly_its_pattern(text):
+    expected = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", text, re.ASCII) is not None and ".." not in text
+    assert names.is_name(text) == expected
+    assert not names.is_name("a" * (names.MAX_NAME + 1 - len(text)) + text)  # too long, whatever it holds
+
+
+@given(st.text(TRICKY | st.characters(), max_size=12))
+def test_is_issue_is_exactly_its_pattern(text):
+    assert names.is_issue(text) == (text == "-" or re.fullmatch(r"[0-9]+", text, re.ASCII) is not None)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
+from hypothesis import given, strategies as st
 
 from storm_queue import queuefile
 from storm_queue.queuefile import Lane
@@ -110,6 +112,13 @@ def test_split_deps():
     assert queuefile.split_deps("") == ()
     assert queuefile.split_deps(" - ") == () and queuefile.split_deps("-,") == ()
     assert queuefile.split_deps("-,x") == ("-", "x")
+
+
+@given(st.text(st.sampled_from(list("ab-, \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000\u200b")) | st.characters(), max_size=12))
+def test_split_deps_splits_as_its_pattern_does(text):
+    """String methods, not the pattern ``[,\\s]+`` (whose compiling costs every start-up): the same split."""
+    deps = tuple(d for d in re.split(r"[,\s]+", text.strip()) if d)
+    assert queuefile.split_deps(text) == (() if deps == ("-",) else deps)
 
 
 @pytest.mark.parametrize("line", ["docs 107 -", "docs 107  - ", "docs - -", "docs 107 -,"])

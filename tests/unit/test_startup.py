@@ -54,7 +54,7 @@ def busy_storm(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("args", [("next",), ("next", "--json"), ("list", "--json")])
 def test_readers_import_neither_rich_nor_the_lock_nor_click(busy_storm: Path, args: tuple[str, ...]) -> None:
     modules = loaded(busy_storm, *args)
-    assert "storm_queue.desk" in modules  # the probe really ran the command
+    assert "storm_queue.directory" in modules  # the probe really ran the command
     found = {m.split(".")[0] for m in modules} & NEVER_FOR_READERS
     assert not found, f"{' '.join(args)} imported {sorted(found)}; import them inside the function that needs them"
 
@@ -65,7 +65,7 @@ def test_next_does_not_import_rich(busy_storm: Path) -> None:
                           capture_output=True, text=True, env=clean_env(), timeout=60)
     assert done.returncode == 0, done.stderr
     imported = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
-    assert "storm_queue.desk" in imported
+    assert "storm_queue.directory" in imported
     assert not [m for m in imported if m.split(".")[0] == "rich"]
 
 
@@ -257,7 +257,7 @@ def test_the_console_script_is_the_entry_point() -> None:
 @pytest.mark.parametrize("args", [("next",), ("list",), ("list", "--json"), ("unbump", "b"), ("why", "b")])
 def test_only_watch_imports_the_live_view(busy_storm: Path, args: tuple[str, ...]) -> None:
     modules = loaded(busy_storm, *args)
-    assert "storm_queue.desk" in modules
+    assert "storm_queue.directory" in modules
     assert "storm_queue.watch" not in modules, f"{' '.join(args)} imported storm_queue.watch"
     assert "storm_queue.watch" in loaded(busy_storm, "watch", "--once")
 
@@ -280,7 +280,7 @@ def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: tuple[str, ...]
         subprocess.run([sys.executable, "-m", "storm_queue", "bump", "b", "--root", str(root)], env=clean_env(),
                        check=True, capture_output=True, timeout=60)
     modules = loaded(root, *args)
-    assert "storm_queue.desk" in modules  # the probe really ran the command
+    assert "storm_queue.directory" in modules  # the probe really ran the command
     if args[0] in ("bump", "unbump", "push", "claim"):
         assert "storm_queue.log.writer" in modules  # ... and it was a request that wrote
     tops = {m.split(".")[0] for m in modules}
@@ -288,3 +288,32 @@ def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: tuple[str, ...]
     assert ("tomllib" in tops) == declared, f"{' '.join(args)} {'did not import' if declared else 'imported'} tomllib"
     if args[0] in ("next", "list", "claim") and not declared:  # the click-free path (tomllib's typing loads it)
         assert "contextlib" not in modules
+
+
+# What ``next`` loads of storm-queue on a storm with nothing to mark or say:
+# the reads alone (``directory``), never the requests (``desk.Storm``, the
+# request path, authority, the lock) nor the human output (``render``).
+# A module added to this path is a start-up cost: add it here knowingly.
+NEXT_MODULES = {"answer", "clock", "commands", "config", "directory", "entry", "errors", "fold", "fsutil", "lane",
+                "ledger", "log", "log.checkpoint", "log.found", "log.framing", "log.reader", "log.stream", "names",
+                "outcome", "queuefile", "records", "refusals", "resolver", "roots"}
+#: what a request of each kind never loads: the other kinds' parts of ``desk.Storm``
+NOT_FOR = {"bump": {"desk", "leases", "runs", "adoption", "halt", "starving", "watch", "why", "history"},
+           "claim": {"desk", "requests", "adoption", "render", "handlers", "watch", "why", "history"},
+           "next": {"desk", "passage", "requests", "leases", "runs", "adoption", "authority", "halt", "render",
+                    "handlers", "log.lock", "log.writer", "shapes", "starving"}}
+
+
+@pytest.mark.parametrize("args", [("next",), ("next", "--json"), ("bump", "b"), ("unbump", "b"), ("push", "e", "5"),
+                                  ("claim",), ("claim", "--json")], ids=" ".join)
+def test_each_command_loads_only_its_part_of_the_storm(tmp_path: Path, args: tuple[str, ...]) -> None:
+    root = make_storm(tmp_path / "storm", "a 1\nb 2 a\nd 4\n")
+    if args[0] == "unbump":
+        subprocess.run([sys.executable, "-m", "storm_queue", "bump", "b", "--root", str(root)], env=clean_env(),
+                       check=True, capture_output=True, timeout=60)
+    ours = {m[len("storm_queue."):] for m in loaded(root, *args) if m.startswith("storm_queue.")}
+    assert "directory" in ours
+    kind = {"unbump": "bump", "push": "bump"}.get(args[0], args[0])
+    assert not ours & NOT_FOR[kind], f"{' '.join(args)} loaded {sorted(ours & NOT_FOR[kind])}"
+    if kind == "next":
+        assert ours == NEXT_MODULES, f"more: {sorted(ours - NEXT_MODULES)}, fewer: {sorted(NEXT_MODULES - ours)}"
