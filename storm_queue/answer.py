@@ -197,5 +197,5 @@ def list_json(root: str | None) -> int:
     """``list --json``: the listing as one JSON document."""
     from . import render
 
-    render.emit_json(render.listing_json(storm(root, part="reads").listing()))
+    emit_json(render.listing_json(storm(root, part="reads").listing()))
     return 0

@@ -132,7 +132,7 @@ class StormGroup(click.Group):
         except click.ClickException as exc:
             exc.show()
             if as_json:
-                from .render import emit_json
+                from .answer import emit_json
 
                 emit_json({"outcome": "error", "message": exc.format_message(), "exit": exc.exit_code})
             sys.exit(exc.exit_code)

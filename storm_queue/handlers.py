@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .answer import storm
+from .answer import emit_json, err, storm, warn
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -29,13 +29,13 @@ def answer(out: Any, as_json: bool) -> int:
     from . import render
 
     if as_json:
-        render.emit_json(out.to_json())
+        emit_json(out.to_json())
     elif out.outcome == "refused":
-        render.err(f"storm-queue: {render.outcome_text(out)}")
+        err(f"storm-queue: {render.outcome_text(out)}")
     else:
         say(render.outcome_text(out))
     if not as_json:
-        render.warn(out.warnings)
+        warn(out.warnings)
     return out.exit_code
 
 
@@ -131,7 +131,7 @@ def show_list(root: str | None, as_json: bool, plain: bool, show_all: bool) -> i
         from .table import print_listing
 
         print_listing(listing, show_settled=show_all)
-    render.warn(listing.warnings)
+    warn(listing.warnings)
     return 0
 
 
@@ -155,8 +155,8 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
         os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
         return 0
     if read.fresh:
-        render.err("storm-queue: the storm has recorded nothing yet")
-    render.warn(read.warnings)
+        err("storm-queue: the storm has recorded nothing yet")
+    warn(read.warnings)
     return 0
 
 
@@ -165,11 +165,11 @@ def show_why(root: str | None, as_json: bool, slug: str) -> int:
 
     found = storm(root, part="reads").why(slug)
     if as_json:
-        render.emit_json(render.why_json(found))
+        emit_json(render.why_json(found))
     elif found.known:
         say(render.why_text(found))
     else:
-        render.err(f"storm-queue: {render.why_text(found).splitlines()[0]}")
+        err(f"storm-queue: {render.why_text(found).splitlines()[0]}")
     return found.exit_code
 
 
@@ -193,10 +193,10 @@ def verify(root: str | None, as_json: bool) -> int:
     with progress_bar(size, "verifying the log", show=size >= LONG_LOG and sys.stderr.isatty()) as update:
         audit = source.verify(progress=update)
     if as_json:
-        render.emit_json(audit.to_json())
+        emit_json(audit.to_json())
     else:
         say(render.audit_text(audit))
-        render.warn(audit.warnings)
+        warn(audit.warnings)
     return 0 if audit.sound else 3
 
 
@@ -216,7 +216,7 @@ def init(root: str | None, as_json: bool, directory: str) -> int:
 
         made = create_in_database(directory)
         if as_json:
-            render.emit_json({"outcome": "done", "root": made.root, "created": list(made.files), "operator": made.operator})
+            emit_json({"outcome": "done", "root": made.root, "created": list(made.files), "operator": made.operator})
         else:
             say(f"created a storm in {render.printable(made.root)}, operated by {render.printable(made.operator)}")
             say("declare it (storm-queue declare storm.toml), add lanes (storm-queue add SLUG ISSUE), then: storm-queue list")
@@ -225,7 +225,7 @@ def init(root: str | None, as_json: bool, directory: str) -> int:
 
     made = create(directory)
     if as_json:
-        render.emit_json({"outcome": "done", "root": made.root, "created": list(made.files)})
+        emit_json({"outcome": "done", "root": made.root, "created": list(made.files)})
     else:
         say(f"created a storm in {render.printable(made.root)}: {', '.join(made.files)}")
         say("add lanes to queue.txt (one a line: SLUG ISSUE [DEPS]), then run: storm-queue list")
@@ -239,14 +239,14 @@ def migrate(root: str | None, as_json: bool, directory: str, url: str, wait: flo
 
     made = carry(find_root(directory, {}), url, os.environ, wait)
     if as_json:
-        render.emit_json({"outcome": "done", "root": made.root, "lines": made.lines, "lanes": made.lanes,
+        emit_json({"outcome": "done", "root": made.root, "lines": made.lines, "lanes": made.lanes,
                           "carried": list(made.carried), "not_carried": list(made.left)})
     else:
         say(f"migrated {made.lines} log lines and {made.lanes} lanes to {render.printable(made.root)}")
         for what in made.carried:
             say(f"carried: {render.printable(what)}")
         for what in made.left:
-            render.err(f"storm-queue: not carried (a database storm cannot hold it): {render.printable(what)}")
+            err(f"storm-queue: not carried (a database storm cannot hold it): {render.printable(what)}")
     return 0
 
 
@@ -263,11 +263,11 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     hours = running_hours or facts.declaration.running_hours or audit.DEFAULT_RUNNING_HOURS
     findings = facts.diagnose(hours)
     if as_json:
-        render.emit_json(audit.report_json(source.root, hours, findings))
+        emit_json(audit.report_json(source.root, hours, findings))
     elif findings:
         say(audit.render_text(findings))
         errors = sum(f.severity == audit.ERROR for f in findings)
-        render.err(f"storm-queue: doctor: {errors} error(s), {len(findings) - errors} warning(s)")
+        err(f"storm-queue: doctor: {errors} error(s), {len(findings) - errors} warning(s)")
     else:
         say(f"no findings: the storm at {render.printable(source.root)} is sound")
     return 1 if findings else 0

@@ -3,7 +3,6 @@ guard escapes anything unprintable before it reaches a terminal."""
 
 from __future__ import annotations
 
-from .answer import emit_json, err, warn  # noqa: F401 -- the plain printers, where callers look for them
 from .log.reader import ADOPT_HINT, OLD_FORMAT, RESET_HINT
 from .names import printable, quote
 from .outcome import act_json
