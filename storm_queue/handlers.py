@@ -240,7 +240,7 @@ def migrate(root: str | None, as_json: bool, directory: str, url: str, wait: flo
     made = carry(find_root(directory, {}), url, os.environ, wait)
     if as_json:
         emit_json({"outcome": "done", "root": made.root, "lines": made.lines, "lanes": made.lanes,
-                          "carried": list(made.carried), "not_carried": list(made.left)})
+                   "carried": list(made.carried), "not_carried": list(made.left)})
     else:
         say(f"migrated {made.lines} log lines and {made.lanes} lanes to {render.printable(made.root)}")
         for what in made.carried:

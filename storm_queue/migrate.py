@@ -108,8 +108,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
                 insert_state(conn, log.seq, log.digest, log.state)
                 left = tuple([f"queue.txt line {s.line} (skipped there)" for s in queue.skipped]
                              + [f"the running marker of {s} (no lease behind it)" for s in led.running
-                                if log.state.run(s).lease is None]
-                             + (["UNATTENDED"] if led.unattended and not decl.runner.unattended and not carried else []))
+                                if log.state.run(s).lease is None])
             # the database holds the storm now: the directory's last line says where it went
             writer.append(reader.read(log_path), [body], at, verdict.by)
     except psycopg.Error as exc:

@@ -10,7 +10,7 @@ from .refusals import AUTHORITY, CODES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Callable
+    from typing import Any
 
     from .desk import Listing, Outcome
     from .fold import Mark, Run
@@ -26,7 +26,9 @@ def mark_json(mark: Mark | None) -> dict[str, Any] | None:
     return {"seq": mark.seq, "at": mark.at, "by": mark.by, "action": mark.action, "slug": mark.slug, "reason": mark.reason}
 
 
-def _row_json(r: Row, listing: Listing, wait_json: Callable[[Any], dict[str, Any]]) -> dict[str, Any]:
+def _row_json(r: Row, listing: Listing) -> dict[str, Any]:
+    from .starving import wait_json  # here, not at the top: a request's answer needs neither it nor ``halt``
+
     return {"position": r.position, "slug": r.slug, "issue": r.issue, "deps": list(r.deps),
             "prioritised": r.prioritised, "state": r.state, "status": r.status,
             "waits_on": list(r.waits_on), "mark": mark_json(listing.marks.get(r.slug) if r.prioritised else None),
@@ -48,17 +50,15 @@ def run_json(run: Run) -> dict[str, Any]:
 
 
 def listing_json(listing: Listing) -> dict[str, Any]:
-    from .starving import wait_json  # here, not at the top: a request's answer needs neither it nor ``halt``
-
     view = listing.view
     return {
         "root": listing.root,
         "decision": view.decision,
-        "rows": [_row_json(r, listing, wait_json) for r in view.rows],
+        "rows": [_row_json(r, listing) for r in view.rows],
         "stray": list(view.stray),
         "skipped": [skipped_json(s) for s in listing.skipped],
         "warnings": listing.warnings,
-        "settled": [_row_json(r, listing, wait_json) for r in view.settled],
+        "settled": [_row_json(r, listing) for r in view.settled],
         "starving_after": listing.starving_after,
         "halted": view.halt is not None, "halt": act_json(view.halt),
     }
@@ -93,7 +93,9 @@ def mark_words(mark: Mark | None, slug: str, needs: tuple[str, ...] = ()) -> str
     return words
 
 
-def _plain_row(r: Row, listing: Listing, widths: tuple[int, int, int], starving_detail: Callable[..., str]) -> str:
+def _plain_row(r: Row, listing: Listing, widths: tuple[int, int, int]) -> str:
+    from .starving import starving_detail
+
     mark = listing.marks.get(r.slug) if r.prioritised else None
     detail = "; ".join(w for w in (printable(r.status), mark_words(mark, r.slug, listing.needs.get(r.slug, ())), starving_detail(listing, r.slug)) if w)
     by, at = (printable(mark.by) or "-", printable(mark.at) or "-") if mark else ("-", "-")
@@ -112,7 +114,6 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
     settled lane, and DETAIL (the rest of the line) says in words what the
     lane waits on. Every other line starts with a word and a colon."""
     from .halt import halt_note
-    from .starving import starving_detail
 
     view = listing.view
     rows = view.rows + (view.settled if show_settled else ())
@@ -123,7 +124,7 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
         marks = [listing.marks.get(r.slug) for r in rows if r.prioritised]
         widths = (max(len(r.slug) for r in rows), max(len(r.issue) for r in rows),
                   max([len(printable(m.by)) for m in marks if m] + [1]))
-        lines += [_plain_row(r, listing, widths, starving_detail) for r in rows]
+        lines += [_plain_row(r, listing, widths) for r in rows]
     if not view.rows:
         lines.append("lanes: none to run")
     if view.settled and not show_settled:
