@@ -36,9 +36,9 @@ def on_signals() -> None:
 
 def emit_json(doc: Any) -> None:
     """One JSON document on stdout, ASCII only."""
-    import json
+    from .jsoncodec import dumps
 
-    sys.stdout.write(json.dumps(doc, ensure_ascii=True) + "\n")
+    sys.stdout.write(dumps(doc) + "\n")
 
 
 def err(text: str) -> None:

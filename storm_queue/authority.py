@@ -3,10 +3,10 @@ the operating system for uids and account names."""
 
 from __future__ import annotations
 
-import json
 import os
 
 from .config import Declaration
+from .jsoncodec import dumps
 from .lane import Refusal
 from .records import dataclass
 
@@ -107,7 +107,7 @@ def decide(lane: str | None, is_operator: bool, name: str, operator: str, whose:
     makes the declaration untrustworthy (empty: nothing)."""
     if lane is not None:
         return Verdict(
-            "lane:" + json.dumps(lane),
+            "lane:" + dumps(lane),
             Refusal("lane_process", f"a lane process (it carries {LANE_ENV}) may not change the priority lane"),
         )
     if not is_operator:

@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import os
-import re
 
 from .names import is_name, quote
 from .records import dataclass, replace
@@ -153,6 +152,7 @@ def syntax_error(text: str, parser_says: str) -> str:
     multi-line string not closed): then the statement's first line is found
     (the longest run of whole lines before it that parses) and both are
     named, saying that the mistake lies between them."""
+    import re
     import tomllib
 
     found = re.search(_AT, parser_says)

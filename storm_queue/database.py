@@ -49,12 +49,12 @@ FOLD_AT_MOST = 4 * STATE_EVERY
 def _older_format(body: str) -> bool:
     """Whether a state row's body is a state of an earlier format (which an
     upgrade leaves behind), rather than a damaged one."""
-    import json
+    from .jsoncodec import loads
 
     from .log.checkpoint import FORMAT
 
     try:
-        v = json.loads(body).get("v")
+        v = loads(body).get("v")
     except (ValueError, AttributeError):
         return False
     return type(v) is int and 1 <= v < FORMAT

@@ -3,11 +3,11 @@ finished and running markers, ``UNATTENDED``; and ``progress.log`` writing."""
 
 from __future__ import annotations
 
-import json
 import os
 
 from .errors import unreadable
 from .fsutil import beside, replace_atomically, write_all
+from .jsoncodec import dumps, loads
 from .names import is_name, printable
 from .records import dataclass
 
@@ -126,7 +126,7 @@ def mark_blocked(root: str, slug: str, blocked_on: list[str], at: str, owner: tu
     (``blocked_result``)."""
     body = blocked_result(blocked_on, at)
     with _marks(root, slug) as fd:
-        replace_atomically(RESULT, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
+        replace_atomically(RESULT, (dumps(body) + "\n").encode(), owner, dir_fd=fd)
 
 
 def is_blocked_mark(body: object) -> bool:
@@ -148,7 +148,7 @@ def blocked_mark(root: str, slug: str) -> bool:
     try:
         with _marks(root, slug, create=False) as fd:
             raw = _read_result(fd)
-        return raw is not None and is_blocked_mark(json.loads(raw))
+        return raw is not None and is_blocked_mark(loads(raw))
     except (OSError, ValueError):
         return False
 
@@ -160,7 +160,7 @@ def unmark_blocked(root: str, slug: str, owner: tuple[int, int] | None) -> Calla
     with _marks(root, slug, create=False) as fd:
         raw = _read_result(fd)
         try:
-            if raw is None or not is_blocked_mark(json.loads(raw)):
+            if raw is None or not is_blocked_mark(loads(raw)):
                 return None
         except ValueError:
             return None
@@ -178,7 +178,7 @@ def mark_running(root: str, slug: str, body: dict, owner: tuple[int, int] | None
     """Write the lane's running marker (``body``: holder, token, expiry):
     the cache of its lease that a runner and a person can read."""
     with _marks(root, slug) as fd:
-        replace_atomically(RUNNING, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
+        replace_atomically(RUNNING, (dumps(body) + "\n").encode(), owner, dir_fd=fd)
 
 
 def mark_finished(root: str, slug: str, body: dict, owner: tuple[int, int] | None) -> Callable[[], None] | None:
@@ -195,7 +195,7 @@ def mark_finished(root: str, slug: str, body: dict, owner: tuple[int, int] | Non
             before = None
         if before is not None and _token_in(before) == body["token"]:
             return None
-        replace_atomically(RESULT, (json.dumps(body) + "\n").encode(), owner, dir_fd=fd)
+        replace_atomically(RESULT, (dumps(body) + "\n").encode(), owner, dir_fd=fd)
 
     def undo() -> None:
         with _marks(root, slug, create=False) as inner:
@@ -223,7 +223,7 @@ def result_tokens(root: str, slugs: Iterable[str]) -> dict[str, int | None]:
 
 def _token_in(raw: bytes) -> int | None:
     try:
-        body = json.loads(raw)
+        body = loads(raw)
     except ValueError:
         return None
     token = body.get("token") if isinstance(body, dict) else None

@@ -171,7 +171,7 @@ def with_unattended(text: str | None) -> str | None:
 
 def _result_json(directory: str, slug: str):
     """A lane's result.json as a JSON value for the result row (its text when it is not JSON)."""
-    import json
+    from .jsoncodec import loads
 
     from psycopg.types.json import Jsonb
 
@@ -180,7 +180,7 @@ def _result_json(directory: str, slug: str):
     try:
         with open(os.path.join(directory, LANES, slug, MARKS, RESULT), "rb") as f:
             raw = f.read(1 << 20)
-        body = json.loads(raw)
+        body = loads(raw)
     except (OSError, ValueError):
         body = None
     return Jsonb(body if isinstance(body, dict) else {"status": "finished", "migrated_text": repr(body)})

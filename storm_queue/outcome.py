@@ -144,7 +144,7 @@ class Request:
     args: tuple = ()  # every other argument as given: with the rest, what a key's fingerprint covers
 
     def fingerprint(self) -> str:
-        import json
+        from .jsoncodec import dumps
 
-        body = json.dumps([self.verb, self.slug, self.reason, self.source, list(self.args)], ensure_ascii=True)
+        body = dumps([self.verb, self.slug, self.reason, self.source, list(self.args)])
         return sha256(body.encode("ascii")).hexdigest()[:32]

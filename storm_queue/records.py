@@ -44,19 +44,20 @@ def _frozen_delattr(self: Any, name: str) -> None:
     raise FrozenInstanceError(f"cannot delete field {name!r} of frozen {type(self).__name__}")
 
 
-def _make_init(cls: type, names: tuple[str, ...], frozen: bool) -> Any:
-    """An ``__init__`` compiled for these fields, as fast as a hand-written one."""
+def _make_init(names: tuple[str, ...], defaults: dict[str, Any], frozen: bool) -> Any:
+    """An ``__init__`` compiled for these fields (``defaults`` holds a default
+    or a ``field`` for some of them), as fast as a hand-written one."""
     scope: dict[str, Any] = {"_setattr": object.__setattr__}
     params, body = [], []
     for name in names:
-        if name not in cls.__dict__:
+        if name not in defaults:
             params.append(name)
-        elif isinstance(cls.__dict__[name], field):
-            scope[f"_factory_{name}"] = cls.__dict__[name].default_factory
+        elif isinstance(defaults[name], field):
+            scope[f"_factory_{name}"] = defaults[name].default_factory
             params.append(f"{name}=_FRESH")
             body.append(f"  if {name} is _FRESH: {name} = _factory_{name}()")
         else:
-            scope[f"_default_{name}"] = cls.__dict__[name]
+            scope[f"_default_{name}"] = defaults[name]
             params.append(f"{name}=_default_{name}")
         body.append(f"  _setattr(self, {name!r}, {name})" if frozen else f"  self.{name} = {name}")
     scope["_FRESH"] = scope  # a sentinel no caller can pass by accident
@@ -77,9 +78,15 @@ def dataclass(cls: type | None = None, *, frozen: bool = False) -> Any:
             if seen_default and not has_default:
                 raise TypeError(f"{cls.__name__}: field {name!r} without a default follows one with a default")
             seen_default = seen_default or has_default
-        cls.__init__ = _make_init(cls, names, frozen)  # type: ignore[misc]
-        for name in names:
-            if isinstance(cls.__dict__.get(name), field):
+        defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # compiled at the first instance, not at start-up
+            cls.__init__ = _make_init(names, defaults, frozen)  # type: ignore[misc]
+            cls.__init__(self, *args, **kwargs)
+
+        cls.__init__ = __init__  # type: ignore[misc]
+        for name, default in defaults.items():
+            if isinstance(default, field):
                 delattr(cls, name)
         setattr(cls, _FIELDS, names)
 

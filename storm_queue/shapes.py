@@ -14,14 +14,16 @@ def optional_text(value: str | None) -> str | None:
     return None if value is None else as_text(value)
 
 
+_HOST = "._-"  # a host name's characters kept besides ASCII letters and digits
+
+
 def default_holder() -> str:
     """A claim's holder when none is given: this host and the parent
     process (the runner that asked), made a name. The host name is the
     kernel's node name, what ``socket.gethostname`` returns on POSIX,
     without loading the socket module."""
-    import re
-
-    host = re.sub(r"[^A-Za-z0-9._-]", "-", os.uname().nodename).strip(".-") or "host"
+    host = "".join(c if c in _HOST or c.isascii() and c.isalnum() else "-" for c in os.uname().nodename)
+    host = host.strip(".-") or "host"
     return f"{host[:150]}-{os.getppid()}".replace("..", ".")
 
 

@@ -21,12 +21,12 @@ in ``EVERY`` requests.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 
 from .. import __version__, fold
 from ..fsutil import beside, replace_atomically
+from ..jsoncodec import COMPACT, dumps, loads
 from ..records import dataclass, fields, is_record
 from .framing import Malformed, decode, digest
 
@@ -149,13 +149,13 @@ def dump_state(state: fold.LaneState) -> str:
     """A lane state as the JSON text a database storm keeps in its state row."""
     table = _Table()
     ref = table.ref(state)
-    return json.dumps({"v": FORMAT, "state": ref, "records": table.rows}, ensure_ascii=True, separators=(",", ":"))
+    return dumps({"v": FORMAT, "state": ref, "records": table.rows}, separators=COMPACT)
 
 
 def load_state(raw: str) -> fold.LaneState:
     """The lane state ``dump_state`` made; ``ValueError`` saying why not."""
     try:
-        body = json.loads(raw)
+        body = loads(raw)
         if not isinstance(body, dict) or body.get("v") != FORMAT:
             raise ValueError("it is not a state of this format")
         state = _from_json(body.get("state"), _records(body.get("records")))
@@ -173,13 +173,13 @@ def encode(log_path: str, cp: Checkpoint) -> bytes:
     state = table.ref(cp.state)
     body = {"v": FORMAT, "storm_queue": __version__, "log": os.path.basename(log_path),
             "offset": cp.offset, "seq": cp.seq, "digest": cp.digest, "state": state, "records": table.rows}
-    return (json.dumps(body, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+    return (dumps(body, separators=COMPACT) + "\n").encode("ascii")
 
 
 def parse(log_path: str, raw: bytes) -> Checkpoint:
     """The checkpoint in ``raw``; ``ValueError`` saying why it is not one."""
     try:
-        body = json.loads(raw)
+        body = loads(raw)
     except (ValueError, UnicodeDecodeError):
         raise ValueError("it is not JSON") from None
     if not isinstance(body, dict) or body.get("v") != FORMAT:

@@ -3,7 +3,7 @@ SHA-256 chain that links every line to the one before it."""
 
 from __future__ import annotations
 
-import json
+from ..jsoncodec import COMPACT, dumps, loads
 
 try:  # the interpreter's own SHA-256 loads in a tenth of the time hashlib (OpenSSL) takes
     from _sha256 import sha256
@@ -75,7 +75,7 @@ def digest(line: bytes) -> str:
 def encode(event: dict[str, Any]) -> bytes:
     """One event as one ASCII JSON line ending in a newline; outside text can
     only ever be a JSON string inside it."""
-    return (json.dumps(event, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
+    return (dumps(event, separators=COMPACT) + "\n").encode("ascii")
 
 
 def _is(value: Any, kind: str) -> bool:
@@ -119,7 +119,7 @@ def decode(line: bytes) -> dict[str, Any]:
     """Parse and check one line (newline included); raise ``Malformed``
     saying what is wrong."""
     try:
-        event = json.loads(line)
+        event = loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise Malformed(f"not JSON ({exc})") from None
     if not isinstance(event, dict):
@@ -143,7 +143,7 @@ def decode(line: bytes) -> dict[str, Any]:
             value = event.get(name, [])
             bad = [v for v in ([value] if isinstance(value, str) else value) if not is_name(v)]
             if bad:
-                raise Malformed(f"field {name!r} holds {json.dumps(bad[0])}, which is not a name")
+                raise Malformed(f"field {name!r} holds {dumps(bad[0])}, which is not a name")
     if action in ("claim", "renew", "finish", "expire") and event["token"] < 1:
         raise Malformed("field 'token' is not a positive number")
     if action == "settle" and event["ledger"] not in ("integrated", "abandoned"):

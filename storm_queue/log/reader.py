@@ -6,12 +6,12 @@ Damage raises ``UnknownOrder``: the order is then unknown, never guessed.
 
 from __future__ import annotations
 
-import json
 import os
 
 from .. import fold
 from ..errors import UnknownOrder
 from ..fsutil import beside
+from ..jsoncodec import loads
 from ..records import dataclass, field
 from . import checkpoint
 from .found import LogRead, Witness, witness_path  # noqa: F401 -- what a read finds, where callers look for it
@@ -118,7 +118,7 @@ def read_witness(log_path: str) -> Witness | None:
     except OSError as exc:
         raise _damage(log_path, f"the witness {path} cannot be read ({exc.strerror})") from None
     try:
-        data = json.loads(raw)
+        data = loads(raw)
         w = Witness(data["log"], data["length"], data["seq"], data["digest"], data["at"])
         ok = (
             isinstance(w.log, str)

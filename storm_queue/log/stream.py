@@ -20,6 +20,7 @@ quick path only ever accepts what they accept.
 from __future__ import annotations
 
 from .. import fold
+from ..jsoncodec import scanner
 from .framing import QUICK, Malformed, decode, sha256
 
 TYPE_CHECKING = False
@@ -28,15 +29,6 @@ if TYPE_CHECKING:
 
 #: the bytes a reader takes at a time: memory stays flat in the log's length
 BLOCK = 1 << 16
-
-
-def _scanner() -> Callable[[str, int], tuple[Any, int]]:
-    """The JSON parser ``json.loads`` uses (with its options), called at an
-    index of a longer text: it returns the value there and where it ends."""
-    import json
-    from json.scanner import make_scanner
-
-    return make_scanner(json.JSONDecoder())
 
 
 def bulk_sha256() -> Callable[[bytes], Any]:
@@ -80,7 +72,7 @@ class LineCheck:
         self.events: list[dict[str, Any]] | None = [] if keep_events else None
         self.each = each
         self._sha = bulk_sha256() if bulk else sha256
-        self._scan = _scanner() if quick else None
+        self._scan = scanner() if quick else None
         self._names: set[str] = set()  # text already found to be names (bounded)
 
     def state(self) -> fold.LaneState:

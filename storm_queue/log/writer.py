@@ -9,10 +9,10 @@ refreshed after the witness, now and then (see ``checkpoint.EVERY``).
 from __future__ import annotations
 
 import errno
-import json
 import os
 
 from ..fsutil import fsync_dir, give_to, replace_atomically, write_all
+from ..jsoncodec import dumps
 from . import checkpoint
 from .framing import VERSION, digest, encode
 from .reader import LogRead, witness_path
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def _witness_bytes(log_path: str, length: int, seq: int, last: str | None, at: str) -> bytes:
     body = {"log": os.path.basename(log_path), "length": length, "seq": seq, "digest": last, "at": at}
-    return (json.dumps(body) + "\n").encode()
+    return (dumps(body) + "\n").encode()
 
 
 #: the witness's bytes, for a writer that starts a log other than by ``append`` (``adoption``)

@@ -82,3 +82,23 @@ def test_a_field_without_default_after_one_with_is_refused() -> None:
         class Bad:
             a: int = 1
             b: int
+
+
+def test_init_is_compiled_at_the_first_instance_and_then_is_the_compiled_one() -> None:
+    @dataclass(frozen=True)
+    class Late:
+        a: int
+        b: list = field(default_factory=list)
+
+    class Plain(Late):  # not a record itself: it inherits Late's __init__
+        pass
+
+    assert "b" not in Late.__dict__  # the factory is not a class attribute
+    stub = Late.__init__
+    with pytest.raises(TypeError, match=r"__init__\(\) missing 1 required positional argument: 'a'"):
+        Late()  # type: ignore[call-arg]
+    assert Late.__init__ is not stub  # compiled even by a call that failed, once
+    compiled = Late.__init__
+    first, second = Plain(1), Late(2)
+    assert (first.a, first.b, second.a) == (1, [], 2) and first.b is not second.b
+    assert Late.__init__ is compiled and "__init__" not in Plain.__dict__
