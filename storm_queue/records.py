@@ -12,7 +12,10 @@ Every annotation in the class body (not in its bases) is a field, in order;
 a class attribute of the same name is its default. Instances compare equal
 when their classes are the same and their fields are equal; frozen ones
 refuse assignment and hash by their fields (computed once); mutable ones
-are unhashable.
+are unhashable. A class's ``__init__`` is compiled for its fields (as
+``dataclasses`` does) only once it has made ``COMPILE_AFTER`` instances:
+compiling costs a command more than making the few instances most commands
+make, one field at a time.
 """
 
 from __future__ import annotations
@@ -66,6 +69,37 @@ def _make_init(names: tuple[str, ...], defaults: dict[str, Any], frozen: bool) -
     return scope["__init__"]
 
 
+#: instances a record class makes by binding its arguments one by one before
+#: it compiles its own ``__init__``: compiling one costs as much as a few
+#: hundred such instances, and a command makes only a few of most classes
+COMPILE_AFTER = 100
+
+
+def _bind(self: Any, args: tuple[Any, ...], kwargs: dict[str, Any], names: tuple[str, ...],
+          defaults: dict[str, Any], setter: Callable[[Any, str, Any], None]) -> bool:
+    """Set the fields of ``self`` from a call's arguments exactly as the
+    compiled ``__init__`` would; False when that one would refuse the call
+    (it then says why)."""
+    if len(args) > len(names):
+        return False
+    taken = 0
+    for at, name in enumerate(names):
+        if at < len(args):
+            if name in kwargs:
+                return False
+            value = args[at]
+        elif name in kwargs:
+            value, taken = kwargs[name], taken + 1
+        elif name in defaults:
+            value = defaults[name]
+            if isinstance(value, field):
+                value = value.default_factory()
+        else:
+            return False
+        setter(self, name, value)
+    return taken == len(kwargs)
+
+
 def dataclass(cls: type | None = None, *, frozen: bool = False) -> Any:
     """Make ``cls`` a record: ``__init__``, ``__repr__``, ``__eq__`` (and
     ``__hash__`` and assignment refusal when ``frozen``) from its fields."""
@@ -80,7 +114,14 @@ def dataclass(cls: type | None = None, *, frozen: bool = False) -> Any:
             seen_default = seen_default or has_default
         defaults = {name: cls.__dict__[name] for name in names if name in cls.__dict__}
 
-        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # compiled at the first instance, not at start-up
+        setter = object.__setattr__ if frozen else setattr
+        made = 0
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:  # compiled once the class is used much
+            nonlocal made
+            made += 1
+            if made <= COMPILE_AFTER and _bind(self, args, kwargs, names, defaults, setter):
+                return
             cls.__init__ = _make_init(names, defaults, frozen)  # type: ignore[misc]
             cls.__init__(self, *args, **kwargs)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from storm_queue import records
 from storm_queue.records import FrozenInstanceError, dataclass, field, fields, replace
 
 
@@ -84,21 +85,53 @@ def test_a_field_without_default_after_one_with_is_refused() -> None:
             b: int
 
 
-def test_init_is_compiled_at_the_first_instance_and_then_is_the_compiled_one() -> None:
-    @dataclass(frozen=True)
+@pytest.mark.parametrize("frozen", [True, False])
+def test_init_binds_as_the_compiled_one_would_then_compiles(frozen: bool) -> None:
+    @dataclass(frozen=frozen)
     class Late:
         a: int
-        b: list = field(default_factory=list)
+        b: int = 7
+        c: list = field(default_factory=list)
 
     class Plain(Late):  # not a record itself: it inherits Late's __init__
         pass
 
-    assert "b" not in Late.__dict__  # the factory is not a class attribute
+    assert "c" not in Late.__dict__  # the factory is not a class attribute
     stub = Late.__init__
-    with pytest.raises(TypeError, match=r"__init__\(\) missing 1 required positional argument: 'a'"):
-        Late()  # type: ignore[call-arg]
-    assert Late.__init__ is not stub  # compiled even by a call that failed, once
-    compiled = Late.__init__
-    first, second = Plain(1), Late(2)
-    assert (first.a, first.b, second.a) == (1, [], 2) and first.b is not second.b
-    assert Late.__init__ is compiled and "__init__" not in Plain.__dict__
+    calls = [((1,), {}), ((1, 2), {}), ((1, 2, [3]), {}), ((), {"a": 1}), ((1,), {"c": [4], "b": 5}),
+             ((), {"c": [], "a": 0, "b": 1})]
+    bound = [Late(*args, **kwargs) for args, kwargs in calls]
+    assert Late.__init__ is stub  # a few instances: bound one field at a time, nothing compiled
+    assert [(x.a, x.b, x.c) for x in bound] == [(1, 7, []), (1, 2, []), (1, 2, [3]), (1, 7, []), (1, 5, [4]), (0, 1, [])]
+    assert bound[0].c is not bound[3].c  # a fresh list each
+    assert Plain(1).a == 1 and "__init__" not in Plain.__dict__
+
+    refused = [((), {}), ((1, 2, 3, 4), {}), ((1,), {"a": 1}), ((1,), {"z": 2}), ((), {"b": 1})]
+    words = []
+    for args, kwargs in refused:  # refused as the compiled one refuses (it is compiled to say why)
+        with pytest.raises(TypeError) as caught:
+            Late(*args, **kwargs)
+        words.append(str(caught.value))
+    assert Late.__init__ is not stub
+    assert words == ["__init__() missing 1 required positional argument: 'a'",
+                     "__init__() takes from 2 to 4 positional arguments but 5 were given",
+                     "__init__() got multiple values for argument 'a'",
+                     "__init__() got an unexpected keyword argument 'z'",
+                     "__init__() missing 1 required positional argument: 'a'"]
+    assert [(x.a, x.b, x.c) for x in (Late(*args, **kwargs) for args, kwargs in calls)] == \
+        [(x.a, x.b, x.c) for x in bound]
+
+
+def test_a_much_used_record_compiles_its_init() -> None:
+    @dataclass(frozen=True)
+    class Many:
+        n: int
+
+    stub = Many.__init__
+    made = [Many(k) for k in range(records.COMPILE_AFTER)]
+    assert Many.__init__ is stub
+    made.append(Many(n=records.COMPILE_AFTER))
+    assert Many.__init__ is not stub and Many.__init__.__name__ == "__init__"
+    assert [m.n for m in made] == list(range(records.COMPILE_AFTER + 1))
+    with pytest.raises(FrozenInstanceError):
+        made[0].n = 5  # type: ignore[misc]
