@@ -178,9 +178,7 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
     if as_json:
         emit_json(out.to_json())
     elif out.outcome == "refused":
-        from . import render
-
-        err(f"storm-queue: {render.outcome_text(out)}")
+        err(f"storm-queue: {out.text()}")
     else:
         sys.stdout.write(out.decision + "\n")  # names and digits
         sys.stdout.flush()

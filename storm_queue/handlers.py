@@ -26,14 +26,12 @@ def say(text: str) -> None:
 
 def answer(out: Any, as_json: bool) -> int:
     """A request's outcome: JSON, its words on stdout, or its refusal on stderr."""
-    from . import render
-
     if as_json:
         emit_json(out.to_json())
     elif out.outcome == "refused":
-        err(f"storm-queue: {render.outcome_text(out)}")
+        err(f"storm-queue: {out.text()}")
     else:
-        say(render.outcome_text(out))
+        say(out.text())
     if not as_json:
         warn(out.warnings)
     return out.exit_code

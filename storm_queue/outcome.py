@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from . import fold, queuefile
 from .log.framing import sha256
+from .names import printable
 from .records import dataclass, field
 from .refusals import exit_code
 
@@ -39,6 +40,11 @@ class Listing:
     @property
     def decision(self) -> str:
         return self.view.decision
+
+
+#: why a lane left the priority lane without the request asking, as the sentence says it
+_SWEPT = {"settled": "now settled", "finished": "now finished, awaiting review",
+          "gone": "no longer in queue.txt", "unneeded": "no longer needed by a prioritised lane"}
 
 
 @dataclass
@@ -88,6 +94,28 @@ class Outcome:
 
             raise Refused(self.code or "", self.message, self.exit_code, self.recorded)
         return self
+
+    def text(self) -> str:
+        """A request's outcome in words: one line of what it did (what moved,
+        what it removed), then one sentence for each kind of lane it swept out
+        of the priority lane whatever it asked (``also took out of the lane,
+        now settled: A B``)."""
+        if self.outcome == "refused":
+            return f"refused ({self.code}): {printable(self.message)}"
+        parts = [printable(self.message)]
+        if self.moved:
+            parts.append("moved: " + " ".join(self.moved))
+        own = [s for s in self.removed if s not in self.swept]
+        if own:
+            parts.append("removed: " + " ".join(own))
+        text = "; ".join(parts)
+        for why, words in _SWEPT.items():
+            swept = [s for s in self.removed if self.swept.get(s) == why]
+            if swept:
+                text += f"\nalso took out of the lane, {words}: " + " ".join(printable(s) for s in swept)
+        if self.order is not None:
+            text += "\nrun order after it: " + (" ".join(self.order) or "(no lanes to run)")
+        return text
 
     def to_json(self) -> dict[str, Any]:
         out = {

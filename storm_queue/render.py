@@ -12,7 +12,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .desk import Listing, Outcome
+    from .desk import Listing
     from .fold import Mark, Run
     from .queuefile import Skipped
     from .resolver import Row
@@ -136,34 +136,6 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
     for s in listing.skipped:
         lines.append(skipped_text(s))
     return "\n".join(lines)
-
-
-#: why a lane left the priority lane without the request asking, as the sentence says it
-_SWEPT = {"settled": "now settled", "finished": "now finished, awaiting review",
-          "gone": "no longer in queue.txt", "unneeded": "no longer needed by a prioritised lane"}
-
-
-def outcome_text(out: Outcome) -> str:
-    """A request's outcome in words: one line of what it did (what moved,
-    what it removed), then one sentence for each kind of lane it swept out
-    of the priority lane whatever it asked (``also took out of the lane,
-    now settled: A B``)."""
-    if out.outcome == "refused":
-        return f"refused ({out.code}): {printable(out.message)}"
-    parts = [printable(out.message)]
-    if out.moved:
-        parts.append("moved: " + " ".join(out.moved))
-    own = [s for s in out.removed if s not in out.swept]
-    if own:
-        parts.append("removed: " + " ".join(own))
-    text = "; ".join(parts)
-    for why, words in _SWEPT.items():
-        swept = [s for s in out.removed if out.swept.get(s) == why]
-        if swept:
-            text += f"\nalso took out of the lane, {words}: " + " ".join(printable(s) for s in swept)
-    if out.order is not None:
-        text += "\nrun order after it: " + (" ".join(out.order) or "(no lanes to run)")
-    return text
 
 
 def _lanes(words: str, slugs: list[str]) -> str:
