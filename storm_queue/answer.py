@@ -1,6 +1,8 @@
 """The answers both command lines print (``entry``'s quick path and
 ``cli``'s click commands call the same functions, so both print the same
-bytes), and the one place where errors become exit codes. SIGINT and
+bytes), and the one place where errors become exit codes. The commands run
+most often (``next``, ``claim``, ``bump``, ``unbump``, ``push``) are done
+here, so that they load no module of the other commands (``handlers``). SIGINT and
 SIGTERM end either path through ``interrupted`` (exit 130, 143)."""
 
 from __future__ import annotations
@@ -189,6 +191,41 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
     if not as_json:
         warn(out.warnings)
     return out.exit_code
+
+
+def say(text: str) -> None:
+    """``text`` and a newline on stdout, as click's echo writes it."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def answer(out: Any, as_json: bool) -> int:
+    """A request's outcome: JSON, its words on stdout, or its refusal on stderr."""
+    if as_json:
+        emit_json(out.to_json())
+    elif out.outcome == "refused":
+        err(f"storm-queue: {out.text()}")
+    else:
+        say(out.text())
+    if not as_json:
+        warn(out.warnings)
+    return out.exit_code
+
+
+def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
+         key: str | None, dry_run: bool) -> int:
+    return answer(storm(root, wait, "requests").bump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
+
+
+def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
+           key: str | None, dry_run: bool) -> int:
+    return answer(storm(root, wait, "requests").unbump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
+
+
+def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None, not_before: str | None,
+         reason: str | None, source: str | None, wait: float, key: str | None, dry_run: bool) -> int:
+    return answer(storm(root, wait, "requests").push(slug, issue, deps, reason=reason, source=source, dry_run=dry_run,
+                                                     key=key, not_before=not_before), as_json)
 
 
 def list_json(root: str | None) -> int:

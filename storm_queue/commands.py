@@ -162,7 +162,7 @@ unfinished dependencies are pulled forward with it.
 
 Example: storm-queue bump e --reason "customer outage"
 
-Example: storm-queue bump e --dry-run""", REQUEST_CODES, (SLUG, *REQUEST, DRY_RUN, JSON, ROOT), "handlers:bump"),
+Example: storm-queue bump e --dry-run""", REQUEST_CODES, (SLUG, *REQUEST, DRY_RUN, JSON, ROOT), "answer:bump"),
     Command("push", """Enqueue SLUG ISSUE already prioritised.
 
 Appends the lane to queue.txt (unless it is queued) and prioritises it.
@@ -172,14 +172,14 @@ start before that time.
 Example: storm-queue push z 26 --deps c,e
 
 Example: storm-queue push nightly 30 --not-before 2026-12-01T02:00:00Z --key nightly-2026-12-01""",
-            REQUEST_CODES, (SLUG, ISSUE, DEPS, NOT_BEFORE, *REQUEST, DRY_RUN, JSON, ROOT), "handlers:push"),
+            REQUEST_CODES, (SLUG, ISSUE, DEPS, NOT_BEFORE, *REQUEST, DRY_RUN, JSON, ROOT), "answer:push"),
     Command("unbump", """Take SLUG out of the priority lane.
 
 Everything that no other prioritised lane requires leaves with it.
 
 Example: storm-queue unbump e
 
-Example: storm-queue unbump e --dry-run --json""", REQUEST_CODES, (SLUG, *REQUEST, DRY_RUN, JSON, ROOT), "handlers:unbump"),
+Example: storm-queue unbump e --dry-run --json""", REQUEST_CODES, (SLUG, *REQUEST, DRY_RUN, JSON, ROOT), "answer:unbump"),
     Command("add", """Enqueue SLUG ISSUE, not prioritised.
 
 On a directory storm it appends the line to queue.txt, as push does; on

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .answer import emit_json, err, storm, warn
+from .answer import answer, emit_json, err, say, storm, warn
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -16,41 +16,6 @@ if TYPE_CHECKING:
 
 #: a log at least this long shows verify's progress bar (at a terminal)
 LONG_LOG = 32 << 20
-
-
-def say(text: str) -> None:
-    """``text`` and a newline on stdout, as click's echo writes it."""
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
-
-
-def answer(out: Any, as_json: bool) -> int:
-    """A request's outcome: JSON, its words on stdout, or its refusal on stderr."""
-    if as_json:
-        emit_json(out.to_json())
-    elif out.outcome == "refused":
-        err(f"storm-queue: {out.text()}")
-    else:
-        say(out.text())
-    if not as_json:
-        warn(out.warnings)
-    return out.exit_code
-
-
-def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
-         key: str | None, dry_run: bool) -> int:
-    return answer(storm(root, wait, "requests").bump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
-
-
-def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
-           key: str | None, dry_run: bool) -> int:
-    return answer(storm(root, wait, "requests").unbump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
-
-
-def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None, not_before: str | None,
-         reason: str | None, source: str | None, wait: float, key: str | None, dry_run: bool) -> int:
-    return answer(storm(root, wait, "requests").push(slug, issue, deps, reason=reason, source=source, dry_run=dry_run,
-                                         key=key, not_before=not_before), as_json)
 
 
 def add(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None, reason: str | None,

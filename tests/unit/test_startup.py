@@ -322,7 +322,8 @@ NEXT_MODULES = {"answer", "clock", "commands", "config", "directory", "entry", "
                 "ledger", "log", "log.checkpoint", "log.found", "log.framing", "log.reader", "log.stream", "names",
                 "outcome", "queuefile", "records", "refusals", "resolver", "roots"}
 #: what a request of each kind never loads: the other kinds' parts of ``desk.Storm``
-NOT_FOR = {"bump": {"desk", "leases", "runs", "adoption", "halt", "starving", "watch", "why", "history", "render"},
+NOT_FOR = {"bump": {"desk", "leases", "runs", "adoption", "halt", "starving", "watch", "why", "history", "render",
+                    "handlers"},
            "claim": {"desk", "requests", "adoption", "render", "handlers", "watch", "why", "history"},
            "next": {"desk", "passage", "requests", "leases", "runs", "adoption", "authority", "halt", "render",
                     "handlers", "log.lock", "log.writer", "shapes", "starving"}}
