@@ -138,6 +138,34 @@ class LineCheck:
         """Check and fold the lines of ``data`` (whole lines); ``text`` is
         ``data`` as ASCII text, or None: each line is then checked plainly.
         Returns the last line's event."""
+        if text is None or (tell and (self.events is not None or self.each is not None)):
+            return self._slow(data, text, tell)
+        scan, checks, names, find = self._scan, QUICK, self._names, data.find
+        sha, step, plain = self._sha, self.folder.step, self._plain
+        seq, prev, base = self.seq, self.digest, self.offset
+        pos, limit = 0, len(data)  # the line being checked starts at byte base + pos
+        event: Any = None
+        try:
+            while pos < limit:
+                number = seq + 1
+                end = find(b"\n", pos)  # the line is data[pos:end + 1]
+                try:  # the object at pos, parsed once, must be the whole line and pass decode's rules
+                    event, stop = scan(text, pos)
+                    ok = stop == end and checks[event["action"]](event, names, number, prev)
+                except Exception:  # noqa: BLE001 -- anything odd is judged by the plain checks
+                    ok = False
+                line = data[pos:end + 1]
+                if not ok:
+                    event = plain(line, number, base + pos, prev)
+                prev = sha(line).hexdigest()
+                seq, pos = number, end + 1
+                step(event)
+        finally:
+            self.seq, self.digest, self.offset = seq, prev, base + pos
+        return event
+
+    def _slow(self, data: bytes, text: str | None, tell: bool) -> Any:
+        """``_check`` for text that is not ASCII or lines that are told."""
         scan, checks, names, find = self._scan, QUICK, self._names, data.find
         sha, step, plain = self._sha, self.folder.step, self._plain
         told = tell and (self.events is not None or self.each is not None)
