@@ -221,7 +221,8 @@ def _compile(action: str) -> Callable[..., bool]:
         tests += [f"type({v}) is list" for v in name_lists]
     if names or name_lists:  # one tuple of every name, one look in ``known`` for all of them
         every = "(" + ", ".join([f"*{v}" for v in name_lists] + names) + ",)"
-        tests.append(f"(known.issuperset({every}) or _learn({every}, known))")
+        look = [f"{v} in known" for v in names] + ([f"known.issuperset({' + '.join(name_lists)})"] if name_lists else [])
+        tests.append(f"({' and '.join(look)} or _learn({every}, known))")
     if action in _TOKEN_ACTIONS:
         tests.append(f"{x['token']} >= 1")
     if action == "finish":

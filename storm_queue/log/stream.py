@@ -141,7 +141,7 @@ class LineCheck:
         if text is None or (tell and (self.events is not None or self.each is not None)):
             return self._slow(data, text, tell)
         scan, checks, names, find = self._scan, QUICK, self._names, data.find
-        sha, step, plain = self._sha, self.folder.step, self._plain
+        fresh, step, plain = self._sha().copy, self.folder.step, self._plain  # a copy of an empty digest: no set-up per line
         seq, prev, base = self.seq, self.digest, self.offset
         pos, limit = 0, len(data)  # the line being checked starts at byte base + pos
         event: Any = None
@@ -157,7 +157,9 @@ class LineCheck:
                 line = data[pos:end + 1]
                 if not ok:
                     event = plain(line, number, base + pos, prev)
-                prev = sha(line).hexdigest()
+                digest = fresh()
+                digest.update(line)
+                prev = digest.hexdigest()
                 seq, pos = number, end + 1
                 step(event)
         finally:
