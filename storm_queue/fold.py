@@ -194,17 +194,19 @@ class Fold:
             self.changed = True
             lane, marks = self.lane, self.marks
             moved, removed = event.get("moved", ()), event.get("removed", ())
-            if moved:
-                lane.update(dict.fromkeys(moved))  # each keeps its place if it has one
             if removed:
+                if moved:
+                    lane.update(dict.fromkeys(moved))  # each keeps its place if it has one
                 for slug in removed:
                     lane.pop(slug, None)
                     marks.pop(slug, None)
                 for slug in moved:
                     if slug not in marks and slug in lane:
                         marks[slug] = event
-            else:  # every moved slug is in the lane
+            else:  # the same, in one pass: every moved slug ends in the lane
                 for slug in moved:
+                    if slug not in lane:
+                        lane[slug] = None
                     if slug not in marks:
                         marks[slug] = event
             named = event["slug"]
