@@ -219,7 +219,7 @@ def _compile(action: str) -> Callable[..., bool]:
     tests += [f"type({v}) is str" for v in texts]
     if name_lists:
         tests += [f"type({v}) is list" for v in name_lists]
-    if names or name_lists:  # one tuple of every name, one look in ``known`` for all of them
+    if names or name_lists:  # each name looked up in ``known``, the lists' names by one issuperset
         every = "(" + ", ".join([f"*{v}" for v in name_lists] + names) + ",)"
         look = [f"{v} in known" for v in names] + ([f"known.issuperset({' + '.join(name_lists)})"] if name_lists else [])
         tests.append(f"({' and '.join(look)} or _learn({every}, known))")
