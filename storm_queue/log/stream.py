@@ -137,7 +137,9 @@ class LineCheck:
     def _check(self, data: bytes, text: str | None, tell: bool) -> Any:
         """Check and fold the lines of ``data`` (whole lines); ``text`` is
         ``data`` as ASCII text, or None: each line is then checked plainly.
-        Returns the last line's event."""
+        Returns the last line's event. This is the loop of a long read
+        (ASCII lines no one is told of), with nothing tested per line that
+        holds for the whole block; ``_slow`` is the same loop for the rest."""
         if text is None or (tell and (self.events is not None or self.each is not None)):
             return self._slow(data, text, tell)
         scan, checks, names, find = self._scan, QUICK, self._names, data.find
@@ -167,7 +169,8 @@ class LineCheck:
         return event
 
     def _slow(self, data: bytes, text: str | None, tell: bool) -> Any:
-        """``_check`` for text that is not ASCII or lines that are told."""
+        """``_check`` for ``data`` that is not ASCII text (``text`` None) or
+        whose lines are told (``tell``, with ``events`` kept or ``each``)."""
         scan, checks, names, find = self._scan, QUICK, self._names, data.find
         sha, step, plain = self._sha, self.folder.step, self._plain
         told = tell and (self.events is not None or self.each is not None)
