@@ -217,7 +217,7 @@ def report(result: dict, command_line: str) -> str:
         "  fold (a slug's mark is kept as the event that made it, and made a `Mark` only at the end).",
         "  Counted in instructions (callgrind, 30,000 lines of the bench storm), a line costs: the parse",
         "  21,600, the digest 13,200 (valgrind hides the CPU's SHA instructions, so this one is",
-        "  inflated), the schema's checks 8,900, the fold 8,200; reading and the loop the rest.",
+        "  inflated), the schema's checks 7,900, the fold 5,900; reading and the loop the rest.",
         "  Checks and fold together cost about as much as the parse again, which is the distance between",
         "  the floor and verify.",
         "- Both scale with the core's speed, as `sha256sum` does; on shared cores all three figures move",

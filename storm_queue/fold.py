@@ -188,40 +188,59 @@ class Fold:
             self._forget(str(event["at"])[:10])
         if "key" in event:
             self._bind(event)
+        if action in _LANE_ACTIONS:  # most lines: ``_shift`` written out (it stays the same code), then the named slug
+            if action == "push":
+                self._touch(event, action)
+            self.changed = True
+            lane, marks = self.lane, self.marks
+            moved, removed = event.get("moved", ()), event.get("removed", ())
+            if removed:
+                if moved:
+                    lane.update(dict.fromkeys(moved))  # each keeps its place if it has one
+                for slug in removed:
+                    lane.pop(slug, None)
+                    marks.pop(slug, None)
+                for slug in moved:
+                    if slug not in marks and slug in lane:
+                        marks[slug] = event
+            else:  # the same, in one pass: every moved slug ends in the lane
+                for slug in moved:
+                    if slug not in lane:
+                        lane[slug] = None
+                    if slug not in marks:
+                        marks[slug] = event
+            named = event["slug"]
+            if action == "unbump":
+                self.named.pop(named, None)
+            elif not event.get("noop"):
+                if named not in self.named and named in lane:
+                    marks[named] = event
+                self.named.setdefault(named)
+                if "not_before" in event:
+                    self.runs[named] = replace(self.runs.get(named, NO_RUN), not_before=event["not_before"])
+            return
+        if action == "refused":
+            return
         if action in _TOUCHING:
             self._touch(event, action)
-        if action not in _LANE_ACTIONS:
-            if action in _RUNNER:
-                self.changed = True
-                self._run(event)
-            elif action == "waive":
-                self.changed = True
-                self._waive(event)
-            elif action == "reset":
-                self.changed = True
-                self.token_floor = max(self.token_floor, event.get("abandons", 0))
-            elif action == "migrate":
-                self.changed = True
-                self.moved_to = event["to"]
-            elif action in _HALT_ACTIONS and not event.get("noop"):
-                self.changed = True
-                self.halt = act(event) if action == "halt" else None
-            elif action == "adopt" and not event.get("noop"):
-                self.changed = True
-                self._adopt(event)
-            return
-        self.changed = True
-        lane, marks = self.lane, self.marks
-        self._shift(event)
-        named = event["slug"]
-        if action == "unbump":
-            self.named.pop(named, None)
-        elif not event.get("noop"):
-            if named not in self.named and named in lane:
-                marks[named] = event
-            self.named.setdefault(named)
-            if "not_before" in event:
-                self.runs[named] = replace(self.runs.get(named, NO_RUN), not_before=event["not_before"])
+        if action in _RUNNER:
+            self.changed = True
+            self._run(event)
+        elif action == "waive":
+            self.changed = True
+            self._waive(event)
+        elif action == "reset":
+            self.changed = True
+            self.token_floor = max(self.token_floor, event.get("abandons", 0))
+        elif action == "migrate":
+            self.changed = True
+            self.moved_to = event["to"]
+        elif action in _HALT_ACTIONS and not event.get("noop"):
+            self.changed = True
+            self.halt = act(event) if action == "halt" else None
+        elif action == "adopt" and not event.get("noop"):
+            self.changed = True
+            self._adopt(event)
 
     def _adopt(self, event: Mapping) -> None:
         """The earlier tool's lane, taken over: exactly the adopted rows in
@@ -238,15 +257,22 @@ class Fold:
         first gave it one, made a ``Mark`` by ``state`` (most marks are
         dropped again before then)."""
         lane, marks = self.lane, self.marks
-        moved = event.get("moved", ())
-        if moved:
-            lane.update(dict.fromkeys(moved))  # each keeps its place if it has one
-        for slug in event.get("removed", ()):
-            lane.pop(slug, None)
-            marks.pop(slug, None)
-        for slug in moved:
-            if slug not in marks and slug in lane:
-                marks[slug] = event
+        moved, removed = event.get("moved", ()), event.get("removed", ())
+        if removed:
+            if moved:
+                lane.update(dict.fromkeys(moved))  # each keeps its place if it has one
+            for slug in removed:
+                lane.pop(slug, None)
+                marks.pop(slug, None)
+            for slug in moved:
+                if slug not in marks and slug in lane:
+                    marks[slug] = event
+        else:  # the same, in one pass: every moved slug ends in the lane
+            for slug in moved:
+                if slug not in lane:
+                    lane[slug] = None
+                if slug not in marks:
+                    marks[slug] = event
 
     def _waive(self, event: Mapping) -> None:
         """A ``waive`` (``undo``: the end of a waiver) changes the waivers
