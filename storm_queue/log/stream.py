@@ -129,42 +129,9 @@ class LineCheck:
     def _check(self, data: bytes, text: str | None, tell: bool) -> Any:
         """Check and fold the lines of ``data`` (whole lines); ``text`` is
         ``data`` as ASCII text, or None: each line is then checked plainly.
-        Returns the last line's event. This is the loop of a long read
-        (ASCII lines no one is told of), with nothing tested per line that
-        holds for the whole block; ``_slow`` is the same loop for the rest."""
-        if text is None or (tell and (self.events is not None or self.each is not None)):
-            return self._slow(data, text, tell)
+        Returns the last line's event."""
         scan, checks, names, find = self._scan, QUICK, self._names, data.find
         fresh, step, plain = self._sha().copy, self.folder.step, self._plain  # a copy of an empty digest: no set-up per line
-        seq, prev, base = self.seq, self.digest, self.offset
-        pos, limit = 0, len(data)  # the line being checked starts at byte base + pos
-        event: Any = None
-        try:
-            while pos < limit:
-                number = seq + 1
-                end = find(b"\n", pos)  # the line is data[pos:end + 1]
-                try:  # the object at pos, parsed once, must be the whole line and pass decode's rules
-                    event, stop = scan(text, pos)
-                    ok = stop == end and checks[event["action"]](event, names, number, prev)
-                except Exception:  # noqa: BLE001 -- anything odd is judged by the plain checks
-                    ok = False
-                line = data[pos:end + 1]
-                if not ok:
-                    event = plain(line, number, base + pos, prev)
-                digest = fresh()
-                digest.update(line)
-                prev = digest.hexdigest()
-                seq, pos = number, end + 1
-                step(event)
-        finally:
-            self.seq, self.digest, self.offset = seq, prev, base + pos
-        return event
-
-    def _slow(self, data: bytes, text: str | None, tell: bool) -> Any:
-        """``_check`` for ``data`` that is not ASCII text (``text`` None) or
-        whose lines are told (``tell``, with ``events`` kept or ``each``)."""
-        scan, checks, names, find = self._scan, QUICK, self._names, data.find
-        sha, step, plain = self._sha, self.folder.step, self._plain
         told = tell and (self.events is not None or self.each is not None)
         seq, prev, base = self.seq, self.digest, self.offset
         pos, limit = 0, len(data)  # the line being checked starts at byte base + pos
@@ -172,19 +139,21 @@ class LineCheck:
         try:
             while pos < limit:
                 number = seq + 1
-                end = find(b"\n", pos) + 1  # the line is data[pos:end]
+                end = find(b"\n", pos)  # the line is data[pos:end + 1]
                 ok = False
                 if text is not None:
                     try:  # the object at pos, parsed once, must be the whole line and pass decode's rules
                         event, stop = scan(text, pos)  # type: ignore[misc]
-                        ok = stop == end - 1 and checks[event["action"]](event, names, number, prev)
+                        ok = stop == end and checks[event["action"]](event, names, number, prev)
                     except Exception:  # noqa: BLE001 -- anything odd is judged by the plain checks
                         ok = False
-                line = data[pos:end]
+                line = data[pos:end + 1]
                 if not ok:
                     event = plain(line, number, base + pos, prev)
-                prev = sha(line).hexdigest()
-                seq, pos = number, end
+                digest = fresh()
+                digest.update(line)
+                prev = digest.hexdigest()
+                seq, pos = number, end + 1
                 step(event)
                 if told:
                     self.tell(line, event)
