@@ -188,27 +188,12 @@ class Fold:
             self._forget(str(event["at"])[:10])
         if "key" in event:
             self._bind(event)
-        if action in _LANE_ACTIONS:  # most lines: ``_shift`` written out (it stays the same code), then the named slug
+        if action in _LANE_ACTIONS:  # most lines
             if action == "push":
                 self._touch(event, action)
             self.changed = True
+            self._shift(event)
             lane, marks = self.lane, self.marks
-            moved, removed = event.get("moved", ()), event.get("removed", ())
-            if removed:
-                if moved:
-                    lane.update(dict.fromkeys(moved))  # each keeps its place if it has one
-                for slug in removed:
-                    lane.pop(slug, None)
-                    marks.pop(slug, None)
-                for slug in moved:
-                    if slug not in marks and slug in lane:
-                        marks[slug] = event
-            else:  # the same, in one pass: every moved slug ends in the lane
-                for slug in moved:
-                    if slug not in lane:
-                        lane[slug] = None
-                    if slug not in marks:
-                        marks[slug] = event
             named = event["slug"]
             if action == "unbump":
                 self.named.pop(named, None)
