@@ -2,8 +2,8 @@
 ``cli``'s click commands call the same functions, so both print the same
 bytes), and the one place where errors become exit codes. The commands run
 most often (``next``, ``claim``, ``bump``, ``unbump``, ``push``) are done
-here, so that they load no module of the other commands (``handlers``). SIGINT and
-SIGTERM end either path through ``interrupted`` (exit 130, 143)."""
+here, so that they load no module of the other commands (``handlers``).
+SIGINT and SIGTERM end either path through ``interrupted`` (exit 130, 143)."""
 
 from __future__ import annotations
 
