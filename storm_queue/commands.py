@@ -17,7 +17,8 @@ class Param:
     path that is not a directory), root (a storm root as given). ``low``
     and ``high`` bound an int or float (``low_open``: strictly above);
     ``complete`` names what the shell completes (slug or deps). Not a
-    record: making a record's class costs a compile at every start-up."""
+    record: every command makes the table's 70 entries, and a hand-written
+    ``__init__`` makes them for 1.5 M instructions less than a record's."""
 
     __slots__ = ("name", "flag", "kind", "metavar", "help", "default", "required", "multiple", "choices", "low",
                  "low_open", "high", "complete", "show_default")

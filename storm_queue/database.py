@@ -50,7 +50,6 @@ def _older_format(body: str) -> bool:
     """Whether a state row's body is a state of an earlier format (which an
     upgrade leaves behind), rather than a damaged one."""
     from .jsoncodec import loads
-
     from .log.checkpoint import FORMAT
 
     try:

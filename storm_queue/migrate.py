@@ -171,9 +171,9 @@ def with_unattended(text: str | None) -> str | None:
 
 def _result_json(directory: str, slug: str):
     """A lane's result.json as a JSON value for the result row (its text when it is not JSON)."""
-    from .jsoncodec import loads
-
     from psycopg.types.json import Jsonb
+
+    from .jsoncodec import loads
 
     from .ledger import LANES, MARKS, RESULT
 

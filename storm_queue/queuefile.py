@@ -14,6 +14,7 @@ from .fsutil import fsync_dir, write_all
 from .names import is_issue, is_name, quote, why_not_name
 from .records import dataclass
 
+
 @dataclass(frozen=True)
 class Lane:
     slug: str
