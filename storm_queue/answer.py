@@ -87,23 +87,26 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
     """Run a command's work and exit with its code; typed errors and crashes
     are mapped to exit codes here and nowhere else."""
     from .errors import StormError
+    from .roots import hide
 
     try:
         code = work()
     except StormError as exc:
+        words = hide(str(exc))
         if as_json:
-            doc = {"outcome": "unknown" if exc.exit_code == 3 else "error", "message": str(exc), "exit": exc.exit_code}
+            doc = {"outcome": "unknown" if exc.exit_code == 3 else "error", "message": words, "exit": exc.exit_code}
             if hasattr(exc, "recorded"):
                 doc["recorded"] = exc.recorded
             emit_json(doc)
-        err(f"storm-queue: {exc}")
+        err(f"storm-queue: {words}")
         code = exc.exit_code
     except (Interrupted, KeyboardInterrupt) as exc:
         interrupted(getattr(exc, "signum", 2), as_json)
     except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal
+        words = hide(f"{type(exc).__name__}: {exc}")
         if as_json:
-            emit_json({"outcome": "crashed", "message": f"{type(exc).__name__}: {exc}", "exit": 4})
-        err(f"storm-queue: crashed: {type(exc).__name__}: {exc} (this is a bug; please report it)")
+            emit_json({"outcome": "crashed", "message": words, "exit": 4})
+        err(f"storm-queue: crashed: {words} (this is a bug; please report it)")
         code = 4
     sys.exit(code)
 

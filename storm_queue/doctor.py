@@ -80,6 +80,9 @@ class Facts:
     snapshot: Snapshot | None = None
     #: the storm's directory is on a file system mounted read-only
     read_only: bool = False
+    #: the log's lines that hold a password (a ``migrate`` line an earlier
+    #: release wrote with the URL's password in it)
+    passwords: tuple[int, ...] = ()
 
     def diagnose(self, running_hours: float) -> list[Finding]:
         return diagnose(self, running_hours)
@@ -161,6 +164,13 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
         out.append(Finding(ERROR, "unknown_order", facts.log_rel, facts.log_error,
                            "take it over, keeping its order: storm-queue adopt --reason TEXT" if OLD_FORMAT in facts.log_error
                            else "restore the log and its witness from a backup, or: storm-queue reset --reason TEXT"))
+    for seq in facts.passwords:
+        out.append(Finding(ERROR, "password_recorded", f"{facts.log_rel}:{seq}",
+                           f"line {seq} records a database password (the URL a migrate moved the storm to, written by "
+                           "an earlier release); the log is append-only, so the password stays readable to whoever "
+                           "reads the log",
+                           "change that role's password on the server (ALTER ROLE ... PASSWORD), and keep passwords "
+                           "in .pgpass, PGPASSFILE or a service file, never in a URL"))
     log = facts.log
     if log is not None and log.torn:
         out.append(Finding(WARNING, "torn_tail", facts.log_rel,
@@ -356,7 +366,31 @@ def gather(root: str, now: float | None = None) -> Facts:
             if st is not None:
                 running.append((slug, st.st_mtime))
     return Facts(root, op, tuple(entries), decl, os.path.relpath(log_path, root), log, log_error,
-                 queue, tuple(unreadable), tuple(stray), tuple(running), t, snap, _read_only(root))
+                 queue, tuple(unreadable), tuple(stray), tuple(running), t, snap, _read_only(root),
+                 _recorded_passwords(log_path, log))
+
+
+def _recorded_passwords(log_path: str, log: reader.LogRead | None) -> tuple[int, ...]:
+    """The lines of the log that hold a password: only a ``migrate`` line
+    can, and only the last one the state remembers is looked for (read
+    again only when that one holds one)."""
+    from .roots import shown
+
+    moved = log.state.moved_to if log is not None else ""
+    if not moved or shown(moved) == moved:
+        return ()
+    found: list[int] = []
+
+    def each(line: bytes, event: dict) -> None:
+        to = event.get("to")
+        if event.get("action") == "migrate" and isinstance(to, str) and shown(to) != to:
+            found.append(event["seq"])
+
+    try:
+        reader.read(log_path, use_checkpoint=False, each=each)
+    except StormError:
+        return ()
+    return tuple(found)
 
 
 def _read_only(root: str) -> bool:

@@ -107,7 +107,7 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
     out = sys.stdout
     if as_json:
         def emit(line: bytes, event: dict) -> None:
-            out.buffer.write(line)
+            out.buffer.write(history.printable_line(line, event))
     else:
         def emit(line: bytes, event: dict) -> None:
             out.write(render.event_text(event) + "\n")

@@ -112,3 +112,20 @@ def walk(read: Callable[[Callable[[bytes, dict[str, Any]], None]], Any], flt: Fi
     for line, event in ring or ():
         emit(line, event)
     return result
+
+
+def printable_line(line: bytes, event: dict[str, Any]) -> bytes:
+    """``line`` as ``log --json`` prints it: the line itself, except a
+    ``migrate`` line whose ``to`` holds a password (an earlier release
+    recorded one), which is printed with that password shown as ``***``
+    (``doctor`` names that line)."""
+    if event.get("action") != "migrate" or not isinstance(event.get("to"), str):
+        return line
+    from .roots import shown
+
+    masked = shown(event["to"])
+    if masked == event["to"]:
+        return line
+    from .log.framing import encode
+
+    return encode({**event, "to": masked})

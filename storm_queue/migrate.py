@@ -11,7 +11,8 @@ from .desk import Storm, now
 from .errors import InitRefused, NotHere, StormError
 from .log import reader
 from .log.framing import sha256
-from .postgres import LOCK_KEYS, _driver, _words, connect, insert_state, schema_sql, shown
+from .postgres import LOCK_KEYS, _driver, _words, connect, insert_state, schema_sql
+from .roots import shown, without_password
 from .records import dataclass
 
 TYPE_CHECKING = False
@@ -85,12 +86,12 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
 
                 log = reader.read(log_path, use_checkpoint=False, each=each)
                 if log.state.moved_to:
-                    raise NotHere(f"this storm already moved to {log.state.moved_to}; nothing was migrated")
+                    raise NotHere(f"this storm already moved to {shown(log.state.moved_to)}; nothing was migrated")
                 if log.fresh or not log.seq:
                     raise NotHere(f"{directory} has recorded nothing yet: start the database storm with storm-queue init URL")
                 flush()
                 at = now()
-                body = {"action": "migrate", "to": shown(url), **({"carried": list(carried)} if carried else {})}
+                body = {"action": "migrate", "to": without_password(url), **({"carried": list(carried)} if carried else {})}
                 if log.torn:
                     raise NotHere("the log ends in a torn write: make one request there first (it repairs it), then migrate")
                 queue = queuefile.read(os.path.join(directory, "queue.txt"))

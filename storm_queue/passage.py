@@ -79,8 +79,9 @@ class Passage:
                     return self._start_new_log(req, by, log_path, at)
                 if log.state.moved_to:
                     from .errors import NotHere
+                    from .roots import shown
 
-                    raise NotHere(f"this storm moved to {log.state.moved_to} (the log's last line says so): ask "
+                    raise NotHere(f"this storm moved to {shown(log.state.moved_to)} (the log's last line says so): ask "
                                   "there with --root URL; nothing was recorded here")
                 keyed = log.state.keys.get(by, {}).get(req.key) if req.key is not None else None
                 if keyed is not None and keyed.fingerprint == req.fingerprint():

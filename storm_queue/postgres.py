@@ -13,6 +13,7 @@ from .log.checkpoint import dump_state
 from .log.framing import digest
 from .log.writer import frame
 from .records import dataclass
+from .roots import hide, shown  # noqa: F401 -- shown: what others import from here
 
 #: the advisory lock of the storm (one storm per database): two int4 keys
 LOCK_KEYS = (0x73746F72, 0x6D71)
@@ -20,35 +21,10 @@ GRANT_HINT = ("the operator can grant reading with: GRANT USAGE ON SCHEMA storm_
               "GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO ROLE")
 
 
-def shown(url: str) -> str:
-    """``url`` with any password replaced by ``***``: what may be printed."""
-    from urllib.parse import urlsplit, urlunsplit
-
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "the database URL"
-    if parts.password is None:
-        return url
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=f"{parts.username or ''}:***@{host}"))
-
-
-def _password(url: str) -> str | None:
-    from urllib.parse import unquote, urlsplit
-
-    try:
-        pw = urlsplit(url).password
-    except ValueError:
-        return None
-    return unquote(pw) if pw else None
-
-
 def _words(exc: BaseException, url: str) -> str:
-    """The server's or driver's message in one line, never carrying the password."""
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    pw = _password(url)
-    return text.replace(pw, "***") if pw else text
+    """The server's or driver's message in one line, never carrying a
+    password (``roots.hide``)."""
+    return hide(" ".join(str(exc).split()) or type(exc).__name__, url)
 
 
 def _driver():

@@ -7,6 +7,7 @@ from .log.reader import ADOPT_HINT, OLD_FORMAT, RESET_HINT
 from .names import printable, quote
 from .outcome import act_json
 from .refusals import AUTHORITY, CODES
+from .roots import shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -184,7 +185,7 @@ def event_text(event: dict[str, Any]) -> str:
     elif action == "repair":
         body = f"repair: cut {event['torn']} torn bytes, kept in {printable(event['side'])}"
     elif action == "migrate":
-        body = f"migrate: the storm moved to {printable(event['to'])}; this log ends here"
+        body = f"migrate: the storm moved to {printable(shown(event['to']))}; this log ends here"
         if event.get("carried"):
             body += f"; carried {', '.join(printable(c) for c in event['carried'])}"
     elif action == "init":

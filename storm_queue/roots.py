@@ -23,10 +23,11 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
     holding ``queue.txt`` or ``storm.toml``."""
     given = root or env.get("STORM_QUEUE_ROOT")
     if given and is_url(given):
+        SEEN.append(given)
         return given
     if given:
         if not os.path.isdir(given):
-            raise NoStorm(f"storm root {quote(given)} is not a directory; pass --root DIR for an existing storm")
+            raise NoStorm(f"storm root {quote(shown(given))} is not a directory; pass --root DIR for an existing storm")
         if os.access(given, os.X_OK) and not any(os.path.lexists(os.path.join(given, f)) for f in STORM_FILES):
             from shlex import quote as sh
 
@@ -49,3 +50,122 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
 def is_url(root: str) -> bool:
     """Whether ``root`` names a database storm (a libpq URL) rather than a directory."""
     return root.startswith(("postgresql://", "postgres://"))
+
+
+# -- passwords: never printed, never recorded ---------------------------------
+
+#: the query parameters that carry a secret (libpq's names, in any case)
+SECRET_PARAMS = ("password", "sslpassword")
+MASK = "***"
+
+
+def _split(url: str) -> tuple[str, int, int, str] | None:
+    """``(head, colon, at, tail)`` of a URL's authority as libpq reads it:
+    the userinfo ends at the last ``@`` before the first ``/`` after the
+    scheme (libpq stops at the first ``@``; the last masks more, never
+    less), and its password starts after the userinfo's first ``:``.
+    ``colon`` is -1 when there is no password, ``at`` -1 when there is no
+    userinfo. None when ``url`` has no ``://``."""
+    start = url.find("://")
+    if start < 0:
+        return None
+    start += 3
+    slash = url.find("/", start)
+    at = url.rfind("@", start, len(url) if slash < 0 else slash)
+    colon = url.find(":", start, at) if at >= 0 else -1
+    return url[:start], colon, at, url[start:]
+
+
+def _query_secrets(url: str) -> list[tuple[int, int]]:
+    """The (start, end) spans of every secret parameter's value in ``url``'s query."""
+    from urllib.parse import unquote
+
+    q = url.find("?")
+    if q < 0:
+        return []
+    spans, pos = [], q + 1
+    for part in url[q + 1:].split("&"):
+        key, eq, _ = part.partition("=")
+        if eq and unquote(key).strip().lower() in SECRET_PARAMS:
+            spans.append((pos + len(key) + 1, pos + len(part)))
+        pos += len(part) + 1
+    return spans
+
+
+def shown(url: str) -> str:
+    """``url`` as it may be printed: every password in it, in the userinfo
+    (``user:pw@``) or in a ``password`` or ``sslpassword`` query parameter
+    (any case), replaced by ``***``; the rest as given."""
+    return _masked(url, MASK)
+
+
+def without_password(url: str) -> str:
+    """``url`` as it may be recorded: its userinfo's password and its
+    secret query parameters removed (``.pgpass``, ``PGPASSFILE`` or a
+    service file give the password to whoever uses it next)."""
+    split = _split(url)
+    if split is None:
+        return url
+    head, colon, at, _ = split
+    if colon >= 0:
+        url = url[:colon] + url[at:]
+    base, q, query = url.partition("?")
+    if not q:
+        return url
+    from urllib.parse import unquote
+
+    kept = [p for p in query.split("&") if unquote(p.partition("=")[0]).strip().lower() not in SECRET_PARAMS]
+    return base + ("?" + "&".join(kept) if kept else "")
+
+
+def _masked(url: str, mask: str) -> str:
+    split = _split(url)
+    if split is None:
+        return url
+    head, colon, at, _ = split
+    spans = ([(colon + 1, at)] if colon >= 0 else []) + _query_secrets(url)
+    for begin, end in sorted(spans, reverse=True):
+        url = url[:begin] + mask + url[end:]
+    return url
+
+
+def passwords(url: str | None, env: Mapping[str, str] | None = None) -> list[str]:
+    """Every password ``url`` carries (as written and percent-decoded) and
+    ``$PGPASSWORD`` from ``env`` (default: this process's environment, which
+    libpq reads): the strings a message must never show."""
+    from urllib.parse import unquote
+
+    found: list[str] = []
+    if url:
+        split = _split(url)
+        if split is not None and split[1] >= 0:
+            found.append(url[split[1] + 1:split[2]])
+        found += [url[b:e] for b, e in _query_secrets(url)]
+    pgpassword = (os.environ if env is None else env).get("PGPASSWORD")
+    if pgpassword:
+        found.append(pgpassword)
+    out = []
+    for pw in found:
+        for form in (pw, unquote(pw), unquote(pw.replace("+", " "))):
+            if form and form not in out:
+                out.append(form)
+    return sorted(out, key=len, reverse=True)  # a password inside another is masked after it
+
+
+#: the URLs ``find_root`` has returned in this process: ``hide`` masks
+#: their passwords in every message, whoever words it
+SEEN: list[str] = []
+
+
+def hide(text: str, url: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """``text`` (a message, the driver's or the server's words) with ``url``
+    and every URL of ``SEEN`` shown as ``shown`` shows them, and every
+    password of theirs and ``$PGPASSWORD`` (``passwords``) replaced by ``***``."""
+    urls = ([url] if url else []) + [u for u in SEEN if u != url]
+    found = passwords(None, env)
+    for u in urls:
+        text = text.replace(u, shown(u))
+        found += passwords(u, {})
+    for pw in sorted(set(found), key=len, reverse=True):
+        text = text.replace(pw, MASK)
+    return text

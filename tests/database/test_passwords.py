@@ -1,0 +1,148 @@
+"""A password given for a database storm is never written down: not in a
+message, a listing, a ``--json`` document, nor the log (issue "many hosts,
+safely", item 1). Against a real server: scram-sha-256 over TCP on
+127.0.0.1, and the unix socket (whose ``trust`` ignores the password, which
+must still never be shown)."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from urllib.parse import quote
+
+import pytest
+
+from tests.conftest import clean_env, log_events, make_storm, run_cli, skip_or_fail, write_log
+from tests.pgserver import PgServer, find_bindir, free_port
+
+SECRET = "Pw-s3cret:@/?&%=#"  # needs escaping in every part of a URL
+
+
+@pytest.fixture(scope="module")
+def tcp_server():
+    """A server of our own that also listens on 127.0.0.1 with scram-sha-256."""
+    if find_bindir() is None:
+        skip_or_fail("no PostgreSQL server binaries for a TCP server; apt-get install postgresql")
+    server = PgServer(tcp=("127.0.0.1", free_port()), settings={"fsync": "off"}).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def tcp_storm(tcp_server):
+    """(server, role, url without password) of a fresh storm over TCP, its
+    role's password SECRET; dropped after the test."""
+    tag = secrets.token_hex(4)
+    role, db = f"op_{tag}", f"storm_{tag}"
+    tcp_server.create_role(role, password=SECRET)
+    tcp_server.create_database(db, owner=role)
+    bare = f"postgresql://{role}@127.0.0.1:{tcp_server.port}/{db}"
+    done = run_cli(None, "init", with_userinfo(bare), env=clean_env())
+    assert done.returncode == 0, done.stderr
+    yield tcp_server, role, bare
+    tcp_server.drop_database(db)
+    tcp_server.drop_role(role)
+
+
+def with_userinfo(bare: str, pw: str = SECRET) -> str:
+    return bare.replace("@", f":{quote(pw, safe='')}@", 1)
+
+
+def with_query(bare: str, pw: str = SECRET, name: str = "password") -> str:
+    return f"{bare}{'&' if '?' in bare else '?'}{name}={quote(pw, safe='')}"
+
+
+def never_said(done, *secrets_: str) -> None:
+    said = done.stdout + done.stderr
+    for pw in secrets_ or (SECRET, quote(SECRET, safe="")):
+        assert pw not in said, (done.args, said)
+    assert "Traceback" not in done.stderr and "error ignored" not in done.stderr, done.stderr
+
+
+@pytest.mark.postgresql
+def test_no_form_of_the_password_is_printed_over_tcp(tcp_storm) -> None:
+    server, role, bare = tcp_storm
+    forms = [(with_userinfo(bare), {}), (with_query(bare), {}), (bare, {"PGPASSWORD": SECRET})]
+    for url, extra in forms:
+        env = clean_env(**extra)
+        assert run_cli(url, "add", f"l{len(extra)}{secrets.token_hex(2)}", "1", env=env).returncode == 0
+        for args in (("list",), ("list", "--json"), ("next",), ("why", "nosuch"), ("doctor",), ("log", "--json"),
+                     ("bump", "nosuch", "--json"), ("claim", "--json"), ("verify", "--json")):
+            done = run_cli(url, *args, env=env)
+            assert done.returncode in (0, 1, 2, 3), (args, done.stderr)
+            never_said(done)
+        listed = json.loads(run_cli(url, "list", "--json", env=env).stdout)
+        assert listed["root"] in (bare, server.url_as(bare, role)) or "***" in listed["root"], listed["root"]
+        assert SECRET not in listed["root"]
+    header = run_cli(with_query(bare), "list", env=clean_env()).stdout.splitlines()[0]
+    assert header == f"storm: {bare}?password=***", header
+
+
+@pytest.mark.postgresql
+def test_a_refused_login_quotes_the_server_without_the_password(tcp_storm) -> None:
+    server, role, bare = tcp_storm
+    wrong = "Wr0ng-" + secrets.token_hex(4)
+    for url, extra in ((with_userinfo(bare, wrong), {}), (with_query(bare, wrong), {}),
+                       (with_query(bare, wrong, "PASSWORD"), {}), (bare, {"PGPASSWORD": wrong}),
+                       (with_query(bare, wrong, "sslpassword"), {"PGPASSWORD": wrong})):
+        for args in (("list",), ("bump", "a", "--json"), ("init",)):
+            argv = ("init", url) if args == ("init",) else args
+            done = run_cli(None if args == ("init",) else url, *argv, env=clean_env(**extra))
+            assert done.returncode == 2, (url, args, done.stdout, done.stderr)
+            never_said(done, wrong, quote(wrong, safe=""))
+            assert "storm-queue:" in done.stderr
+
+
+@pytest.mark.postgresql
+def test_the_unix_socket_never_shows_a_password_it_ignores(pg_server, pg_url) -> None:
+    assert run_cli(None, "init", pg_url).returncode == 0
+    for url in (with_query(pg_url), with_userinfo(pg_url)):
+        for args in (("list", "--json"), ("add", "a1", "1", "--json"), ("bump", "zz"), ("next",)):
+            done = run_cli(url, *args)
+            never_said(done)
+
+
+@pytest.mark.postgresql
+def test_migrate_records_the_url_without_its_password_and_says_it_masked(tcp_storm, tmp_path) -> None:
+    server, role, bare = tcp_storm
+    tag = secrets.token_hex(4)
+    db = f"storm_{tag}"
+    server.create_database(db, owner=role)
+    target = bare.rsplit("/", 1)[0] + f"/{db}?sslmode=disable"
+    try:
+        root = make_storm(tmp_path / "storm", "a 1\nb 2\n")
+        assert run_cli(root, "bump", "b").returncode == 0
+        done = run_cli(None, "migrate", str(root), with_query(target), "--json")
+        assert done.returncode == 0, done.stderr
+        never_said(done)
+        last = log_events(root)[-1]
+        assert last["action"] == "migrate" and last["to"] == target
+        assert SECRET not in (root / "priority.log").read_text()
+        for args in (("bump", "a"), ("log",), ("log", "--json"), ("list",), ("doctor",), ("next",)):
+            never_said(run_cli(root, *args))
+        assert run_cli(root, "doctor").returncode == 0
+    finally:
+        server.drop_database(db)
+
+
+def test_doctor_names_a_password_an_earlier_release_recorded(tmp_path) -> None:
+    """An earlier release wrote ``migrate``'s URL with a query password into
+    the directory's log: doctor says which line and to change it; every
+    command that shows the line masks it."""
+    root = make_storm(tmp_path / "storm", "a 1\n")
+    leaked = f"postgresql://op@db.example/storm?password={quote(SECRET, safe='')}"
+    write_log(root, [{"action": "bump", "slug": "a", "issue": "1", "deps": [], "moved": ["a"], "removed": []},
+                     {"action": "migrate", "to": leaked}])
+    done = run_cli(root, "doctor", "--json")
+    assert done.returncode == 1, done.stdout
+    (finding,) = [f for f in json.loads(done.stdout)["findings"] if f["code"] == "password_recorded"]
+    assert finding["severity"] == "error" and finding["subject"] == "priority.log:2"
+    assert "change that role's password" in finding["fix"]
+    text = run_cli(root, "doctor")
+    assert "line 2 records a database password" in text.stdout
+    for args in (("doctor",), ("log",), ("log", "--json"), ("bump", "a"), ("list", "--json"), ("next",)):
+        never_said(run_cli(root, *args))
+    masked = [json.loads(line) for line in run_cli(root, "log", "--json").stdout.splitlines()]
+    assert masked[-1]["to"] == "postgresql://op@db.example/storm?password=***"
+    assert SECRET in (root / "priority.log").read_text(errors="replace") or quote(SECRET, safe="") in (
+        root / "priority.log").read_text()  # the log itself stays append-only
