@@ -143,8 +143,8 @@ def skip_or_fail(reason: str):
 
 @pytest.fixture(scope="session")
 def pg_server():
-    """The session's one PostgreSQL server (a ``tests.pgserver.PgServer``),
-    started on first use and stopped at the session's end; the server
+    """The session's one PostgreSQL server (a ``tests.pgserver.PgServer``,
+    with ``fsync = off``: see below), started on first use and stopped at the session's end; the server
     $STORM_QUEUE_TEST_URL names (a superuser URL) when set. Skips, or
     under CI fails, when psycopg or the server binaries are missing."""
     from tests.pgserver import PgServer, find_bindir
@@ -158,7 +158,12 @@ def pg_server():
         skip_or_fail("no PostgreSQL server binaries (initdb and pg_ctl: not in `pg_config --bindir` nor "
                     "/usr/lib/postgresql/*/bin); install them with `apt-get install postgresql`, "
                     "or set STORM_QUEUE_TEST_URL to a superuser URL of a server to use")
-    server = PgServer(url=external).start()
+    # fsync off: no test of the database store pulls the machine's power, and a
+    # server killed or restarted with -m immediate keeps what it committed,
+    # which the operating system's cache still holds (the tests that kill and
+    # restart it prove exactly that). Durability across a power loss is the
+    # server's own promise, not the tool's.
+    server = PgServer(url=external, settings=None if external else {"fsync": "off"}).start()
     yield server
     server.stop()
 

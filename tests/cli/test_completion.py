@@ -174,8 +174,16 @@ def test_bash_as_told_completes_without_the_bash_completion_package(storm, tmp_p
     assert ran.stderr == ""
 
 
-@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed here")
+def need(shell: str) -> None:
+    """Skip without SHELL, or fail under CI (whose .ci/run installs it)."""
+    if shutil.which(shell) is None:
+        from tests.conftest import skip_or_fail
+
+        skip_or_fail(f"{shell} is not installed here: apt-get install {shell}")
+
+
 def test_zsh_as_told_registers_the_completion_and_needs_compinit(storm, tmp_path):
+    need("zsh")
     home = tmp_path / "home"
     home.mkdir()
     told = help_instructions()["zsh"]
@@ -188,8 +196,8 @@ def test_zsh_as_told_registers_the_completion_and_needs_compinit(storm, tmp_path
     assert ran.stdout == "\n" and "compdef" in ran.stderr, "without compinit the script cannot register"
 
 
-@pytest.mark.skipif(shutil.which("fish") is None, reason="fish is not installed here")
 def test_fish_as_told_completes_the_storms_slugs(storm, tmp_path):
+    need("fish")
     home = tmp_path / "home"
     home.mkdir()
     env = shell_env(home)

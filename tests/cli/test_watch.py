@@ -172,7 +172,7 @@ class Pane:
         self.path = self.flag("socket_path")
 
     def run(self, *args: str) -> str:
-        env = {k: v for k, v in clean_env().items() if k not in ("TMUX", "STORM_QUEUE_ROOT")}
+        env = {k: v for k, v in clean_env().items() if k not in ("TMUX", "STORM_QUEUE_ROOT", "COLUMNS", "LINES")}
         env.setdefault("TERM", "xterm-256color")
         done = subprocess.run([self.tmux, "-L", self.socket, *args], capture_output=True, text=True, env=env, timeout=30)
         assert done.returncode == 0, done.stderr
