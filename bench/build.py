@@ -17,7 +17,7 @@ and recorded.
 With ``--deep`` the first event bumps the deepest lane, so the whole chain
 is in the priority lane.
 
-Events are appended by ``storm_queue.log.writer.append`` in batches of 1000
+Events are appended by ``storm_queue.store.directory.log.writer.append`` in batches of 1000
 (one write, one fsync and one witness per batch; the events of a batch share
 its time stamp, a minute apart from batch to batch), so the storm is exactly
 what the writer produces, and ``storm-queue verify`` accepts it. The writer
@@ -46,14 +46,14 @@ from datetime import datetime, timedelta, timezone
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
-from storm_queue import fold  # noqa: E402
-from storm_queue.authority import account_name  # noqa: E402
-from storm_queue.lane import Refusal, Snapshot, plan_bump, plan_push, plan_unbump  # noqa: E402
-from storm_queue.ledger import Ledgers  # noqa: E402
-from storm_queue.log import checkpoint, writer  # noqa: E402
-from storm_queue.log.framing import digest, encode  # noqa: E402
-from storm_queue.log.reader import LogRead  # noqa: E402
-from storm_queue.queuefile import format_line, parse  # noqa: E402
+from storm_queue.core import fold  # noqa: E402
+from storm_queue.service.authority import account_name  # noqa: E402
+from storm_queue.core.lane import Refusal, Snapshot, plan_bump, plan_push, plan_unbump  # noqa: E402
+from storm_queue.store.directory.ledger import Ledgers  # noqa: E402
+from storm_queue.store.directory.log import checkpoint, writer  # noqa: E402
+from storm_queue.core.framing import digest, encode  # noqa: E402
+from storm_queue.store.directory.log.reader import LogRead  # noqa: E402
+from storm_queue.store.directory.queuefile import format_line, parse  # noqa: E402
 
 BATCH = 1000
 MAX_NAMED = 4
@@ -152,9 +152,9 @@ def build_database(url: str, events: int, lanes: int, deep: bool = False, seed: 
     """Build the storm into the empty database at ``url``; return its figures."""
     import psycopg
 
-    from storm_queue import database
-    from storm_queue.log.framing import decode
-    from storm_queue.log.writer import frame
+    from storm_queue.store.postgres import store as database
+    from storm_queue.core.framing import decode
+    from storm_queue.store.directory.log.writer import frame
 
     created = database.create(url)
     by = f"operator:{created.operator}"

@@ -171,7 +171,7 @@ def runners(server: PgServer, lanes: int, n: int) -> dict:
 #: one long-lived runner: one Storm (one connection) looping claim, finish ok
 LONG_LIVED = """
 import collections, sys, time
-from storm_queue.desk import Storm
+from storm_queue.service.storm import Storm
 
 url, holder, profile, lanes = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 storm = Storm.find(url)

@@ -48,7 +48,7 @@ sys.path.insert(0, str(HERE))
 
 import build  # noqa: E402
 import verify as verify_bench  # noqa: E402
-from storm_queue.log import checkpoint  # noqa: E402
+from storm_queue.store.directory.log import checkpoint  # noqa: E402
 
 #: (name, events, lanes, deep)
 SIZES = [("0 lines", 0, 100, False), ("10k lines", 10_000, 100, False), ("100k lines", 100_000, 100, False),
@@ -109,7 +109,7 @@ def peak_kib(argv: list[str], runs: int) -> int:
 
 WRITER = """
 import sys, time
-from storm_queue.desk import Storm
+from storm_queue.service.storm import Storm
 root, k, n, go, slug = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
 storm = Storm(root, wait=600)
 while time.time() < go:

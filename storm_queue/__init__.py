@@ -27,17 +27,17 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .desk import Listing, Outcome, Storm
-    from .errors import Busy, NoStorm, RecordFailed, Refused, StormError, StormUnreadable, UnknownOrder
-    from .resolver import Row
+    from .service.storm import Listing, Outcome, Storm
+    from .core.errors import Busy, NoStorm, RecordFailed, Refused, StormError, StormUnreadable, UnknownOrder
+    from .core.resolver import Row
 
 __all__ = ["Storm", "Listing", "Outcome", "Row", "StormError", "UnknownOrder", "NoStorm", "Busy", "RecordFailed",
            "StormUnreadable", "Refused"]
 __version__ = "0.1.0"
 
-_HOME = {"Storm": "desk", "Listing": "desk", "Outcome": "desk", "StormError": "errors",
-         "UnknownOrder": "errors", "NoStorm": "errors", "Busy": "errors", "RecordFailed": "errors",
-         "StormUnreadable": "errors", "Refused": "errors", "Row": "resolver"}
+_HOME = {"Storm": "service.storm", "Listing": "service.storm", "Outcome": "service.storm", "StormError": "core.errors",
+         "UnknownOrder": "core.errors", "NoStorm": "core.errors", "Busy": "core.errors", "RecordFailed": "core.errors",
+         "StormUnreadable": "core.errors", "Refused": "core.errors", "Row": "core.resolver"}
 
 
 def __getattr__(name: str) -> object:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import os
 
-from .errors import NoStorm
-from .names import printable, quote
+from .core.errors import NoStorm
+from .core.names import printable, quote
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

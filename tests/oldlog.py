@@ -1,5 +1,5 @@
 """Logs as the earlier priority tool wrote them (the format ``storm-queue
-adopt`` takes over; see ``storm_queue.log.adopted``): one JSON object per
+adopt`` takes over; see ``storm_queue.store.directory.log.adopted``): one JSON object per
 line, keys sorted, ASCII, ``"v": 1``, no ``seq`` and no ``prev``; its witness
 ``{"log", "length", "at"}``."""
 

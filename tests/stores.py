@@ -25,7 +25,7 @@ class _Either:
     def snapshot(self):
         """The storm as the request path reads it now (lanes, ledgers, the
         state as stored), a ``lane.Snapshot``."""
-        from storm_queue.desk import Storm
+        from storm_queue.service.storm import Storm
 
         storm = Storm.find(self.root, env=clean_env())
         try:
@@ -35,14 +35,14 @@ class _Either:
 
     def replayed(self):
         """The lane state a replay of every event from line 1 folds to."""
-        from storm_queue import fold
+        from storm_queue.core import fold
 
         return fold.replay(self.events())
 
     def equals_its_derivation(self) -> bool:
         """Whether the stored state is the full replay, and its lane the
         derivation of its named set (contract: the lane equals its derivation)."""
-        from storm_queue.lane import derive
+        from storm_queue.core.lane import derive
 
         snap = self.snapshot()
         return snap.state == self.replayed() and snap.state.lane == derive(snap, snap.state.named)
@@ -81,7 +81,7 @@ class DirectoryStorm(_Either):
         return path.read_bytes().splitlines(keepends=True) if path.exists() else []
 
     def lanes(self) -> list[str]:
-        from storm_queue.queuefile import read
+        from storm_queue.store.directory.queuefile import read
 
         return [lane.slug for lane in read(str(self.path / "queue.txt")).lanes]
 
@@ -119,7 +119,7 @@ class DatabaseStorm(_Either):
              unattended: bool = False) -> None:
         """The storm's rows; ``unattended`` is the declared ``[runner] unattended``
         (a database storm's UNATTENDED), added to ``toml``."""
-        from storm_queue.queuefile import parse
+        from storm_queue.store.directory.queuefile import parse
 
         if unattended:
             toml = toml or ""

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 import storm_queue
-from storm_queue import (Busy, Listing, NoStorm, Outcome, RecordFailed, Refused, Row, Storm, StormError,
-                         StormUnreadable, UnknownOrder)
+from storm_queue import Busy, Listing, NoStorm, Outcome, RecordFailed, Refused, Row, Storm, StormError, StormUnreadable, UnknownOrder
 from tests.conftest import log_events, make_storm
 
 QUEUE = "schema 12\napi 13 schema\nauth 14\nbilling 17 auth,api\ndocs 20\n"
@@ -131,7 +130,7 @@ def test_errors_are_raised_typed(storm, tmp_path):
 
 
 def test_a_held_lock_is_busy(storm):
-    from storm_queue.log.lock import held
+    from storm_queue.store.directory.log.lock import held
 
     hurried = Storm.find(storm.root, env=env(), wait=0.0)
     with held(os.path.join(storm.root, "priority.log"), 1.0, may_create=True):

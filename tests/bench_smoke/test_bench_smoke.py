@@ -10,8 +10,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from storm_queue.log import checkpoint
-from storm_queue.queuefile import read as read_queue
+from storm_queue.store.directory.log import checkpoint
+from storm_queue.store.directory.queuefile import read as read_queue
 from tests.conftest import REPO, clean_env, log_events, run_cli
 
 
@@ -85,7 +85,7 @@ def test_build_writes_a_database_storm_that_verifies(pg_url) -> None:
     done = subprocess.run([sys.executable, str(REPO / "bench" / "build.py"), pg_url, "--events", "1250", "--lanes", "30"],
                           capture_output=True, text=True, env=clean_env(), timeout=300)
     assert done.returncode == 0, done.stderr
-    from storm_queue.database import STATE_EVERY
+    from storm_queue.store.postgres.store import STATE_EVERY
 
     assert "events=1251" in done.stdout and f"body_line={1251 - (STATE_EVERY - 1)}" in done.stdout, done.stdout
     verified = run_cli(pg_url, "verify", "--json")

@@ -3,7 +3,7 @@ second uid: 65534 (``nobody``).
 
 The interpreter lives under /root, which other accounts cannot traverse, so
 the other account is not a new interpreter: the test forks, the child drops
-to uid 65534 and calls ``storm_queue.cli.main`` itself. Everything the CLI
+to uid 65534 and calls ``storm_queue.cli.app.main`` itself. Everything the CLI
 may import lazily is imported before the fork.
 """
 
@@ -28,13 +28,13 @@ from typing import Callable
 import filelock  # noqa: F401
 import pytest
 
-import storm_queue.cli
-import storm_queue.demo  # noqa: F401
-import storm_queue.desk  # noqa: F401
-import storm_queue.log.lock  # noqa: F401
-import storm_queue.log.reader  # noqa: F401
-import storm_queue.log.writer  # noqa: F401
-import storm_queue.render  # noqa: F401
+import storm_queue.cli.app
+import storm_queue.ops.demo  # noqa: F401
+import storm_queue.service.storm  # noqa: F401
+import storm_queue.store.directory.log.lock  # noqa: F401
+import storm_queue.store.directory.log.reader  # noqa: F401
+import storm_queue.store.directory.log.writer  # noqa: F401
+import storm_queue.cli.render  # noqa: F401
 from tests.conftest import clean_env, log_events, run_cli, tree
 
 NOBODY = 65534
@@ -80,7 +80,7 @@ def run_forked(root: Path, *args: str, env: dict[str, str] | None = None,
             os.environ.clear()
             os.environ.update(env if env is not None else clean_env())
             try:
-                storm_queue.cli.main([*args, "--root", str(root)], prog_name="storm-queue")
+                storm_queue.cli.app.main([*args, "--root", str(root)], prog_name="storm-queue")
                 code = 0
             except SystemExit as exc:
                 code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 96)

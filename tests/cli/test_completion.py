@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue.cli import main
+from storm_queue.cli.app import main
 from tests.conftest import REPO, clean_env, make_storm, run_cli
 
 QUEUE = "schema 12\napi 13 schema\nauth 14\n../bad 15\nbilling 17 auth,api\n"

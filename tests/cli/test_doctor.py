@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue import config
+from storm_queue.core import config
 from tests.conftest import REPO, make_storm, run_cli, tree
 
 NOBODY = 65534

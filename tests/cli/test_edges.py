@@ -64,7 +64,7 @@ def test_init_then_bump_works(tmp_path: Path) -> None:
 
 
 def test_a_database_url_is_left_to_the_database_storm() -> None:
-    from storm_queue.desk import find_root
+    from storm_queue.service.storm import find_root
 
     for url in ("postgresql://op@localhost/storm", "postgres://localhost/storm"):
         assert find_root(url, {}) == url
@@ -72,7 +72,7 @@ def test_a_database_url_is_left_to_the_database_storm() -> None:
 
 # -- 2 and 4: one JSON document on every exit path; --root as given ------
 
-CLICK = "import sys; from storm_queue.cli import main; main(prog_name='storm-queue')"
+CLICK = "import sys; from storm_queue.cli.app import main; main(prog_name='storm-queue')"
 
 
 def both(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
@@ -276,13 +276,13 @@ def test_an_interrupt_under_the_lock_is_acted_on_after_the_record(tmp_path: Path
     code = f"""
 import os, signal, sys
 sys.argv = ["storm-queue", "bump", "b", "--root", {str(root)!r}, "--json"]
-from storm_queue.log import writer
+from storm_queue.store.directory.log import writer
 real = writer.append
 def append(*a, **k):
     os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C under the lock, just before the line is written
     return real(*a, **k)
 writer.append = append
-from storm_queue.entry import main
+from storm_queue.cli.entry import main
 main()
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=60)

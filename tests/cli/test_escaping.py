@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue.names import quote
+from storm_queue.core.names import quote
 from tests.conftest import clean_env, make_storm
 
 HOSTILE = {
@@ -262,8 +262,8 @@ def test_hostile_text_in_the_terminal_table(tmp_path: Path, text: str) -> None:
 
     from rich.console import Console
 
-    from storm_queue.desk import Storm
-    from storm_queue.table import print_listing
+    from storm_queue.service.storm import Storm
+    from storm_queue.cli.table import print_listing
 
     root = hostile_storm(tmp_path, text)
     queue = root / "queue.txt"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from storm_queue import reference
+from storm_queue.cli import reference
 from tests.conftest import REPO, clean_env, run_cli
 
 

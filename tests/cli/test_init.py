@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import storm_queue.cli
-import storm_queue.init  # imported before a fork drops privileges
-from storm_queue import config
-from storm_queue.init import declaration_text, example_declaration
+import storm_queue.cli.app
+import storm_queue.ops.init  # imported before a fork drops privileges
+from storm_queue.core import config
+from storm_queue.ops.init import declaration_text, example_declaration
 from tests.conftest import REPO, log_events, run_cli, tree
 
 NOBODY = 65534
@@ -134,7 +134,7 @@ def _init_as_nobody(path: Path) -> int:
             os.setgroups([])
             os.setgid(NOBODY)
             os.setuid(NOBODY)
-            storm_queue.cli.main(["init", str(path)], prog_name="storm-queue")
+            storm_queue.cli.app.main(["init", str(path)], prog_name="storm-queue")
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 97
         finally:

@@ -16,10 +16,10 @@ from typing import Callable
 
 import pytest
 
-import storm_queue.cli
-from storm_queue.desk import Storm
-from storm_queue.log import reader
-from storm_queue.log.checkpoint import EVERY, checkpoint_path
+import storm_queue.cli.app
+from storm_queue.service.storm import Storm
+from storm_queue.store.directory.log import reader
+from storm_queue.store.directory.log.checkpoint import EVERY, checkpoint_path
 from tests.conftest import clean_env, log_events, make_storm, run_cli, tree
 
 QUEUE = "a 1\nb 2\n"
@@ -28,7 +28,7 @@ KEY = "retry-2026-11-30T02:00:00Z"
 
 def writing_commands() -> set[str]:
     """Every command that records a request: those that take --reason."""
-    return {name for name, command in storm_queue.cli.main.commands.items()
+    return {name for name, command in storm_queue.cli.app.main.commands.items()
             if "reason" in {p.name for p in command.params} and name != "declare"}  # declare: database storms only
 
 
@@ -112,7 +112,7 @@ def without_message(stdout: str) -> str:
 
 def test_every_writing_command_has_a_request_here() -> None:
     assert set(REQUESTS) == writing_commands()
-    for name, command in storm_queue.cli.main.commands.items():
+    for name, command in storm_queue.cli.app.main.commands.items():
         if name in REQUESTS:
             assert "key" in {p.name for p in command.params}, name
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue.desk import Storm
-from storm_queue.log import writer
+from storm_queue.service.storm import Storm
+from storm_queue.store.directory.log import writer
 from tests.conftest import clean_env, log_events, make_storm, run_cli
 
 FAST = "[runner]\nttl_min = 1\nttl = 1\n"

@@ -163,8 +163,8 @@ def test_in_process_table_content() -> None:
     """The table's renderable, on a forced terminal: content, not only 'no crash'."""
     from rich.console import Console
 
-    from storm_queue.desk import Storm
-    from storm_queue.table import print_listing
+    from storm_queue.service.storm import Storm
+    from storm_queue.cli.table import print_listing
 
     import tempfile
 
@@ -187,7 +187,7 @@ def test_plain_paths_never_import_rich(storm) -> None:
     root = prepared(storm)
     probe = (
         "import sys\n"
-        "from storm_queue.cli import main\n"
+        "from storm_queue.cli.app import main\n"
         "for args in (['list'], ['list', '--json'], ['list', '--plain'], ['log'], ['why', 'c']):\n"
         "    try:\n"
         "        main.main(args=args + ['--root', sys.argv[1]], standalone_mode=False)\n"

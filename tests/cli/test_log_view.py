@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue.history import Filter, parse_since, walk
+from storm_queue.service.history import Filter, parse_since, walk
 from tests.conftest import clean_env, log_events, run_cli, tree, write_log
 
 QUEUE = "a 1\nb 2 a\nc 3\nfin 4\n"
@@ -218,7 +218,7 @@ def test_a_long_log_filters_and_tails(storm) -> None:
 def test_log_shows_every_line_though_a_checkpoint_exists(storm) -> None:
     """Commands fold from the checkpoint; the log view always reads (and
     checks) the whole log from its first line."""
-    from storm_queue.log import checkpoint
+    from storm_queue.store.directory.log import checkpoint
 
     root = storm(QUEUE)
     write_log(root, bump_bodies(checkpoint.EVERY + 5))

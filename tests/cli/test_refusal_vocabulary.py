@@ -1,5 +1,5 @@
 """One refusal vocabulary (issue 6 item 8): every refusal the tool can
-produce has a stable snake_case code, listed in ``storm_queue.refusals``
+produce has a stable snake_case code, listed in ``storm_queue.core.refusals``
 (and from there in docs/exit-codes.md, see tests/unit/test_docs.py), and this file
 makes the tool produce each one.
 
@@ -27,8 +27,8 @@ from typing import Callable
 
 import pytest
 
-from storm_queue import refusals
-from storm_queue.desk import Storm
+from storm_queue.core import refusals
+from storm_queue.service.storm import Storm
 from tests.cli.test_authority import NOBODY, chown_tree, json_of, run_forked, storm_dir  # noqa: F401 -- a fixture
 from tests.conftest import clean_env, log_events, run_cli
 
@@ -244,7 +244,7 @@ def _reorder_conflict(make: Make, request=None) -> Answer:
 
     from psycopg.conninfo import conninfo_to_dict
 
-    from storm_queue.database import LOCK_KEYS
+    from storm_queue.store.postgres.store import LOCK_KEYS
 
     pg_server, url = request.getfixturevalue("pg_server"), request.getfixturevalue("pg_url")
     assert run_cli(None, "init", url).returncode == 0

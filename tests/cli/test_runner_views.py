@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue.names import quote
+from storm_queue.core.names import quote
 from tests.cli.test_list_view import SGR, run_in_pty
 from tests.conftest import clean_env, log_events, make_storm, run_cli, tree
 
@@ -477,13 +477,13 @@ def test_an_old_marker_with_no_lease_is_both_long_running_and_without_a_lease(tm
 def test_diagnose_of_runner_state_is_pure() -> None:
     """doctor.diagnose finds orphans, markers and quarantine in the facts it is
     given (a snapshot at a stamped time), reading nothing."""
-    from storm_queue import config
-    from storm_queue.authority import Owner
-    from storm_queue.doctor import Facts, diagnose
-    from storm_queue.fold import replay
-    from storm_queue.lane import Snapshot
-    from storm_queue.ledger import Ledgers
-    from storm_queue.queuefile import QueueFile, parse
+    from storm_queue.core import config
+    from storm_queue.service.authority import Owner
+    from storm_queue.ops.doctor import Facts, diagnose
+    from storm_queue.core.fold import replay
+    from storm_queue.core.lane import Snapshot
+    from storm_queue.store.directory.ledger import Ledgers
+    from storm_queue.store.directory.queuefile import QueueFile, parse
 
     queue = parse("a 1\nb 2\nc 3\nd 4\n")
     t = "2026-01-01T00:00:00.000000Z"

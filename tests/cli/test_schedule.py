@@ -132,7 +132,7 @@ def test_a_relative_time_counts_from_the_line_that_records_it_on_either_store(st
     ``at`` (taken under the lock), not from when the command started: a
     database storm's request connects first, and a request may wait for
     its lock, yet ``+10s`` is ten seconds after ``at`` to the microsecond."""
-    from storm_queue.clock import seconds
+    from storm_queue.core.clock import seconds
     from tests.conftest import run_cli
 
     store.make("a 1\nb 2\n")

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from storm_queue import config
+from storm_queue.core import config
 
 
 @pytest.mark.parametrize("unattended, decision", [(False, "review b"), (True, "run c 3")])

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue import fold
-from storm_queue.log import checkpoint, reader
-from storm_queue.log.checkpoint import Checkpoint
+from storm_queue.core import fold
+from storm_queue.store.directory.log import checkpoint, reader
+from storm_queue.store.directory.log.checkpoint import Checkpoint
 from tests.conftest import clean_env, make_storm, run_cli, tree
 
 QUEUE = "a 1\nb 2 a\nc 3\nd 4\n"
@@ -121,7 +121,7 @@ def put_checkpoint(root: Path, k: int, state: fold.LaneState | None = None) -> N
     lines = data.splitlines(keepends=True)
     full = reader.read(path, keep_events=True, use_checkpoint=False)
     offset = sum(len(x) for x in lines[:k])
-    from storm_queue.log.framing import digest
+    from storm_queue.core.framing import digest
 
     checkpoint.save(path, Checkpoint(offset, k, digest(lines[k - 1]), state or fold.replay(full.events[:k])))
 
@@ -165,8 +165,8 @@ def test_an_unreadable_declaration_is_an_unknown_order(tmp_path: Path) -> None:
 
 PTY_VERIFY = """
 import sys
-import storm_queue.cli as cli
-import storm_queue.handlers as handlers
+import storm_queue.cli.app as cli
+import storm_queue.cli.handlers as handlers
 handlers.LONG_LOG = 1
 sys.argv = ["storm-queue", "verify", "--root", sys.argv[1]]
 cli.main(prog_name="storm-queue")
@@ -214,8 +214,8 @@ def test_a_writer_appending_during_the_audit_is_no_false_alarm(recorded: Path, m
     """A request recorded between the audit's whole read and its read from the
     checkpoint changes the lane: the audit looks again rather than calling a
     sound checkpoint one that disagrees."""
-    from storm_queue.desk import Storm
-    from storm_queue.log import audit
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.directory.log import audit
 
     put_checkpoint(recorded, 3)
     path = str(recorded / "priority.log")

@@ -119,8 +119,8 @@ def test_a_storm_that_cannot_be_replayed_is_exit_3(tmp_path: Path) -> None:
 
 def test_a_bump_changes_the_signature_and_a_read_does_not(spring: Path) -> None:
     """The stat path the interval checks when inotify does not wake it."""
-    from storm_queue.desk import Storm
-    from storm_queue.watch import Source
+    from storm_queue.service.storm import Storm
+    from storm_queue.cli.watch import Source
 
     source = Source(Storm(str(spring)))
     first = source.signature()

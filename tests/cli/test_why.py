@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from storm_queue import why as whymod
-from storm_queue.fold import replay
-from storm_queue.lane import Snapshot
-from storm_queue.ledger import Ledgers
-from storm_queue.queuefile import parse
-from storm_queue.resolver import resolve
+from storm_queue.core import why as whymod
+from storm_queue.core.fold import replay
+from storm_queue.core.lane import Snapshot
+from storm_queue.store.directory.ledger import Ledgers
+from storm_queue.store.directory.queuefile import parse
+from storm_queue.core.resolver import resolve
 from tests.conftest import run_cli, tree
 
 QUEUE = "a 1\nb 2 a\nc 3 b,x\nd 4\ne 5\n.bad 6\n"
@@ -122,7 +122,7 @@ def test_explain_is_pure() -> None:
 def test_who_prioritised_survives_a_checkpoint(storm) -> None:
     """list and why fold from the checkpoint; the marks it keeps still say
     who put each lane in the priority lane, when and why."""
-    from storm_queue.log import checkpoint
+    from storm_queue.store.directory.log import checkpoint
     from tests.conftest import write_log
 
     root = storm(QUEUE)

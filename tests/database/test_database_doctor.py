@@ -107,8 +107,8 @@ def test_an_event_table_that_is_no_longer_append_only_is_an_error(pg_server, db,
 
 
 def test_a_state_row_that_is_not_the_fold_of_the_log_and_a_broken_chain(pg_server, db) -> None:
-    from storm_queue.log.checkpoint import dump_state, load_state
-    from storm_queue.records import replace
+    from storm_queue.store.directory.log.checkpoint import dump_state, load_state
+    from storm_queue.core.records import replace
 
     with admin(pg_server, db) as conn:
         body = conn.execute("SELECT body FROM storm_queue.state").fetchone()[0]
@@ -143,7 +143,7 @@ def test_an_orphaned_lease_a_long_lease_and_a_quarantined_lane(db, tmp_path) -> 
     toml.write_text("[runner]\nslots = 3\nattempts = 1\nttl_min = 1\n")
     ok(db, "declare", str(toml))
     ok(db, "push", "c", "3")
-    from storm_queue.desk import Storm
+    from storm_queue.service.storm import Storm
 
     runner = Storm.find(db, env=clean_env())  # in process: b's lease must outlive the next claims (which take it back)
     try:

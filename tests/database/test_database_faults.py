@@ -19,7 +19,7 @@ from collections import Counter
 
 import pytest
 
-from storm_queue.database import LOCK_KEYS
+from storm_queue.store.postgres.store import LOCK_KEYS
 from tests.conftest import REPO, clean_env, run_cli
 
 pytestmark = pytest.mark.postgresql
@@ -327,8 +327,8 @@ def test_a_killed_runners_lease_expires_and_its_late_finish_is_refused(pg_server
 
 def test_a_long_lived_storm_whose_connection_ended_between_requests_says_nothing_was_recorded_then_goes_on(
         pg_server, db) -> None:
-    from storm_queue.desk import Storm
-    from storm_queue.errors import RecordFailed
+    from storm_queue.service.storm import Storm
+    from storm_queue.core.errors import RecordFailed
 
     ok(db, "add", "a", "1")
     storm = Storm.find(db, env=clean_env())

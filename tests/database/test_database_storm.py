@@ -221,8 +221,8 @@ def test_verify_finds_a_changed_line_and_a_state_row_that_is_not_the_replay(pg_s
     ok(db, "add", "a", "1")
     ok(db, "bump", "a")
     assert ok(db, "verify")["checkpoint"]["state"] == "agrees"
-    from storm_queue.log.checkpoint import dump_state, load_state
-    from storm_queue.records import replace
+    from storm_queue.store.directory.log.checkpoint import dump_state, load_state
+    from storm_queue.core.records import replace
 
     with pg_server.admin(conninfo_to_dict(db)["dbname"]) as conn:
         conn.execute("UPDATE storm_queue.state SET body = (SELECT body FROM storm_queue.state)")  # unchanged: still sound
@@ -283,7 +283,7 @@ def test_migrate_carries_unattended_as_the_declared_key_and_says_so(pg_server, p
     migrate's report and the directory's last line say it was carried."""
     import tomllib
 
-    from storm_queue.migrate import CARRIED_UNATTENDED
+    from storm_queue.ops.migrate import CARRIED_UNATTENDED
     from tests.conftest import log_events, make_storm
 
     toml = '[priority]\nsources = ["cron"]\n\n[runner]\nslots = 2\n'
@@ -317,7 +317,7 @@ def test_migrate_carries_unattended_as_the_declared_key_and_says_so(pg_server, p
 
 def test_migrate_says_in_words_what_it_carried_and_refuses_a_runner_table_it_cannot_add_to(pg_server, pg_database,
                                                                                           tmp_path) -> None:
-    from storm_queue.migrate import CARRIED_UNATTENDED
+    from storm_queue.ops.migrate import CARRIED_UNATTENDED
     from tests.conftest import log_events, make_storm
 
     root = make_storm(tmp_path / "plain", "a 1\n", unattended=True)  # no storm.toml: the key makes one
@@ -344,7 +344,7 @@ def test_migrate_says_in_words_what_it_carried_and_refuses_a_runner_table_it_can
 def test_with_unattended_adds_the_key_keeping_every_other() -> None:
     import tomllib
 
-    from storm_queue.migrate import with_unattended
+    from storm_queue.ops.migrate import with_unattended
 
     for text in (None, "", '[priority]\nsources = ["cron"]', '[runner]\nslots = 2\n\n[priority]\nsources = []\n',
                  "[runner] # r\nunattended = false # was\nttl = 60\n"):
@@ -364,8 +364,8 @@ def test_a_long_lived_storm_object_folds_on_what_other_writers_recorded(pg_serve
     STATE_EVERY lines behind the log, and verify agrees with it."""
     from psycopg.conninfo import conninfo_to_dict
 
-    from storm_queue import database
-    from storm_queue.desk import Storm
+    from storm_queue.store.postgres import store as database
+    from storm_queue.service.storm import Storm
 
     for slug, issue in (("a", "1"), ("b", "2"), ("c", "3")):
         ok(db, "add", slug, issue)

@@ -1,5 +1,5 @@
 """A long-lived database storm object reads only the lane, settled and
-result rows changed since its last read (storm_queue/dbrows.py). Whatever
+result rows changed since its last read (storm_queue/store/postgres/rows.py). Whatever
 changes them (another storm object's request, a hand edit, a delete, a
 lane moved by hand), its snapshot stays the one a fresh object reads."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from storm_queue.database import DatabaseStorm
+from storm_queue.store.postgres.store import DatabaseStorm
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.postgresql

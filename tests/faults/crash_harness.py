@@ -7,7 +7,7 @@ killed doing it), starts a few writer processes and kills some of them with
 SIGKILL: either from outside after a random delay, or from inside at a
 chosen step of its write path (before its n-th write, fsync, rename or
 truncate, or halfway through a write to the log). Each writer runs the real
-command line, ``storm_queue.cli.main``, with a ``--reason`` token unique to
+command line, ``storm_queue.cli.app.main``, with a ``--reason`` token unique to
 each request it makes:
 
 - a lane writer makes one request: ``bump``, ``unbump`` or ``push`` of a
@@ -87,16 +87,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import storm_queue.cli  # with everything a writer imports, before forking, so a writer starts at once
-import storm_queue.log.lock  # noqa: F401
-import storm_queue.log.writer  # noqa: F401
-import storm_queue.render  # noqa: F401
-from storm_queue import clock, config, ledger, queuefile
-from storm_queue.lane import Snapshot, derive
-from storm_queue.desk import Storm
-from storm_queue.log import checkpoint, reader
-from storm_queue.log.audit import audit
-from storm_queue.resolver import MARKER, ORPHAN, resolve
+import storm_queue.cli.app  # with everything a writer imports, before forking, so a writer starts at once
+import storm_queue.store.directory.log.lock  # noqa: F401
+import storm_queue.store.directory.log.writer  # noqa: F401
+import storm_queue.cli.render  # noqa: F401
+from storm_queue.core import clock, config
+from storm_queue.store.directory import ledger, queuefile
+from storm_queue.core.lane import Snapshot, derive
+from storm_queue.service.storm import Storm
+from storm_queue.store.directory.log import checkpoint, reader
+from storm_queue.store.directory.log.audit import audit
+from storm_queue.core.resolver import MARKER, ORPHAN, resolve
 
 LOG = "priority.log"
 WITNESS = ".priority.log.witness"
@@ -284,7 +285,7 @@ def _script(root: Path, w: Writer, out: io.FileIO) -> None:
         extra = [] if argv[0] == "verify" else ["--reason", token]
         buf = sys.stdout = io.StringIO()
         try:
-            storm_queue.cli.main([*argv, *extra, *([] if text else ["--json"]), "--root", str(root)],
+            storm_queue.cli.app.main([*argv, *extra, *([] if text else ["--json"]), "--root", str(root)],
                                  prog_name="storm-queue")
             code = 0
         except SystemExit as exc:
@@ -400,7 +401,7 @@ def verify_cli(root: Path) -> tuple[int, str]:
     status and what it printed."""
     saved, sys.stdout = sys.stdout, io.StringIO()
     try:
-        storm_queue.cli.main(["verify", "--json", "--root", str(root)], prog_name="storm-queue")
+        storm_queue.cli.app.main(["verify", "--json", "--root", str(root)], prog_name="storm-queue")
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 96

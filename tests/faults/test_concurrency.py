@@ -139,7 +139,7 @@ def test_many_writers_at_once_leave_one_whole_log(store):
     # every pushed lane that was admitted is in queue.txt (the lane rows) exactly once
     slugs = store.lanes()
     if store.kind == "directory":
-        from storm_queue import queuefile
+        from storm_queue.store.directory import queuefile
 
         assert queuefile.read(str(store.path / "queue.txt")).skipped == ()
     for r in results:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue.desk import Storm
-from storm_queue.log import reader
+from storm_queue.service.storm import Storm
+from storm_queue.store.directory.log import reader
 from tests.conftest import clean_env, log_events, make_storm, run_cli
 
 QUEUE = "a 1\nb 2 a\nc 3\nd 4\n"

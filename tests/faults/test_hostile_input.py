@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import event as hyp_event
 from hypothesis import strategies as st
 
-from storm_queue import fold
-from storm_queue.desk import Storm
+from storm_queue.core import fold
+from storm_queue.service.storm import Storm
 from tests.cli.test_authority import run_forked
 from tests.faults.crash_harness import _check_log
 
@@ -197,7 +197,7 @@ def test_a_hostile_witness(data):
 def _true_checkpoint(root: Path) -> dict:
     """The body of a true checkpoint at the log's first line, as the writer
     would write it (so the fuzz follows the format wherever it goes)."""
-    from storm_queue.log import checkpoint, reader
+    from storm_queue.store.directory.log import checkpoint, reader
 
     line = (root / "priority.log").read_bytes().splitlines(keepends=True)[0]
     state = reader.read(str(root / "priority.log"), keep_events=True, use_checkpoint=False)
@@ -233,7 +233,7 @@ json_values = st.recursive(st.none() | st.booleans() | st.integers(-3, 10**20) |
 @given(data=file_bytes | st.lists(st.tuples(st.integers(0, 10**6), json_values | hostile_names), min_size=1,
                                   max_size=3))
 def test_a_hostile_checkpoint(data):
-    from storm_queue.log import reader
+    from storm_queue.store.directory.log import reader
 
     with Storm_() as root:
         assert Storm(str(root), env=_env()).bump("b", reason="before").recorded
@@ -280,7 +280,7 @@ def _append(root: Path, bodies: list[dict]) -> None:
        note=st.none() | arg_text, key=st.none() | arg_text, expires=stamps | arg_text,
        not_before=st.none() | stamps | arg_text, result=st.sampled_from(["ok", "failed"]))
 def test_a_well_formed_runner_event_carrying_hostile_strings(action, holder, note, key, expires, not_before, result):
-    from storm_queue.names import is_name
+    from storm_queue.core.names import is_name
 
     with Storm_(toml=RUNNER_TOML) as root:
         assert Storm(str(root), env=_env()).bump("b", reason="before").recorded

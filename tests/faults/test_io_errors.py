@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue import queuefile
-from storm_queue.desk import Storm
-from storm_queue.errors import RecordFailed, UnknownOrder
-from storm_queue.log import reader
+from storm_queue.store.directory import queuefile
+from storm_queue.service.storm import Storm
+from storm_queue.core.errors import RecordFailed, UnknownOrder
+from storm_queue.store.directory.log import reader
 from tests.conftest import make_storm
 from tests.faults.crash_harness import _check_log
 from tests.faults.oscalls import Tracer

@@ -9,28 +9,28 @@ import subprocess
 import sys
 from pathlib import Path
 
-from storm_queue.log import reader
+from storm_queue.store.directory.log import reader
 from tests.conftest import clean_env, log_events, make_storm, run_cli
 
 KILL_IN_WRITE = """
 import os, signal, sys
-from storm_queue.log import writer
+from storm_queue.store.directory.log import writer
 real = writer.write_all
 def half_then_die(fd, data):
     real(fd, data[: len(data) // 2])
     os.kill(os.getpid(), signal.SIGKILL)
 writer.write_all = half_then_die
-from storm_queue.cli import main
+from storm_queue.cli.app import main
 main(sys.argv[1:], prog_name="storm-queue")
 """
 
 KILL_BEFORE_WITNESS = """
 import os, signal, sys
-from storm_queue.log import writer
+from storm_queue.store.directory.log import writer
 def die(*args, **kwargs):
     os.kill(os.getpid(), signal.SIGKILL)
 writer.replace_atomically = die
-from storm_queue.cli import main
+from storm_queue.cli.app import main
 main(sys.argv[1:], prog_name="storm-queue")
 """
 

@@ -132,8 +132,8 @@ def test_a_linked_checkpoint_is_never_read_or_written_through(tmp_path, monkeypa
     which a link is planted: commands ignore it and replay the whole log,
     ``verify`` names it, and the writer that refreshes the checkpoint
     replaces the link itself, never writing what it points at."""
-    from storm_queue.desk import Storm
-    from storm_queue.log import checkpoint
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.directory.log import checkpoint
 
     root = _storm(tmp_path)
     outside = tmp_path / "outside"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue.desk import Storm
+from storm_queue.service.storm import Storm
 from tests.conftest import make_storm
 from tests.faults.oscalls import Tracer
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 import pytest
 
-import storm_queue.cli
+import storm_queue.cli.app
 from tests.cli.test_authority import NOBODY, chown_tree, json_of, run_forked, storm_dir  # noqa: F401 -- a fixture
 from tests.conftest import log_events, run_cli, tree
 
@@ -24,7 +24,7 @@ def writing_commands() -> list[list[str]]:
     """Every command that records a request (it takes --reason), with
     arguments that make it a well-formed request."""
     out = []
-    for name, command in sorted(storm_queue.cli.main.commands.items()):
+    for name, command in sorted(storm_queue.cli.app.main.commands.items()):
         params = {p.name: p for p in command.params}
         if "reason" not in params or name == "declare":  # declare records into a database storm only
             continue

@@ -34,10 +34,10 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from storm_queue import lane as lanemod
-from storm_queue import queuefile
-from storm_queue.desk import Storm
-from storm_queue.log import reader
+from storm_queue.core import lane as lanemod
+from storm_queue.store.directory import queuefile
+from storm_queue.service.storm import Storm
+from storm_queue.store.directory.log import reader
 
 POOL = tuple("abcdefghij")  # every slug the machine ever uses
 STRANGER = "zz-unknown"  # a dependency that no file ever knows
@@ -528,7 +528,7 @@ class DatabaseLaneMachine(LaneMachine):
     def __init__(self) -> None:
         import secrets
 
-        from storm_queue.database import create
+        from storm_queue.store.postgres.store import create
 
         RuleBasedStateMachine.__init__(self)
         server = SERVER[0]

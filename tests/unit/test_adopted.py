@@ -1,4 +1,4 @@
-"""The earlier tool's log as ``adopt`` reads it (``storm_queue.log.adopted``):
+"""The earlier tool's log as ``adopt`` reads it (``storm_queue.store.directory.log.adopted``):
 valid generated logs replay to what a reference model of the format says;
 every rule of the format, broken once in an otherwise valid log, is refused
 naming the line it broke."""
@@ -11,9 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storm_queue import fold
-from storm_queue.log import adopted, framing
-from storm_queue.log.adopted import OldDamage, replay
+from storm_queue.core import fold
+from storm_queue.store.directory.log import adopted
+from storm_queue.core import framing
+from storm_queue.store.directory.log.adopted import OldDamage, replay
 from tests import oldlog
 
 SLUGS = ("a", "b", "c", "d", "e")

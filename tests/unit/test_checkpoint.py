@@ -1,4 +1,4 @@
-"""The checkpoint (storm_queue.log.checkpoint): the fold from any valid
+"""The checkpoint (storm_queue.store.directory.log.checkpoint): the fold from any valid
 checkpoint equals the fold of the whole log; a checkpoint that does not
 describe the log is ignored; writers refresh it; deleting it changes
 nothing but speed."""
@@ -13,10 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storm_queue import desk, fold
-from storm_queue.log import checkpoint, reader, writer
-from storm_queue.log.checkpoint import Checkpoint, checkpoint_path, line_ending_at
-from storm_queue.log.framing import digest
+from storm_queue.service import storm as desk
+from storm_queue.core import fold
+from storm_queue.store.directory.log import checkpoint, reader, writer
+from storm_queue.store.directory.log.checkpoint import Checkpoint, checkpoint_path, line_ending_at
+from storm_queue.core.framing import digest
 from tests.conftest import make_storm
 
 AT = "2024-05-01T12:00:00.123456Z"

@@ -1,5 +1,5 @@
 """The two command lines agree because both are made from one table
-(``storm_queue.commands``): every form the click-free parser takes, click
+(``storm_queue.cli.commands``): every form the click-free parser takes, click
 parses to the same keywords (a property, over forms Hypothesis builds from
 the table); every command's ordinary forms are taken by the quick path;
 and, run for real on twin storms, both paths print the same bytes and
@@ -17,8 +17,8 @@ import click
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from storm_queue import cli, entry
-from storm_queue.commands import COMMANDS, Command, Param
+from storm_queue.cli import app as cli, entry
+from storm_queue.cli.commands import COMMANDS, Command, Param
 from tests.conftest import clean_env, make_storm
 
 QUICK = [c for c in COMMANDS if c.quick]
@@ -141,7 +141,7 @@ def test_a_form_the_quick_path_takes_click_reads_the_same(args: list[str]) -> No
 
 # -- for real, on twin storms ------------------------------------------------
 
-CLICK = "import sys; from storm_queue.cli import main; main(prog_name='storm-queue')"
+CLICK = "import sys; from storm_queue.cli.app import main; main(prog_name='storm-queue')"
 QUEUE = "a 1\nb 2 a\nc 3\n"
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d[T ][\d:.]+Z")
 

@@ -1,10 +1,10 @@
-"""Unit tests of storm_queue.config: absent, valid and malformed declarations."""
+"""Unit tests of storm_queue.core.config: absent, valid and malformed declarations."""
 
 from __future__ import annotations
 
 import pytest
 
-from storm_queue import config
+from storm_queue.core import config
 
 
 def test_absent_file_declares_no_source(tmp_path):

@@ -12,8 +12,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storm_queue import desk, fold
-from storm_queue.log import reader
+from storm_queue.service import storm as desk
+from storm_queue.core import fold
+from storm_queue.store.directory.log import reader
 from tests.conftest import make_storm, run_cli
 
 DEPTH = 100_000

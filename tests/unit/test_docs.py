@@ -7,7 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from storm_queue import desk, reference
+from storm_queue.service import storm as desk
+from storm_queue.cli import reference
 
 REPO = Path(__file__).resolve().parent.parent.parent
 README = (REPO / "README.md").read_text()
@@ -43,7 +44,7 @@ def test_ci_runs_the_readme_test_command_verbatim():
 
 def test_every_refusal_code_in_the_code_is_in_the_vocabulary_and_back():
     """No code is made up on the spot, and none is listed that no code makes."""
-    from storm_queue import refusals
+    from storm_queue.core import refusals
 
     made = set()
     for path in (REPO / "storm_queue").rglob("*.py"):
@@ -59,7 +60,7 @@ def test_every_refusal_code_in_the_code_is_in_the_vocabulary_and_back():
 
 def test_every_command_is_documented():
     """In a page of its own words, not only in the generated reference."""
-    from storm_queue.cli import main
+    from storm_queue.cli.app import main
 
     pages = "".join(path.read_text() for path in sorted(DOCS.glob("*.md")) if path.name != "reference.md")
     for name in main.commands:
@@ -84,7 +85,7 @@ def test_the_command_reference_is_every_commands_help():
 
 
 def test_every_generated_block_is_fresh():
-    """What `python -m storm_queue.reference --check` says, CI's view."""
+    """What `python -m storm_queue.cli.reference --check` says, CI's view."""
     assert reference.main(["--check"]) == 0, f"run `{reference.REGENERATE}`"
 
 
@@ -103,11 +104,11 @@ def test_write_regenerates_the_pages_also_when_told_the_readme(tmp_path, capsys)
     root = _copy_docs(tmp_path)
     page = root / reference.REFERENCE_PAGE
     stale = page.read_text().replace(reference.BEGIN, reference.BEGIN.replace(
-        reference.REGENERATE, "python -m storm_queue.reference --write README.md"))
+        reference.REGENERATE, "python -m storm_queue.cli.reference --write README.md"))
     stale = stale.replace("Example: storm-queue why billing", "Example: storm-queue why nothing")
     page.write_text(stale)
     assert reference.main(["--check", str(root / "README.md")]) == 1
-    assert "run `python -m storm_queue.reference --write`" in capsys.readouterr().err
+    assert "run `python -m storm_queue.cli.reference --write`" in capsys.readouterr().err
     assert reference.main(["--write", str(root / "README.md")]) == 0
     assert page.read_text() == REFERENCE
     assert (root / "README.md").read_text() == README
@@ -129,7 +130,7 @@ def test_every_command_help_teaches():
     can give (each one the README's table knows) and an example."""
     import click
 
-    from storm_queue.cli import main
+    from storm_queue.cli.app import main
 
     table = README.split("## Exit codes", 1)[1].split("\n\n", 2)[1]
     documented = set(re.findall(r"^\| (\d) \|", table, re.M))
@@ -153,7 +154,7 @@ def test_every_command_help_teaches():
 
 
 def test_the_pages_show_every_picture():
-    from storm_queue import pictures
+    from storm_queue.cli import pictures
 
     pages = "".join(p.read_text() for p in DOCS.glob("*.md"))
     for name, _, _ in pictures.PICTURES:

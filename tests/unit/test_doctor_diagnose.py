@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import os
 
-from storm_queue import config
-from storm_queue.authority import Owner
-from storm_queue.doctor import Entry, Facts, diagnose, render_text
-from storm_queue.queuefile import QueueFile, Skipped
+from storm_queue.core import config
+from storm_queue.service.authority import Owner
+from storm_queue.ops.doctor import Entry, Facts, diagnose, render_text
+from storm_queue.store.directory.queuefile import QueueFile, Skipped
 
 NOW = 1_000_000_000.0
 OP = Owner(1000, 1000, "op", "/s/queue.txt")

@@ -1,9 +1,9 @@
-"""Unit tests of storm_queue.fold: the replay rules of contract section 4."""
+"""Unit tests of storm_queue.core.fold: the replay rules of contract section 4."""
 
 from __future__ import annotations
 
-from storm_queue import fold
-from storm_queue.fold import EMPTY, LaneState
+from storm_queue.core import fold
+from storm_queue.core.fold import EMPTY, LaneState
 
 
 def ev(action, slug=None, moved=(), removed=(), **extra):

@@ -6,17 +6,17 @@ the named lanes that need a lane now."""
 
 from __future__ import annotations
 
-from storm_queue import fold
-from storm_queue.config import Policy
-from storm_queue.fold import EMPTY, Act
-from storm_queue.halt import plan_halt, plan_resume
-from storm_queue.lane import Snapshot, keepers, needed_by
-from storm_queue.ledger import Ledgers
-from storm_queue.log import checkpoint
-from storm_queue.queuefile import Lane
-from storm_queue.records import replace
-from storm_queue.resolver import resolve
-from storm_queue.runs import plan_claim
+from storm_queue.core import fold
+from storm_queue.core.config import Policy
+from storm_queue.core.fold import EMPTY, Act
+from storm_queue.core.halt import plan_halt, plan_resume
+from storm_queue.core.lane import Snapshot, keepers, needed_by
+from storm_queue.store.directory.ledger import Ledgers
+from storm_queue.store.directory.log import checkpoint
+from storm_queue.store.directory.queuefile import Lane
+from storm_queue.core.records import replace
+from storm_queue.core.resolver import resolve
+from storm_queue.core.runs import plan_claim
 
 T1, T2 = "2026-12-01T10:00:00.000000Z", "2026-12-01T11:00:00.000000Z"
 NO_LEDGERS = Ledgers(frozenset(), frozenset(), frozenset(), {}, False)

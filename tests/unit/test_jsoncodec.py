@@ -1,4 +1,4 @@
-"""storm_queue.jsoncodec answers exactly as the standard library's json does:
+"""storm_queue.core.jsoncodec answers exactly as the standard library's json does:
 the same text for every value, the same value for every text, and the same
 exception (type and words) for everything json refuses."""
 
@@ -12,7 +12,7 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storm_queue import jsoncodec
+from storm_queue.core import jsoncodec
 
 scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True) | st.text()
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
@@ -89,7 +89,7 @@ def test_the_odd_inputs_json_knows():
 
 
 def test_it_does_not_import_json_or_re_until_asked_to_refuse():
-    code = ("import sys; from storm_queue import jsoncodec as j\n"
+    code = ("import sys; from storm_queue.core import jsoncodec as j\n"
             "assert j.loads(j.dumps({'a': [1, 2.5, None, 'x\\u00e9\\n']})) == {'a': [1, 2.5, None, 'x\\u00e9\\n']}\n"
             "assert j.loads(b' [true] ') == [True]\n"
             "print(sorted(m for m in ('json', 're', 'enum') if m in sys.modules))\n"

@@ -5,16 +5,17 @@ plan is turned into the event the desk would record and folded with
 
 from __future__ import annotations
 
-from storm_queue.records import replace
+from storm_queue.core.records import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storm_queue import fold, lane, queuefile, resolver
-from storm_queue.fold import EMPTY, LaneState
-from storm_queue.lane import Plan, Refusal, Snapshot
-from storm_queue.ledger import Ledgers
+from storm_queue.core import fold, lane, resolver
+from storm_queue.store.directory import queuefile
+from storm_queue.core.fold import EMPTY, LaneState
+from storm_queue.core.lane import Plan, Refusal, Snapshot
+from storm_queue.store.directory.ledger import Ledgers
 
 
 def ledgers(integrated=(), abandoned=(), finished=(), running=(), unattended=False):

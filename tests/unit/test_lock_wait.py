@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue.errors import Busy
-from storm_queue.log import lock
+from storm_queue.core.errors import Busy
+from storm_queue.store.directory.log import lock
 
 
 @pytest.fixture

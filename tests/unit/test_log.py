@@ -1,4 +1,4 @@
-"""Unit tests of the priority log (storm_queue.log): framing, the chain, the
+"""Unit tests of the priority log (storm_queue.store.directory.log): framing, the chain, the
 witness, damage as an unknown order, the torn-tail repair."""
 
 from __future__ import annotations
@@ -10,10 +10,12 @@ import re
 
 import pytest
 
-from storm_queue import desk, fold
-from storm_queue.errors import UnknownOrder
-from storm_queue.log import framing, reader, writer
-from storm_queue.log.reader import witness_path
+from storm_queue.service import storm as desk
+from storm_queue.core import fold
+from storm_queue.core.errors import UnknownOrder
+from storm_queue.core import framing
+from storm_queue.store.directory.log import reader, writer
+from storm_queue.store.directory.log.reader import witness_path
 
 AT_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
 AT = "2024-05-01T12:00:00.123456Z"

@@ -1,4 +1,4 @@
-"""Unit tests of storm_queue.names: the allow-list and the escaping of outside text."""
+"""Unit tests of storm_queue.core.names: the allow-list and the escaping of outside text."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import pytest
 from hypothesis import given, strategies as st
 
-from storm_queue import names
+from storm_queue.core import names
 
 
 @pytest.mark.parametrize("text", ["a", "A.b_c-1", "0", "9lives", "x" * 200, "a.b.c", "lane-7_rc.2"])

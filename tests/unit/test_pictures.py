@@ -1,5 +1,5 @@
 """The documentation's pictures (docs/img/*.svg) are what ``python -m
-storm_queue.pictures --write docs/img`` makes today: made again into a
+storm_queue.cli.pictures --write docs/img`` makes today: made again into a
 temporary folder, they must equal the committed ones. The text each shows
 (its <desc>) must always match; the bytes too, when the installed rich is
 the one that made them (another rich draws the same text a little
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue import pictures
+from storm_queue.cli import pictures
 
 REPO = Path(__file__).resolve().parent.parent.parent
 IMG = REPO / "docs" / "img"
@@ -69,7 +69,7 @@ def test_the_pictures_show_the_story():
 def test_making_the_pictures_leaves_the_process_as_it_was():
     import time
 
-    from storm_queue import authority
+    from storm_queue.service import authority
 
     before = (time.time, authority.account_name)
     pictures.pictures()

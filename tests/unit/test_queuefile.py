@@ -1,4 +1,4 @@
-"""Unit tests of storm_queue.queuefile: the queue.txt grammar and the append."""
+"""Unit tests of storm_queue.store.directory.queuefile: the queue.txt grammar and the append."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 import pytest
 from hypothesis import given, strategies as st
 
-from storm_queue import queuefile
-from storm_queue.queuefile import Lane
+from storm_queue.store.directory import queuefile
+from storm_queue.store.directory.queuefile import Lane
 
 
 def slugs(q):

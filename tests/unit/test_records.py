@@ -1,11 +1,11 @@
-"""storm_queue.records: the value classes that stand in for dataclasses."""
+"""storm_queue.core.records: the value classes that stand in for dataclasses."""
 
 from __future__ import annotations
 
 import pytest
 
-from storm_queue import records
-from storm_queue.records import FrozenInstanceError, dataclass, field, fields, replace
+from storm_queue.core import records
+from storm_queue.core.records import FrozenInstanceError, dataclass, field, fields, replace
 
 
 @dataclass(frozen=True)

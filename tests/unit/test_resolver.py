@@ -1,14 +1,15 @@
-"""Unit tests of storm_queue.resolver: lane states, run order, the decision."""
+"""Unit tests of storm_queue.core.resolver: lane states, run order, the decision."""
 
 from __future__ import annotations
 
-from storm_queue.records import replace
+from storm_queue.core.records import replace
 
 
-from storm_queue import lane, queuefile, resolver
-from storm_queue.fold import LaneState
-from storm_queue.lane import Snapshot
-from storm_queue.ledger import Ledgers
+from storm_queue.core import lane, resolver
+from storm_queue.store.directory import queuefile
+from storm_queue.core.fold import LaneState
+from storm_queue.core.lane import Snapshot
+from storm_queue.store.directory.ledger import Ledgers
 
 
 def snap(queue: str, lane_=(), named=None, integrated=(), abandoned=(), finished=(), running=(),

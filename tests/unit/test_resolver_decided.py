@@ -12,14 +12,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storm_queue import resolver
-from storm_queue.clock import stamp
-from storm_queue.config import Policy
-from storm_queue.fold import Lease, LaneState, Run
-from storm_queue.lane import Snapshot
-from storm_queue.ledger import Ledgers
-from storm_queue.queuefile import Lane
-from storm_queue.runs import plan_claim
+from storm_queue.core import resolver
+from storm_queue.core.clock import stamp
+from storm_queue.core.config import Policy
+from storm_queue.core.fold import Lease, LaneState, Run
+from storm_queue.core.lane import Snapshot
+from storm_queue.store.directory.ledger import Ledgers
+from storm_queue.store.directory.queuefile import Lane
+from storm_queue.core.runs import plan_claim
 
 SLUGS = ("a", "b", "c", "d", "e", "f")
 T = 1_800_000_000.0

@@ -1,7 +1,7 @@
 """Unit tests of the pure core of runners (issue 6): the fold of runner
-events (storm_queue.fold), the plans of claim, renew, finish, recover,
-unpark and schedule (storm_queue.runs), the states they give lanes
-(storm_queue.resolver) and the clock a person types (storm_queue.clock).
+events (storm_queue.core.fold), the plans of claim, renew, finish, recover,
+unpark and schedule (storm_queue.core.runs), the states they give lanes
+(storm_queue.core.resolver) and the clock a person types (storm_queue.core.clock).
 
 No file, lock or clock is touched: a ``World`` holds queue.txt, the ledgers,
 the running markers and the log as a list of events, and applies every plan
@@ -17,13 +17,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storm_queue import clock, fold, queuefile, resolver, runs
-from storm_queue.clock import seconds, stamp
-from storm_queue.config import Policy
-from storm_queue.fold import EMPTY, LaneState
-from storm_queue.lane import Refusal, Snapshot
-from storm_queue.ledger import Ledgers
-from storm_queue.records import replace
+from storm_queue.core import clock, fold, resolver, runs
+from storm_queue.store.directory import queuefile
+from storm_queue.core.clock import seconds, stamp
+from storm_queue.core.config import Policy
+from storm_queue.core.fold import EMPTY, LaneState
+from storm_queue.core.lane import Refusal, Snapshot
+from storm_queue.store.directory.ledger import Ledgers
+from storm_queue.core.records import replace
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 POLICY = Policy(slots=1, attempts=3, ttl=10, ttl_min=1, ttl_max=1000, max_lease_age=100)
@@ -727,7 +728,7 @@ def test_keys_are_forgotten_a_week_after_the_day_they_were_bound() -> None:
     """Deterministic from the log: at the first line of a day, keys bound
     more than KEY_DAYS days before it are dropped; a checkpoint carries the
     day, so a replay from it agrees with the whole replay."""
-    from storm_queue.log import checkpoint
+    from storm_queue.store.directory.log import checkpoint
 
     def refused(seq: int, at: str, key: str | None = None, by: str = "operator:r") -> dict:
         event = {"v": 1, "seq": seq, "at": at, "action": "refused", "by": by, "requested": "bump", "slug": "a",

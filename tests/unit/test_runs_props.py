@@ -3,7 +3,7 @@ sequences of requests (claim, renew, finish ok|failed, time passing so that
 leases expire, recover, unpark, schedule, push and unbump, each maybe under
 an idempotency key; and by hand: a running marker, or a result.json left by
 a runner that died before its finish line) are carried out through the
-plans of storm_queue.runs on a small storm (``World``, as the desk carries
+plans of storm_queue.core.runs on a small storm (``World``, as the desk carries
 them out), and after every step:
 
 - no claim is made on a lane that holds a lease, is quarantined, finished
@@ -25,11 +25,11 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storm_queue import fold, lane, resolver
-from storm_queue.clock import seconds, stamp
-from storm_queue.config import Policy
-from storm_queue.lane import Refusal
-from storm_queue.log import checkpoint
+from storm_queue.core import fold, lane, resolver
+from storm_queue.core.clock import seconds, stamp
+from storm_queue.core.config import Policy
+from storm_queue.core.lane import Refusal
+from storm_queue.store.directory.log import checkpoint
 from tests.unit.test_runs import World
 
 SLUGS = ("a", "b", "c")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from storm_queue import entry
+from storm_queue.cli import entry
 from tests.conftest import clean_env, make_storm
 
 QUEUE = "a 1\nb 2 a\nc 3 gone\nd 4\n"
@@ -22,7 +22,7 @@ QUEUE = "a 1\nb 2 a\nc 3 gone\nd 4\n"
 PROBE = """
 import sys
 sys.argv = ["storm-queue"] + sys.argv[1:]
-from storm_queue.entry import main
+from storm_queue.cli.entry import main
 try:
     main()
 except SystemExit:
@@ -54,7 +54,7 @@ def busy_storm(tmp_path: Path) -> Path:
 @pytest.mark.parametrize("args", [("next",), ("next", "--json"), ("list", "--json")])
 def test_readers_import_neither_rich_nor_the_lock_nor_click(busy_storm: Path, args: tuple[str, ...]) -> None:
     modules = loaded(busy_storm, *args)
-    assert "storm_queue.directory" in modules  # the probe really ran the command
+    assert "storm_queue.store.directory.store" in modules  # the probe really ran the command
     found = {m.split(".")[0] for m in modules} & NEVER_FOR_READERS
     assert not found, f"{' '.join(args)} imported {sorted(found)}; import them inside the function that needs them"
 
@@ -65,7 +65,7 @@ def test_next_does_not_import_rich(busy_storm: Path) -> None:
                           capture_output=True, text=True, env=clean_env(), timeout=60)
     assert done.returncode == 0, done.stderr
     imported = [line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")]
-    assert "storm_queue.directory" in imported
+    assert "storm_queue.store.directory.store" in imported
     assert not [m for m in imported if m.split(".")[0] == "rich"]
 
 
@@ -76,9 +76,9 @@ def test_a_request_imports_no_rich_and_no_lock_library(busy_storm: Path) -> None
 
 
 def test_the_package_loads_its_names_on_first_use() -> None:
-    code = ("import sys, storm_queue; assert 'storm_queue.desk' not in sys.modules; "
+    code = ("import sys, storm_queue; assert 'storm_queue.service.storm' not in sys.modules; "
             "from storm_queue import Storm, Listing, Outcome, StormError, UnknownOrder, NoStorm, Busy, RecordFailed; "
-            "import storm_queue.desk as d, storm_queue.errors as e; "
+            "import storm_queue.service.storm as d, storm_queue.core.errors as e; "
             "assert Storm is d.Storm and Busy is e.Busy and issubclass(UnknownOrder, StormError); "
             "assert set(storm_queue.__all__) <= set(dir(storm_queue)); "
             "print('ok')")
@@ -92,7 +92,7 @@ def test_the_package_loads_its_names_on_first_use() -> None:
 
 # -- the quick path answers exactly as click does ----------------------
 
-CLICK = "import sys; from storm_queue.cli import main; main(prog_name='storm-queue')"
+CLICK = "import sys; from storm_queue.cli.app import main; main(prog_name='storm-queue')"
 
 
 def both(args: list[str], cwd: Path, env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
@@ -255,7 +255,7 @@ def test_the_command_is_the_script_that_calls_the_entry_point() -> None:
     text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     assert '"scripts/storm-queue" = "storm-queue"' in text and "\n[project.scripts]" not in text
     code = [line for line in SCRIPT.read_text().splitlines() if line and not line.startswith("#")]
-    assert code == ["import sys", "from storm_queue.entry import main", "sys.exit(main())"]
+    assert code == ["import sys", "from storm_queue.cli.entry import main", "sys.exit(main())"]
     assert os.path.basename(entry.__file__) == "entry.py"
     installed = Path(sys.executable).parent / "storm-queue"
     if installed.exists():  # the environment's own command is that script, with its interpreter put in
@@ -274,16 +274,16 @@ def test_the_command_loads_neither_re_nor_json(tmp_path: Path, args: tuple[str, 
                           capture_output=True, text=True, env=clean_env(), timeout=60)
     assert done.returncode == 0, done.stderr
     modules = {line.rsplit("|", 1)[1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
-    assert "storm_queue.directory" in modules and done.stdout  # the script really ran the command
+    assert "storm_queue.store.directory.store" in modules and done.stdout  # the script really ran the command
     assert not modules & NEVER_ON_A_PLAIN_REQUEST, f"{' '.join(args)} imported {sorted(modules & NEVER_ON_A_PLAIN_REQUEST)}"
 
 
 @pytest.mark.parametrize("args", [("next",), ("list",), ("list", "--json"), ("unbump", "b"), ("why", "b")])
 def test_only_watch_imports_the_live_view(busy_storm: Path, args: tuple[str, ...]) -> None:
     modules = loaded(busy_storm, *args)
-    assert "storm_queue.directory" in modules
-    assert "storm_queue.watch" not in modules, f"{' '.join(args)} imported storm_queue.watch"
-    assert "storm_queue.watch" in loaded(busy_storm, "watch", "--once")
+    assert "storm_queue.store.directory.store" in modules
+    assert "storm_queue.cli.watch" not in modules, f"{' '.join(args)} imported storm_queue.cli.watch"
+    assert "storm_queue.cli.watch" in loaded(busy_storm, "watch", "--once")
 
 
 # What a command's path never loads on a directory storm: the terminal library,
@@ -304,9 +304,9 @@ def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: tuple[str, ...]
         subprocess.run([sys.executable, "-m", "storm_queue", "bump", "b", "--root", str(root)], env=clean_env(),
                        check=True, capture_output=True, timeout=60)
     modules = loaded(root, *args)
-    assert "storm_queue.directory" in modules  # the probe really ran the command
+    assert "storm_queue.store.directory.store" in modules  # the probe really ran the command
     if args[0] in ("bump", "unbump", "push", "claim"):
-        assert "storm_queue.log.writer" in modules  # ... and it was a request that wrote
+        assert "storm_queue.store.directory.log.writer" in modules  # ... and it was a request that wrote
     tops = {m.split(".")[0] for m in modules}
     assert not tops & NEVER_ON_A_DIRECTORY, f"{' '.join(args)} imported {sorted(tops & NEVER_ON_A_DIRECTORY)}"
     assert ("tomllib" in tops) == declared, f"{' '.join(args)} {'did not import' if declared else 'imported'} tomllib"
@@ -318,15 +318,20 @@ def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: tuple[str, ...]
 # the reads alone (``directory``), never the requests (``desk.Storm``, the
 # request path, authority, the lock) nor the human output (``render``).
 # A module added to this path is a start-up cost: add it here knowingly.
-NEXT_MODULES = {"answer", "clock", "commands", "config", "directory", "entry", "errors", "fold", "fsutil", "jsoncodec", "lane",
-                "ledger", "log", "log.checkpoint", "log.found", "log.framing", "log.reader", "log.stream", "names",
-                "outcome", "queuefile", "records", "refusals", "resolver", "roots"}
-#: what a request of each kind never loads: the other kinds' parts of ``desk.Storm``
-NOT_FOR = {"bump": {"desk", "leases", "runs", "adoption", "halt", "starving", "watch", "why", "history", "render",
-                    "handlers"},
-           "claim": {"desk", "requests", "adoption", "render", "handlers", "watch", "why", "history"},
-           "next": {"desk", "passage", "requests", "leases", "runs", "adoption", "authority", "halt", "render",
-                    "handlers", "log.lock", "log.writer", "shapes", "starving"}}
+NEXT_MODULES = {"cli", "cli.answer", "cli.commands", "cli.entry", "core", "core.clock", "core.config", "core.errors",
+                "core.fold", "core.framing", "core.jsoncodec", "core.lane", "core.names", "core.outcome", "core.records",
+                "core.refusals", "core.resolver", "roots", "store", "store.directory", "store.directory.fsutil",
+                "store.directory.ledger", "store.directory.log", "store.directory.log.checkpoint",
+                "store.directory.log.found", "store.directory.log.reader", "store.directory.log.stream",
+                "store.directory.queuefile", "store.directory.store"}
+#: what a request of each kind never loads: the other kinds' parts of ``service.storm.Storm``
+NOT_FOR = {"bump": {"service.storm", "service.leases", "core.runs", "ops.adopt", "core.halt", "core.starving", "cli.watch",
+                    "core.why", "service.history", "cli.render", "cli.handlers"},
+           "claim": {"service.storm", "service.requests", "ops.adopt", "cli.render", "cli.handlers", "cli.watch", "core.why",
+                     "service.history"},
+           "next": {"service.storm", "service.passage", "service.requests", "service.leases", "core.runs", "ops.adopt",
+                    "service.authority", "core.halt", "cli.render", "cli.handlers", "store.directory.log.lock",
+                    "store.directory.log.writer", "core.shapes", "core.starving"}}
 
 
 @pytest.mark.parametrize("args", [("next",), ("next", "--json"), ("bump", "b"), ("unbump", "b"), ("push", "e", "5"),
@@ -337,7 +342,7 @@ def test_each_command_loads_only_its_part_of_the_storm(tmp_path: Path, args: tup
         subprocess.run([sys.executable, "-m", "storm_queue", "bump", "b", "--root", str(root)], env=clean_env(),
                        check=True, capture_output=True, timeout=60)
     ours = {m[len("storm_queue."):] for m in loaded(root, *args) if m.startswith("storm_queue.")}
-    assert "directory" in ours
+    assert "store.directory.store" in ours
     kind = {"unbump": "bump", "push": "bump"}.get(args[0], args[0])
     assert not ours & NOT_FOR[kind], f"{' '.join(args)} loaded {sorted(ours & NOT_FOR[kind])}"
     if kind == "next":

@@ -11,12 +11,13 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storm_queue import fold, queuefile, resolver
-from storm_queue.clock import stamp
-from storm_queue.lane import Snapshot
-from storm_queue.ledger import Ledgers
-from storm_queue.records import replace
-from storm_queue.starving import NOT_READY, claim_times, ready_since, waits
+from storm_queue.core import fold, resolver
+from storm_queue.store.directory import queuefile
+from storm_queue.core.clock import stamp
+from storm_queue.core.lane import Snapshot
+from storm_queue.store.directory.ledger import Ledgers
+from storm_queue.core.records import replace
+from storm_queue.core.starving import NOT_READY, claim_times, ready_since, waits
 
 T0 = 1_800_000_000.0  # the fake clock starts here
 QUEUED = stamp(T0)  # queue.txt's last change
@@ -128,7 +129,7 @@ def test_passed_over_never_exceeds_the_claims_made_while_ready_and_the_order_nev
 
 
 def test_starving_after_is_a_duration_and_anything_else_is_a_declaration_error():
-    from storm_queue import config
+    from storm_queue.core import config
 
     for text, seconds in (('"1s"', 1), ('"90m"', 5400), ('"6h"', 21600), ('"2d"', 172800)):
         decl = config.parse(f"[priority]\nstarving_after = {text}\n")

@@ -1,4 +1,4 @@
-"""The line-stream core of the audit (storm_queue.log.stream) and its public
+"""The line-stream core of the audit (storm_queue.store.directory.log.stream) and its public
 face ``audit.check_lines``: the quick path (one parse, checks compiled per
 action) answers exactly what the plain checks (``framing.decode``, then seq
 and the chain) answer, for every line a writer makes and for every kind of
@@ -16,8 +16,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from storm_queue import fold
-from storm_queue.log import audit, framing, reader, stream
+from storm_queue.core import fold
+from storm_queue.store.directory.log import audit, reader, stream
+from storm_queue.core import framing
 
 AT = "2024-05-01T12:00:00.123456Z"
 BY = "operator:alice"

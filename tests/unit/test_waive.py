@@ -6,12 +6,13 @@ re-derives the lane exactly."""
 
 from __future__ import annotations
 
-from storm_queue import fold, queuefile, resolver
-from storm_queue.fold import LaneState
-from storm_queue.lane import Refusal, Snapshot, derive, plan_bump, plan_unbump, plan_waive
-from storm_queue.ledger import Ledgers
-from storm_queue.log import checkpoint
-from storm_queue.records import replace
+from storm_queue.core import fold, resolver
+from storm_queue.store.directory import queuefile
+from storm_queue.core.fold import LaneState
+from storm_queue.core.lane import Refusal, Snapshot, derive, plan_bump, plan_unbump, plan_waive
+from storm_queue.store.directory.ledger import Ledgers
+from storm_queue.store.directory.log import checkpoint
+from storm_queue.core.records import replace
 
 NOW = "2026-12-01T09:00:00.000000Z"
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import io
 
-from storm_queue import frame as watch_frame, queuefile, watch
-from storm_queue.clock import stamp
-from storm_queue.desk import Listing
-from storm_queue.fold import Attempt, LaneState, Lease, Mark, Run
-from storm_queue.lane import Snapshot
-from storm_queue.ledger import Ledgers
-from storm_queue.resolver import resolve
+from storm_queue.cli import frame as watch_frame, watch
+from storm_queue.store.directory import queuefile
+from storm_queue.core.clock import stamp
+from storm_queue.service.storm import Listing
+from storm_queue.core.fold import Attempt, LaneState, Lease, Mark, Run
+from storm_queue.core.lane import Snapshot
+from storm_queue.store.directory.ledger import Ledgers
+from storm_queue.core.resolver import resolve
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 NOW = stamp(T0)
@@ -153,8 +154,8 @@ def test_the_rich_view_fits_the_terminal_height() -> None:
 def test_the_last_events_come_from_the_checkpoint_when_it_is_enough(tmp_path) -> None:
     """Past a checkpoint, the view reads only the lines after it; either
     way they are the log's last ten, as a whole read finds them."""
-    from storm_queue.desk import Storm
-    from storm_queue.log import reader
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.directory.log import reader
     from tests.conftest import make_storm
 
     root = make_storm(tmp_path / "s", "a 1\nb 2\n")

@@ -1,0 +1,239 @@
+"""The answers both command lines print (``entry``'s quick path and
+``cli``'s click commands call the same functions, so both print the same
+bytes), and the one place where errors become exit codes. The commands run
+most often (``next``, ``claim``, ``bump``, ``unbump``, ``push``) are done
+here, so that they load no module of the other commands (``handlers``).
+SIGINT and SIGTERM end either path through ``interrupted`` (exit 130, 143)."""
+
+from __future__ import annotations
+
+import sys
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, NoReturn
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived (``signum``). Not an ``Exception``: no
+    handler of errors takes it for a crash; ``finally`` blocks still run."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _on_signal(signum: int, frame: object) -> None:
+    raise Interrupted(signum)
+
+
+def on_signals() -> None:
+    """SIGINT and SIGTERM raise ``Interrupted`` (``_signal``: ``signal``
+    would import enum, a tenth of a request's start-up)."""
+    import _signal
+
+    for signum in (_signal.SIGINT, _signal.SIGTERM):
+        _signal.signal(signum, _on_signal)
+
+
+def emit_json(doc: Any) -> None:
+    """One JSON document on stdout, ASCII only."""
+    from ..core.jsoncodec import dumps
+
+    sys.stdout.write(dumps(doc) + "\n")
+
+
+def err(text: str) -> None:
+    """One line on stderr (after what stdout holds), escaped where it is not printable."""
+    from ..core.names import printable
+
+    sys.stdout.flush()
+    sys.stderr.write(printable(text) + "\n")
+
+
+def warn(warnings: list[str]) -> None:
+    """Each warning on stderr, one line each."""
+    for w in warnings:
+        err(f"storm-queue: warning: {w}")
+
+
+def interrupted(signum: int, as_json: bool) -> NoReturn:
+    """Exit 128 + ``signum`` (130 for SIGINT, 143 for SIGTERM) with one line
+    on stderr saying what was recorded, and with ``--json`` one document on
+    stdout. The writers' lock defers both signals while it is held
+    (``log.lock.held``), so a request is either not begun or recorded
+    whole: the log lines this process appended say which."""
+    writer = sys.modules.get("storm_queue.store.directory.log.writer")
+    events = list(getattr(writer, "appended", ()))
+    if events:
+        last = events[-1]
+        slug = f" {last['slug']}" if last.get("slug") else ""
+        words = (f"interrupted: the {last['action']}{slug} was recorded (line {last['seq']}) but its answer may not "
+                 f"have been printed; storm-queue log --last {len(events)} shows it")
+    else:
+        words = "interrupted: nothing was recorded"
+    code = 128 + signum
+    try:
+        if as_json:
+            emit_json({"outcome": "error", "message": words, "exit": code, "recorded": bool(events)})
+        sys.stderr.write(f"\nstorm-queue: {words}\n")
+        sys.stderr.flush()
+    except (Interrupted, OSError):  # a second signal, or a closed stream: the exit code still tells
+        pass
+    sys.exit(code)
+
+
+def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
+    """Run a command's work and exit with its code; typed errors and crashes
+    are mapped to exit codes here and nowhere else."""
+    from ..core.errors import StormError
+    from ..roots import hide
+
+    try:
+        code = work()
+    except StormError as exc:
+        words = hide(str(exc))
+        if as_json:
+            doc = {"outcome": "unknown" if exc.exit_code == 3 else "error", "message": words, "exit": exc.exit_code}
+            if hasattr(exc, "recorded"):
+                doc["recorded"] = exc.recorded
+            emit_json(doc)
+        err(f"storm-queue: {words}")
+        code = exc.exit_code
+    except (Interrupted, KeyboardInterrupt) as exc:
+        interrupted(getattr(exc, "signum", 2), as_json)
+    except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal
+        words = hide(f"{type(exc).__name__}: {exc}")
+        if as_json:
+            emit_json({"outcome": "crashed", "message": words, "exit": 4})
+        err(f"storm-queue: crashed: {words} (this is a bug; please report it)")
+        code = 4
+    sys.exit(code)
+
+
+def storm(root: str | None, wait: float = 30.0, part: str | None = None):
+    """The storm at ``root`` (or found as ``Storm.find`` finds it). ``part``
+    names the one part of ``desk.Storm`` the command uses: "reads" (no
+    request), "requests" (bump, push, settle...) or "leases" (claim, renew,
+    finish...); a directory storm is then made of that part alone, and the
+    others' modules are never loaded. None: the whole ``Storm``. A storm
+    named by a URL is the database's whole store either way."""
+    if part == "reads":
+        from ..store.directory.store import Directory
+
+        return Directory.find(root, wait=wait)  # a reader never waits for the writers' lock
+    from ..store.directory.log import lock
+
+    lock.on_wait = _waiting
+    return _made_of(part).find(root, wait=wait)
+
+
+def _made_of(part: str | None) -> type:
+    """The class of a directory storm that does ``part`` (see ``storm``)."""
+    if part is None:
+        from ..service.storm import Storm
+
+        return Storm
+    from ..store.directory.store import Directory
+    from ..service.passage import Passage
+
+    if part == "requests":
+        from ..service.requests import Requests as mixin
+    else:
+        from ..service.leases import Leases as mixin
+    return type("Storm", (mixin, Passage, Directory), {"__module__": __name__, "__doc__": f"A directory storm's {part}."})
+
+
+def _waiting(who: str, path: str, wait: float) -> None:
+    """Once, while a request waits for the writers' lock: who holds it, at a terminal."""
+    if sys.stderr.isatty():
+        sys.stderr.write(f"storm-queue: waiting up to --wait {wait:g} seconds for the writers' lock {path}: "
+                         f"{who} holds it (Ctrl-C stops, recording nothing)\n")
+        sys.stderr.flush()
+
+
+def next_decision(root: str | None, as_json: bool) -> int:
+    """``next``: decide, do the owner's side effects, print the decision."""
+    listing, notes = storm(root, part="reads").next()
+    for note in notes:
+        err(f"storm-queue: {note}")
+    halt = listing.view.halt
+    if halt is not None:
+        from ..core.halt import halt_note
+
+        err(f"storm-queue: {halt_note(halt)}")
+    if as_json:
+        from ..core.outcome import act_json
+
+        emit_json({"decision": listing.decision, "warnings": listing.warnings, "halted": halt is not None,
+                   "halt": act_json(halt)})
+    else:
+        sys.stdout.write(listing.decision + "\n")  # a decision is ASCII: names and digits
+        sys.stdout.flush()
+        warn(listing.warnings)
+    return 0
+
+
+def claim_decision(root: str | None, as_json: bool, holder: str | None = None, ttl: int | None = None,
+                   source: str | None = None, reason: str | None = None, key: str | None = None,
+                   wait: float = 30.0) -> int:
+    """``claim``: take back orphans, decide, lease; print the decision line
+    (or the refusal on stderr)."""
+    out = storm(root, wait, "leases").claim(holder, ttl, source=source, reason=reason, key=key)
+    if as_json:
+        emit_json(out.to_json())
+    elif out.outcome == "refused":
+        err(f"storm-queue: {out.text()}")
+    else:
+        sys.stdout.write(out.decision + "\n")  # names and digits
+        sys.stdout.flush()
+        if out.halt is not None:
+            from ..core.halt import halt_note
+
+            err(f"storm-queue: {halt_note(out.halt)}")
+    if not as_json:
+        warn(out.warnings)
+    return out.exit_code
+
+
+def say(text: str) -> None:
+    """``text`` and a newline on stdout, as click's echo writes it."""
+    sys.stdout.write(text + "\n")
+    sys.stdout.flush()
+
+
+def answer(out: Any, as_json: bool) -> int:
+    """A request's outcome: JSON, its words on stdout, or its refusal on stderr."""
+    if as_json:
+        emit_json(out.to_json())
+    elif out.outcome == "refused":
+        err(f"storm-queue: {out.text()}")
+    else:
+        say(out.text())
+    if not as_json:
+        warn(out.warnings)
+    return out.exit_code
+
+
+def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
+         key: str | None, dry_run: bool) -> int:
+    return answer(storm(root, wait, "requests").bump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
+
+
+def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
+           key: str | None, dry_run: bool) -> int:
+    return answer(storm(root, wait, "requests").unbump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
+
+
+def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None, not_before: str | None,
+         reason: str | None, source: str | None, wait: float, key: str | None, dry_run: bool) -> int:
+    return answer(storm(root, wait, "requests").push(slug, issue, deps, reason=reason, source=source, dry_run=dry_run,
+                                                     key=key, not_before=not_before), as_json)
+
+
+def list_json(root: str | None) -> int:
+    """``list --json``: the listing as one JSON document."""
+    from . import render
+
+    emit_json(render.listing_json(storm(root, part="reads").listing()))
+    return 0

@@ -1,0 +1,407 @@
+"""The one table of commands: each command's name, help, exit codes,
+arguments and options (types, defaults, help), and the function that does
+it. Both command lines are made from it: ``cli`` builds the click commands
+(help, completion, usage errors), ``entry`` parses the ordinary forms
+without loading click. Nothing here imports click."""
+
+from __future__ import annotations
+
+from ..core.framing import ACTIONS
+from ..core.refusals import exit_codes
+
+
+class Param:
+    """One argument (``flag`` None) or option (``flag`` "--name") of a
+    command, passed to its function as the keyword ``name``. ``kind``:
+    text, flag, int, float, choice, time (a ``log --since`` time), file (a
+    path that is not a directory), root (a storm root as given). ``low``
+    and ``high`` bound an int or float (``low_open``: strictly above);
+    ``complete`` names what the shell completes (slug or deps). Not a
+    record: every command makes the table's 70 entries, and a hand-written
+    ``__init__`` makes them for 1.5 M instructions less than a record's."""
+
+    __slots__ = ("name", "flag", "kind", "metavar", "help", "default", "required", "multiple", "choices", "low",
+                 "low_open", "high", "complete", "show_default")
+
+    def __init__(self, name: str, flag: str | None = None, kind: str = "text", metavar: str | None = None,
+                 help: str | None = None, default: object = None, required: bool = False,  # noqa: A002
+                 multiple: bool = False, choices: tuple[str, ...] = (), low: float | None = None,
+                 low_open: bool = False, high: float | None = None, complete: str | None = None,
+                 show_default: bool = False):
+        self.name, self.flag, self.kind, self.metavar, self.help, self.default = name, flag, kind, metavar, help, default
+        self.required, self.multiple, self.choices, self.low, self.low_open = required, multiple, choices, low, low_open
+        self.high, self.complete, self.show_default = high, complete, show_default
+
+
+class Command:
+    """A command: ``does`` ("module:function") is called with ``root``,
+    ``as_json`` and each param by name, and returns the exit code.
+    ``top`` is which options given before the command name it takes
+    (root, json); ``quick`` is False for a command only click can run."""
+
+    __slots__ = ("name", "help", "epilog", "params", "does", "top", "quick")
+
+    def __init__(self, name: str, help: str, epilog: str, params: tuple[Param, ...], does: str,  # noqa: A002
+                 top: tuple[str, ...] = ("root", "json"), quick: bool = True):
+        self.name, self.help, self.epilog, self.params, self.does, self.top, self.quick = \
+            name, help, epilog, params, does, top, quick
+
+    def function(self):
+        """The function that does the command (``__import__``: ``importlib`` would load ``warnings``)."""
+        module, name = self.does.split(":")
+        return getattr(__import__(f"storm_queue.cli.{module}", fromlist=[name]), name)
+
+
+ROOT_HELP = ("The storm's root: a directory or a postgresql:// URL (default: $STORM_QUEUE_ROOT, else the nearest "
+             "directory holding queue.txt or storm.toml).")
+JSON_HELP = "Write one JSON document to stdout."
+JSON = Param("as_json", "--json", "flag", help=JSON_HELP)
+ROOT = Param("root", "--root", "root", help=ROOT_HELP)
+SLUG = Param("slug", required=True, complete="slug")
+ISSUE = Param("issue", required=True)
+DEPS = Param("deps", "--deps", metavar="A,B", help="The lane's dependencies, comma-separated.", complete="deps")
+WAIT = Param("wait", "--wait", "float", "SECONDS", "How long to wait for another writer.", 30.0, low=0, show_default=True)
+KEY = Param("key", "--key", metavar="KEY", help="An idempotency key: asked again with the same key and arguments, "
+            "the first outcome is returned and nothing is recorded.")
+#: what every request takes after its own params, in the order help lists them
+REQUEST = (KEY, WAIT,
+           Param("reason", "--reason", metavar="TEXT", help="Why you ask; recorded with the request."),
+           Param("source", "--source", metavar="NAME", help="Ask as the automation NAME, declared in storm.toml [priority] sources."))
+DRY_RUN = Param("dry_run", "--dry-run", "flag", help="Show what would move and the run order after it; record nothing.")
+TOKEN = Param("token", "--token", "int", "TOKEN", "The fencing token the claim printed.", required=True, low=1)
+WHEN = "Start no earlier than TIME: now, +N with s, m, h or d (+90m), a date (2026-12-01) or RFC 3339."
+NOT_BEFORE = Param("not_before", "--not-before", metavar="TIME", help=WHEN)
+
+
+def ttl(default: str) -> Param:
+    return Param("ttl", "--ttl", "int", "SECONDS", f"The lease's time to live (default: {default}).", low=1)
+
+
+#: the codes a request (bump, push, unbump, add, settle) can give
+REQUEST_CODES = exit_codes(0, 1, 2, 3, 4, 5)
+RUNNER_CODES = exit_codes((0, "done; for claim, a decision was printed"), 1,
+                          (2, "refused: a stale token, a TTL out of range, a lane not in that state; or a usage error"),
+                          3, 4, 5)
+READ = (2, "no storm here, a storm file cannot be read, or a usage error")
+
+COMMANDS = (
+    Command("list", """Show the order the storm will run, each lane's state, and why.
+
+At a terminal, a table; when stdout is not a terminal, NO_COLOR is set
+or --plain is given, one lane a line: POSITION PRIORITY SLUG ISSUE STATE
+BY AT DETAIL (see docs/commands.md).
+
+Example: storm-queue list --root ~/storms/spring
+
+Example: storm-queue list --plain | awk '$2 == "*" {print $3}'""",
+            exit_codes((0, "the listing was printed"), READ, 3, 4),
+            (Param("plain", "--plain", "flag", help="Plain text, one lane a line, even at a terminal."),
+             Param("show_all", "--all", "flag", help="List settled lanes too (by default they are counted)."),
+             JSON, ROOT), "handlers:show_list"),
+    Command("log", """Show the recorded requests, oldest first, one line each.
+
+Each line: seq, time, who, the action and lane, what moved, the outcome
+(done, noop, refused with its code) and the reason. With --json, the
+matching events as JSON lines, byte for byte as the log stores them.
+
+Example: storm-queue log --refused --since 2026-11-30
+
+Example: storm-queue log --slug billing --last 5""",
+            exit_codes((0, "the matching events were printed"), READ,
+                       (3, "the log is damaged: the lines before the damage, then the damage"), 4),
+            (Param("slugs", "--slug", metavar="SLUG", multiple=True, complete="slug",
+                   help="Only events that name SLUG (as the lane asked for, or among those moved or removed). Repeatable."),
+             Param("by", "--by", metavar="WHO", multiple=True,
+                   help="Only events by WHO: a principal (operator:alice, source:bot) or the name after its colon. Repeatable."),
+             Param("actions", "--action", "choice", multiple=True, choices=ACTIONS,
+                   help="Only this action (a refusal counts as the verb it refused, too). Repeatable."),
+             Param("refused", "--refused", "flag", help="Only refused requests."),
+             Param("since", "--since", "time", "TIME", "Only events at or after TIME: a date (2026-11-30, midnight UTC) "
+                   "or RFC 3339 (2026-11-30T14:05:00Z)."),
+             Param("last", "--last", "int", "N", "Only the last N matching events.", low=0),
+             JSON, ROOT), "handlers:show_log"),
+    Command("why", """Say where SLUG stands and why, in plain words.
+
+Its state, its position, what runs before it, the dependencies it waits
+on, who prioritised it and why, and whether it is stray or skipped.
+
+Example: storm-queue why billing""",
+            exit_codes((0, "the answer was printed"), (2, "SLUG is unknown or not a name; no storm here; or a usage error"), 3, 4),
+            (SLUG, JSON, ROOT), "handlers:show_why"),
+    Command("watch", """Show the storm live, full screen, until q or Ctrl-C.
+
+The decision next would give; the running lanes with holder, token and
+the time left on each lease; the priority lane in run order with who
+put each lane there and why; quarantined, scheduled and blocked lanes;
+the last ten log events. Redrawn when the storm's files change (inotify
+where available, else a check every --interval); a database storm is
+read again every --interval. It reads only: no lock, nothing written.
+
+When stdout is not a terminal, or with --once, one frame is printed and
+watch exits; plain text when not at a terminal or NO_COLOR is set.
+NO_COLOR also keeps colour out of the live view. SIGTERM exits 143.
+
+Example: storm-queue watch --root ~/storms/spring --interval 5
+
+Example: storm-queue watch --once | grep '^next:'""",
+            exit_codes((0, "left with q or Ctrl-C, or the one frame was printed"), READ, 3, (4, "crashed")),
+            (Param("interval", "--interval", "float", "SECONDS",
+                   "How often to check the storm for change and redraw the time left on leases.", 2.0,
+                   low=0.1, high=3600, show_default=True),
+             Param("once", "--once", "flag", help="Print one frame and exit (what watch does when stdout is not a terminal)."),
+             ROOT), "handlers:show_watch", top=("root",)),
+    Command("next", """Print the decision: run, review, wait or empty.
+
+One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty.
+
+Example: storm-queue next""",
+            exit_codes((0, "the decision was printed"), READ, 3, 4), (JSON, ROOT), "answer:next_decision"),
+    Command("bump", """Prioritise SLUG to run next after what is running.
+
+It runs after lanes prioritised earlier, ahead of every other lane; its
+unfinished dependencies are pulled forward with it.
+
+Example: storm-queue bump e --reason "customer outage"
+
+Example: storm-queue bump e --dry-run""", REQUEST_CODES, (SLUG, *REQUEST, DRY_RUN, JSON, ROOT), "answer:bump"),
+    Command("push", """Enqueue SLUG ISSUE already prioritised.
+
+Appends the lane to queue.txt (unless it is queued) and prioritises it.
+With --not-before it is also scheduled: it keeps its place but does not
+start before that time.
+
+Example: storm-queue push z 26 --deps c,e
+
+Example: storm-queue push nightly 30 --not-before 2026-12-01T02:00:00Z --key nightly-2026-12-01""",
+            REQUEST_CODES, (SLUG, ISSUE, DEPS, NOT_BEFORE, *REQUEST, DRY_RUN, JSON, ROOT), "answer:push"),
+    Command("unbump", """Take SLUG out of the priority lane.
+
+Everything that no other prioritised lane requires leaves with it.
+
+Example: storm-queue unbump e
+
+Example: storm-queue unbump e --dry-run --json""", REQUEST_CODES, (SLUG, *REQUEST, DRY_RUN, JSON, ROOT), "answer:unbump"),
+    Command("add", """Enqueue SLUG ISSUE, not prioritised.
+
+On a directory storm it appends the line to queue.txt, as push does; on
+a database storm it adds the lane's row. A slug already queued is a
+recorded no-op.
+
+Example: storm-queue add api 13 --deps schema""", REQUEST_CODES, (SLUG, ISSUE, DEPS, *REQUEST, JSON, ROOT), "handlers:add"),
+    Command("settle", """Settle SLUG as integrated or abandoned.
+
+LEDGER is integrated or abandoned. On a directory storm it appends SLUG to integrated.txt or
+abandoned.txt; on a database storm it adds the settled row. A lane
+holding a live lease is refused (lane_running) unless --force.
+
+Example: storm-queue settle api integrated --reason "merged\"""", REQUEST_CODES,
+            (SLUG, Param("ledger", kind="choice", required=True, choices=("integrated", "abandoned")),
+             Param("force", "--force", "flag", help="Settle a lane that holds a live lease, expiring the lease first (recorded)."),
+             *REQUEST, JSON, ROOT), "handlers:settle"),
+    Command("declare", """Record FILE as a database storm's declaration (operator only).
+
+The file is read as storm.toml is ([priority] sources, [runner]); the
+log records its sha256 and parsed content, and every host then reads
+the declaration from the database. On a directory storm, storm.toml is
+the declaration: declare refuses (exit 2).
+
+Example: storm-queue declare storm.toml --root postgresql://operator@db.example/storm""",
+            exit_codes((0, "the declaration was recorded (or was already the storm's)"), 1,
+                       (2, "a malformed FILE, a directory storm, or a usage error; nothing changed"), 4, 5),
+            (Param("file", kind="file", required=True),
+             Param("reason", "--reason", metavar="TEXT", help="Why you declare it; recorded with the request."),
+             Param("key", "--key", metavar="KEY", help="An idempotency key."), WAIT, JSON, ROOT), "handlers:declare"),
+    Command("reset", """Start a new log when the old one cannot be replayed.
+
+Operator only, and refused while the log replays.
+
+The old log and witness are kept beside it under new names.
+
+Example: storm-queue reset --reason "log lost in a disk move\"""",
+            exit_codes((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, or a usage error"), 4, 5),
+            (*REQUEST, JSON, ROOT), "handlers:reset"),
+    Command("adopt", """Take over a priority log written by the earlier priority tool.
+
+Operator only. The old log is checked line by line, kept byte for byte
+as priority.log.adopted-STAMP, and replayed: the new log's first line
+records its lane in the same order, each lane with who put it there
+and when. On a storm whose log is already storm-queue's: a recorded
+no-op. With --dry-run: the lane it would adopt and the run order
+after it; nothing is written.
+
+Example: storm-queue adopt --reason "moving the storm to storm-queue\"""",
+            exit_codes((0, "adopted, or a recorded no-op: the log is already storm-queue's"), 1,
+                       (2, "refused: a blank --reason, or a usage error"),
+                       (3, "the old log breaks its format (the line is named) or is shorter than its witness; nothing changed"), 4, 5),
+            (DRY_RUN, *REQUEST, JSON, ROOT), "handlers:adopt"),
+    Command("waive", """Let SLUG run although its dependency DEP is not integrated.
+
+Operator only, with --reason; recorded. A waived DEP that is abandoned
+no longer blocks SLUG, and a waived DEP is not pulled forward when SLUG
+is prioritised. --undo ends the waiver. why SLUG shows each waiver.
+
+Example: storm-queue waive billing schema --reason "schema ships in the next release"
+
+Example: storm-queue waive billing schema --undo --reason "schema is back in scope\"""",
+            exit_codes(0, 1, (2, "refused: DEP is not a dependency SLUG's line names, a blank --reason; or a usage error"), 3, 4, 5),
+            (SLUG, Param("dep", required=True, complete="slug"),
+             Param("undo", "--undo", "flag", help="End the waiver: SLUG waits for DEP again."), *REQUEST, DRY_RUN, JSON, ROOT),
+            "handlers:waive"),
+    Command("claim", """Decide as next does and lease the lane to run.
+
+One line: run SLUG ISSUE TOKEN | review SLUG... | wait [SLUG...] |
+empty. Only run takes a lease (recorded, with a fencing token greater
+than any before it for that lane); it is wait while storm.toml
+[runner] slots lanes are running. Leases past their expiry are taken
+back first (recorded).
+
+Example: storm-queue claim --holder runner-1 --ttl 900""", RUNNER_CODES,
+            (Param("holder", "--holder", metavar="NAME", help="Who holds the lease (default: this host and the runner's pid)."),
+             ttl("storm.toml [runner] ttl, else 600"), *REQUEST, JSON, ROOT), "answer:claim_decision"),
+    Command("renew", """Extend the lease on SLUG held under TOKEN.
+
+Only the live lease's token is accepted (else stale_fence), and no lease
+lives past storm.toml [runner] max_lease_age from its claim.
+
+Example: storm-queue renew e --token 3 --ttl 900""", RUNNER_CODES,
+            (SLUG, TOKEN, ttl("the TTL it was claimed or last renewed with"), *REQUEST, JSON, ROOT), "handlers:renew"),
+    Command("finish", """End the lease on SLUG held under TOKEN.
+
+ok: the lane is finished and awaits review. failed: it is claimed again
+later, until storm.toml [runner] attempts are spent; then it is
+quarantined. A token that is not the live lease's is refused
+(stale_fence) and recorded.
+
+Example: storm-queue finish e --token 3 --result ok""", RUNNER_CODES,
+            (SLUG, TOKEN, Param("result", "--result", "choice", help="How the lane's work ended.", required=True, choices=("ok", "failed")),
+             Param("note", "--note", metavar="TEXT", help="A note on the result; recorded."), *REQUEST, JSON, ROOT), "handlers:finish"),
+    Command("recover", """Take back orphaned leases (every one, or SLUG's).
+
+A lease past its expiry is an orphan: its lane may be claimed again.
+With SLUG (operator only), also end a running marker that has no lease
+behind it (written by hand or by an older runner).
+
+Example: storm-queue recover
+
+Example: storm-queue recover e --reason "runner host lost\"""", RUNNER_CODES,
+            (Param("slug", complete="slug"), *REQUEST, JSON, ROOT), "handlers:recover"),
+    Command("unpark", """Return quarantined SLUG to the queue with fresh attempts.
+
+Operator only, with --reason. The lane's attempt history stays.
+
+Example: storm-queue unpark e --reason "flaky disk replaced\"""", RUNNER_CODES, (SLUG, *REQUEST, JSON, ROOT), "handlers:unpark"),
+    Command("halt", """Halt the storm: no lane starts until resume.
+
+Operator only, with --reason. While halted, claim leases nothing and
+answers halted, next says wait; leases already held run on and may
+renew and finish. Halting a halted storm is a recorded no-op.
+
+Example: storm-queue halt --reason "disk full on the build host\"""", RUNNER_CODES,
+            (*REQUEST, DRY_RUN, JSON, ROOT), "handlers:halt"),
+    Command("resume", """End the halt: lanes start again.
+
+Operator only, with --reason. Resuming a storm that is not halted is
+a recorded no-op.
+
+Example: storm-queue resume --reason "disk cleaned\"""", RUNNER_CODES, (*REQUEST, DRY_RUN, JSON, ROOT), "handlers:resume"),
+    Command("schedule", """Let SLUG start no earlier than --not-before TIME.
+
+Until then it keeps its place in the run order and is passed over
+(state scheduled). --not-before now lifts the schedule.
+
+Example: storm-queue schedule e --not-before +2h""", RUNNER_CODES,
+            (SLUG, Param("not_before", "--not-before", metavar="TIME", help=WHEN, required=True), *REQUEST, JSON, ROOT),
+            "handlers:schedule"),
+    Command("verify", """Audit the whole priority log, naming the first bad line.
+
+Checks every line's framing and schema, the chain from the first line,
+seq without gaps, the witness, the checkpoint, and replays the log.
+Exit 0 when sound, 3 when not. Reads only.
+
+Example: storm-queue verify --json""",
+            exit_codes((0, "the log is sound"), (2, "no storm here, or a usage error"),
+                       (3, "the log is not sound (the first bad line is named), or its place is unknown"), 4),
+            (JSON, ROOT), "handlers:verify"),
+    Command("demo", """Tell the whole story on a throwaway example storm.
+
+It copies the bundled example storm to a temporary directory and shows
+list, next, bump, push and unbump there with their real output.
+
+Example: storm-queue demo""", exit_codes((0, "the story was told"), (2, "a usage error"), 4),
+            (Param("keep", "--keep", "flag", help="Keep the throwaway storm and print where it is."),), "handlers:demo",
+            top=(), quick=False),
+    Command("init", """Create a storm in DIR (default: .) or a database URL.
+
+DIR defaults to the current directory; a postgresql:// URL names a
+PostgreSQL database instead.
+
+Creates DIR when missing, an empty queue.txt, the ledgers integrated.txt
+and abandoned.txt, and storm.toml from the commented example with every
+setting commented out (no source declared). Files are 0644 and DIR 0755,
+owned by you. Refuses, writing nothing, when any of them exists.
+
+In a database, it creates the schema storm_queue and records the
+first line; the connecting role becomes the storm's operator. A
+database that holds a storm already is refused (exit 2).
+
+Example: storm-queue init ~/storms/spring
+
+Example: storm-queue init postgresql://operator@db.example/storm""",
+            exit_codes((0, "the storm was created"), (2, "refused: a file exists, or DIR cannot be a storm; or a usage error"), 4),
+            (Param("directory", metavar="[DIR|URL]", default="."), JSON), "handlers:init", top=("json",)),
+    Command("migrate", """Carry the directory storm DIR into the empty database URL.
+
+Lanes, ledgers, results, leases, the declaration and every line of
+DIR's log (its seq and chain unbroken) go into the database; DIR then
+records a last line naming URL, and later requests there are refused
+(exit 2); reads still work. The database's connecting role becomes the
+operator.
+
+Example: storm-queue migrate ~/storms/spring postgresql://operator@db.example/storm""",
+            exit_codes((0, "the storm was carried into the database"), (1, "refused: not the directory's operator"),
+                       (2, "the database is not empty or cannot be reached, DIR is not a storm, or a usage error"),
+                       (3, "DIR's log cannot be replayed"), 4, 5),
+            (Param("directory", metavar="DIR", required=True), Param("url", metavar="URL", required=True), JSON, WAIT),
+            "handlers:migrate", top=()),
+    Command("doctor", """Audit the storm and say what to fix, one finding a line.
+
+Each line is SEVERITY CODE SUBJECT: MESSAGE (fix: FIX). An error is a
+storm that is unsafe or cannot work as declared: a file another account
+could forge, a storm its owner cannot write, a log that does not replay,
+a storm.toml that requests refuse. A warning needs a look: a skipped
+queue.txt line, a stray slug, an unknown storm.toml key, a witness behind
+its log, a torn tail, a lane marked running for longer than HOURS, an
+orphaned lease, a running marker with no lease, a quarantined lane.
+Doctor only reads.
+
+Example: storm-queue doctor --running-hours 6""",
+            exit_codes((0, "no findings: the storm is sound"), (1, "findings, one a line (not a refusal)"),
+                       (2, "no storm here, or a usage error"), 4),
+            (Param("running_hours", "--running-hours", "float", "HOURS", "Report lanes marked running for longer than HOURS "
+                   "(default: storm.toml [doctor] running_hours, else 24).", low=0, low_open=True), JSON, ROOT), "handlers:doctor"),
+    Command("completion", """Print the shell completion script for bash, zsh or fish.
+
+Sourced by the shell, it completes commands, options, and the slugs
+queue.txt carries wherever a command takes a SLUG (and --deps, --slug).
+Each Tab runs storm-queue, so it must be on PATH. Install once, then
+open a new shell:
+
+\b
+  bash 4.4 or newer; the bash-completion package is not needed.
+  Add to ~/.bashrc:
+    eval "$(storm-queue completion bash)"
+  zsh: its completion system (compinit) must be started first.
+  Add to ~/.zshrc (without the first line if it already runs compinit):
+    autoload -Uz compinit && compinit
+    eval "$(storm-queue completion zsh)"
+  fish: nothing else is needed. Run once:
+    mkdir -p ~/.config/fish/completions
+    storm-queue completion fish > ~/.config/fish/completions/storm-queue.fish
+
+Example: storm-queue completion bash""", exit_codes((0, "the script was printed"), (2, "a usage error (an unknown SHELL)"), 4),
+            (Param("shell", kind="choice", required=True, choices=("bash", "zsh", "fish")),), "handlers:completion",
+            top=(), quick=False),
+)
+
+#: each command by name
+BY_NAME = {c.name: c for c in COMMANDS}

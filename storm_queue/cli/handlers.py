@@ -1,0 +1,247 @@
+"""What each command does once its words are parsed (by either command
+line): call the library, print the answer, return the exit code. Each
+takes ``root``, ``as_json`` and its params by name, as ``commands``
+names them; ``answer.run`` maps errors to exit codes around it."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from .answer import answer, emit_json, err, say, storm, warn
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+#: a log at least this long shows verify's progress bar (at a terminal)
+LONG_LOG = 32 << 20
+
+
+def add(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None, reason: str | None,
+        source: str | None, wait: float, key: str | None) -> int:
+    return answer(storm(root, wait, "requests").add(slug, issue, deps, reason=reason, source=source, key=key), as_json)
+
+
+def settle(root: str | None, as_json: bool, slug: str, ledger: str, force: bool, reason: str | None,
+           source: str | None, wait: float, key: str | None) -> int:
+    return answer(storm(root, wait, "requests").settle(slug, ledger, reason=reason, source=source, key=key, force=force), as_json)
+
+
+def declare(root: str | None, as_json: bool, file: str, reason: str | None, key: str | None, wait: float) -> int:
+    return answer(storm(root, wait, "requests").declare(file, reason=reason, key=key), as_json)
+
+
+def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None) -> int:
+    return answer(storm(root, wait, "requests").reset(reason, source=source, key=key), as_json)
+
+
+def adopt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
+          dry_run: bool) -> int:
+    return answer(storm(root, wait).adopt(reason, source=source, key=key, dry_run=dry_run), as_json)
+
+
+def waive(root: str | None, as_json: bool, slug: str, dep: str, undo: bool, reason: str | None, source: str | None,
+          wait: float, key: str | None, dry_run: bool) -> int:
+    return answer(storm(root, wait, "requests").waive(slug, dep, reason, undo=undo, source=source, dry_run=dry_run, key=key), as_json)
+
+
+def renew(root: str | None, as_json: bool, slug: str, token: int, ttl: int | None, reason: str | None,
+          source: str | None, wait: float, key: str | None) -> int:
+    return answer(storm(root, wait, "leases").renew(slug, token, ttl, source=source, reason=reason, key=key), as_json)
+
+
+def finish(root: str | None, as_json: bool, slug: str, token: int, result: str, note: str | None,
+           reason: str | None, source: str | None, wait: float, key: str | None) -> int:
+    return answer(storm(root, wait, "leases").finish(slug, token, result, note, source=source, reason=reason, key=key), as_json)
+
+
+def recover(root: str | None, as_json: bool, slug: str | None, reason: str | None, source: str | None,
+            wait: float, key: str | None) -> int:
+    return answer(storm(root, wait, "leases").recover(slug, source=source, reason=reason, key=key), as_json)
+
+
+def unpark(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None,
+           wait: float, key: str | None) -> int:
+    return answer(storm(root, wait, "leases").unpark(slug, reason, source=source, key=key), as_json)
+
+
+def halt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
+         dry_run: bool) -> int:
+    return answer(storm(root, wait).halt(reason, source=source, dry_run=dry_run, key=key), as_json)
+
+
+def resume(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
+           dry_run: bool) -> int:
+    return answer(storm(root, wait).resume(reason, source=source, dry_run=dry_run, key=key), as_json)
+
+
+def schedule(root: str | None, as_json: bool, slug: str, not_before: str, reason: str | None,
+             source: str | None, wait: float, key: str | None) -> int:
+    return answer(storm(root, wait, "leases").schedule(slug, not_before, source=source, reason=reason, key=key), as_json)
+
+
+def show_list(root: str | None, as_json: bool, plain: bool, show_all: bool) -> int:
+    from . import render
+    from .answer import list_json
+
+    if as_json:
+        return list_json(root)
+    listing = storm(root, part="reads").listing()
+    if plain or os.environ.get("NO_COLOR") or not sys.stdout.isatty():
+        say(render.listing_text(listing, show_all))
+    else:
+        from .table import print_listing
+
+        print_listing(listing, show_settled=show_all)
+    warn(listing.warnings)
+    return 0
+
+
+def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[str, ...], actions: tuple[str, ...],
+             refused: bool, since: Any, last: int | None) -> int:
+    from ..service import history
+    from . import render
+
+    source = storm(root, part="reads")
+    flt = history.Filter(frozenset(slugs), frozenset(by), frozenset(actions), refused, since)
+    out = sys.stdout
+    if as_json:
+        def emit(line: bytes, event: dict) -> None:
+            out.buffer.write(history.printable_line(line, event))
+    else:
+        def emit(line: bytes, event: dict) -> None:
+            out.write(render.event_text(event) + "\n")
+    try:
+        read = history.walk(source.history, flt, last, emit)
+        out.flush()
+    except BrokenPipeError:  # the reader stopped reading (| head): end quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+        return 0
+    if read.fresh:
+        err("storm-queue: the storm has recorded nothing yet")
+    warn(read.warnings)
+    return 0
+
+
+def show_why(root: str | None, as_json: bool, slug: str) -> int:
+    from . import render
+
+    found = storm(root, part="reads").why(slug)
+    if as_json:
+        emit_json(render.why_json(found))
+    elif found.known:
+        say(render.why_text(found))
+    else:
+        err(f"storm-queue: {render.why_text(found).splitlines()[0]}")
+    return found.exit_code
+
+
+def show_watch(root: str | None, as_json: bool, interval: float, once: bool) -> int:
+    from .watch import run
+
+    return run(root, interval, once)
+
+
+def verify(root: str | None, as_json: bool) -> int:
+    from . import render
+
+    source = storm(root, part="reads")
+    decl = source.declaration()
+    try:
+        size = os.stat(source.log_path(decl), follow_symlinks=False).st_size if not decl.log_error else 0
+    except OSError:
+        size = 0
+    from .progress import progress_bar
+
+    with progress_bar(size, "verifying the log", show=size >= LONG_LOG and sys.stderr.isatty()) as update:
+        audit = source.verify(progress=update)
+    if as_json:
+        emit_json(audit.to_json())
+    else:
+        say(render.audit_text(audit))
+        warn(audit.warnings)
+    return 0 if audit.sound else 3
+
+
+def demo(root: str | None, as_json: bool, keep: bool) -> int:
+    from .app import main
+    from ..ops.demo import run
+
+    return run(main, keep)
+
+
+def init(root: str | None, as_json: bool, directory: str) -> int:
+    from . import render
+    from ..roots import is_url
+
+    if is_url(directory):
+        from ..store.postgres.connect import create as create_in_database
+
+        made = create_in_database(directory)
+        if as_json:
+            emit_json({"outcome": "done", "root": made.root, "created": list(made.files), "operator": made.operator})
+        else:
+            say(f"created a storm in {render.printable(made.root)}, operated by {render.printable(made.operator)}")
+            say("declare it (storm-queue declare storm.toml), add lanes (storm-queue add SLUG ISSUE), then: storm-queue list")
+        return 0
+    from ..ops.init import create
+
+    made = create(directory)
+    if as_json:
+        emit_json({"outcome": "done", "root": made.root, "created": list(made.files)})
+    else:
+        say(f"created a storm in {render.printable(made.root)}: {', '.join(made.files)}")
+        say("add lanes to queue.txt (one a line: SLUG ISSUE [DEPS]), then run: storm-queue list")
+    return 0
+
+
+def migrate(root: str | None, as_json: bool, directory: str, url: str, wait: float) -> int:
+    from . import render
+    from ..ops.migrate import migrate as carry
+    from ..roots import find_root
+
+    made = carry(find_root(directory, {}), url, os.environ, wait)
+    if as_json:
+        emit_json({"outcome": "done", "root": made.root, "lines": made.lines, "lanes": made.lanes,
+                   "carried": list(made.carried), "not_carried": list(made.left)})
+    else:
+        say(f"migrated {made.lines} log lines and {made.lanes} lanes to {render.printable(made.root)}")
+        for what in made.carried:
+            say(f"carried: {render.printable(what)}")
+        for what in made.left:
+            err(f"storm-queue: not carried (a database storm cannot hold it): {render.printable(what)}")
+    return 0
+
+
+def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
+    from ..ops import doctor as audit
+    from . import render
+
+    source = storm(root, part="reads")
+    if getattr(source, "url", None):  # a database storm: its doctor, imported only for one
+        from ..ops.dbdoctor import gather
+
+        facts = gather(source)
+    else:
+        facts = audit.gather(source.directory("doctor"))
+    hours = running_hours or facts.declaration.running_hours or audit.DEFAULT_RUNNING_HOURS
+    findings = facts.diagnose(hours)
+    if as_json:
+        emit_json(audit.report_json(source.root, hours, findings))
+    elif findings:
+        say(audit.render_text(findings))
+        errors = sum(f.severity == audit.ERROR for f in findings)
+        err(f"storm-queue: doctor: {errors} error(s), {len(findings) - errors} warning(s)")
+    else:
+        say(f"no findings: the storm at {render.printable(source.root)} is sound")
+    return 1 if findings else 0
+
+
+def completion(root: str | None, as_json: bool, shell: str) -> int:
+    from .app import main
+    from .completion import script
+
+    sys.stdout.write(script(shell, main))
+    sys.stdout.flush()
+    return 0

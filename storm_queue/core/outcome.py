@@ -1,0 +1,179 @@
+"""What the service answers: a listing, the outcome of a request, the step
+an admitted request takes, and the request itself as it was given."""
+
+from __future__ import annotations
+
+from . import fold
+from ..store.directory import queuefile
+from .framing import sha256
+from .names import printable
+from .records import dataclass, field
+from .refusals import exit_code
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping
+    from .resolver import View
+
+
+@dataclass
+class Listing:
+    """What ``list`` shows: the resolved view and everything worth saying;
+    ``marks`` says, for each slug in the priority lane, which recorded
+    request put it there (who, when, why), and ``needs`` which named
+    lanes keep it there now. ``seq`` is the number of the
+    log's last line as read (0: nothing recorded): a reader that keeps
+    the listing knows the log has grown when it changes."""
+
+    root: str
+    view: View
+    skipped: tuple[queuefile.Skipped, ...]
+    warnings: list[str]
+    marks: Mapping[str, fold.Mark] = field(default_factory=dict)
+    seq: int = 0
+    #: how long each lane of the view has waited (``starving.Wait``, by slug; empty when not asked)
+    waits: Mapping[str, Any] = field(default_factory=dict)
+    #: ``[priority] starving_after`` in seconds (None: no lane is ever starving)
+    starving_after: int | None = None
+    #: for each lane a prioritised lane requires, the live named lanes that require it now (``lane.keepers``)
+    needs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    @property
+    def decision(self) -> str:
+        return self.view.decision
+
+
+#: why a lane left the priority lane without the request asking, as the sentence says it
+_SWEPT = {"settled": "now settled", "finished": "now finished, awaiting review",
+          "gone": "no longer in queue.txt", "unneeded": "no longer needed by a prioritised lane"}
+
+
+@dataclass
+class Outcome:
+    """The answer to a request. ``outcome`` is ``done``, ``noop`` or
+    ``refused``; ``recorded`` says whether its log line was written. A dry
+    run (``dry_run``) records nothing and carries the run ``order`` the
+    request would leave."""
+
+    outcome: str
+    action: str
+    slug: str | None
+    by: str
+    code: str | None = None
+    message: str = ""
+    moved: list[str] = field(default_factory=list)
+    already: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    recorded: bool = False
+    appended: bool | None = None
+    warnings: list[str] = field(default_factory=list)
+    event: dict[str, Any] | None = None
+    dry_run: bool = False
+    order: list[str] | None = None
+    #: a claim's decision line; the fencing token and expiry of a lease it took or renewed
+    decision: str | None = None
+    holder: str | None = None
+    token: int | None = None
+    expires: str | None = None
+    #: the ``seq`` of the first request made under the same key, when this is its repeat
+    repeat: int | None = None
+    #: the lanes of ``removed`` that left whatever was asked, each with why (``lane.Plan.swept``)
+    swept: dict[str, str] = field(default_factory=dict)
+    #: what an adopt took over: the old log's name, the name it is kept under, its sha256, bytes, lines and lane
+    adopted: dict[str, Any] | None = None
+    #: the operator's halt a claim met (it then leased nothing and its decision is ``halted``)
+    halt: fold.Act | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.code)
+
+    def check(self) -> "Outcome":
+        """Return this outcome, or raise ``Refused`` when the request was refused."""
+        if self.outcome == "refused":
+            from .errors import Refused
+
+            raise Refused(self.code or "", self.message, self.exit_code, self.recorded)
+        return self
+
+    def text(self) -> str:
+        """A request's outcome in words: one line of what it did (what moved,
+        what it removed), then one sentence for each kind of lane it swept out
+        of the priority lane whatever it asked (``also took out of the lane,
+        now settled: A B``)."""
+        if self.outcome == "refused":
+            return f"refused ({self.code}): {printable(self.message)}"
+        parts = [printable(self.message)]
+        if self.moved:
+            parts.append("moved: " + " ".join(self.moved))
+        own = [s for s in self.removed if s not in self.swept]
+        if own:
+            parts.append("removed: " + " ".join(own))
+        text = "; ".join(parts)
+        for why, words in _SWEPT.items():
+            swept = [s for s in self.removed if self.swept.get(s) == why]
+            if swept:
+                text += f"\nalso took out of the lane, {words}: " + " ".join(printable(s) for s in swept)
+        if self.order is not None:
+            text += "\nrun order after it: " + (" ".join(self.order) or "(no lanes to run)")
+        return text
+
+    def to_json(self) -> dict[str, Any]:
+        out = {
+            "outcome": self.outcome, "code": self.code, "action": self.action, "slug": self.slug,
+            "by": self.by, "moved": self.moved, "already": self.already, "removed": self.removed,
+            "recorded": self.recorded, "message": self.message,
+        }
+        if self.appended is not None:
+            out["appended"] = self.appended
+        out["warnings"] = self.warnings
+        if self.dry_run:
+            out["dry_run"] = True
+            out["order"] = self.order
+        for name in ("decision", "holder", "token", "expires", "repeat", "adopted"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.action == "claim" and self.outcome != "refused":
+            out["halted"] = self.halt is not None
+            out["halt"] = act_json(self.halt)
+        return out
+
+
+def act_json(act: fold.Act | None) -> dict[str, Any] | None:
+    """An operator's act (a halt, an unpark) as JSON: who, when, why and its line."""
+    if act is None:
+        return None
+    return {"by": act.by, "at": act.at, "reason": act.reason, "seq": act.seq}
+
+
+@dataclass
+class Step:
+    """What an admitted request does: the ``events`` to record (``own`` is
+    the index of the request's own, which carries its key and reason; None
+    when none is; no events: nothing to record), its answer, a
+    ``queue.txt`` line to append first, file effects that must come
+    ``before`` the record (undone when the record is not made), and those that only cache it ``after`` (given
+    the events recorded, they return notes for stderr)."""
+
+    out: Outcome
+    events: list[dict[str, Any]]
+    line: str | None = None
+    before: Callable[[], Callable[[], None] | None] | None = None  # returns what undoes it
+    after: Callable[[list[dict[str, Any]]], list[str]] | None = None
+    own: int | None = -1
+
+
+@dataclass(frozen=True)
+class Request:
+    verb: str
+    slug: str | None  # raw text as given
+    reason: str | None
+    source: str | None
+    key: str | None = None
+    args: tuple = ()  # every other argument as given: with the rest, what a key's fingerprint covers
+
+    def fingerprint(self) -> str:
+        from .jsoncodec import dumps
+
+        body = dumps([self.verb, self.slug, self.reason, self.source, list(self.args)])
+        return sha256(body.encode("ascii")).hexdigest()[:32]

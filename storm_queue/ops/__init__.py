@@ -1,0 +1,1 @@
+"""The operator's tools: doctor, adopt, migrate, init and demo."""

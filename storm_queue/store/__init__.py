@@ -1,0 +1,1 @@
+"""The stores: where a storm's lane, ledgers and log are kept."""

@@ -1,0 +1,2 @@
+"""The directory store: queue.txt, the ledgers, the priority log's files,
+flock, fsync and the witness."""

@@ -1,0 +1,1 @@
+"""The PostgreSQL store: the same lane and log in a database."""

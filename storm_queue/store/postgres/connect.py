@@ -1,0 +1,129 @@
+"""The PostgreSQL edge of a database storm: the driver (imported only for
+a URL root), connecting, the URL as it may be shown (never a password),
+the schema, and ``init URL`` (``create``)."""
+
+from __future__ import annotations
+
+import os
+
+from ...core import fold
+from ...service.storm import now
+from ...core.errors import InitRefused, NoStorm, StormError
+from ..directory.log.checkpoint import dump_state
+from ...core.framing import digest
+from ..directory.log.writer import frame
+from ...core.records import dataclass
+from ...roots import hide, shown  # noqa: F401 -- shown: what others import from here
+
+#: the advisory lock of the storm (one storm per database): two int4 keys
+LOCK_KEYS = (0x73746F72, 0x6D71)
+GRANT_HINT = ("the operator can grant reading with: GRANT USAGE ON SCHEMA storm_queue TO ROLE; "
+              "GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO ROLE")
+
+
+def _words(exc: BaseException, url: str) -> str:
+    """The server's or driver's message in one line, never carrying a
+    password (``roots.hide``)."""
+    return hide(" ".join(str(exc).split()) or type(exc).__name__, url)
+
+
+def _driver():
+    try:
+        import psycopg
+    except ImportError:
+        raise NoStorm("this root is a database URL, and storm-queue's PostgreSQL support is not installed: "
+                      "install storm-queue[postgresql]") from None
+    return psycopg
+
+
+#: seconds to wait for the server when the URL sets no ``connect_timeout``
+CONNECT_TIMEOUT = 10
+
+
+def _connect_timeout(url: str) -> dict[str, int]:
+    """``connect_timeout`` for the driver: none when the URL sets its own
+    (libpq's parameter, which then wins), else ``CONNECT_TIMEOUT``."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        given = conninfo_to_dict(url).get("connect_timeout")
+    except Exception:  # noqa: BLE001 -- a malformed URL is refused by connect() itself, with its words
+        given = None
+    return {} if given not in (None, "") else {"connect_timeout": CONNECT_TIMEOUT}
+
+
+def connect(url: str):
+    """A connection (autocommit; transactions are explicit); ``NoStorm``
+    (exit 2) saying why when the server cannot be reached or refuses.
+    A ``connect_timeout`` in the URL bounds the wait for the server
+    (default ``CONNECT_TIMEOUT`` seconds)."""
+    psycopg = _driver()
+    try:
+        return psycopg.connect(url, autocommit=True, application_name="storm-queue", **_connect_timeout(url))
+    except psycopg.Error as exc:
+        raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
+    except Exception as exc:  # noqa: BLE001 -- a malformed URL is the driver's ProgrammingError or ValueError
+        raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
+
+
+def insert_state(conn, seq: int, last: str | None, state: fold.LaneState) -> None:
+    """The state row of a new storm whose log ends at line ``seq`` (digest
+    ``last``) and folds to ``state``."""
+    conn.execute("INSERT INTO storm_queue.state (id, seq, digest, body, body_seq, body_digest) "
+                 "VALUES (1, %s, %s, %s, %s, %s)", (seq, last, dump_state(state), seq, last))
+
+
+@dataclass(frozen=True)
+class _Known:
+    """The lane ``state`` the log folds to at line ``seq`` (digest ``last``)."""
+
+    seq: int
+    last: str | None
+    state: fold.LaneState
+
+
+def schema_sql() -> str:
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.sql"), encoding="utf-8") as f:
+        return f.read()
+
+
+@dataclass(frozen=True)
+class Created:
+    """What ``init URL`` made."""
+
+    root: str
+    operator: str
+    files: tuple[str, ...] = ("schema storm_queue",)
+
+
+def create(url: str) -> Created:
+    """Create the storm in the database ``url`` names and record its first
+    line; the connecting role becomes its operator. ``InitRefused`` (exit
+    2, nothing changed) when the database already holds a storm."""
+    psycopg = _driver()
+    conn = connect(url)
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK_KEYS)
+            role, db = conn.execute("SELECT session_user, current_database()").fetchone()
+            found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'storm_queue'").fetchone()
+            if found:
+                raise InitRefused(f"the database {db} ({shown(url)}) already holds a storm (schema storm_queue); "
+                                  "nothing was changed")
+            conn.execute(schema_sql())
+            at = now()
+            (event, line), = frame([{"action": "init", "storm": db, "operator": role}], 0, None, at, f"operator:{role}")
+            conn.execute("INSERT INTO storm_queue.storm (id, operator, created) VALUES (1, %s, %s)", (role, at))
+            conn.execute("INSERT INTO storm_queue.event (seq, line) VALUES (1, %s)", (line,))
+            state = fold.replay([event])
+            insert_state(conn, 1, digest(line), state)
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise InitRefused(f"role cannot create a storm in {shown(url)}: {_words(exc, url)}; "
+                          "the role needs CREATE on the database") from None
+    except psycopg.errors.DuplicateSchema:
+        raise InitRefused(f"the database {shown(url)} already holds a storm (schema storm_queue); nothing was changed") from None
+    except psycopg.Error as exc:
+        raise StormError(f"init of {shown(url)} failed, nothing was created: {_words(exc, url)}") from None
+    finally:
+        conn.close()
+    return Created(shown(url), role)

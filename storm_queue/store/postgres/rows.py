@@ -1,0 +1,143 @@
+"""The lane, settled and result rows of a database storm, kept by a
+long-lived storm object from request to request: the first read takes
+every row, each later read only the rows whose ``ver`` is past the
+greatest it has seen (schema.sql: every change to these rows takes the
+storm's lock and a new ``ver``, so they commit in ``ver`` order). A row
+deleted, or its slug changed, moves ``state.rows_gone``, and then every
+row is read again. What the rows make (the lanes in ``pos`` order, the
+ledgers) is rebuilt only when a row changed. And the request path's
+writes of those rows (``RowWrites``)."""
+
+from __future__ import annotations
+
+from ...core.clock import now
+from ..directory.ledger import Ledgers
+from ..directory.queuefile import Lane, split_deps
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+# a snapshot needs only which lanes have a result, and the token a finish wrote there when it is a
+# whole number (jsonb keeps numbers as numerics: 1e0 is 1), as text, so no JSON is parsed here
+_TOKEN = "CASE WHEN jsonb_typeof(body -> 'token') = 'number' THEN body ->> 'token' END"
+_CHANGED = ("SELECT 'l', slug, issue, deps, pos, ver FROM storm_queue.lane WHERE ver > %(v)s "
+            "UNION ALL SELECT 's', slug, ledger, NULL, NULL, ver FROM storm_queue.settled WHERE ver > %(v)s "
+            f"UNION ALL SELECT 'r', slug, {_TOKEN}, NULL, NULL, ver FROM storm_queue.result WHERE ver > %(v)s "
+            "ORDER BY 6")
+
+
+def _token(text: str | None) -> int | None:
+    return int(text) if text and text.isascii() and text.isdigit() else None
+
+
+class Rows:
+    """The rows as of the last read, and what they make."""
+
+    def __init__(self) -> None:
+        self.gone: int | None = None  # state.rows_gone at the last read; None: nothing read yet
+        self.seen = -1  # the greatest ver read
+        self.last_pos = 0  # the greatest pos of a lane read
+        self.lanes: dict[str, Lane] = {}
+        self.integrated: set[str] = set()
+        self.abandoned: set[str] = set()
+        self.results: dict[str, int | None] = {}
+        self._ledgers: tuple[bool, Ledgers] | None = None
+
+    def changed(self, conn: Any) -> Any:
+        """A cursor of the rows changed since the last read (in a pipeline: not yet fetched)."""
+        return conn.execute(_CHANGED, {"v": self.seen})
+
+    def read(self, conn: Any, gone: int, changed: list[tuple] | None = None) -> None:
+        """Bring the rows up to what the current transaction sees, given the
+        state row's ``rows_gone`` and, when already fetched, the ``changed``
+        rows since the last read: only those, unless a row went since the
+        last read (or there was none), then every row."""
+        if gone != self.gone:
+            self.__init__()
+            self.gone, changed = gone, None
+        if changed is None:
+            changed = self.changed(conn).fetchall()
+        if not changed:
+            return
+        self._ledgers = None
+        reorder = False
+        for kind, slug, text, deps, pos, ver in changed:
+            self.seen = max(self.seen, ver)
+            if kind == "l":
+                old = self.lanes.get(slug)
+                reorder = reorder or (old is not None and old.line != pos) or pos < self.last_pos
+                self.lanes[slug] = Lane(slug, text, tuple(deps), pos)
+                self.last_pos = max(self.last_pos, pos)
+            elif kind == "s":
+                self.integrated.discard(slug)
+                self.abandoned.discard(slug)
+                (self.integrated if text == "integrated" else self.abandoned).add(slug)
+            else:
+                self.results[slug] = _token(text)
+        if reorder:  # a lane's place changed by hand: the run order is pos order again
+            self.lanes = dict(sorted(self.lanes.items(), key=lambda item: item[1].line))
+
+    def ledgers(self, unattended: bool) -> Ledgers:
+        """The ledgers the rows make (no running markers; ``unattended`` as declared)."""
+        if self._ledgers is None or self._ledgers[0] != unattended:
+            self._ledgers = (unattended, Ledgers(frozenset(self.integrated), frozenset(self.abandoned),
+                                                 frozenset(self.results), {}, unattended))
+        return self._ledgers[1]
+
+
+class RowWrites:
+    """A database storm's rows where a directory storm has files: the hooks
+    of the request path that write the lane, settled and result rows, in
+    the request's transaction. A mixin of ``database.DatabaseStorm``."""
+
+    def _queue(self, log_path: str, line: str) -> None:
+        fields = line.split()
+        deps = split_deps(fields[2]) if len(fields) > 2 else ()
+        self.conn.execute("INSERT INTO storm_queue.lane (slug, issue, deps) VALUES (%s, %s, %s)",
+                          (fields[0], fields[1], list(deps)))
+
+    def _settle(self, slug: str, how: str) -> None:
+        self.conn.execute("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, %s, %s)", (slug, how, now()))
+
+    def _mark_finished(self, slug: str, body: dict[str, Any]) -> None:
+        from psycopg.types.json import Jsonb
+
+        self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) "
+                          "ON CONFLICT (slug) DO UPDATE SET body = EXCLUDED.body", (slug, Jsonb(body)))
+
+    def _blocked_mark(self, slug: str) -> bool:
+        from ..directory.ledger import is_blocked_mark
+
+        row = self.conn.execute("SELECT body FROM storm_queue.result WHERE slug = %s", (slug,)).fetchone()
+        return row is not None and is_blocked_mark(row[0])
+
+    def _unmark_blocked(self, slug: str) -> None:
+        """Delete ``next``'s blocked mark in the request's transaction (it has no undo of its own)."""
+        if self._blocked_mark(slug):
+            self.conn.execute("DELETE FROM storm_queue.result WHERE slug = %s", (slug,))
+
+    def _mark_running(self, slug: str, body: dict[str, Any]) -> None:
+        """A database storm keeps leases in its state row alone: no marker."""
+
+    def _unmark_running(self, slug: str, token: int | None) -> None:
+        """No marker to take away (see ``_mark_running``)."""
+
+    def _say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
+        """A database storm's record is its log; there is no progress.log."""
+
+    def _tell_claim(self, claim, skipped, at: str, log_path: str) -> list[str]:
+        """``_tell`` of the blocked rows the claim met (no whole view is made)."""
+        return self._tell(claim, skipped, at, log_path)
+
+    def _tell(self, view, skipped, at: str, log_path: str) -> list[str]:
+        """Mark blocked, in rows, the lanes ``view`` met before the one it chose."""
+        from psycopg.types.json import Jsonb
+
+        from ..directory.ledger import blocked_result
+
+        for row in view.to_block:
+            body = blocked_result(list(row.waits_on), at)
+            self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) ON CONFLICT (slug) DO NOTHING",
+                              (row.slug, Jsonb(body)))
+        return []

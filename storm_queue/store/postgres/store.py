@@ -1,0 +1,363 @@
+"""A storm kept in PostgreSQL, for runners on many hosts: the same request
+path and the same pure core as a directory storm, with rows where the
+directory has files.
+
+- the writers' lock is a transaction-scoped advisory lock, and one request
+  is one transaction: it reads the state rows, plans, appends its log lines
+  (the same JSON lines, ``seq`` and ``prev`` chain as ``priority.log``) and
+  writes the rows they change, or nothing at all;
+- readers take one repeatable-read snapshot and never replay the log: the
+  state row holds the lane state the log folds to at its last line;
+- the caller is ``session_user`` as the server authenticated it; the
+  operator is the role that ran ``init``.
+
+The driver (psycopg 3) is imported only here, and only for a URL root.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from ...core import config, fold
+from ...service.authority import LANE_ENV, decide
+from .declare import Declaring, InvalidDeclaration  # noqa: F401 -- InvalidDeclaration: a name others may import from here
+from .faults import Faults
+from .log import LogRows
+from .rows import Rows, RowWrites
+from ...service.storm import Listing, Outcome, Storm, now
+from ...core.errors import Busy, NoStorm, NotHere, RecordFailed, StormUnreadable
+from ...core.lane import Snapshot
+from ..directory.log import reader
+from ..directory.log.checkpoint import dump_state, load_state
+from ...core.framing import Malformed, decode, digest
+from ..directory.log.writer import frame
+from .connect import (CONNECT_TIMEOUT, GRANT_HINT, LOCK_KEYS, Created, _driver, _Known, _words,  # noqa: F401 -- the names others import from here
+                       connect, create, insert_state, schema_sql, shown)
+from ...core.records import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterator, Mapping
+
+_HEAD = "SELECT seq, digest, body_seq, body_digest, rows_gone FROM storm_queue.state"
+#: a writer rewrites the state row's body once the log is this many lines past it
+STATE_EVERY = 32
+#: a storm object folds the lines after the state it knows, rather than read the body, up to this many
+FOLD_AT_MOST = 4 * STATE_EVERY
+
+
+def _older_format(body: str) -> bool:
+    """Whether a state row's body is a state of an earlier format (which an
+    upgrade leaves behind), rather than a damaged one."""
+    from ...core.jsoncodec import loads
+    from ..directory.log.checkpoint import FORMAT
+
+    try:
+        v = loads(body).get("v")
+    except (ValueError, AttributeError):
+        return False
+    return type(v) is int and 1 <= v < FORMAT
+
+class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
+    """One storm in a PostgreSQL database, named by its libpq URL."""
+
+    def __init__(self, url: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
+        super().__init__(shown(url), env, wait)
+        self.url = url
+        self._conn = None
+        self._writing_now = False
+        self._rows = Rows()  # the lane, settled and result rows as last read
+        self._pending: tuple[int, bytes] | None = None
+        self._state_known: _Known | None = None  # the newest state this object has read or committed
+        self._written: _Known | None = None  # what the open transaction will make known once it commits
+        self._body_seq = 0  # the line the state row's body folds to, as last read
+        self._created: str | None = None  # when the storm was made (or migrated here), read once
+        self._decl: tuple[str | None, config.Declaration] | None = None
+        self._session_user: str | None = None
+        self._operator_read: str | None = None  # the operator, as declaration() last read it, for the next _roles
+
+    @property
+    def conn(self):
+        """The storm's one connection, reused from request to request; a new
+        one when there is none yet or the last one was closed or broken."""
+        if self._conn is None or self._conn.closed:
+            self._conn, self._session_user = connect(self.url), None
+        return self._conn
+
+    def close(self) -> None:
+        """Close the connection (the next request opens a new one)."""
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """The driver's errors as the storm's own."""
+        psycopg = _driver()
+        try:
+            yield
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+            raise NoStorm(f"the database {self.root} holds no storm: create one with storm-queue init URL") from None
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise StormUnreadable(f"role {self._who()} may not read the storm in {self.root} ({_words(exc, self.url)}); "
+                                  f"{GRANT_HINT}") from None
+        except psycopg.errors.LockNotAvailable:
+            raise Busy(f"another writer held the storm for longer than {self.wait:g} s; nothing was recorded, "
+                       "ask again (or pass a longer --wait)") from None
+        except psycopg.OperationalError as exc:  # before any write: nothing of this command was recorded
+            raise RecordFailed(f"the connection to {self.root} failed ({_words(exc, self.url)}); nothing was recorded",
+                               recorded=False) from None
+
+    def _who(self) -> str:
+        try:
+            return self.conn.execute("SELECT session_user").fetchone()[0]
+        except Exception:  # noqa: BLE001 -- only ever used in a message
+            return "this role"
+
+    # -- reading ---------------------------------------------------------
+
+    def directory(self, command: str) -> str:
+        raise NotHere(f"{command} examines a directory storm's files and does not yet examine a database storm; "
+                      "use storm-queue verify (the log and the state row) and storm-queue list")
+
+    def declaration(self) -> config.Declaration:
+        """What the last ``declare`` recorded (none: no source, default runner
+        settings), read now; parsed again only when its text changed."""
+        with self._errors():
+            row = self.conn.execute("SELECT declaration, operator FROM storm_queue.storm").fetchone()
+        text = row[0] if row is not None else None
+        self._operator_read = row[1] if row is not None else None  # the request's _roles asks no more
+        if self._decl is None or self._decl[0] != text:
+            self._decl = (text, config.Declaration(False) if text is None else config.parse(text))
+        return self._decl[1]
+
+    def log_path(self, decl: config.Declaration) -> str:
+        return self.root
+
+    def _load(self) -> reader.LogRead:
+        """The state at the log's head and the rows a snapshot needs, read in
+        the current transaction: the state this object already knows, or
+        else the state row's body, with the few lines after it folded on."""
+        conn = self.conn
+        known = self._state_known
+        lines = None
+        if known is None:
+            head = conn.execute(_HEAD).fetchone()
+            changed = None
+        else:  # one round trip: the head, the lines after the state this object knows, the rows changed since
+            with conn.pipeline():
+                head_cur = conn.execute(_HEAD)
+                lines_cur = conn.execute("SELECT seq, line FROM storm_queue.event WHERE seq > %s ORDER BY seq LIMIT %s",
+                                         (known.seq, FOLD_AT_MOST + 1))
+                changed_cur = self._rows.changed(conn)
+                head, lines, changed = head_cur.fetchone(), lines_cur.fetchall(), changed_cur.fetchall()
+        seq, last, body_seq, body_digest, gone = head
+        self._body_seq = body_seq
+        state = None
+        if known is not None and known.seq <= seq and (known.seq >= body_seq or seq - known.seq <= FOLD_AT_MOST):
+            state = self._fold_on(known, seq, last, [r for r in lines if r[0] <= seq])  # None: not the log it knew
+        if state is None:
+            (body,), = conn.execute("SELECT body FROM storm_queue.state").fetchall()
+            try:
+                base = _Known(body_seq, body_digest, load_state(body))
+            except ValueError as exc:
+                if not _older_format(body):
+                    raise reader.Damage(self.root, f"the state row cannot be read ({exc}); "
+                                        "storm-queue verify checks the log") from None
+                # written by an earlier storm-queue: fold the whole log, and let the next writer rewrite the row
+                base, self._body_seq = _Known(0, None, fold.EMPTY), -STATE_EVERY
+            state = self._fold_on(base, seq, last)
+            if state is None:
+                raise reader.Damage(self.root, f"the log's lines after line {body_seq} do not follow the state row "
+                                    f"to line {seq}; storm-queue verify checks the log")
+        self._state_known = _Known(seq, last, state)
+        self._rows.read(conn, gone, changed)
+        if self._created is None:
+            created = conn.execute("SELECT created FROM storm_queue.storm").fetchone()
+            self._created = created[0] if created else ""
+        return reader.LogRead(self.root, state, seq, last, log_exists=True)
+
+    def _fold_on(self, known: _Known, seq: int, last: str | None, rows: list | None = None) -> fold.LaneState | None:
+        """``known``'s state with the lines after it up to line ``seq``
+        (``rows`` when given, else read now) folded on; None unless those
+        lines are its chain's next, one by one, and the last of them has the
+        digest ``last``."""
+        if known.seq == seq:
+            return known.state if known.last == last else None
+        if rows is None:
+            rows = self.conn.execute("SELECT seq, line FROM storm_queue.event WHERE seq > %s AND seq <= %s ORDER BY seq",
+                                     (known.seq, seq)).fetchall()
+        prev, events = known.last, []
+        for n, (line_seq, line) in enumerate(rows, known.seq + 1):
+            line = bytes(line)
+            try:
+                event = decode(line)
+            except Malformed:
+                return None
+            if line_seq != n or event["seq"] != n or event["prev"] != prev:
+                return None
+            events.append(event)
+            prev = digest(line)
+        if len(events) != seq - known.seq or prev != last:
+            return None
+        return fold.replay(events, known.state)
+
+    def _read(self, decl: config.Declaration) -> reader.LogRead:
+        if self._writing_now:
+            return self._load()
+        with self._errors(), self.conn.transaction():
+            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return self._load()
+
+    def _snapshot(self, log: reader.LogRead, at: str | None = None) -> Snapshot:
+        rows = self._rows
+        results = rows.results
+        tokens = {}
+        for slug, run in log.state.runs.items():
+            if run.lease is not None and slug in results:
+                token = results[slug]
+                tokens[slug] = token if type(token) is int and token > 0 else None
+        unattended = self._decl is not None and self._decl[1].runner.unattended
+        # every lane and integration since the storm was made (or migrated here) is recorded
+        return Snapshot(dict(rows.lanes), rows.ledgers(unattended), log.state, at or now(), tokens, (),
+                        (self._created or "", self._created or ""))
+
+    def listing(self, decl: config.Declaration | None = None, waits: bool = True) -> Listing:
+        with self._errors():
+            return super().listing(decl, waits)
+
+    def why(self, slug: str):
+        with self._errors():
+            return super().why(slug)
+
+    def next(self) -> tuple[Listing, list[str]]:
+        """Decide; then, as the operator, mark blocked the lanes met before
+        the chosen one (rows, where a directory writes result.json)."""
+        listing = self.listing()
+        if not listing.view.to_block:
+            return listing, []
+        who, op = self._roles()
+        if who != op:
+            return listing, [f"next: role {who} is not the storm's operator ({op}), so blocked lanes are not marked"]
+        with self._errors(), self._writing(self.root, None):
+            self._tell(listing.view, (), now(), self.root)
+        return listing, []
+
+    # -- requests ----------------------------------------------------------
+
+    def _roles(self) -> tuple[str, str | None]:
+        """The caller (session_user) and the operator (None: this role may not read the storm)."""
+        psycopg = _driver()
+        with self._errors():
+            conn = self.conn  # first: a new connection forgets the last one's session_user
+            if self._session_user is None:
+                self._session_user = conn.execute("SELECT session_user").fetchone()[0]
+            who = self._session_user
+        operator, self._operator_read = self._operator_read, None
+        if operator is not None:  # read with the declaration this request began with (an operator never changes)
+            return who, operator
+        try:
+            if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                row = self.conn.execute("SELECT operator FROM storm_queue.storm").fetchone()  # autocommit: one statement
+            else:
+                with self.conn.transaction():  # a savepoint: a refusal must not abort the transaction around it
+                    row = self.conn.execute("SELECT operator FROM storm_queue.storm").fetchone()
+        except psycopg.errors.InsufficientPrivilege:
+            return who, None
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+            raise NoStorm(f"the database {self.root} holds no storm: create one with storm-queue init URL") from None
+        return who, row[0] if row else None
+
+    def _judge(self, decl: config.Declaration, source: str | None, operator_only: bool):
+        who, op = self._roles()
+        verdict = decide(self.env.get(LANE_ENV), who == op, who, op or "unknown to this role",
+                         "whose role created the storm", decl, source, operator_only)
+        unrecordable = "" if who == op else f"role {who} cannot write the storm of {op or 'another role'}"
+        return verdict, None, unrecordable, _Role(who)
+
+    def _declaration_or_none(self) -> config.Declaration:
+        try:
+            return self.declaration()
+        except StormUnreadable:
+            return config.Declaration(False)
+
+    #: ``adopt`` on a database storm: a recorded no-op
+    NOTHING_TO_ADOPT = "nothing to adopt: a database storm keeps its log in rows, never in the earlier tool's format"
+
+    def _request(self, req, shape, plan, dry_run: bool = False, decl: config.Declaration | None = None,
+                 operator_only: bool = False, on_unknown=None) -> Outcome:
+        """The one request path, in one transaction; a conflict the server
+        resolves by aborting is a refusal (``reorder_conflict``), and a lost
+        connection is answered with whether the request committed.
+        ``on_unknown`` is not passed on: a database storm holds no earlier
+        tool's log, so an unknown order stays exit 3, for ``adopt`` too."""
+        psycopg = _driver()
+        self._pending = None
+        try:
+            with self._errors_of_requests():
+                return super()._request(req, shape, plan, dry_run, decl or self._declaration_or_none(), operator_only)
+        except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
+            return self._conflict(req, exc)
+        except psycopg.OperationalError as exc:
+            raise self._lost(req.verb, exc) from None
+
+    @contextmanager
+    def _errors_of_requests(self) -> Iterator[None]:
+        psycopg = _driver()
+        try:
+            yield
+        except psycopg.errors.LockNotAvailable:
+            raise Busy(f"another writer held the storm for longer than {self.wait:g} s; nothing was recorded, "
+                       "ask again (or pass a longer --wait)") from None
+        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+            raise NoStorm(f"the database {self.root} holds no storm: create one with storm-queue init URL") from None
+
+    @contextmanager
+    def _writing(self, log_path: str, owner_ids: tuple[int, int] | None) -> Iterator[None]:
+        """One transaction holding the storm's advisory lock, waiting at most
+        ``wait`` seconds for it; once it commits, the state its lines fold
+        to is this object's to start the next request from. The transaction
+        is pipelined: taking the lock goes with the first read, and the
+        writes go with the COMMIT, so the lock is held for two round trips."""
+        self._written = None
+        conn = self.conn
+        try:
+            with conn.pipeline(), conn.transaction():
+                conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.wait * 1000))}")
+                conn.execute("SELECT pg_advisory_xact_lock({}, {})".format(*LOCK_KEYS))
+                self._writing_now = True
+                try:
+                    yield
+                finally:
+                    self._writing_now = False
+        except BaseException:
+            self._state_known = self._written = None
+            raise
+        if self._written is not None:
+            self._state_known, self._written = self._written, None
+
+    def _append(self, log: reader.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
+                owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
+        framed = frame(bodies, log.seq, log.digest, at, by)
+        events = [event for event, _ in framed]
+        last_event, last_line = framed[-1]
+        head, last = last_event["seq"], digest(last_line)
+        state = fold.replay(events, log.state)
+        with self.conn.cursor() as cur:  # sent with the COMMIT (the request's transaction is pipelined)
+            cur.executemany("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)",
+                            [(event["seq"], line) for event, line in framed])
+            if head - self._body_seq >= STATE_EVERY:
+                cur.execute("UPDATE storm_queue.state SET seq = %s, digest = %s, body = %s, body_seq = %s, "
+                            "body_digest = %s", (head, last, dump_state(state), head, last))
+            else:
+                cur.execute("UPDATE storm_queue.state SET seq = %s, digest = %s", (head, last))
+        self._pending = (head, last_line)
+        self._written = _Known(head, last, state)
+        return events
+
+
+@dataclass(frozen=True)
+class _Role:
+    """The caller of a database storm, as the request path names it."""
+
+    name: str
