@@ -49,11 +49,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.p
 from storm_queue.core import fold  # noqa: E402
 from storm_queue.service.authority import account_name  # noqa: E402
 from storm_queue.core.lane import Refusal, Snapshot, plan_bump, plan_push, plan_unbump  # noqa: E402
-from storm_queue.store.directory.ledger import Ledgers  # noqa: E402
+from storm_queue.core.ledgers import Ledgers  # noqa: E402
 from storm_queue.store.directory.log import checkpoint, writer  # noqa: E402
+from storm_queue.core import statebody  # noqa: E402
 from storm_queue.core.framing import digest, encode  # noqa: E402
-from storm_queue.store.directory.log.reader import LogRead  # noqa: E402
-from storm_queue.store.directory.queuefile import format_line, parse  # noqa: E402
+from storm_queue.core.logread import LogRead  # noqa: E402
+from storm_queue.core.queuetext import format_line, parse  # noqa: E402
 
 BATCH = 1000
 MAX_NAMED = 4
@@ -154,7 +155,7 @@ def build_database(url: str, events: int, lanes: int, deep: bool = False, seed: 
 
     from storm_queue.store.postgres import store as database
     from storm_queue.core.framing import decode
-    from storm_queue.store.directory.log.writer import frame
+    from storm_queue.core.framing import frame
 
     created = database.create(url)
     by = f"operator:{created.operator}"
@@ -186,7 +187,7 @@ def build_database(url: str, events: int, lanes: int, deep: bool = False, seed: 
                             body = (seq, prev, folder.state())
             state = folder.state()
             conn.execute("UPDATE storm_queue.state SET seq = %s, digest = %s, body = %s, body_seq = %s, "
-                         "body_digest = %s", (seq, prev, checkpoint.dump_state(body[2]), body[0], body[1]))
+                         "body_digest = %s", (seq, prev, statebody.dump_state(body[2]), body[0], body[1]))
     return {"root": created.root, "lanes": lanes, "events": seq, "body_line": body[0],
             "lane": len(state.lane), "named": len(state.named)}
 

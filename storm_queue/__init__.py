@@ -27,9 +27,9 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .service.storm import Listing, Outcome, Storm
     from .core.errors import Busy, NoStorm, RecordFailed, Refused, StormError, StormUnreadable, UnknownOrder
     from .core.resolver import Row
+    from .service.storm import Listing, Outcome, Storm
 
 __all__ = ["Storm", "Listing", "Outcome", "Row", "StormError", "UnknownOrder", "NoStorm", "Busy", "RecordFailed",
            "StormUnreadable", "Refused"]

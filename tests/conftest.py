@@ -113,7 +113,7 @@ def write_log(root: Path, bodies, at: str = "2026-11-30T00:00:00.000000Z", by: s
     the request path: for views and benches that need a long history.
     Returns the number of lines written."""
     from storm_queue.core.framing import digest
-    from storm_queue.store.directory.log.writer import frame
+    from storm_queue.core.framing import frame
 
     seq, prev, length = 0, None, 0
     with open(root / name, "wb") as f:

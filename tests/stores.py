@@ -119,7 +119,7 @@ class DatabaseStorm(_Either):
              unattended: bool = False) -> None:
         """The storm's rows; ``unattended`` is the declared ``[runner] unattended``
         (a database storm's UNATTENDED), added to ``toml``."""
-        from storm_queue.store.directory.queuefile import parse
+        from storm_queue.core.queuetext import parse
 
         if unattended:
             toml = toml or ""

@@ -72,7 +72,9 @@ def interrupted(signum: int, as_json: bool) -> NoReturn:
                  f"have been printed; storm-queue log --last {len(events)} shows it")
     else:
         words = "interrupted: nothing was recorded"
-    code = 128 + signum
+    from ..core.exit_codes import interrupted as exit_of
+
+    code = exit_of(signum)
     try:
         if as_json:
             emit_json({"outcome": "error", "message": words, "exit": code, "recorded": bool(events)})
@@ -85,8 +87,9 @@ def interrupted(signum: int, as_json: bool) -> NoReturn:
 
 def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
     """Run a command's work and exit with its code; typed errors and crashes
-    are mapped to exit codes here and nowhere else."""
+    get the exit codes ``core.exit_codes`` maps them to."""
     from ..core.errors import StormError
+    from ..core.exit_codes import CRASHED
     from ..roots import hide
 
     try:
@@ -105,9 +108,9 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
     except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal
         words = hide(f"{type(exc).__name__}: {exc}")
         if as_json:
-            emit_json({"outcome": "crashed", "message": words, "exit": 4})
+            emit_json({"outcome": "crashed", "message": words, "exit": CRASHED})
         err(f"storm-queue: crashed: {words} (this is a bug; please report it)")
-        code = 4
+        code = CRASHED
     sys.exit(code)
 
 
@@ -134,8 +137,8 @@ def _made_of(part: str | None) -> type:
         from ..service.storm import Storm
 
         return Storm
-    from ..store.directory.store import Directory
     from ..service.passage import Passage
+    from ..store.directory.store import Directory
 
     if part == "requests":
         from ..service.requests import Requests as mixin

@@ -6,8 +6,8 @@ without loading click. Nothing here imports click."""
 
 from __future__ import annotations
 
+from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
-from ..core.refusals import exit_codes
 
 
 class Param:
@@ -78,8 +78,8 @@ def ttl(default: str) -> Param:
 
 
 #: the codes a request (bump, push, unbump, add, settle) can give
-REQUEST_CODES = exit_codes(0, 1, 2, 3, 4, 5)
-RUNNER_CODES = exit_codes((0, "done; for claim, a decision was printed"), 1,
+REQUEST_CODES = epilog(0, 1, 2, 3, 4, 5)
+RUNNER_CODES = epilog((0, "done; for claim, a decision was printed"), 1,
                           (2, "refused: a stale token, a TTL out of range, a lane not in that state; or a usage error"),
                           3, 4, 5)
 READ = (2, "no storm here, a storm file cannot be read, or a usage error")
@@ -94,7 +94,7 @@ BY AT DETAIL (see docs/commands.md).
 Example: storm-queue list --root ~/storms/spring
 
 Example: storm-queue list --plain | awk '$2 == "*" {print $3}'""",
-            exit_codes((0, "the listing was printed"), READ, 3, 4),
+            epilog((0, "the listing was printed"), READ, 3, 4),
             (Param("plain", "--plain", "flag", help="Plain text, one lane a line, even at a terminal."),
              Param("show_all", "--all", "flag", help="List settled lanes too (by default they are counted)."),
              JSON, ROOT), "handlers:show_list"),
@@ -107,7 +107,7 @@ matching events as JSON lines, byte for byte as the log stores them.
 Example: storm-queue log --refused --since 2026-11-30
 
 Example: storm-queue log --slug billing --last 5""",
-            exit_codes((0, "the matching events were printed"), READ,
+            epilog((0, "the matching events were printed"), READ,
                        (3, "the log is damaged: the lines before the damage, then the damage"), 4),
             (Param("slugs", "--slug", metavar="SLUG", multiple=True, complete="slug",
                    help="Only events that name SLUG (as the lane asked for, or among those moved or removed). Repeatable."),
@@ -126,7 +126,7 @@ Its state, its position, what runs before it, the dependencies it waits
 on, who prioritised it and why, and whether it is stray or skipped.
 
 Example: storm-queue why billing""",
-            exit_codes((0, "the answer was printed"), (2, "SLUG is unknown or not a name; no storm here; or a usage error"), 3, 4),
+            epilog((0, "the answer was printed"), (2, "SLUG is unknown or not a name; no storm here; or a usage error"), 3, 4),
             (SLUG, JSON, ROOT), "handlers:show_why"),
     Command("watch", """Show the storm live, full screen, until q or Ctrl-C.
 
@@ -144,7 +144,7 @@ NO_COLOR also keeps colour out of the live view. SIGTERM exits 143.
 Example: storm-queue watch --root ~/storms/spring --interval 5
 
 Example: storm-queue watch --once | grep '^next:'""",
-            exit_codes((0, "left with q or Ctrl-C, or the one frame was printed"), READ, 3, (4, "crashed")),
+            epilog((0, "left with q or Ctrl-C, or the one frame was printed"), READ, 3, (4, "crashed")),
             (Param("interval", "--interval", "float", "SECONDS",
                    "How often to check the storm for change and redraw the time left on leases.", 2.0,
                    low=0.1, high=3600, show_default=True),
@@ -155,7 +155,7 @@ Example: storm-queue watch --once | grep '^next:'""",
 One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty.
 
 Example: storm-queue next""",
-            exit_codes((0, "the decision was printed"), READ, 3, 4), (JSON, ROOT), "answer:next_decision"),
+            epilog((0, "the decision was printed"), READ, 3, 4), (JSON, ROOT), "answer:next_decision"),
     Command("bump", """Prioritise SLUG to run next after what is running.
 
 It runs after lanes prioritised earlier, ahead of every other lane; its
@@ -206,7 +206,7 @@ the declaration from the database. On a directory storm, storm.toml is
 the declaration: declare refuses (exit 2).
 
 Example: storm-queue declare storm.toml --root postgresql://operator@db.example/storm""",
-            exit_codes((0, "the declaration was recorded (or was already the storm's)"), 1,
+            epilog((0, "the declaration was recorded (or was already the storm's)"), 1,
                        (2, "a malformed FILE, a directory storm, or a usage error; nothing changed"), 4, 5),
             (Param("file", kind="file", required=True),
              Param("reason", "--reason", metavar="TEXT", help="Why you declare it; recorded with the request."),
@@ -218,7 +218,7 @@ Operator only, and refused while the log replays.
 The old log and witness are kept beside it under new names.
 
 Example: storm-queue reset --reason "log lost in a disk move\"""",
-            exit_codes((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, or a usage error"), 4, 5),
+            epilog((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, or a usage error"), 4, 5),
             (*REQUEST, JSON, ROOT), "handlers:reset"),
     Command("adopt", """Take over a priority log written by the earlier priority tool.
 
@@ -230,7 +230,7 @@ no-op. With --dry-run: the lane it would adopt and the run order
 after it; nothing is written.
 
 Example: storm-queue adopt --reason "moving the storm to storm-queue\"""",
-            exit_codes((0, "adopted, or a recorded no-op: the log is already storm-queue's"), 1,
+            epilog((0, "adopted, or a recorded no-op: the log is already storm-queue's"), 1,
                        (2, "refused: a blank --reason, or a usage error"),
                        (3, "the old log breaks its format (the line is named) or is shorter than its witness; nothing changed"), 4, 5),
             (DRY_RUN, *REQUEST, JSON, ROOT), "handlers:adopt"),
@@ -243,7 +243,7 @@ is prioritised. --undo ends the waiver. why SLUG shows each waiver.
 Example: storm-queue waive billing schema --reason "schema ships in the next release"
 
 Example: storm-queue waive billing schema --undo --reason "schema is back in scope\"""",
-            exit_codes(0, 1, (2, "refused: DEP is not a dependency SLUG's line names, a blank --reason; or a usage error"), 3, 4, 5),
+            epilog(0, 1, (2, "refused: DEP is not a dependency SLUG's line names, a blank --reason; or a usage error"), 3, 4, 5),
             (SLUG, Param("dep", required=True, complete="slug"),
              Param("undo", "--undo", "flag", help="End the waiver: SLUG waits for DEP again."), *REQUEST, DRY_RUN, JSON, ROOT),
             "handlers:waive"),
@@ -319,7 +319,7 @@ seq without gaps, the witness, the checkpoint, and replays the log.
 Exit 0 when sound, 3 when not. Reads only.
 
 Example: storm-queue verify --json""",
-            exit_codes((0, "the log is sound"), (2, "no storm here, or a usage error"),
+            epilog((0, "the log is sound"), (2, "no storm here, or a usage error"),
                        (3, "the log is not sound (the first bad line is named), or its place is unknown"), 4),
             (JSON, ROOT), "handlers:verify"),
     Command("demo", """Tell the whole story on a throwaway example storm.
@@ -327,7 +327,7 @@ Example: storm-queue verify --json""",
 It copies the bundled example storm to a temporary directory and shows
 list, next, bump, push and unbump there with their real output.
 
-Example: storm-queue demo""", exit_codes((0, "the story was told"), (2, "a usage error"), 4),
+Example: storm-queue demo""", epilog((0, "the story was told"), (2, "a usage error"), 4),
             (Param("keep", "--keep", "flag", help="Keep the throwaway storm and print where it is."),), "handlers:demo",
             top=(), quick=False),
     Command("init", """Create a storm in DIR (default: .) or a database URL.
@@ -347,7 +347,7 @@ database that holds a storm already is refused (exit 2).
 Example: storm-queue init ~/storms/spring
 
 Example: storm-queue init postgresql://operator@db.example/storm""",
-            exit_codes((0, "the storm was created"), (2, "refused: a file exists, or DIR cannot be a storm; or a usage error"), 4),
+            epilog((0, "the storm was created"), (2, "refused: a file exists, or DIR cannot be a storm; or a usage error"), 4),
             (Param("directory", metavar="[DIR|URL]", default="."), JSON), "handlers:init", top=("json",)),
     Command("migrate", """Carry the directory storm DIR into the empty database URL.
 
@@ -358,7 +358,7 @@ records a last line naming URL, and later requests there are refused
 operator.
 
 Example: storm-queue migrate ~/storms/spring postgresql://operator@db.example/storm""",
-            exit_codes((0, "the storm was carried into the database"), (1, "refused: not the directory's operator"),
+            epilog((0, "the storm was carried into the database"), (1, "refused: not the directory's operator"),
                        (2, "the database is not empty or cannot be reached, DIR is not a storm, or a usage error"),
                        (3, "DIR's log cannot be replayed"), 4, 5),
             (Param("directory", metavar="DIR", required=True), Param("url", metavar="URL", required=True), JSON, WAIT),
@@ -375,7 +375,7 @@ orphaned lease, a running marker with no lease, a quarantined lane.
 Doctor only reads.
 
 Example: storm-queue doctor --running-hours 6""",
-            exit_codes((0, "no findings: the storm is sound"), (1, "findings, one a line (not a refusal)"),
+            epilog((0, "no findings: the storm is sound"), (1, "findings, one a line (not a refusal)"),
                        (2, "no storm here, or a usage error"), 4),
             (Param("running_hours", "--running-hours", "float", "HOURS", "Report lanes marked running for longer than HOURS "
                    "(default: storm.toml [doctor] running_hours, else 24).", low=0, low_open=True), JSON, ROOT), "handlers:doctor"),
@@ -398,7 +398,7 @@ open a new shell:
     mkdir -p ~/.config/fish/completions
     storm-queue completion fish > ~/.config/fish/completions/storm-queue.fish
 
-Example: storm-queue completion bash""", exit_codes((0, "the script was printed"), (2, "a usage error (an unknown SHELL)"), 4),
+Example: storm-queue completion bash""", epilog((0, "the script was printed"), (2, "a usage error (an unknown SHELL)"), 4),
             (Param("shell", kind="choice", required=True, choices=("bash", "zsh", "fish")),), "handlers:completion",
             top=(), quick=False),
 )

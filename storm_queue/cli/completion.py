@@ -30,8 +30,8 @@ def queued_slugs(root: str | None, incomplete: str = "") -> list[str]:
     command finds it."""
     import os
 
-    from ..store.directory import queuefile
     from ..roots import find_root
+    from ..store.directory import queuefile
 
     try:
         where = find_root(root, os.environ)

@@ -19,8 +19,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable
 
-    from ..service.storm import Listing
     from ..core.resolver import Row
+    from ..service.storm import Listing
 #: how many log events a frame shows
 EVENTS = 10
 #: the states a frame lists lane by lane (besides running and the priority lane), in this order
@@ -279,32 +279,110 @@ def fit(frame: Frame, height: int | None, footer: bool = False) -> tuple[int, in
     return p, h, e
 
 
+def _table(*columns: tuple[str, dict]) -> Any:
+    """A rich table whose columns take their natural width, the last taking
+    what is left (so a long reason is cut, never a slug or a holder)."""
+    from rich.table import Table
+
+    t = Table(box=None, header_style="bold dim", pad_edge=False, show_edge=False, expand=True)
+    for i, (name, kw) in enumerate(columns):
+        t.add_column(name, no_wrap=True, overflow="ellipsis", ratio=1 if i == len(columns) - 1 else None, **kw)
+    return t
+
+
+def _heading(words: str, n: int | None = None, none: str = "") -> Any:
+    from rich.text import Text
+
+    if none:
+        return Text.assemble((words, "bold underline"), f": {none}")
+    return Text.assemble((words, "bold underline"), "" if n is None else f" ({n})")
+
+
+def _more(n: int) -> Any:
+    from rich.text import Text
+
+    return Text(f"  ... and {n} more (storm-queue list shows them all)", style="dim")
+
+
+def _running_part(frame: Frame) -> list:
+    """The running section: a lease bar a lane, coloured by what is left."""
+    from rich.text import Text
+
+    if not frame.running:
+        return [_heading("running", none="none")]
+    t = _table(("lane", {"style": "bold"}), ("issue", {}), ("holder", {}), ("token", {"justify": "right"}),
+               ("lease", {"min_width": BAR}), ("left", {}))
+    for h in frame.running:
+        if h.kind == "marker":
+            t.add_row(Text(h.slug), Text(h.issue), Text("-"), Text("-"), Text(""), Text(lease_words(h), style="bold red"))
+            continue
+        share = 0.0 if h.left is None or not h.ttl else h.left / h.ttl
+        colour = "red" if h.kind == "orphan" or share < 0.2 else "yellow" if share < 0.5 else "green"
+        cells = filled(h.left, h.ttl)
+        t.add_row(Text(h.slug), Text(h.issue), Text(h.holder), Text(str(h.token)),
+                  Text.assemble(("━" * cells, colour), ("━" * (BAR - cells), "grey30")),
+                  Text(lease_words(h), style="bold red" if h.kind == "orphan" else ""))
+    return [_heading("running", len(frame.running)), t]
+
+
+def _lanes_parts(frame: Frame, p_rows: int, h_rows: int) -> list:
+    """The priority lane's section and the held lanes' section, each cut to
+    its number of rows, saying how many are not shown."""
+    from rich.text import Text
+
+    from .table import STATE_STYLES
+
+    parts: list = []
+    if frame.priority:
+        parts.append(_heading("priority lane, in run order", len(frame.priority)))
+        t = _table(("#", {"justify": "right"}), ("lane", {"style": "bold"}), ("issue", {}), ("state", {}),
+                   ("by", {}), ("when", {"style": "dim"}), ("why", {"style": "italic"}))
+        for p in frame.priority[:p_rows]:
+            t.add_row(Text(str(p.position)), Text(p.slug), Text(p.issue), Text(p.state, style=STATE_STYLES.get(p.state, "")),
+                      Text(p.by), Text(ago(p.at, frame.now)), Text(p.why))
+        parts.append(t)
+        if p_rows < len(frame.priority):
+            parts.append(_more(len(frame.priority) - p_rows))
+    else:
+        parts.append(_heading("priority lane", none="empty"))
+    parts.append(Text())
+    held_title = ", ".join(HELD)
+    if frame.held:
+        parts.append(_heading(held_title, len(frame.held)))
+        t = _table(("lane", {"style": "bold"}), ("issue", {}), ("state", {}), ("what holds it", {}))
+        for h in frame.held[:h_rows]:
+            t.add_row(Text(h.slug), Text(h.issue), Text(h.state, style=STATE_STYLES.get(h.state, "")), Text(h.words))
+        parts.append(t)
+        if h_rows < len(frame.held):
+            parts.append(_more(len(frame.held) - h_rows))
+    else:
+        parts.append(_heading(held_title, none="none"))
+    return parts
+
+
+def _log_part(frame: Frame, e_rows: int) -> list:
+    """The last ``e_rows`` log events, refusals in red."""
+    from rich.text import Text
+
+    events = frame.events[len(frame.events) - e_rows:] if e_rows else ()
+    if events:
+        parts = [_heading(f"last {len(events)} log event{'s' if len(events) != 1 else ''}")]
+    elif frame.events:
+        parts = [_heading("log", none="a taller terminal shows the last events (storm-queue log --last 10)")]
+    else:
+        parts = [_heading("log", none="nothing recorded yet")]
+    for action, text in events:
+        parts.append(Text(text, style="red" if action == "refused" else "", no_wrap=True, overflow="ellipsis"))
+    return parts
+
+
 def rich_view(frame: Frame, height: int | None = None, footer: str = "") -> Any:
     """The frame as a rich renderable for a terminal ``height`` lines high
     (None: as long as it takes): long sections are cut to fit (``fit``),
     saying how many lanes are not shown. Every piece of text is a ``Text``;
     a table row is one line, cut with an ellipsis at the terminal's edge."""
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
-
-    from .table import STATE_STYLES
-
-    def table(*columns: tuple[str, dict]) -> Table:
-        """Columns at their natural width, the last taking what is left
-        (so a long reason is cut, never a slug or a holder)."""
-        t = Table(box=None, header_style="bold dim", pad_edge=False, show_edge=False, expand=True)
-        for i, (name, kw) in enumerate(columns):
-            t.add_column(name, no_wrap=True, overflow="ellipsis", ratio=1 if i == len(columns) - 1 else None, **kw)
-        return t
-
-    def heading(words: str, n: int | None = None, none: str = "") -> Text:
-        if none:
-            return Text.assemble((words, "bold underline"), f": {none}")
-        return Text.assemble((words, "bold underline"), "" if n is None else f" ({n})")
-
-    def more(n: int) -> Text:
-        return Text(f"  ... and {n} more (storm-queue list shows them all)", style="dim")
 
     p_rows, h_rows, e_rows = fit(frame, height, bool(footer))
     parts: list = [Text.assemble(("storm-queue watch", "bold"), f"  {frame.root}  ", (_when(frame.now), "dim"),
@@ -314,58 +392,11 @@ def rich_view(frame: Frame, height: int | None = None, footer: str = "") -> Any:
     parts.append(Text.assemble("next: ", (frame.decision, "bold reverse" if frame.decision.startswith("run ") else "bold")))
     parts.append(Text("lanes: " + summary(frame), style="dim", no_wrap=True, overflow="ellipsis"))
     parts.append(Text())
-    if frame.running:
-        parts.append(heading("running", len(frame.running)))
-        t = table(("lane", {"style": "bold"}), ("issue", {}), ("holder", {}), ("token", {"justify": "right"}),
-                  ("lease", {"min_width": BAR}), ("left", {}))
-        for h in frame.running:
-            if h.kind == "marker":
-                t.add_row(Text(h.slug), Text(h.issue), Text("-"), Text("-"), Text(""), Text(lease_words(h), style="bold red"))
-                continue
-            share = 0.0 if h.left is None or not h.ttl else h.left / h.ttl
-            colour = "red" if h.kind == "orphan" or share < 0.2 else "yellow" if share < 0.5 else "green"
-            cells = filled(h.left, h.ttl)
-            t.add_row(Text(h.slug), Text(h.issue), Text(h.holder), Text(str(h.token)),
-                      Text.assemble(("━" * cells, colour), ("━" * (BAR - cells), "grey30")),
-                      Text(lease_words(h), style="bold red" if h.kind == "orphan" else ""))
-        parts.append(t)
-    else:
-        parts.append(heading("running", none="none"))
+    parts += _running_part(frame)
     parts.append(Text())
-    if frame.priority:
-        parts.append(heading("priority lane, in run order", len(frame.priority)))
-        t = table(("#", {"justify": "right"}), ("lane", {"style": "bold"}), ("issue", {}), ("state", {}),
-                  ("by", {}), ("when", {"style": "dim"}), ("why", {"style": "italic"}))
-        for p in frame.priority[:p_rows]:
-            t.add_row(Text(str(p.position)), Text(p.slug), Text(p.issue), Text(p.state, style=STATE_STYLES.get(p.state, "")),
-                      Text(p.by), Text(ago(p.at, frame.now)), Text(p.why))
-        parts.append(t)
-        if p_rows < len(frame.priority):
-            parts.append(more(len(frame.priority) - p_rows))
-    else:
-        parts.append(heading("priority lane", none="empty"))
+    parts += _lanes_parts(frame, p_rows, h_rows)
     parts.append(Text())
-    held_title = ", ".join(HELD)
-    if frame.held:
-        parts.append(heading(held_title, len(frame.held)))
-        t = table(("lane", {"style": "bold"}), ("issue", {}), ("state", {}), ("what holds it", {}))
-        for h in frame.held[:h_rows]:
-            t.add_row(Text(h.slug), Text(h.issue), Text(h.state, style=STATE_STYLES.get(h.state, "")), Text(h.words))
-        parts.append(t)
-        if h_rows < len(frame.held):
-            parts.append(more(len(frame.held) - h_rows))
-    else:
-        parts.append(heading(held_title, none="none"))
-    parts.append(Text())
-    events = frame.events[len(frame.events) - e_rows:] if e_rows else ()
-    if events:
-        parts.append(heading(f"last {len(events)} log event{'s' if len(events) != 1 else ''}"))
-    elif frame.events:
-        parts.append(heading("log", none="a taller terminal shows the last events (storm-queue log --last 10)"))
-    else:
-        parts.append(heading("log", none="nothing recorded yet"))
-    for action, text in events:
-        parts.append(Text(text, style="red" if action == "refused" else "", no_wrap=True, overflow="ellipsis"))
+    parts += _log_part(frame, e_rows)
     for note in frame.notes:
         parts.append(Text(f"note: {note}", style="yellow", no_wrap=True, overflow="ellipsis"))
     if footer:

@@ -165,15 +165,15 @@ def verify(root: str | None, as_json: bool) -> int:
 
 
 def demo(root: str | None, as_json: bool, keep: bool) -> int:
-    from .app import main
     from ..ops.demo import run
+    from .app import main
 
     return run(main, keep)
 
 
 def init(root: str | None, as_json: bool, directory: str) -> int:
-    from . import render
     from ..roots import is_url
+    from . import render
 
     if is_url(directory):
         from ..store.postgres.connect import create as create_in_database
@@ -197,9 +197,9 @@ def init(root: str | None, as_json: bool, directory: str) -> int:
 
 
 def migrate(root: str | None, as_json: bool, directory: str, url: str, wait: float) -> int:
-    from . import render
     from ..ops.migrate import migrate as carry
     from ..roots import find_root
+    from . import render
 
     made = carry(find_root(directory, {}), url, os.environ, wait)
     if as_json:

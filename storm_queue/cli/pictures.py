@@ -26,7 +26,6 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-
 from typing import Callable, Iterator
 from xml.sax.saxutils import escape
 
@@ -142,8 +141,8 @@ def story(root: str, clock: Clock) -> None:
 
 def show_list(root: str, console: Console) -> None:
     """``storm-queue list`` at a terminal."""
-    from ..service.storm import Storm
     from ..core.records import replace
+    from ..service.storm import Storm
     from .table import print_listing
 
     listing = Storm.find(root, env={}).listing()
@@ -164,14 +163,14 @@ def show_why(slug: str) -> Callable[[str, Console], None]:
 
 def show_watch(root: str, console: Console) -> None:
     """One frame of ``storm-queue watch`` at a terminal."""
-    from ..core import clock
-    from ..service.storm import Storm
+    from .. import wall
     from ..core.records import replace
+    from ..service.storm import Storm
     from .frame import build, rich_view
     from .watch import Source
 
     listing, events = Source(Storm.find(root, env={})).read()
-    console.print(rich_view(build(replace(listing, root=SHOWN_ROOT), events, clock.now())))
+    console.print(rich_view(build(replace(listing, root=SHOWN_ROOT), events, wall.now())))
 
 
 #: name, the command line shown, and what prints its output (root, console)

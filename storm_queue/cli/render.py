@@ -3,22 +3,22 @@ guard escapes anything unprintable before it reaches a terminal."""
 
 from __future__ import annotations
 
-from ..store.directory.log.reader import ADOPT_HINT, OLD_FORMAT, RESET_HINT
+from ..core.exit_codes import AUTHORITY, CODES
+from ..core.logread import ADOPT_HINT, OLD_FORMAT, RESET_HINT
 from ..core.names import printable, quote
 from ..core.outcome import act_json
-from ..core.refusals import AUTHORITY, CODES
 from ..roots import shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..service.storm import Listing
     from ..core.fold import Mark, Run
-    from ..store.directory.queuefile import Skipped
+    from ..core.queuetext import Skipped
     from ..core.resolver import Row
+    from ..core.verify import Audit
     from ..core.why import Why
-    from ..store.directory.log.audit import Audit
+    from ..service.storm import Listing
 
 
 def mark_json(mark: Mark | None) -> dict[str, Any] | None:
@@ -145,7 +145,7 @@ def _lanes(words: str, slugs: list[str]) -> str:
 
 def _refusal_label(event: dict[str, Any]) -> str:
     """What kind of refusal a recorded one was, by its code in the one
-    vocabulary (``refusals.CODES``): ``[not authorised]`` for an authority
+    vocabulary (``exit_codes.CODES``): ``[not authorised]`` for an authority
     code the caller did not pass, ``[cannot be done as asked]`` for a shape
     or lookup code, whoever asked; nothing for a code this version does not
     know."""

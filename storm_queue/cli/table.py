@@ -10,11 +10,11 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from ..service.storm import Listing
 from ..core.halt import halt_note
 from ..core.names import printable, quote
-from .render import mark_words
 from ..core.resolver import Row
+from ..service.storm import Listing
+from .render import mark_words
 
 STATE_STYLES = {
     "ready": "bold green", "running": "bold cyan", "finished": "magenta",

@@ -17,7 +17,7 @@ import sys
 import time
 from collections import deque
 
-from ..core import clock
+from .. import wall
 from .frame import EVENTS, Frame, build, failed, plain_text, rich_view
 
 TYPE_CHECKING = False
@@ -266,7 +266,7 @@ def once(storm: Storm, out: Any = None) -> int:
     ``list`` does."""
     out = out or sys.stdout
     listing, events = Source(storm).read()
-    frame = build(listing, events, clock.now())
+    frame = build(listing, events, wall.now())
     if no_color() or not out.isatty():
         out.write(plain_text(frame) + "\n")
         out.flush()
@@ -284,14 +284,14 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
     from rich.live import Live
     from rich.text import Text
 
-    from .answer import Interrupted
     from ..core.errors import StormError
+    from .answer import Interrupted
 
     source = Source(storm, again)
     listing, events = source.read()  # a storm that cannot be read at all stops here, as list does
     sig = source.signature()
-    due = boundary(listing, clock.now())
-    frame = build(listing, events, clock.now())
+    due = boundary(listing, wall.now())
+    frame = build(listing, events, wall.now())
     plain = no_color()
     console = Console(no_color=plain, highlight=False)
     waker = Waker()
@@ -322,7 +322,7 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
                         waker.drain()
                     elif woke == "tick":
                         tick = time.monotonic() + interval
-                    now = clock.now()
+                    now = wall.now()
                     new = source.signature()
                     if (new != sig or (due is not None and now >= due)
                             or (woke == "tick" and (new is None or frame.error))):

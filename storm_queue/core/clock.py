@@ -1,26 +1,36 @@
 """Time as the log writes it: UTC, RFC 3339 with microseconds and ``Z``.
 
 Stamps of this one form compare as strings in time order, so the pure core
-compares them without parsing. ``time`` is cheap to import; ``datetime`` is
+compares them without parsing. Pure: the time comes in as a number (the
+wall clock is read at the edges, ``storm_queue.wall``); ``datetime`` is
 loaded only to read a time a person typed."""
 
 from __future__ import annotations
 
-import time
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """(year, month, day) of the day ``days`` after 1970-01-01, in the
+    proleptic Gregorian calendar (H. Hinnant's ``civil_from_days``)."""
+    z = days + 719468
+    era = (z if z >= 0 else z - 146096) // 146097
+    doe = z - era * 146097
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (month <= 2), month, doy - (153 * mp + 2) // 5 + 1
 
 
 def stamp(t: float) -> str:
-    """The stamp of the POSIX time ``t``."""
+    """The stamp of the POSIX time ``t`` (what ``time.strftime`` of its
+    UTC time gives, with microseconds)."""
     whole = int(t // 1)
     micro = int(round((t - whole) * 1_000_000))
     if micro == 1_000_000:
         whole, micro = whole + 1, 0
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole)) + f".{micro:06d}Z"
-
-
-def now() -> str:
-    """The stamp of this moment."""
-    return stamp(time.time())
+    days, rest = divmod(whole, 86400)
+    year, month, day = _civil(days)
+    return f"{year:04d}-{month:02d}-{day:02d}T{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}.{micro:06d}Z"
 
 
 def seconds(text: str) -> float:

@@ -2,14 +2,14 @@
 
 "There is no declaration" (absent) and "I could not read the declaration"
 (unreadable, or a bad ``sources``) are different results, never confused.
+Pure: ``parse`` takes the text; the directory store reads the file
+(``store.directory.declared``), the database store its row.
 """
 
 from __future__ import annotations
 
-import os
-
 from .names import is_name, quote
-from .records import dataclass, replace
+from .records import dataclass
 
 DEFAULT_LOG = "priority.log"
 RESERVED_SOURCES = frozenset({"operator"})
@@ -62,7 +62,7 @@ class Declaration:
     #: what requests ignore but an operator should fix, as (kind, words):
     #: ``unknown_key``, or ``wrong_type`` for a key storm-queue can do without
     notes: tuple[tuple[str, str], ...] = ()
-    stat: os.stat_result | None = None  # of the file read: who could have written it
+    stat: object | None = None  # the os.stat_result of the file read: who could have written it
     runner: Policy = Policy()
     #: ``[priority] starving_after`` in seconds: a ready lane waiting longer while others start
     #: ahead of it is shown as starving (None: never; the default)
@@ -263,21 +263,3 @@ def _audit(data: dict) -> tuple[float | None, tuple[tuple[str, str], ...]]:
         notes.append(("wrong_type", "[doctor] running_hours must be a positive number of hours; doctor uses its default"))
         return None, tuple(notes)
     return float(hours), tuple(notes)
-
-
-def load(root: str) -> Declaration:
-    """Read ``<root>/storm.toml``; a missing file declares no source."""
-    path = os.path.join(root, "storm.toml")
-    try:
-        with open(path, "rb") as f:
-            st = os.fstat(f.fileno())
-            raw = f.read()
-    except FileNotFoundError:
-        return Declaration(False)
-    except OSError as exc:
-        return Declaration(True, log_error=f"storm.toml cannot be read ({exc.strerror})")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return Declaration(True, log_error="storm.toml is not UTF-8 text", stat=st)
-    return replace(parse(text), stat=st)

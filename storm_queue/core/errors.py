@@ -1,31 +1,33 @@
-"""Typed errors of the library. The CLI maps each to an exit code in one place."""
+"""Typed errors of the library; each one's exit code is ``exit_codes.ERRORS``'s."""
 
 from __future__ import annotations
+
+from .exit_codes import ERRORS
 
 
 class StormError(Exception):
     """Base of every error storm-queue reports instead of an answer."""
 
-    exit_code = 4
+    exit_code = ERRORS["StormError"]
 
 
 class UnknownOrder(StormError):
     """The priority log cannot be replayed: the order is unknown (exit 3)."""
 
-    exit_code = 3
+    exit_code = ERRORS["UnknownOrder"]
 
 
 class NoStorm(StormError):
     """No storm root could be found or opened (exit 2: the request cannot be
     carried out as asked)."""
 
-    exit_code = 2
+    exit_code = ERRORS["NoStorm"]
 
 
 class Busy(StormError):
     """Another writer held the lock for longer than the caller would wait."""
 
-    exit_code = 5
+    exit_code = ERRORS["Busy"]
 
 
 class RecordFailed(StormError):
@@ -34,7 +36,7 @@ class RecordFailed(StormError):
     (it did not happen), True (its line is on the log and counts, but the
     witness lags), None (the disk failed in a way that leaves it unknown)."""
 
-    exit_code = 4
+    exit_code = ERRORS["RecordFailed"]
 
     def __init__(self, message: str, recorded: bool | None = False):
         super().__init__(message)
@@ -45,7 +47,7 @@ class StormUnreadable(StormError):
     """A storm file cannot be read (permissions, a planted link): the
     request cannot be carried out as asked (exit 2)."""
 
-    exit_code = 2
+    exit_code = ERRORS["StormUnreadable"]
 
 
 class Refused(StormError):
@@ -65,14 +67,14 @@ class NotHere(StormError):
     """A command this kind of storm does not take (exit 2: cannot be
     carried out as asked)."""
 
-    exit_code = 2
+    exit_code = ERRORS["NotHere"]
 
 
 class InitRefused(StormError):
     """``init`` would overwrite a file, or cannot make a storm there (exit 2:
     cannot be carried out as asked). Nothing was written."""
 
-    exit_code = 2
+    exit_code = ERRORS["InitRefused"]
 
 
 def unreadable(path: str, exc: OSError) -> StormUnreadable:

@@ -262,3 +262,16 @@ class QuickChecks(dict):  # type: ignore[type-arg]
 
 
 QUICK = QuickChecks()
+
+
+def frame(bodies: list[dict[str, Any]], seq: int, prev: str | None, at: str, by: str) -> list[tuple[dict, bytes]]:
+    """Number, stamp and chain ``bodies`` after the line (``seq``, ``prev``)."""
+    out = []
+    for body in bodies:
+        seq += 1
+        event = {"v": VERSION, "seq": seq, "at": at, "action": body["action"], "by": by, "prev": prev}
+        event.update((k, v) for k, v in body.items() if k != "action")
+        line = encode(event)
+        prev = digest(line)
+        out.append((event, line))
+    return out

@@ -10,8 +10,8 @@ from __future__ import annotations
 import heapq
 
 from .fold import LaneState
-from ..store.directory.ledger import Ledgers
-from ..store.directory.queuefile import Lane, Skipped
+from .ledgers import Ledgers
+from .queuetext import Lane, Skipped
 from .records import dataclass, field, replace
 
 TYPE_CHECKING = False

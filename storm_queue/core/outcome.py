@@ -3,16 +3,16 @@ an admitted request takes, and the request itself as it was given."""
 
 from __future__ import annotations
 
-from . import fold
-from ..store.directory import queuefile
+from . import fold, queuetext
+from .exit_codes import exit_code
 from .framing import sha256
 from .names import printable
 from .records import dataclass, field
-from .refusals import exit_code
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping
+
     from .resolver import View
 
 
@@ -27,7 +27,7 @@ class Listing:
 
     root: str
     view: View
-    skipped: tuple[queuefile.Skipped, ...]
+    skipped: tuple[queuetext.Skipped, ...]
     warnings: list[str]
     marks: Mapping[str, fold.Mark] = field(default_factory=dict)
     seq: int = 0

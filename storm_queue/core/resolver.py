@@ -6,7 +6,6 @@ Run order is the priority lane as the log replays it (only lanes that
 
 from __future__ import annotations
 
-
 from .fold import NO_RUN, Act, Run
 from .lane import Snapshot, derive, live
 from .records import dataclass

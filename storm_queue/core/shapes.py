@@ -3,8 +3,6 @@ the first thing that is not what it must be, or None."""
 
 from __future__ import annotations
 
-import os
-
 from . import clock
 from .lane import Refusal
 from .names import as_text, is_name, printable, quote, why_not_name
@@ -12,19 +10,6 @@ from .names import as_text, is_name, printable, quote, why_not_name
 
 def optional_text(value: str | None) -> str | None:
     return None if value is None else as_text(value)
-
-
-_HOST = "._-"  # a host name's characters kept besides ASCII letters and digits
-
-
-def default_holder() -> str:
-    """A claim's holder when none is given: this host and the parent
-    process (the runner that asked), made a name. The host name is the
-    kernel's node name, what ``socket.gethostname`` returns on POSIX,
-    without loading the socket module."""
-    host = "".join(c if c in _HOST or c.isascii() and c.isalnum() else "-" for c in os.uname().nodename)
-    host = host.strip(".-") or "host"
-    return f"{host[:150]}-{os.getppid()}".replace("..", ".")
 
 
 def shape_holder(holder: str) -> Refusal | None:
@@ -50,14 +35,13 @@ def shape_key(key: str | None) -> Refusal | None:
     return Refusal("invalid_key", f"key {quote(key)} is not 1 to 200 letters, digits or ._:@/+=- characters")
 
 
-def parse_when(text: str | None, refusal: Refusal | None) -> tuple[str | None, Refusal | None]:
-    """The stamp of a ``--not-before`` time, and the first shape refusal."""
+def parse_when(text: str | None, refusal: Refusal | None, t: float) -> tuple[str | None, Refusal | None]:
+    """The stamp of a ``--not-before`` time counted from the POSIX time
+    ``t``, and the first shape refusal."""
     if text is None or refusal is not None:
         return None, refusal
-    import time
-
     try:
-        return clock.parse(text, time.time()), None
+        return clock.parse(text, t), None
     except ValueError as exc:
         return None, Refusal("invalid_time", f"--not-before: {printable(str(exc))}")
 

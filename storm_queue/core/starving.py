@@ -24,9 +24,7 @@ from .resolver import READY
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Iterable
-
-    from typing import Any
+    from typing import Any, Iterable
 
     from .lane import Snapshot
     from .outcome import Listing

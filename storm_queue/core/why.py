@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .config import Policy
     from .fold import Mark, Waiver
     from .lane import Snapshot
-    from ..store.directory.queuefile import Skipped
+    from .queuetext import Skipped
     from .resolver import View
 
 #: the states ``why`` adds to the resolver's: a prioritised slug queue.txt

@@ -25,16 +25,17 @@ from __future__ import annotations
 
 import os
 
-from ..store.directory import ledger
+from ..core import logread
 from ..core.errors import RecordFailed, UnknownOrder
-from ..store.directory.fsutil import fsync_dir, replace_atomically, write_all
-from ..core.lane import Refusal, Snapshot
-from ..store.directory.log import reader
 from ..core.framing import digest
+from ..core.lane import Refusal, Snapshot
 from ..core.outcome import Outcome, Request, Step
-from ..service.passage import _progress_words
-from ..roots import is_url
 from ..core.shapes import optional_text, shape_names
+from ..roots import is_url
+from ..service.passage import _progress_words
+from ..store.directory import ledger
+from ..store.directory.fsutil import fsync_dir, replace_atomically, write_all
+from ..store.directory.log import reader
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -111,12 +112,12 @@ class Adoption:
     def _rehearse_adopt(self, by: str, log_path: str, old: adopted.Replayed, at: str) -> Outcome:
         """What adopting ``old`` would answer, and the run order after it."""
         from ..core import fold
-        from ..service.passage import DRY_RUN
         from ..core.resolver import resolve
+        from ..service.passage import DRY_RUN
 
         rows = old.rows()
         event = {"seq": 1, "action": "adopt", "at": at, "by": by, "lane": rows}
-        snap = self._snapshot(reader.LogRead(log_path, fold.replay([event])), at)
+        snap = self._snapshot(logread.LogRead(log_path, fold.replay([event])), at)
         out = Outcome("done", "adopt", None, by, dry_run=True, order=[row.slug for row in resolve(snap).rows],
                       message=f"would adopt the earlier tool's log ({old.lines} lines): the priority lane would be "
                               f"{_lane_words(old)} ({DRY_RUN})")
@@ -222,11 +223,12 @@ def roll_back(log_path: str) -> None:
 def _commit(log_path: str, body: dict[str, Any], at: str, by: str, has_witness: bool, stamp: str) -> dict[str, Any]:
     """Write the new log and put it in the old one's place, in the order
     the module's docstring gives; return the ``adopt`` event as written."""
+    from ..core import framing
     from ..store.directory.log import writer
 
     directory = os.path.dirname(log_path) or "."
     wpath = reader.witness_path(log_path)
-    (event, line), = writer.frame([body], 0, None, at, by)
+    (event, line), = framing.frame([body], 0, None, at, by)
     tmp = temporary(log_path)
     kept = os.path.join(directory, body["kept"])
     made: list[str] = []

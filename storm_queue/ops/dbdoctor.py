@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass
 
 from ..core import config
-from .doctor import ERROR, WARNING, Finding, declaration_findings, runner_findings
 from ..core.errors import StormError, StormUnreadable
 from ..core.lane import Snapshot
 from ..core.names import printable, quote
+from .doctor import ERROR, WARNING, Finding, declaration_findings, runner_findings
 
 #: what lets a role change a table's rows, a sequence's value, or the schema's objects (by kind)
 WRITES = {"table": ("INSERT", "UPDATE", "DELETE", "TRUNCATE", "TRIGGER"), "sequence": ("UPDATE", "USAGE"),

@@ -8,8 +8,8 @@ import os
 import shlex
 import shutil
 import sys
-from contextlib import redirect_stderr
 import tempfile
+from contextlib import redirect_stderr
 
 import click
 

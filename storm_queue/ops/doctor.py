@@ -22,14 +22,14 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ..service import authority
-from ..core import config
-from ..store.directory import ledger, queuefile
-from ..service.authority import Owner
+from ..core import config, logread, queuetext
 from ..core.errors import StormError, StormUnreadable
 from ..core.lane import Snapshot
-from ..store.directory.log import reader
 from ..core.names import printable, quote
+from ..service import authority
+from ..service.authority import Owner
+from ..store.directory import declared, ledger, queuefile
+from ..store.directory.log import reader
 
 ERROR, WARNING = "error", "warning"
 DEFAULT_RUNNING_HOURS = 24.0
@@ -70,9 +70,9 @@ class Facts:
     entries: tuple[Entry, ...]
     declaration: config.Declaration
     log_rel: str
-    log: reader.LogRead | None
+    log: logread.LogRead | None
     log_error: str | None
-    queue: queuefile.QueueFile | None
+    queue: queuetext.QueueFile | None
     unreadable: tuple[tuple[str, str], ...]  # (file, why)
     stray: tuple[str, ...]
     running: tuple[tuple[str, float], ...]  # (slug, marker mtime)
@@ -161,7 +161,7 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
         out.append(Finding(ERROR, "unreadable", rel, why, "make it a readable regular file of the operator's"))
     out += declaration_findings(facts.declaration, "storm.toml", "fix storm.toml (storm.toml.example documents every key)")
     if facts.log_error:
-        from ..store.directory.log.reader import OLD_FORMAT
+        from ..core.logread import OLD_FORMAT
 
         out.append(Finding(ERROR, "unknown_order", facts.log_rel, facts.log_error,
                            "take it over, keeping its order: storm-queue adopt --reason TEXT" if OLD_FORMAT in facts.log_error
@@ -322,7 +322,7 @@ def gather(root: str, now: float | None = None) -> Facts:
     the caller may not enter is ``StormUnreadable``."""
     if not os.access(root, os.R_OK | os.X_OK):
         raise StormUnreadable(f"{quote(root)} cannot be read (permission denied); run doctor as the storm's owner")
-    decl = config.load(root)
+    decl = declared.load(root)
     op = authority.owner(root)
     log_path = os.path.join(root, decl.log)
     entries = []
@@ -352,7 +352,6 @@ def gather(root: str, now: float | None = None) -> Facts:
     if queue is not None and led is not None and log is not None:
         from ..core.clock import stamp
         from ..core.resolver import resolve
-
         from ..service.storm import changed, leased_results
 
         snap = Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, stamp(t),
@@ -372,7 +371,7 @@ def gather(root: str, now: float | None = None) -> Facts:
                  _recorded_passwords(log_path, log))
 
 
-def _recorded_passwords(log_path: str, log: reader.LogRead | None) -> tuple[int, ...]:
+def _recorded_passwords(log_path: str, log: logread.LogRead | None) -> tuple[int, ...]:
     """The lines of the log that hold a password: only a ``migrate`` line
     can, and only the last one the state remembers is looked for (read
     again only when that one holds one)."""

@@ -7,11 +7,11 @@ import os
 import re
 from dataclasses import dataclass
 
-from ..store.directory import ledger
-from ..service.authority import account_name
 from ..core.errors import InitRefused, StormError
-from ..store.directory.fsutil import fsync_dir, write_all
 from ..core.names import quote
+from ..service.authority import account_name
+from ..store.directory import ledger
+from ..store.directory.fsutil import fsync_dir, write_all
 
 QUEUE = "queue.txt"
 DECLARATION = "storm.toml"

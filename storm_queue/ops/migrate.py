@@ -7,13 +7,13 @@ from __future__ import annotations
 import os
 
 from ..core import config
-from ..service.storm import Storm, now
 from ..core.errors import InitRefused, NotHere, StormError
-from ..store.directory.log import reader
 from ..core.framing import sha256
-from ..store.postgres.connect import LOCK_KEYS, _driver, _words, connect, insert_state, schema_sql
-from ..roots import shown, without_password
 from ..core.records import dataclass
+from ..roots import shown, without_password
+from ..service.storm import Storm, now
+from ..store.directory.log import reader
+from ..store.postgres.connect import LOCK_KEYS, _driver, _words, connect, insert_state, schema_sql
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,9 +40,9 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
     ``url`` (the directory's operator only): lanes, ledgers, results,
     leases, the declaration and every line of its log with its seq and
     chain; then record on the directory a last line naming where it went."""
+    from ..core.errors import Refused, UnknownOrder
     from ..service import authority
     from ..store.directory import ledger, queuefile
-    from ..core.errors import Refused, UnknownOrder
     from ..store.directory.log import lock, writer
 
     psycopg = _driver()
@@ -176,7 +176,6 @@ def _result_json(directory: str, slug: str):
     from psycopg.types.json import Jsonb
 
     from ..core.jsoncodec import loads
-
     from ..store.directory.ledger import LANES, MARKS, RESULT
 
     try:

@@ -3,17 +3,33 @@ schedule, planned by ``runs`` and recorded by ``passage``."""
 
 from __future__ import annotations
 
+import os
+
+from .. import wall
 from ..core.halt import halt_words
 from ..core.lane import Refusal, Snapshot
-from ..store.directory.ledger import finished_result
+from ..core.ledgers import finished_result
 from ..core.names import as_text, quote
 from ..core.outcome import Outcome, Request, Step
 from ..core.runs import plan_claim, plan_finish, plan_recover, plan_renew, plan_schedule, plan_unpark, ttl_refusal
-from ..core.shapes import default_holder, optional_text, parse_when, shape_holder, shape_names, shape_token, when_at
+from ..core.shapes import optional_text, parse_when, shape_holder, shape_names, shape_token, when_at
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+
+_HOST = "._-"  # a host name's characters kept besides ASCII letters and digits
+
+
+def default_holder() -> str:
+    """A claim's holder when none is given: this host and the parent
+    process (the runner that asked), made a name. The host name is the
+    kernel's node name, what ``socket.gethostname`` returns on POSIX,
+    without loading the socket module."""
+    host = "".join(c if c in _HOST or c.isascii() and c.isalnum() else "-" for c in os.uname().nodename)
+    host = host.strip(".-") or "host"
+    return f"{host[:150]}-{os.getppid()}".replace("..", ".")
 
 
 class Leases:
@@ -172,7 +188,7 @@ class Leases:
         ``clock.parse`` reads it); until then it keeps its place and is
         passed over."""
         req = Request("schedule", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (optional_text(not_before),))
-        when, refusal = parse_when(req.args[0], shape_names(req.slug, (), req.source))
+        when, refusal = parse_when(req.args[0], shape_names(req.slug, (), req.source), wall.seconds())
 
         def plan(snap: Snapshot, by: str) -> Step | Refusal:
             at = when_at(req.args[0], snap.now, when)

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import os
 
-from . import authority
-from ..core import clock, config, fold
-from ..store.directory import ledger, queuefile
+from .. import wall
+from ..core import config, fold, logread, queuetext
 from ..core.errors import RecordFailed, UnknownOrder
 from ..core.lane import Refusal, Snapshot, with_lane
-from ..store.directory.log import reader
-from ..store.directory.log.checkpoint import checkpoint_path
 from ..core.names import quote
 from ..core.outcome import Outcome, Request, Step
 from ..core.records import replace
 from ..core.resolver import resolve
 from ..core.shapes import shape_key
+from ..store.directory import ledger
+from ..store.directory.log import reader
+from ..store.directory.log.checkpoint import checkpoint_path
+from . import authority
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -61,47 +62,24 @@ class Passage:
             raise RecordFailed(unrecordable)
         from ..store.directory.log import writer
 
-        at = clock.now()
+        at = wall.now()
         queued = False
         step: Step | None = None
         undo = None
         try:
             with _UNLOCKED if dry_run else self._writing(log_path, owner_ids):
-                at = clock.now()  # the time the request is answered at, under the lock
+                at = wall.now()  # the time the request is answered at, under the lock
                 try:
                     log = self._read(decl)
                 except UnknownOrder as damage:
                     if plan is not None and on_unknown is None:
                         raise  # answer 3, record nothing
-                    if refusal is not None:
-                        return self._refused(req, by, refusal, authorised, recorded=False,
-                                             why_not=DRY_RUN if dry_run else "the priority order is unknown")
-                    if on_unknown is not None:
-                        return on_unknown(req, by, log_path, at, damage)
-                    return self._start_new_log(req, by, log_path, at)
-                if log.state.moved_to:
-                    from ..core.errors import NotHere
-                    from ..roots import shown
-
-                    raise NotHere(f"this storm moved to {shown(log.state.moved_to)} (the log's last line says so): ask "
-                                  "there with --root URL; nothing was recorded here")
-                keyed = log.state.keys.get(by, {}).get(req.key) if req.key is not None else None
-                if keyed is not None and keyed.fingerprint == req.fingerprint():
-                    return _repeated(req, by, keyed, dry_run, log, at)
-                if keyed is not None and refusal is None:
-                    refusal, authorised = Refusal(
-                        "idempotency_conflict",
-                        f"key {quote(req.key)} was first used by {by} for a different request (line {keyed.seq}); "
-                        "a key names one request: use a new key for a new request"), True
-                if plan is None and refusal is None:
-                    refusal, authorised = LOG_READABLE, True
-                if refusal is None:
-                    snap = self._snapshot(log, at)
-                    result = plan(snap, by)
-                    if isinstance(result, Refusal):
-                        refusal, authorised = result, True
-                    else:
-                        step = result
+                    return self._unknown(req, by, refusal, authorised, on_unknown, damage, log_path, at, dry_run)
+                _not_moved(log)
+                repeated, refusal, authorised, step, snap = self._decide(req, by, refusal, authorised, plan, log, at,
+                                                                         dry_run)
+                if repeated is not None:
+                    return repeated
                 if dry_run:
                     if refusal is not None:
                         return self._refused(req, by, refusal, authorised, recorded=False, why_not=DRY_RUN)
@@ -119,11 +97,7 @@ class Passage:
                         undo = step.before()
                     bodies, out, own = step.events, step.out, step.own
                 if bodies and own is not None:
-                    if req.reason is not None:
-                        bodies[own]["reason"] = req.reason
-                    if req.key is not None:
-                        bodies[own]["key"] = req.key
-                        bodies[own]["fingerprint"] = req.fingerprint()
+                    _carry(req, bodies[own])
                 events = self._append(log, bodies, at, by, owner_ids) if bodies else []
                 if step is not None and step.after is not None:
                     out.warnings += step.after(events)
@@ -135,15 +109,61 @@ class Passage:
                     pass
             return self._not_written(req, by, who, refusal, authorised, exc, queued, at, owner_ids)
         out.warnings = ([] if log.torn else list(log.warnings)) + out.warnings
-        if not events:
-            return out
-        own_index = len(bodies) - 1 if own is None else own % len(bodies)
-        out.event = events[len(events) - len(bodies) + own_index]  # a repair line may come first
+        if events:
+            self._recorded(req, out, events, len(bodies) - 1 if own is None else own % len(bodies), len(bodies),
+                           at, owner_ids)
+        return out
+
+    def _unknown(self, req: Request, by: str, refusal: Refusal | None, authorised: bool,
+                 on_unknown: Callable[..., Outcome] | None, damage: UnknownOrder, log_path: str, at: str,
+                 dry_run: bool) -> Outcome:
+        """The answer of a request that may meet an unknown order (a reset,
+        an adopt): its refusal, not recorded; else ``on_unknown``'s answer,
+        or a new log started."""
+        if refusal is not None:
+            return self._refused(req, by, refusal, authorised, recorded=False,
+                                 why_not=DRY_RUN if dry_run else "the priority order is unknown")
+        if on_unknown is not None:
+            return on_unknown(req, by, log_path, at, damage)
+        return self._start_new_log(req, by, log_path, at)
+
+    def _decide(self, req: Request, by: str, refusal: Refusal | None, authorised: bool,
+                plan: Callable[[Snapshot, str], Step | Refusal] | None, log: logread.LogRead, at: str,
+                dry_run: bool) -> tuple[Outcome | None, Refusal | None, bool, Step | None, Snapshot | None]:
+        """Under the lock, what the request comes to: ``(repeated, refusal,
+        authorised, step, snapshot)``. ``repeated`` is the first answer of a
+        keyed request asked again with the same arguments (then nothing
+        else counts); else the refusal (a key used for another request, a
+        reset of a log that replays, the plan's own) or the plan's step,
+        with the snapshot it was planned on."""
+        keyed = log.state.keys.get(by, {}).get(req.key) if req.key is not None else None
+        if keyed is not None and keyed.fingerprint == req.fingerprint():
+            return _repeated(req, by, keyed, dry_run, log, at), refusal, authorised, None, None
+        if keyed is not None and refusal is None:
+            refusal, authorised = Refusal(
+                "idempotency_conflict",
+                f"key {quote(req.key)} was first used by {by} for a different request (line {keyed.seq}); "
+                "a key names one request: use a new key for a new request"), True
+        if plan is None and refusal is None:
+            refusal, authorised = LOG_READABLE, True
+        if refusal is not None:
+            return None, refusal, authorised, None, None
+        snap = self._snapshot(log, at)
+        result = plan(snap, by)
+        if isinstance(result, Refusal):
+            return None, result, True, None, snap
+        return None, None, authorised, result, snap
+
+    def _recorded(self, req: Request, out: Outcome, events: list[dict[str, Any]], own: int, count: int, at: str,
+                  owner_ids: tuple[int, int] | None) -> None:
+        """Mark ``out`` recorded with its own line (``own`` of the ``count``
+        bodies appended; a repair line may come first), say so in
+        progress.log, and warn of a repair."""
+        out.event = events[len(events) - count + own]
         out.recorded = True
         if events[0]["action"] == "repair":
             out.warnings.append(f"repaired the log: kept {events[0]['torn']} torn bytes in {events[0]['side']} and recorded it")
         self._say(at, _progress_words(out, req), owner_ids)
-        return out
 
     def _not_written(self, req: Request, by: str, who: authority.Caller, refusal: Refusal | None, authorised: bool,
                      exc: Exception, queued: bool, at: str, owner_ids: tuple[int, int] | None) -> Outcome:
@@ -207,7 +227,7 @@ class Passage:
         from ..store.directory.log import writer
 
         abandons = _abandon(log_path, at)
-        fresh = reader.LogRead(log_path, fresh=True)
+        fresh = logread.LogRead(log_path, fresh=True)
         try:
             body = {"action": "reset", "reason": req.reason, "abandons": abandons}
             if req.key is not None:
@@ -251,13 +271,32 @@ def _abandon(log_path: str, at: str) -> int:
     return max(size, witnessed)
 
 
-def _rehearsed(req: Request, step: Step, snap: Snapshot, log: reader.LogRead) -> Outcome:
+def _not_moved(log: logread.LogRead) -> None:
+    """``NotHere`` when the log's last line says the storm moved (``migrate``)."""
+    if log.state.moved_to:
+        from ..core.errors import NotHere
+        from ..roots import shown
+
+        raise NotHere(f"this storm moved to {shown(log.state.moved_to)} (the log's last line says so): ask "
+                      "there with --root URL; nothing was recorded here")
+
+
+def _carry(req: Request, body: dict[str, Any]) -> None:
+    """Put the request's reason and key (with its fingerprint) on its own line's body."""
+    if req.reason is not None:
+        body["reason"] = req.reason
+    if req.key is not None:
+        body["key"] = req.key
+        body["fingerprint"] = req.fingerprint()
+
+
+def _rehearsed(req: Request, step: Step, snap: Snapshot, log: logread.LogRead) -> Outcome:
     """The outcome of a dry run that the request would pass: what it would
     move, and the run order the replayed lane would then give."""
     out = step.out
     if step.line is not None:
         body = step.events[-1]
-        snap = with_lane(snap, queuefile.Lane(req.slug, body["issue"], tuple(body["deps"]), 1 << 61))
+        snap = with_lane(snap, queuetext.Lane(req.slug, body["issue"], tuple(body["deps"]), 1 << 61))
     events = [{"at": snap.now, "by": out.by, **e} for e in step.events]
     after = Snapshot(snap.lanes, snap.ledgers, fold.replay(events, snap.state), snap.now)
     out.dry_run = True
@@ -267,7 +306,7 @@ def _rehearsed(req: Request, step: Step, snap: Snapshot, log: reader.LogRead) ->
     return out
 
 
-def _repeated(req: Request, by: str, keyed: fold.Keyed, dry_run: bool, log: reader.LogRead, at: str) -> Outcome:
+def _repeated(req: Request, by: str, keyed: fold.Keyed, dry_run: bool, log: logread.LogRead, at: str) -> Outcome:
     """The first outcome of a keyed request, rebuilt from the event that
     recorded it; nothing new is recorded. A claim is repeated only while
     the lease it took is live: a repeat never sends a runner to work

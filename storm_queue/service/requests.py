@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 
-from ..store.directory import queuefile
+from .. import wall
+from ..core import queuetext
 from ..core.lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump, plan_waive
 from ..core.names import as_text, is_issue, quote
 from ..core.outcome import Outcome, Request, Step
-from ..store.directory.queuefile import split_deps
+from ..core.queuetext import split_deps
 from ..core.shapes import optional_text, parse_when, shape_names, when_at
 
 TYPE_CHECKING = False
@@ -52,7 +53,7 @@ class Requests:
         refusal = shape_names(req.slug, dep_list or (), req.source)
         if refusal is None and not is_issue(issue):
             refusal = Refusal("invalid_issue", f"issue {quote(issue)} is not ASCII digits or '-'")
-        when, refusal = parse_when(req.args[2], refusal)
+        when, refusal = parse_when(req.args[2], refusal, wall.seconds())
 
         def plan(snap: Snapshot, by: str) -> Step | Refusal:
             result, append = plan_push(snap, req.slug, issue, dep_list)
@@ -62,7 +63,7 @@ class Requests:
             if not append:
                 return _lane_step(req, by, result, {**_lane_fields(snap, req.slug, issue, deps), **extra})
             return _lane_step(req, by, result, {"issue": issue, "deps": list(deps), **extra},
-                              queuefile.format_line(req.slug, issue, deps))
+                              queuetext.format_line(req.slug, issue, deps))
 
         return self._request(req, refusal, plan, dry_run)
 
@@ -87,7 +88,7 @@ class Requests:
             deps = tuple(dict.fromkeys(dep_list or ()))
             body = {"action": "add", "slug": req.slug, "issue": issue, "deps": list(deps), "appended": True}
             return Step(Outcome("done", "add", req.slug, by, message=f"{req.slug} is queued", appended=True), [body],
-                        queuefile.format_line(req.slug, issue, deps))
+                        queuetext.format_line(req.slug, issue, deps))
 
         return self._request(req, refusal, plan)
 

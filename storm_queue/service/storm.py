@@ -6,15 +6,17 @@ database storm keeps in rows: those steps are the hooks of ``directory``."""
 
 from __future__ import annotations
 
-from ..ops.adopt import Adoption
-from ..store.directory.store import STORES, Directory, changed, leased_results, now  # noqa: F401 -- where callers look for them
 from ..core.halt import Halting
-from .leases import Leases
 from ..core.outcome import Listing, Outcome, Step  # noqa: F401 -- the answers, where callers look for them
+from ..ops.adopt import Adoption
+from ..roots import find_root, is_url  # noqa: F401 -- where a storm is, where callers look for it
+from ..store.directory.store import STORES, Directory, changed, leased_results, now  # noqa: F401 -- where callers look for them
+from .leases import (
+    Leases,
+    default_holder,  # noqa: F401
+)
 from .passage import Passage
 from .requests import Requests
-from ..roots import find_root, is_url  # noqa: F401 -- where a storm is, where callers look for it
-from ..core.shapes import default_holder  # noqa: F401
 
 
 class Storm(Requests, Leases, Adoption, Halting, Passage, Directory):

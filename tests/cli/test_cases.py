@@ -84,7 +84,7 @@ def test_case(under_test, case: dict, kind: str) -> None:
             for name in step["names"]:
                 assert name in event["message"]
     if "queue_after" in case:
-        from storm_queue.store.directory.queuefile import parse
+        from storm_queue.core.queuetext import parse
 
         if kind == "directory":
             assert (storm.path / "queue.txt").read_text() == case["queue_after"]

@@ -1,5 +1,5 @@
 """One refusal vocabulary (issue 6 item 8): every refusal the tool can
-produce has a stable snake_case code, listed in ``storm_queue.core.refusals``
+produce has a stable snake_case code, listed in ``storm_queue.core.exit_codes``
 (and from there in docs/exit-codes.md, see tests/unit/test_docs.py), and this file
 makes the tool produce each one.
 
@@ -27,7 +27,7 @@ from typing import Callable
 
 import pytest
 
-from storm_queue.core import refusals
+from storm_queue.core import exit_codes
 from storm_queue.service.storm import Storm
 from tests.cli.test_authority import NOBODY, chown_tree, json_of, run_forked, storm_dir  # noqa: F401 -- a fixture
 from tests.conftest import clean_env, log_events, run_cli
@@ -363,7 +363,7 @@ def _events(root) -> list[dict]:
 def _assert_refused(root_of: Callable[[], list], code: str, answer: Answer) -> None:
     exit_code, doc = answer
     assert (doc["outcome"], doc["code"]) == ("refused", code), doc
-    assert exit_code == refusals.CODES[code][0], (exit_code, doc)
+    assert exit_code == exit_codes.CODES[code][0], (exit_code, doc)
     assert doc["message"], doc
     if doc["recorded"]:  # a recorded refusal is the log's last line, with its code
         last = _events(root_of()[-1])[-1]
@@ -371,7 +371,7 @@ def _assert_refused(root_of: Callable[[], list], code: str, answer: Answer) -> N
 
 
 def _params():
-    for code in refusals.CODES:
+    for code in exit_codes.CODES:
         if code not in DATABASE_ONLY:
             yield pytest.param(code, "directory", id=f"directory-{code}")
         if code not in DIRECTORY_ONLY:
@@ -397,23 +397,23 @@ def test_the_tool_produces_each_refusal_code(storm_dir, code: str, kind: str, re
     if code in DATABASE_ONLY:
         exit_code, doc = SCENARIOS[code](make, request)
         assert (doc["outcome"], doc["code"], doc["recorded"]) == ("refused", code, True), doc
-        assert exit_code == refusals.CODES[code][0], (exit_code, doc)
+        assert exit_code == exit_codes.CODES[code][0], (exit_code, doc)
         return
     for scenario in [SCENARIOS[code], *ALSO.get(code, [])]:
         _assert_refused(lambda: made, code, scenario(make))
 
 
 def test_every_code_has_a_scenario_and_every_scenario_a_code() -> None:
-    assert set(SCENARIOS) == set(refusals.CODES), set(SCENARIOS) ^ set(refusals.CODES)
+    assert set(SCENARIOS) == set(exit_codes.CODES), set(SCENARIOS) ^ set(exit_codes.CODES)
     assert set(ALSO) <= set(SCENARIOS) and API_ONLY <= set(SCENARIOS)
 
 
 def test_every_code_is_snake_case_with_an_exit_code_and_a_meaning() -> None:
-    for code, (exit_code, meaning) in refusals.CODES.items():
+    for code, (exit_code, meaning) in exit_codes.CODES.items():
         assert re.fullmatch(r"[a-z]+(_[a-z]+)*", code), code
         assert exit_code in ((5,) if code in DATABASE_ONLY else (1, 2)), code
         assert meaning.strip(), code
-    assert refusals.AUTHORITY == {code for code, (e, _) in refusals.CODES.items() if e == 1}
+    assert refusals.AUTHORITY == {code for code, (e, _) in exit_codes.CODES.items() if e == 1}
 
 
 @pytest.mark.parametrize("args", [["finish", "a", "--token", "0", "--result", "ok"],

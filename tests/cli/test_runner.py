@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, clean_env, log_events, make_storm, run_cli
+from tests.conftest import REPO, clean_env, run_cli
 from tests.stores import DatabaseStorm
 
 TYPE_CHECKING = False

@@ -482,8 +482,8 @@ def test_diagnose_of_runner_state_is_pure() -> None:
     from storm_queue.ops.doctor import Facts, diagnose
     from storm_queue.core.fold import replay
     from storm_queue.core.lane import Snapshot
-    from storm_queue.store.directory.ledger import Ledgers
-    from storm_queue.store.directory.queuefile import QueueFile, parse
+    from storm_queue.core.ledgers import Ledgers
+    from storm_queue.core.queuetext import QueueFile, parse
 
     queue = parse("a 1\nb 2\nc 3\nd 4\n")
     t = "2026-01-01T00:00:00.000000Z"

@@ -157,7 +157,7 @@ def test_a_database_state_row_of_an_earlier_format_is_folded_again_from_the_log(
     assert rows["ui"]["state"] == "ready"  # the waiver, folded again from the log
     answer(storm, "bump", "ui")
     with pg_server.admin(conninfo_to_dict(pg_url)["dbname"]) as conn:
-        from storm_queue.store.directory.log.checkpoint import FORMAT
+        from storm_queue.core.statebody import FORMAT
 
         assert json.loads(conn.execute("SELECT body FROM storm_queue.state").fetchone()[0])["v"] == FORMAT
     assert answer(storm, "verify")["sound"] is True

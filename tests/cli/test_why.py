@@ -9,8 +9,8 @@ from pathlib import Path
 from storm_queue.core import why as whymod
 from storm_queue.core.fold import replay
 from storm_queue.core.lane import Snapshot
-from storm_queue.store.directory.ledger import Ledgers
-from storm_queue.store.directory.queuefile import parse
+from storm_queue.core.ledgers import Ledgers
+from storm_queue.core.queuetext import parse
 from storm_queue.core.resolver import resolve
 from tests.conftest import run_cli, tree
 

@@ -107,7 +107,7 @@ def test_an_event_table_that_is_no_longer_append_only_is_an_error(pg_server, db,
 
 
 def test_a_state_row_that_is_not_the_fold_of_the_log_and_a_broken_chain(pg_server, db) -> None:
-    from storm_queue.store.directory.log.checkpoint import dump_state, load_state
+    from storm_queue.core.statebody import dump_state, load_state
     from storm_queue.core.records import replace
 
     with admin(pg_server, db) as conn:

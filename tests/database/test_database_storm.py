@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -221,7 +220,7 @@ def test_verify_finds_a_changed_line_and_a_state_row_that_is_not_the_replay(pg_s
     ok(db, "add", "a", "1")
     ok(db, "bump", "a")
     assert ok(db, "verify")["checkpoint"]["state"] == "agrees"
-    from storm_queue.store.directory.log.checkpoint import dump_state, load_state
+    from storm_queue.core.statebody import dump_state, load_state
     from storm_queue.core.records import replace
 
     with pg_server.admin(conninfo_to_dict(db)["dbname"]) as conn:

@@ -91,6 +91,7 @@ import storm_queue.cli.app  # with everything a writer imports, before forking, 
 import storm_queue.store.directory.log.lock  # noqa: F401
 import storm_queue.store.directory.log.writer  # noqa: F401
 import storm_queue.cli.render  # noqa: F401
+from storm_queue import wall
 from storm_queue.core import clock, config
 from storm_queue.store.directory import ledger, queuefile
 from storm_queue.core.lane import Snapshot, derive
@@ -851,7 +852,7 @@ def check_runs(root: Path, events: list[dict], policy: config.Policy, state) -> 
         if body.get("status") == "ok" and body.get("token") not in tokens.get(slug, ()):
             raise AssertionError(f"the result.json of {slug} carries token {body.get('token')}, which no claim gave")
     queue = queuefile.read(str(root / "queue.txt"))
-    view = resolve(Snapshot({ln.slug: ln for ln in queue.lanes}, led, state, clock.now()))
+    view = resolve(Snapshot({ln.slug: ln for ln in queue.lanes}, led, state, wall.now()))
     for row in view.rows:
         if row.running == MARKER:
             raise AssertionError(f"{row.slug} runs by a marker with no lease: {row.status}")
@@ -887,7 +888,7 @@ def _reap(reap: Reap, fig: Figures) -> None:
     if rng.random() < 0.5:
         (root / ledger.UNATTENDED).write_text("")
     log, queue, led = reader.read(str(root / LOG)), queuefile.read(str(root / "queue.txt")), ledger.read(str(root))
-    for row in resolve(Snapshot({ln.slug: ln for ln in queue.lanes}, led, log.state, clock.now())).rows:
+    for row in resolve(Snapshot({ln.slug: ln for ln in queue.lanes}, led, log.state, wall.now())).rows:
         if row.slug in reap.leases and row.state != "finished" and row.running != ORPHAN:  # its finish died after result.json
             raise AssertionError(f"the lease of {row.slug} has expired, but the lane is {row.state} {row.running}: {row.status}")
     seq = start = len(_check_log(root))

@@ -38,6 +38,7 @@ from storm_queue.core import lane as lanemod
 from storm_queue.store.directory import queuefile
 from storm_queue.service.storm import Storm
 from storm_queue.store.directory.log import reader
+from storm_queue.core import logread
 
 POOL = tuple("abcdefghij")  # every slug the machine ever uses
 STRANGER = "zz-unknown"  # a dependency that no file ever knows
@@ -197,7 +198,7 @@ class LaneMachine(RuleBasedStateMachine):
 
     # -- the store: a directory's files (DatabaseLaneMachine: its rows) -------
 
-    def read_log(self) -> reader.LogRead:
+    def read_log(self) -> logread.LogRead:
         return reader.read(self.log_path())
 
     def log_lines(self) -> list[bytes]:
@@ -244,7 +245,7 @@ class LaneMachine(RuleBasedStateMachine):
         with open(self.path("queue.txt"), "w") as f:
             f.write(self.model.queue_text())
 
-    def snapshot(self, log: reader.LogRead) -> lanemod.Snapshot:
+    def snapshot(self, log: logread.LogRead) -> lanemod.Snapshot:
         return self.storm._snapshot(log)
 
     def known(self) -> list[str]:
@@ -556,7 +557,7 @@ class DatabaseLaneMachine(LaneMachine):
             cur.executemany(query, rows, returning=True)
             return cur.fetchall() if cur.description else []
 
-    def read_log(self) -> reader.LogRead:
+    def read_log(self) -> logread.LogRead:
         with self.storm._errors(), self.storm.conn.transaction():
             return self.storm._load()
 

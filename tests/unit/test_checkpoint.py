@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 from storm_queue.service import storm as desk
 from storm_queue.core import fold
 from storm_queue.store.directory.log import checkpoint, reader, writer
+from storm_queue.core import logread
+from storm_queue.core import framing
+from storm_queue.core import statebody
 from storm_queue.store.directory.log.checkpoint import Checkpoint, checkpoint_path, line_ending_at
 from storm_queue.core.framing import digest
 from tests.conftest import make_storm
@@ -50,7 +53,7 @@ def put(path: Path, events: list[dict], k: int) -> Checkpoint:
     return cp
 
 
-def full(path: Path) -> reader.LogRead:
+def full(path: Path) -> logread.LogRead:
     return reader.read(str(path), use_checkpoint=False)
 
 
@@ -173,7 +176,7 @@ def test_an_offset_past_the_witness_is_ignored(logged) -> None:
     path, events = logged
     wit = reader.read_witness(str(path))
     log = reader.read(str(path))
-    framed = writer.frame([{"action": "unbump", "slug": "b", "moved": [], "removed": ["b"]}], log.seq, log.digest, AT, "operator:alice")
+    framed = framing.frame([{"action": "unbump", "slug": "b", "moved": [], "removed": ["b"]}], log.seq, log.digest, AT, "operator:alice")
     with open(path, "ab") as f:
         f.write(framed[0][1])
     checkpoint.save(str(path), Checkpoint(wit.length + len(framed[0][1]), log.seq + 1, digest(framed[0][1]),
@@ -186,7 +189,7 @@ def test_an_offset_past_the_end_is_ignored(logged) -> None:
     cp = put(path, events, len(events))
     with open(path, "r+b") as f:  # a log cut short: damage, found by the full replay
         f.truncate(cp.offset - 1)
-    with pytest.raises(reader.Damage):
+    with pytest.raises(logread.Damage):
         reader.read(str(path))
 
 
@@ -195,7 +198,7 @@ def test_garbage_a_link_a_directory_and_a_shared_file_are_ignored(logged, tmp_pa
     cpath = Path(checkpoint_path(str(path)))
     cpath.write_bytes(b"\x00garbage{")
     ignored(path, "not JSON")
-    cpath.write_text('{"v": %d}' % checkpoint.FORMAT)  # this format, but written by no storm-queue
+    cpath.write_text('{"v": %d}' % statebody.FORMAT)  # this format, but written by no storm-queue
     ignored(path, "written by storm-queue")
     cpath.unlink()
     put(path, events, 4)

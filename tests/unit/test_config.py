@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from storm_queue.core import config
+from storm_queue.store.directory import declared
 
 
 def test_absent_file_declares_no_source(tmp_path):
-    d = config.load(str(tmp_path))
+    d = declared.load(str(tmp_path))
     assert d.present is False
     assert d.sources == ()
     assert d.log == "priority.log"
@@ -17,7 +18,7 @@ def test_absent_file_declares_no_source(tmp_path):
 
 def test_empty_file_is_present_with_defaults(tmp_path):
     (tmp_path / "storm.toml").write_text("")
-    d = config.load(str(tmp_path))
+    d = declared.load(str(tmp_path))
     assert d.present is True
     assert d.sources == () and d.log == "priority.log" and d.error is None
 
@@ -26,7 +27,7 @@ def test_valid_sources_and_log(tmp_path):
     (tmp_path / "storm.toml").write_text(
         '# reviewed\n[priority]\nsources = ["nightly-triage", "ci.bot_2"]\nlog = "state/prio.log"\n'
     )
-    d = config.load(str(tmp_path))
+    d = declared.load(str(tmp_path))
     assert d.present
     assert d.sources == ("nightly-triage", "ci.bot_2")
     assert d.log == "state/prio.log"
@@ -35,13 +36,13 @@ def test_valid_sources_and_log(tmp_path):
 
 def test_unrelated_tables_are_ignored(tmp_path):
     (tmp_path / "storm.toml").write_text('[runner]\nparallel = 2\n[priority]\nsources = ["a"]\n')
-    assert config.load(str(tmp_path)).sources == ("a",)
+    assert declared.load(str(tmp_path)).sources == ("a",)
 
 
 @pytest.mark.parametrize("text", ["[priority\n", "sources = [\n", "x = = 1\n", '[priority]\nsources = ["a",\n'])
 def test_invalid_toml_is_log_error(tmp_path, text):
     (tmp_path / "storm.toml").write_text(text)
-    d = config.load(str(tmp_path))
+    d = declared.load(str(tmp_path))
     assert d.present
     assert d.log_error is not None and "storm.toml" in d.log_error
     assert d.error == d.log_error
@@ -50,7 +51,7 @@ def test_invalid_toml_is_log_error(tmp_path, text):
 
 def test_not_utf8_is_log_error(tmp_path):
     (tmp_path / "storm.toml").write_bytes(b'[priority]\nsources = ["\xff"]\n')
-    d = config.load(str(tmp_path))
+    d = declared.load(str(tmp_path))
     assert d.log_error is not None
 
 

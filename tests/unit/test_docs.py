@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from storm_queue.service import storm as desk
 from storm_queue.cli import reference
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -44,18 +43,18 @@ def test_ci_runs_the_readme_test_command_verbatim():
 
 def test_every_refusal_code_in_the_code_is_in_the_vocabulary_and_back():
     """No code is made up on the spot, and none is listed that no code makes."""
-    from storm_queue.core import refusals
+    from storm_queue.core import exit_codes
 
     made = set()
     for path in (REPO / "storm_queue").rglob("*.py"):
         text = path.read_text()
         made |= set(re.findall(r'Refusal\(\s*"([a-z_]+)"', text))
         made |= set(re.findall(r'Outcome\("refused", [^,]+, [^,]+, [^,]+, "([a-z_]+)"', text))
-    assert made == set(refusals.CODES), (made ^ set(refusals.CODES))
+    assert made == set(exit_codes.CODES), (made ^ set(exit_codes.CODES))
     table = CODES.split(reference.CODES_BEGIN, 1)[1].split(reference.CODES_END, 1)[0]
-    for code, (exit_code, meaning) in refusals.CODES.items():
+    for code, (exit_code, meaning) in exit_codes.CODES.items():
         assert f"| `{code}` | {exit_code} | {meaning} |" in table, f"{code}: run `{reference.REGENERATE}`"
-        assert refusals.exit_code(code) == exit_code
+        assert exit_codes.exit_code(code) == exit_code
 
 
 def test_every_command_is_documented():

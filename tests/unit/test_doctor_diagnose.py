@@ -7,7 +7,7 @@ import os
 from storm_queue.core import config
 from storm_queue.service.authority import Owner
 from storm_queue.ops.doctor import Entry, Facts, diagnose, render_text
-from storm_queue.store.directory.queuefile import QueueFile, Skipped
+from storm_queue.core.queuetext import QueueFile, Skipped
 
 NOW = 1_000_000_000.0
 OP = Owner(1000, 1000, "op", "/s/queue.txt")

@@ -11,9 +11,9 @@ from storm_queue.core.config import Policy
 from storm_queue.core.fold import EMPTY, Act
 from storm_queue.core.halt import plan_halt, plan_resume
 from storm_queue.core.lane import Snapshot, keepers, needed_by
-from storm_queue.store.directory.ledger import Ledgers
-from storm_queue.store.directory.log import checkpoint
-from storm_queue.store.directory.queuefile import Lane
+from storm_queue.core.ledgers import Ledgers
+from storm_queue.core import statebody
+from storm_queue.core.queuetext import Lane
 from storm_queue.core.records import replace
 from storm_queue.core.resolver import resolve
 from storm_queue.core.runs import plan_claim
@@ -51,10 +51,10 @@ def test_an_unpark_is_kept_on_the_run_with_who_when_and_why():
 def test_the_checkpoint_keeps_the_halt_and_the_unpark():
     s = fold.replay([ev("quarantine", 1, slug="a", attempts=1, budget=1), ev("unpark", 2, slug="a", reason="r"),
                      ev("halt", 3, reason="h")])
-    assert checkpoint.load_state(checkpoint.dump_state(s)) == s
+    assert statebody.load_state(statebody.dump_state(s)) == s
     bad = replace(s, halt=Act("3", T1, "operator:op", None))  # not a record the fold could make
     try:
-        checkpoint.load_state(checkpoint.dump_state(bad))
+        statebody.load_state(statebody.dump_state(bad))
     except ValueError as exc:
         assert "wrong shape" in str(exc)
     else:

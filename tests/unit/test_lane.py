@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storm_queue.core import fold, lane, resolver
-from storm_queue.store.directory import queuefile
+from storm_queue.core import queuetext
 from storm_queue.core.fold import EMPTY, LaneState
 from storm_queue.core.lane import Plan, Refusal, Snapshot
-from storm_queue.store.directory.ledger import Ledgers
+from storm_queue.core.ledgers import Ledgers
 
 
 def ledgers(integrated=(), abandoned=(), finished=(), running=(), unattended=False):
@@ -24,7 +24,7 @@ def ledgers(integrated=(), abandoned=(), finished=(), running=(), unattended=Fal
 
 
 def snap(queue: str, state: LaneState = EMPTY, **led) -> Snapshot:
-    q = queuefile.parse(queue)
+    q = queuetext.parse(queue)
     assert q.skipped == (), q.skipped
     return Snapshot({l.slug: l for l in q.lanes}, ledgers(**led), state)
 
@@ -428,7 +428,7 @@ def test_promise7_push_then_queue_line_reads_back_the_same_lane():
     s = snap("a 1\nb 2")
     plan, append = lane.plan_push(s, "z", "26", ("b",))
     assert append
-    text = "a 1\nb 2" + "\n" + queuefile.format_line("z", "26", ("b",))
+    text = "a 1\nb 2" + "\n" + queuetext.format_line("z", "26", ("b",))
     s2 = replace(snap(text), state=fold.apply(EMPTY, event("push", plan, appended=True)))
     assert order(s2) == ["b", "z", "a"]
     assert consistent(s2)
@@ -590,7 +590,7 @@ def test_promise6_property_replayed_lane_equals_derivation_after_every_admitted_
         else:
             plan, append = lane.plan_push(s, op[1], "9", tuple(op[2]))
             if append:
-                s = lane.with_lane(s, queuefile.Lane(op[1], "9", tuple(op[2]), 1000 + len(s.lanes)))
+                s = lane.with_lane(s, queuetext.Lane(op[1], "9", tuple(op[2]), 1000 + len(s.lanes)))
         if isinstance(plan, Refusal):
             assert plan.code in {"unknown_slug", "dependency_abandoned", "dependency_unknown",
                                  "dependency_cycle", "needed_by_named", "not_prioritised",

@@ -15,6 +15,7 @@ from storm_queue.core import fold
 from storm_queue.core.errors import UnknownOrder
 from storm_queue.core import framing
 from storm_queue.store.directory.log import reader, writer
+from storm_queue.core import logread
 from storm_queue.store.directory.log.reader import witness_path
 
 AT_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
@@ -560,7 +561,7 @@ def test_a_read_that_meets_damage_once_looks_again(log, monkeypatch):
     def damaged_first(*args, **kwargs):
         calls.append(1)
         if len(calls) == 1:
-            raise reader.Damage(str(log), "not what it was a moment ago")
+            raise logread.Damage(str(log), "not what it was a moment ago")
         return real(*args, **kwargs)
 
     monkeypatch.setattr(reader, "_read_once", damaged_first)
@@ -570,9 +571,9 @@ def test_a_read_that_meets_damage_once_looks_again(log, monkeypatch):
 
     def damaged_always(*args, **kwargs):
         calls.append(1)
-        raise reader.Damage(str(log), "damaged for good")
+        raise logread.Damage(str(log), "damaged for good")
 
     monkeypatch.setattr(reader, "_read_once", damaged_always)
-    with pytest.raises(reader.Damage):
+    with pytest.raises(logread.Damage):
         reader.read(str(log))
     assert len(calls) == 2

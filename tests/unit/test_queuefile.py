@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from storm_queue.store.directory import queuefile
-from storm_queue.store.directory.queuefile import Lane
+from storm_queue.core import queuetext
+from storm_queue.core.queuetext import Lane
 
 
 def slugs(q):
@@ -17,31 +18,31 @@ def slugs(q):
 
 
 def test_lanes_in_file_order_with_line_numbers():
-    q = queuefile.parse("a 1\nb 2\nc - a\n")
+    q = queuetext.parse("a 1\nb 2\nc - a\n")
     assert q.lanes == (Lane("a", "1", (), 1), Lane("b", "2", (), 2), Lane("c", "-", ("a",), 3))
     assert q.skipped == ()
     assert q.ends_with_newline
 
 
 def test_blank_and_comment_lines_are_ignored_not_skipped():
-    q = queuefile.parse("\n   \n# a comment\n   # indented comment\n\t\na 1\n#b 2\n")
+    q = queuetext.parse("\n   \n# a comment\n   # indented comment\n\t\na 1\n#b 2\n")
     assert slugs(q) == ["a"]
     assert q.lanes[0].line == 6
     assert q.skipped == ()
 
 
 def test_fields_split_on_any_whitespace():
-    q = queuefile.parse("  a\t 1   \n")
+    q = queuetext.parse("  a\t 1   \n")
     assert q.lanes == (Lane("a", "1", (), 1),)
 
 
 def test_crlf_line_endings():
-    q = queuefile.parse("a 1\r\nb 2 a\r\n")
+    q = queuetext.parse("a 1\r\nb 2 a\r\n")
     assert [(l.slug, l.issue, l.deps) for l in q.lanes] == [("a", "1", ()), ("b", "2", ("a",))]
 
 
 def test_duplicate_slug_keeps_first_line_and_reports_later():
-    q = queuefile.parse("a 1\nb 2\na 3 b\n")
+    q = queuetext.parse("a 1\nb 2\na 3 b\n")
     assert q.lanes == (Lane("a", "1", (), 1), Lane("b", "2", (), 2))
     assert len(q.skipped) == 1
     s = q.skipped[0]
@@ -68,7 +69,7 @@ def test_duplicate_slug_keeps_first_line_and_reports_later():
     ],
 )
 def test_malformed_line_is_skipped_with_reason(line, word):
-    q = queuefile.parse(f"first 1\n{line}\nlast 2\n")
+    q = queuetext.parse(f"first 1\n{line}\nlast 2\n")
     assert slugs(q) == ["first", "last"]
     assert len(q.skipped) == 1
     s = q.skipped[0]
@@ -79,7 +80,7 @@ def test_malformed_line_is_skipped_with_reason(line, word):
 
 
 def test_reason_quotes_control_characters():
-    q = queuefile.parse("a\x1b[2J 1\n")
+    q = queuetext.parse("a\x1b[2J 1\n")
     assert q.lanes == ()
     (s,) = q.skipped
     assert "\x1b" not in s.why and s.why.isprintable()
@@ -87,7 +88,7 @@ def test_reason_quotes_control_characters():
 
 def test_skipped_line_does_not_reserve_the_slug_silently():
     # Both lines for 'a' are accounted for: one skipped, one kept (or reported as a duplicate).
-    q = queuefile.parse("a x\na 1\n")
+    q = queuetext.parse("a x\na 1\n")
     assert len(q.lanes) + len(q.skipped) == 2
     assert q.skipped[0].line == 1
 
@@ -97,46 +98,46 @@ def test_skipped_line_does_not_reserve_the_slug_silently():
     ["b,c,d", "b c d", "b, c, d", "b ,c  d", "b,,c,d,", "b\tc,d"],
 )
 def test_deps_split_on_commas_and_or_whitespace(deps_text):
-    q = queuefile.parse(f"b 1\nc 2\nd 3\na 4 {deps_text}\n")
+    q = queuetext.parse(f"b 1\nc 2\nd 3\na 4 {deps_text}\n")
     assert q.lanes[-1].deps == ("b", "c", "d")
     assert q.skipped == ()
 
 
 def test_repeated_dependency_listed_once():
-    q = queuefile.parse("a 1 b,b c b\n")
+    q = queuetext.parse("a 1 b,b c b\n")
     assert q.lanes[0].deps == ("b", "c")
 
 
 def test_split_deps():
-    assert queuefile.split_deps(" x, y  z,") == ("x", "y", "z")
-    assert queuefile.split_deps("") == ()
-    assert queuefile.split_deps(" - ") == () and queuefile.split_deps("-,") == ()
-    assert queuefile.split_deps("-,x") == ("-", "x")
+    assert queuetext.split_deps(" x, y  z,") == ("x", "y", "z")
+    assert queuetext.split_deps("") == ()
+    assert queuetext.split_deps(" - ") == () and queuetext.split_deps("-,") == ()
+    assert queuetext.split_deps("-,x") == ("-", "x")
 
 
 @given(st.text(st.sampled_from(list("ab-, \t\n\r\x0b\x0c\x1c\x85\xa0\u2028\u3000\u200b")) | st.characters(), max_size=12))
 def test_split_deps_splits_as_its_pattern_does(text):
     """String methods, not the pattern ``[,\\s]+`` (whose compiling costs every start-up): the same split."""
     deps = tuple(d for d in re.split(r"[,\s]+", text.strip()) if d)
-    assert queuefile.split_deps(text) == (() if deps == ("-",) else deps)
+    assert queuetext.split_deps(text) == (() if deps == ("-",) else deps)
 
 
 @pytest.mark.parametrize("line", ["docs 107 -", "docs 107  - ", "docs - -", "docs 107 -,"])
 def test_a_dash_alone_is_no_dependencies(line):
-    q = queuefile.parse(line + "\n")
+    q = queuetext.parse(line + "\n")
     assert q.skipped == () and q.lanes == (Lane("docs", line.split()[1], (), 1),)
 
 
 @pytest.mark.parametrize("line", ["a 1 -,b", "a 1 b -", "a 1 - -"])
 def test_a_dash_among_dependencies_is_skipped_saying_what_it_means(line):
-    q = queuefile.parse(line + "\n")
+    q = queuetext.parse(line + "\n")
     (s,) = q.skipped
     assert q.lanes == () and s.why == "'-' means no dependencies, so it cannot stand among them"
 
 
 def test_ends_with_newline_flag():
-    assert not queuefile.parse("a 1").ends_with_newline
-    assert queuefile.parse("").ends_with_newline
+    assert not queuetext.parse("a 1").ends_with_newline
+    assert queuetext.parse("").ends_with_newline
 
 
 def test_read_missing_file_is_empty_queue(tmp_path):
@@ -153,14 +154,14 @@ def test_read_invalid_utf8_is_reported_not_fatal(tmp_path):
 
 
 def test_format_line():
-    assert queuefile.format_line("z", "26", ("c", "e")) == "z 26 c,e\n"
-    assert queuefile.format_line("z", "-", ()) == "z -\n"
+    assert queuetext.format_line("z", "26", ("c", "e")) == "z 26 c,e\n"
+    assert queuetext.format_line("z", "-", ()) == "z -\n"
 
 
 def test_append_line_onto_file_without_final_newline(tmp_path):
     p = tmp_path / "queue.txt"
     p.write_bytes(b"a 1\nb 2")
-    queuefile.append_line(str(p), queuefile.format_line("z", "26", ("b",)))
+    queuefile.append_line(str(p), queuetext.format_line("z", "26", ("b",)))
     assert p.read_bytes() == b"a 1\nb 2\nz 26 b\n"
     assert slugs(queuefile.read(str(p))) == ["a", "b", "z"]
 

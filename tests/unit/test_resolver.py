@@ -6,15 +6,15 @@ from storm_queue.core.records import replace
 
 
 from storm_queue.core import lane, resolver
-from storm_queue.store.directory import queuefile
+from storm_queue.core import queuetext
 from storm_queue.core.fold import LaneState
 from storm_queue.core.lane import Snapshot
-from storm_queue.store.directory.ledger import Ledgers
+from storm_queue.core.ledgers import Ledgers
 
 
 def snap(queue: str, lane_=(), named=None, integrated=(), abandoned=(), finished=(), running=(),
          unattended=False) -> Snapshot:
-    q = queuefile.parse(queue)
+    q = queuetext.parse(queue)
     assert q.skipped == ()
     state = LaneState(tuple(lane_), tuple(lane_ if named is None else named))
     led = Ledgers(frozenset(integrated), frozenset(abandoned), frozenset(finished), dict.fromkeys(running), unattended)

@@ -17,8 +17,8 @@ from storm_queue.core.clock import stamp
 from storm_queue.core.config import Policy
 from storm_queue.core.fold import Lease, LaneState, Run
 from storm_queue.core.lane import Snapshot
-from storm_queue.store.directory.ledger import Ledgers
-from storm_queue.store.directory.queuefile import Lane
+from storm_queue.core.ledgers import Ledgers
+from storm_queue.core.queuetext import Lane
 from storm_queue.core.runs import plan_claim
 
 SLUGS = ("a", "b", "c", "d", "e", "f")

@@ -18,12 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storm_queue.core import clock, fold, resolver, runs
-from storm_queue.store.directory import queuefile
+from storm_queue.core import queuetext
 from storm_queue.core.clock import seconds, stamp
 from storm_queue.core.config import Policy
 from storm_queue.core.fold import EMPTY, LaneState
 from storm_queue.core.lane import Refusal, Snapshot
-from storm_queue.store.directory.ledger import Ledgers
+from storm_queue.core.ledgers import Ledgers
 from storm_queue.core.records import replace
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -35,7 +35,7 @@ class World:
 
     def __init__(self, queue: str, policy: Policy = POLICY, *, unattended: bool = False, finished=(),
                  integrated=(), abandoned=(), running=None, t: float = T0) -> None:
-        parsed = queuefile.parse(queue)
+        parsed = queuetext.parse(queue)
         assert parsed.skipped == (), parsed.skipped
         self.lanes = {lane.slug: lane for lane in parsed.lanes}
         self.policy = policy

@@ -4,7 +4,6 @@ package namespace. Timings live in bench/, never here."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -319,11 +318,12 @@ def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: tuple[str, ...]
 # request path, authority, the lock) nor the human output (``render``).
 # A module added to this path is a start-up cost: add it here knowingly.
 NEXT_MODULES = {"cli", "cli.answer", "cli.commands", "cli.entry", "core", "core.clock", "core.config", "core.errors",
-                "core.fold", "core.framing", "core.jsoncodec", "core.lane", "core.names", "core.outcome", "core.records",
-                "core.refusals", "core.resolver", "roots", "store", "store.directory", "store.directory.fsutil",
-                "store.directory.ledger", "store.directory.log", "store.directory.log.checkpoint",
-                "store.directory.log.found", "store.directory.log.reader", "store.directory.log.stream",
-                "store.directory.queuefile", "store.directory.store"}
+                "core.exit_codes", "core.fold", "core.framing", "core.jsoncodec", "core.lane", "core.ledgers",
+                "core.logread", "core.names", "core.outcome", "core.queuetext", "core.records", "core.resolver",
+                "core.statebody", "core.stream", "roots", "store", "store.directory", "store.directory.declared",
+                "store.directory.fsutil", "store.directory.ledger", "store.directory.log",
+                "store.directory.log.checkpoint", "store.directory.log.found", "store.directory.log.reader",
+                "store.directory.queuefile", "store.directory.store", "wall"}
 #: what a request of each kind never loads: the other kinds' parts of ``service.storm.Storm``
 NOT_FOR = {"bump": {"service.storm", "service.leases", "core.runs", "ops.adopt", "core.halt", "core.starving", "cli.watch",
                     "core.why", "service.history", "cli.render", "cli.handlers"},

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from storm_queue.core import fold, resolver
-from storm_queue.store.directory import queuefile
+from storm_queue.core import queuetext
 from storm_queue.core.clock import stamp
 from storm_queue.core.lane import Snapshot
-from storm_queue.store.directory.ledger import Ledgers
+from storm_queue.core.ledgers import Ledgers
 from storm_queue.core.records import replace
 from storm_queue.core.starving import NOT_READY, claim_times, ready_since, waits
 
@@ -37,7 +37,7 @@ def finish(slug: str, t: float, result: str = "ok", token: int = 1) -> dict:
 
 
 def snap(queue: str, events: list[dict], now: float, integrated=(), finished=()) -> Snapshot:
-    q = queuefile.parse(queue)
+    q = queuetext.parse(queue)
     led = Ledgers(frozenset(integrated), frozenset(), frozenset(finished), {}, False)
     return Snapshot({l.slug: l for l in q.lanes}, led, fold.replay(events), at(now), {}, (), (QUEUED, QUEUED))
 

@@ -1,5 +1,5 @@
 """The line-stream core of the audit (storm_queue.store.directory.log.stream) and its public
-face ``audit.check_lines``: the quick path (one parse, checks compiled per
+face ``verify.check_lines``: the quick path (one parse, checks compiled per
 action) answers exactly what the plain checks (``framing.decode``, then seq
 and the chain) answer, for every line a writer makes and for every kind of
 damage; the stream audit names the same first bad line as ``verify`` does
@@ -17,7 +17,10 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from storm_queue.core import fold
-from storm_queue.store.directory.log import audit, reader, stream
+from storm_queue.core import stream
+from storm_queue.store.directory.log import audit, reader
+from storm_queue.core import verify
+from storm_queue.core import logread
 from storm_queue.core import framing
 
 AT = "2024-05-01T12:00:00.123456Z"
@@ -223,7 +226,7 @@ def test_check_lines_names_what_verify_names_for_a_file(tmp_path: Path) -> None:
         last = hashlib.sha256(lines[-1]).hexdigest()
         Path(reader.witness_path(str(path))).write_text(json.dumps(
             {"log": "priority.log", "length": len(b"".join(lines)), "seq": len(lines), "digest": last, "at": AT}))
-        from_file, from_stream = audit.audit(str(path)), audit.check_lines(iter(lines), log="table")
+        from_file, from_stream = audit.audit(str(path)), verify.check_lines(iter(lines), log="table")
         assert from_stream.problem == from_file.problem, name
         assert (from_stream.lines, from_stream.length, from_stream.lane, from_stream.named) == \
                (from_file.lines, from_file.length, from_file.lane, from_file.named), name
@@ -233,29 +236,29 @@ def test_check_lines_names_what_verify_names_for_a_file(tmp_path: Path) -> None:
 
 def test_check_lines_reports_instead_of_raising() -> None:
     lines = frame(BODIES)
-    good = audit.check_lines(lines, log="priority_log table")
+    good = verify.check_lines(lines, log="priority_log table")
     assert good.sound and good.log == "priority_log table" and good.lines == len(BODIES)
     assert good.length == sum(map(len, lines)) and good.digest == hashlib.sha256(lines[-1]).hexdigest()
     assert good.state == fold.replay(json.loads(line) for line in lines)
-    assert audit.check_lines([]).sound and audit.check_lines([]).lines == 0
-    missing = audit.check_lines(lines[:3] + lines[4:])
-    assert missing.problem == audit.Problem("line 4 has seq 5, expected 4", 4, sum(map(len, lines[:3])))
+    assert verify.check_lines([]).sound and verify.check_lines([]).lines == 0
+    missing = verify.check_lines(lines[:3] + lines[4:])
+    assert missing.problem == verify.Problem("line 4 has seq 5, expected 4", 4, sum(map(len, lines[:3])))
     assert missing.lines == 0 and missing.state == fold.EMPTY  # nothing else is filled in, as for a file
-    unended = audit.check_lines(lines[:2] + [lines[2][:-1]] + lines[3:])
-    assert unended.problem == audit.Problem("line 3 is malformed: it is not one line ending in a newline", 3,
+    unended = verify.check_lines(lines[:2] + [lines[2][:-1]] + lines[3:])
+    assert unended.problem == verify.Problem("line 3 is malformed: it is not one line ending in a newline", 3,
                                             sum(map(len, lines[:2])))
-    two = audit.check_lines([lines[0] + lines[1]])
+    two = verify.check_lines([lines[0] + lines[1]])
     assert two.problem is not None and two.problem.line == 1 and "not one line" in two.problem.what
-    assert audit.check_lines([bytearray(line) for line in lines]).state == good.state
+    assert verify.check_lines([bytearray(line) for line in lines]).state == good.state
     seen: list[int] = []
-    audit.check_lines(lines, progress=seen.append)
+    verify.check_lines(lines, progress=seen.append)
     assert seen[-1] == good.length
 
 
 def test_check_lines_first_line_must_start_the_chain() -> None:
     lines = frame(BODIES)
-    out = audit.check_lines(lines[1:])
-    assert out.problem == audit.Problem("line 1 has seq 2, expected 1", 1, 0)
+    out = verify.check_lines(lines[1:])
+    assert out.problem == verify.Problem("line 1 has seq 2, expected 1", 1, 0)
 
 
 def generated(count: int) -> Iterator[bytes]:
@@ -273,7 +276,7 @@ def generated(count: int) -> Iterator[bytes]:
 def peak_while_checking(count: int) -> int:
     tracemalloc.start()
     try:
-        out = audit.check_lines(generated(count))
+        out = verify.check_lines(generated(count))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -326,7 +329,7 @@ def read_both(path: Path) -> list[Any]:
         try:
             got = reader.read(str(path), use_checkpoint=False, keep_events=True, quick=quick)
             out.append((got.seq, got.digest, got.length, got.torn, got.state, got.events, got.warnings))
-        except reader.Damage as exc:
+        except logread.Damage as exc:
             out.append((exc.what, exc.line, exc.offset))
     return out
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import conninfo

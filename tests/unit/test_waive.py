@@ -7,18 +7,18 @@ re-derives the lane exactly."""
 from __future__ import annotations
 
 from storm_queue.core import fold, resolver
-from storm_queue.store.directory import queuefile
+from storm_queue.core import queuetext
 from storm_queue.core.fold import LaneState
 from storm_queue.core.lane import Refusal, Snapshot, derive, plan_bump, plan_unbump, plan_waive
-from storm_queue.store.directory.ledger import Ledgers
-from storm_queue.store.directory.log import checkpoint
+from storm_queue.core.ledgers import Ledgers
+from storm_queue.core import statebody
 from storm_queue.core.records import replace
 
 NOW = "2026-12-01T09:00:00.000000Z"
 
 
 def snap(queue: str, state: LaneState = fold.EMPTY, integrated=(), abandoned=(), finished=()) -> Snapshot:
-    q = queuefile.parse(queue)
+    q = queuetext.parse(queue)
     led = Ledgers(frozenset(integrated), frozenset(abandoned), frozenset(finished), {}, False)
     return Snapshot({l.slug: l for l in q.lanes}, led, state, NOW)
 
@@ -52,7 +52,7 @@ def test_waivers_and_touched_survive_the_checkpoint():
     state = fold.replay([waive_event("ui", "api"), waive_event("ui", "schema", seq=6),
                          {"action": "settle", "slug": "schema", "ledger": "integrated", "seq": 7,
                           "at": "2026-12-01T08:10:00.000000Z", "by": "operator:alice"}])
-    again = checkpoint.load_state(checkpoint.dump_state(state))
+    again = statebody.load_state(statebody.dump_state(state))
     assert again == state and again.waivers["ui"]["schema"].seq == 6
     assert again.touched == {"ui": "2026-12-01T08:00:06.000000Z", "schema": "2026-12-01T08:10:00.000000Z"}
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 import io
 
 from storm_queue.cli import frame as watch_frame, watch
-from storm_queue.store.directory import queuefile
+from storm_queue.core import queuetext
 from storm_queue.core.clock import stamp
 from storm_queue.service.storm import Listing
 from storm_queue.core.fold import Attempt, LaneState, Lease, Mark, Run
 from storm_queue.core.lane import Snapshot
-from storm_queue.store.directory.ledger import Ledgers
+from storm_queue.core.ledgers import Ledgers
 from storm_queue.core.resolver import resolve
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
@@ -32,7 +32,7 @@ other 20
 
 
 def listing(now: str = NOW) -> Listing:
-    lanes = {lane.slug: lane for lane in queuefile.parse(QUEUE).lanes}
+    lanes = {lane.slug: lane for lane in queuetext.parse(QUEUE).lanes}
     marks = {
         "schema": Mark(1, stamp(T0 - 600), "operator:alice", "bump", "api", HOSTILE),
         "api": Mark(1, stamp(T0 - 600), "operator:alice", "bump", "api", HOSTILE),

@@ -6,14 +6,14 @@ from __future__ import annotations
 import os
 
 from ...core.errors import unreadable
-from .fsutil import beside, replace_atomically, write_all
 from ...core.jsoncodec import dumps, loads
+from ...core.ledgers import Ledgers, blocked_result, is_blocked_mark
 from ...core.names import is_name, printable
-from ...core.records import dataclass
+from .fsutil import beside, replace_atomically, write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Iterable, Mapping
+    from typing import Callable, Iterable
 
 INTEGRATED = "integrated.txt"
 ABANDONED = "abandoned.txt"
@@ -23,26 +23,6 @@ LANES = "lanes"
 MARKS = ".qwenstorm"
 RESULT = "result.json"
 RUNNING = "running"
-
-
-@dataclass(frozen=True)
-class Ledgers:
-    """The ledgers and markers; ``running`` maps each lane with a running
-    marker to the fencing token the marker carries (None: a marker with no
-    token, written by hand or by a runner that does not claim)."""
-
-    integrated: frozenset[str]
-    abandoned: frozenset[str]
-    finished: frozenset[str]
-    running: Mapping[str, int | None]
-    unattended: bool
-
-    def settled(self, slug: str) -> bool:
-        return slug in self.integrated or slug in self.abandoned
-
-    def done(self, slug: str) -> bool:
-        """Settled or finished: nothing is left for a runner to start."""
-        return self.settled(slug) or slug in self.finished
 
 
 def _read_slugs(path: str) -> frozenset[str]:
@@ -105,20 +85,6 @@ def has_result(root: str, slug: str) -> bool:
     return os.path.exists(os.path.join(root, LANES, slug, MARKS, RESULT))
 
 
-def blocked_result(blocked_on: list[str], at: str) -> dict:
-    """The ``result.json`` of a lane ``next`` marks blocked, as the storm's
-    runner and reviewer read it: not ``completed``, ``blocked_on`` the first
-    abandoned dependency its queue.txt line names, ``blocked_on_all`` every
-    one, in line order."""
-    return {"completed": False, "status": "blocked", "blocked_on": blocked_on[0], "blocked_on_all": list(blocked_on),
-            "at": at, "by": "storm-queue next"}
-
-
-def finished_result(token: int, holder: str, note: str | None, at: str) -> dict:
-    """The ``result.json`` that ``finish --result ok`` writes: ``completed``,
-    awaiting review, with the lease's ``token`` (how a finish asked again is
-    known)."""
-    return {"completed": True, "status": "ok", "token": token, "holder": holder, "note": note, "at": at}
 
 
 def mark_blocked(root: str, slug: str, blocked_on: list[str], at: str, owner: tuple[int, int] | None) -> None:
@@ -128,11 +94,6 @@ def mark_blocked(root: str, slug: str, blocked_on: list[str], at: str, owner: tu
     with _marks(root, slug) as fd:
         replace_atomically(RESULT, (dumps(body) + "\n").encode(), owner, dir_fd=fd)
 
-
-def is_blocked_mark(body: object) -> bool:
-    """Whether a ``result.json`` body is the blocked mark ``next`` wrote
-    (by ``storm-queue next``, naming ``blocked_on``), not a lane's own result."""
-    return isinstance(body, dict) and body.get("by") == "storm-queue next" and "blocked_on" in body
 
 
 def _read_result(fd: int) -> bytes | None:

@@ -1,91 +1,13 @@
-"""The ``queue.txt`` grammar: one lane a line, ``<slug> <issue> [deps]``,
-where ``-`` is no issue, and, as the whole dependency list, no dependency.
-
-Parsing never drops a line silently: every line that is not a lane, a blank
-or a comment comes back as ``Skipped`` with the reason in words.
-"""
+"""A directory storm's ``queue.txt``: read (and parsed by
+``core.queuetext``), and a whole line appended durably."""
 
 from __future__ import annotations
 
 import os
 
 from ...core.errors import unreadable
+from ...core.queuetext import QueueFile, parse
 from .fsutil import fsync_dir, write_all
-from ...core.names import is_issue, is_name, quote, why_not_name
-from ...core.records import dataclass
-
-
-@dataclass(frozen=True)
-class Lane:
-    slug: str
-    issue: str
-    deps: tuple[str, ...]
-    line: int
-
-
-@dataclass(frozen=True)
-class Skipped:
-    line: int
-    text: str
-    why: str
-
-
-@dataclass(frozen=True)
-class QueueFile:
-    lanes: tuple[Lane, ...]
-    skipped: tuple[Skipped, ...]
-    exists: bool = True
-    ends_with_newline: bool = True
-
-
-#: a dependency list of this one word is none, as ``-`` is no issue
-NO_DEPS = "-"
-
-
-def split_deps(text: str) -> tuple[str, ...]:
-    """Split a dependency list written with commas and/or whitespace; ``-``
-    alone is no dependency."""
-    deps = tuple(text.replace(",", " ").split())  # runs of commas and whitespace (str.isspace's) split
-    return () if deps == (NO_DEPS,) else deps
-
-
-def _lane(fields: list[str], number: int) -> Lane | str:
-    """A lane from a line's fields, or why the line is not one."""
-    slug = fields[0]
-    if not is_name(slug):
-        return f"slug {quote(slug)} is not a name: {why_not_name(slug)}"
-    if len(fields) < 2:
-        return f"lane {slug} has no issue (write '-' for none)"
-    issue = fields[1]
-    if not is_issue(issue):
-        return f"issue {quote(issue)} is not ASCII digits or '-'"
-    deps = split_deps(" ".join(fields[2:]))
-    for dep in deps:
-        if dep == NO_DEPS:
-            return f"'{NO_DEPS}' means no dependencies, so it cannot stand among them"
-        if not is_name(dep):
-            return f"dependency {quote(dep)} is not a name: {why_not_name(dep)}"
-    return Lane(slug, issue, tuple(dict.fromkeys(deps)), number)
-
-
-def parse(text: str) -> QueueFile:
-    """Parse ``queue.txt`` text into lanes in file order and skipped lines."""
-    lanes: list[Lane] = []
-    skipped: list[Skipped] = []
-    seen: dict[str, int] = {}
-    for number, raw in enumerate(text.split("\n"), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        lane = _lane(line.split(), number)
-        if isinstance(lane, str):
-            skipped.append(Skipped(number, raw, lane))
-        elif lane.slug in seen:
-            skipped.append(Skipped(number, raw, f"duplicate of line {seen[lane.slug]}: the first line is kept"))
-        else:
-            seen[lane.slug] = number
-            lanes.append(lane)
-    return QueueFile(tuple(lanes), tuple(skipped), True, text == "" or text.endswith("\n"))
 
 
 def read(path: str) -> QueueFile:
@@ -98,11 +20,6 @@ def read(path: str) -> QueueFile:
     except OSError as exc:
         raise unreadable(path, exc) from None
     return parse(raw.decode("utf-8", "replace"))
-
-
-def format_line(slug: str, issue: str, deps: tuple[str, ...]) -> str:
-    """The ``queue.txt`` line for a lane, newline included."""
-    return " ".join([slug, issue] + ([",".join(deps)] if deps else [])) + "\n"
 
 
 def append_line(path: str, line: str) -> None:

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import os
 
-from ...core import clock, config, fold
-from . import ledger, queuefile
+from ... import wall
+from ...core import clock, config, fold, ledgers, logread, queuetext
 from ...core.errors import Busy, RecordFailed, UnknownOrder
-from ...core.lane import Snapshot
-from .log import reader
 from ...core.framing import sha256
+from ...core.lane import Snapshot
 from ...core.names import as_text, quote
 from ...core.outcome import Listing
 from ...core.records import replace
 from ...core.resolver import View, resolve
 from ...roots import find_root, is_url
+from . import declared, ledger, queuefile
+from .log import reader
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from ...core.runs import Claim
 
-now = clock.now
+now = wall.now
 
 #: the store that keeps a storm named by a URL, by scheme (loaded only for such a storm)
 STORES = {"postgresql": "storm_queue.store.postgres.store:DatabaseStorm"}
@@ -65,7 +66,7 @@ class Directory:
         return self.root
 
     def declaration(self) -> config.Declaration:
-        return config.load(self.root)
+        return declared.load(self.root)
 
     def _known(self, decl: config.Declaration) -> None:
         """Raise ``UnknownOrder`` when storm.toml hides the log's place."""
@@ -75,11 +76,11 @@ class Directory:
     def log_path(self, decl: config.Declaration) -> str:
         return os.path.join(self.root, decl.log)
 
-    def _read(self, decl: config.Declaration) -> reader.LogRead:
+    def _read(self, decl: config.Declaration) -> logread.LogRead:
         """The log as a reader finds it now (``UnknownOrder`` when damaged)."""
         return reader.read(self.log_path(decl))
 
-    def _snapshot(self, log: reader.LogRead, at: str | None = None) -> Snapshot:
+    def _snapshot(self, log: logread.LogRead, at: str | None = None) -> Snapshot:
         """The storm as read now (or at the stamp ``at``)."""
         queue = queuefile.read(os.path.join(self.root, "queue.txt"))
         led = ledger.read(self.root)
@@ -126,7 +127,7 @@ class Directory:
         snap = self._snapshot(log)
         return why.explain(snap, resolve(snap), snap.skipped, as_text(slug), decl.runner)
 
-    def history(self, each, decl: config.Declaration | None = None) -> reader.LogRead:
+    def history(self, each, decl: config.Declaration | None = None) -> logread.LogRead:
         """Read the whole log, oldest first, calling ``each(line, event)``
         for every line that passed the reader's checks (a line is never held
         longer than that call). Damage raises ``UnknownOrder`` after ``each``
@@ -170,7 +171,7 @@ class Directory:
         except (OSError, RecordFailed) as exc:
             return listing, [f"next: side effects skipped: {exc}"]
 
-    def _news(self, view: View, skipped: tuple[queuefile.Skipped, ...], log_path: str,
+    def _news(self, view: View, skipped: tuple[queuetext.Skipped, ...], log_path: str,
               reload: bool = False) -> list[tuple[str, str]]:
         """What ``next`` has to say once: skipped lines and stray slugs not said before."""
         said = ledger.SaidOnce(log_path).keys(reload)
@@ -181,7 +182,7 @@ class Directory:
         ] + [(f"stray {slug}", f"prioritised lane {slug} is stray: queue.txt no longer carries it") for slug in view.stray]
         return [(k, words) for k, words in news if k not in said]
 
-    def _tell(self, view: View, skipped: tuple[queuefile.Skipped, ...], at: str, log_path: str) -> list[str]:
+    def _tell(self, view: View, skipped: tuple[queuetext.Skipped, ...], at: str, log_path: str) -> list[str]:
         """Under the lock, as the owner: mark blocked the lanes ``view``
         meets before the one it chose, and say what is news once in
         ``progress.log``. Returns notes for stderr; never raises."""
@@ -199,7 +200,7 @@ class Directory:
             return [f"next: side effects skipped: {exc}"]
         return []
 
-    def _tell_claim(self, claim: Claim, skipped: tuple[queuefile.Skipped, ...], at: str, log_path: str) -> list[str]:
+    def _tell_claim(self, claim: Claim, skipped: tuple[queuetext.Skipped, ...], at: str, log_path: str) -> list[str]:
         """``_tell`` for the storm a claim decided on (its whole view)."""
         return self._tell(claim.view, skipped, at, log_path)
 
@@ -256,7 +257,7 @@ class Directory:
         writer.check_writable(log_path)
         queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
 
-    def _append(self, log: reader.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
+    def _append(self, log: logread.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
                 owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
         from .log import writer
 
@@ -286,7 +287,7 @@ def changed(path: str) -> str:
         return ""
 
 
-def leased_results(root: str, led: ledger.Ledgers, state: fold.LaneState) -> dict[str, int | None]:
+def leased_results(root: str, led: ledgers.Ledgers, state: fold.LaneState) -> dict[str, int | None]:
     """The tokens of the ``result.json`` files of lanes that hold a lease:
     the only results whose author matters (see ``resolver``)."""
     return ledger.result_tokens(root, [s for s, r in state.runs.items() if r.lease is not None and s in led.finished])

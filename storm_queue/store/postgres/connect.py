@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 
 from ...core import fold
-from ...service.storm import now
 from ...core.errors import InitRefused, NoStorm, StormError
-from ..directory.log.checkpoint import dump_state
-from ...core.framing import digest
-from ..directory.log.writer import frame
+from ...core.framing import digest, frame
 from ...core.records import dataclass
+from ...core.statebody import dump_state
 from ...roots import hide, shown  # noqa: F401 -- shown: what others import from here
+from ...service.storm import now
 
 #: the advisory lock of the storm (one storm per database): two int4 keys
 LOCK_KEYS = (0x73746F72, 0x6D71)

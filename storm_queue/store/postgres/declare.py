@@ -5,10 +5,10 @@ content. A mixin of ``database.DatabaseStorm``."""
 from __future__ import annotations
 
 from ...core import config
-from ...service.storm import Outcome
 from ...core.errors import NoStorm, NotHere
-from ...core.lane import Snapshot
 from ...core.framing import sha256
+from ...core.lane import Snapshot
+from ...service.storm import Outcome
 
 
 class Declaring:

@@ -5,8 +5,8 @@ server). A mixin of ``database.DatabaseStorm``."""
 
 from __future__ import annotations
 
-from ...service.storm import Outcome, now
 from ...core.errors import RecordFailed
+from ...service.storm import Outcome, now
 from .connect import _words, connect
 
 

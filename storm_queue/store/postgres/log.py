@@ -4,10 +4,9 @@ snapshot, checked as a directory log's reader checks it (``history``,
 
 from __future__ import annotations
 
-from ...core import fold
-from ..directory.log import reader
-from ..directory.log.checkpoint import load_state
+from ...core import fold, logread
 from ...core.framing import Malformed, decode, digest
+from ...core.statebody import load_state
 from .connect import _Known
 
 TYPE_CHECKING = False
@@ -30,9 +29,9 @@ class LogRows:
                 for seq, line in cur:
                     yield seq, bytes(line)
 
-    def history(self, each: Callable[[bytes, dict[str, Any]], None], decl: config.Declaration | None = None) -> reader.LogRead:
+    def history(self, each: Callable[[bytes, dict[str, Any]], None], decl: config.Declaration | None = None) -> logread.LogRead:
         """Every line, oldest first, checked as a directory log's reader checks it."""
-        out = reader.LogRead(self.root, log_exists=True)
+        out = logread.LogRead(self.root, log_exists=True)
         folder = fold.Fold()
         for line, event in self._checked():
             folder.step(event)
@@ -48,20 +47,20 @@ class LogRows:
             try:
                 event = decode(line)
             except Malformed as exc:
-                raise reader.Damage(self.root, f"line {expected} is malformed: {exc}", expected, offset) from None
+                raise logread.Damage(self.root, f"line {expected} is malformed: {exc}", expected, offset) from None
             if seq != expected or event["seq"] != expected:
-                raise reader.Damage(self.root, f"line {expected} has seq {event['seq']}, expected {expected}", expected, offset)
+                raise logread.Damage(self.root, f"line {expected} has seq {event['seq']}, expected {expected}", expected, offset)
             if event["prev"] != prev:
-                raise reader.Damage(self.root, f"line {expected} breaks the chain: its prev does not match line "
+                raise logread.Damage(self.root, f"line {expected} breaks the chain: its prev does not match line "
                                     f"{expected - 1}", expected, offset)
             yield line, event
             prev, offset, expected = digest(line), offset + len(line), expected + 1
 
     def verify(self, progress: Callable[[int], None] | None = None):
-        """Check every line from the first (``audit.check_lines``, the rules
+        """Check every line from the first (``verify.check_lines``, the rules
         a directory log is checked by), and that the state row's body with
         the lines after it folds to what the full replay does."""
-        from ..directory.log.audit import Problem, check_lines
+        from ...core.verify import Problem, check_lines
 
         out = check_lines((line for _, line in self._lines()), self.root, progress)
         if out.problem is not None:

@@ -10,9 +10,9 @@ writes of those rows (``RowWrites``)."""
 
 from __future__ import annotations
 
-from ...core.clock import now
-from ..directory.ledger import Ledgers
-from ..directory.queuefile import Lane, split_deps
+from ...core.ledgers import Ledgers
+from ...core.queuetext import Lane, split_deps
+from ...wall import now
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -107,7 +107,7 @@ class RowWrites:
                           "ON CONFLICT (slug) DO UPDATE SET body = EXCLUDED.body", (slug, Jsonb(body)))
 
     def _blocked_mark(self, slug: str) -> bool:
-        from ..directory.ledger import is_blocked_mark
+        from ...core.ledgers import is_blocked_mark
 
         row = self.conn.execute("SELECT body FROM storm_queue.result WHERE slug = %s", (slug,)).fetchone()
         return row is not None and is_blocked_mark(row[0])
@@ -134,7 +134,7 @@ class RowWrites:
         """Mark blocked, in rows, the lanes ``view`` met before the one it chose."""
         from psycopg.types.json import Jsonb
 
-        from ..directory.ledger import blocked_result
+        from ...core.ledgers import blocked_result
 
         for row in view.to_block:
             body = blocked_result(list(row.waits_on), at)

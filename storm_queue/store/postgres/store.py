@@ -18,22 +18,32 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from ...core import config, fold
+from ...core import config, fold, logread
+from ...core.errors import Busy, NoStorm, NotHere, RecordFailed, StormUnreadable
+from ...core.framing import Malformed, decode, digest, frame
+from ...core.lane import Snapshot
+from ...core.records import dataclass
+from ...core.statebody import dump_state, load_state
 from ...service.authority import LANE_ENV, decide
+from ...service.storm import Listing, Outcome, Storm, now
+from .connect import (  # noqa: F401 -- the names others import from here
+    CONNECT_TIMEOUT,
+    GRANT_HINT,
+    LOCK_KEYS,
+    Created,
+    _driver,
+    _Known,
+    _words,
+    connect,
+    create,
+    insert_state,
+    schema_sql,
+    shown,
+)
 from .declare import Declaring, InvalidDeclaration  # noqa: F401 -- InvalidDeclaration: a name others may import from here
 from .faults import Faults
 from .log import LogRows
 from .rows import Rows, RowWrites
-from ...service.storm import Listing, Outcome, Storm, now
-from ...core.errors import Busy, NoStorm, NotHere, RecordFailed, StormUnreadable
-from ...core.lane import Snapshot
-from ..directory.log import reader
-from ..directory.log.checkpoint import dump_state, load_state
-from ...core.framing import Malformed, decode, digest
-from ..directory.log.writer import frame
-from .connect import (CONNECT_TIMEOUT, GRANT_HINT, LOCK_KEYS, Created, _driver, _Known, _words,  # noqa: F401 -- the names others import from here
-                       connect, create, insert_state, schema_sql, shown)
-from ...core.records import dataclass
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +60,7 @@ def _older_format(body: str) -> bool:
     """Whether a state row's body is a state of an earlier format (which an
     upgrade leaves behind), rather than a damaged one."""
     from ...core.jsoncodec import loads
-    from ..directory.log.checkpoint import FORMAT
+    from ...core.statebody import FORMAT
 
     try:
         v = loads(body).get("v")
@@ -134,7 +144,7 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
     def log_path(self, decl: config.Declaration) -> str:
         return self.root
 
-    def _load(self) -> reader.LogRead:
+    def _load(self) -> logread.LogRead:
         """The state at the log's head and the rows a snapshot needs, read in
         the current transaction: the state this object already knows, or
         else the state row's body, with the few lines after it folded on."""
@@ -162,20 +172,20 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
                 base = _Known(body_seq, body_digest, load_state(body))
             except ValueError as exc:
                 if not _older_format(body):
-                    raise reader.Damage(self.root, f"the state row cannot be read ({exc}); "
+                    raise logread.Damage(self.root, f"the state row cannot be read ({exc}); "
                                         "storm-queue verify checks the log") from None
                 # written by an earlier storm-queue: fold the whole log, and let the next writer rewrite the row
                 base, self._body_seq = _Known(0, None, fold.EMPTY), -STATE_EVERY
             state = self._fold_on(base, seq, last)
             if state is None:
-                raise reader.Damage(self.root, f"the log's lines after line {body_seq} do not follow the state row "
+                raise logread.Damage(self.root, f"the log's lines after line {body_seq} do not follow the state row "
                                     f"to line {seq}; storm-queue verify checks the log")
         self._state_known = _Known(seq, last, state)
         self._rows.read(conn, gone, changed)
         if self._created is None:
             created = conn.execute("SELECT created FROM storm_queue.storm").fetchone()
             self._created = created[0] if created else ""
-        return reader.LogRead(self.root, state, seq, last, log_exists=True)
+        return logread.LogRead(self.root, state, seq, last, log_exists=True)
 
     def _fold_on(self, known: _Known, seq: int, last: str | None, rows: list | None = None) -> fold.LaneState | None:
         """``known``'s state with the lines after it up to line ``seq``
@@ -202,14 +212,14 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
             return None
         return fold.replay(events, known.state)
 
-    def _read(self, decl: config.Declaration) -> reader.LogRead:
+    def _read(self, decl: config.Declaration) -> logread.LogRead:
         if self._writing_now:
             return self._load()
         with self._errors(), self.conn.transaction():
             self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             return self._load()
 
-    def _snapshot(self, log: reader.LogRead, at: str | None = None) -> Snapshot:
+    def _snapshot(self, log: logread.LogRead, at: str | None = None) -> Snapshot:
         rows = self._rows
         results = rows.results
         tokens = {}
@@ -336,7 +346,7 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         if self._written is not None:
             self._state_known, self._written = self._written, None
 
-    def _append(self, log: reader.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
+    def _append(self, log: logread.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
                 owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
         framed = frame(bodies, log.seq, log.digest, at, by)
         events = [event for event, _ in framed]

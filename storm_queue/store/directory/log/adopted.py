@@ -42,9 +42,9 @@ from __future__ import annotations
 import json
 import re
 
+from ....core.framing import Malformed, decode, sha256
 from ....core.names import is_name
 from ....core.records import dataclass
-from ....core.framing import Malformed, decode, sha256
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -9,33 +9,20 @@ from __future__ import annotations
 import os
 
 from ....core import fold
-from ....core.errors import UnknownOrder
-from ..fsutil import beside
-from ....core.jsoncodec import loads
-from ....core.records import dataclass, field
-from . import checkpoint
-from .found import LogRead, Witness, witness_path  # noqa: F401 -- what a read finds, where callers look for it
 from ....core.framing import decode, digest  # noqa: F401 -- the rules of one line, where callers look for them
-from .stream import BLOCK, Bad, LineCheck
+from ....core.jsoncodec import loads
+from ....core.logread import ADOPT_HINT, OLD_FORMAT, Damage, LogRead, Witness
+from ....core.stream import BLOCK, Bad, LineCheck
+from . import checkpoint
+from .found import witness_path  # noqa: F401 -- where callers look for it
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-RESET_HINT = (
-    "the operator can start a new log with: storm-queue reset --reason TEXT "
-    "(the old log is kept beside it)"
-)
-ADOPT_HINT = (
-    "the operator takes it over, keeping its order, with: storm-queue adopt --reason TEXT "
-    "(the old log is kept beside the new one)"
-)
-
 
 #: the most bytes an adopt's one line is read to (its lane: some 150 bytes a lane)
 ONE_LINE = 64 << 20
-#: what a read says of the earlier tool's log
-OLD_FORMAT = "the log was written by the earlier priority tool (its lines have no seq or prev)"
 
 #: ``progress`` is told the offset reached at most once per this many bytes read
 TELL = 1 << 20
@@ -43,15 +30,6 @@ TELL = 1 << 20
 QUICK = 64 << 10
 #: ... and, of more than this, the SHA-256 fastest for many lines
 BULK = 4 << 20
-
-
-class Damage(UnknownOrder):
-    """Damage that makes the order unknown: ``what`` is wrong, at ``line``
-    (1-based; 0 when it is not one line's fault) starting at byte ``offset``."""
-
-    def __init__(self, log_path: str, what: str, line: int = 0, offset: int = 0, hint: str = RESET_HINT):
-        super().__init__(f"the priority order is unknown: {log_path}: {what}; {hint}")
-        self.what, self.line, self.offset = what, line, offset
 
 
 def _damage(log_path: str, what: str, line: int = 0, offset: int = 0) -> Damage:

@@ -11,11 +11,12 @@ from __future__ import annotations
 import errno
 import os
 
-from ..fsutil import fsync_dir, give_to, replace_atomically, write_all
+from ....core.framing import digest, frame
 from ....core.jsoncodec import dumps
+from ....core.logread import LogRead
+from ..fsutil import fsync_dir, give_to, replace_atomically, write_all
 from . import checkpoint
-from ....core.framing import VERSION, digest, encode
-from .reader import LogRead, witness_path
+from .reader import witness_path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,18 +31,6 @@ def _witness_bytes(log_path: str, length: int, seq: int, last: str | None, at: s
 #: the witness's bytes, for a writer that starts a log other than by ``append`` (``adoption``)
 witness_bytes = _witness_bytes
 
-
-def frame(bodies: list[dict[str, Any]], seq: int, prev: str | None, at: str, by: str) -> list[tuple[dict, bytes]]:
-    """Number, stamp and chain ``bodies`` after the line (``seq``, ``prev``)."""
-    out = []
-    for body in bodies:
-        seq += 1
-        event = {"v": VERSION, "seq": seq, "at": at, "action": body["action"], "by": by, "prev": prev}
-        event.update((k, v) for k, v in body.items() if k != "action")
-        line = encode(event)
-        prev = digest(line)
-        out.append((event, line))
-    return out
 
 
 def _keep_torn(log: LogRead, fd: int, at: str, owner: tuple[int, int] | None) -> dict[str, Any]:

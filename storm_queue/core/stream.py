@@ -5,7 +5,7 @@ line, and the fold.
 
 ``LineCheck`` holds the one copy of those checks. The reader gives it the
 log file's bytes in blocks of whole lines (and checks the witness and the
-torn tail itself); ``audit.check_lines`` gives it lines from anywhere.
+torn tail itself); ``verify.check_lines`` gives it lines from anywhere.
 
 Each line is parsed once. On the quick path the JSON of a block of ASCII
 lines is decoded as one text and each line's object is parsed in place by
@@ -19,9 +19,9 @@ quick path only ever accepts what they accept.
 
 from __future__ import annotations
 
-from ....core import fold
-from ....core.jsoncodec import scanner
-from ....core.framing import QUICK, Malformed, decode, sha256
+from . import fold
+from .framing import QUICK, Malformed, decode, sha256
+from .jsoncodec import scanner
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,6 +1,7 @@
-"""The refusal vocabulary: every code a refused request can carry, its exit
-code and what it means; and what each exit code means (``exit_codes``, for
-a command's help). A code is stable: scripts match on it. The table
+"""Exit codes, mapped here and nowhere else: every code a refused request
+can carry, its exit code and what it means; the exit code of each typed
+error (``ERRORS``), of a crash and of a signal; and what each exit code
+means (``epilog``, for a command's help). A code is stable: scripts match on it. The table
 in docs/exit-codes.md is written from this one list (``python -m
 storm_queue.cli.reference --write``), and a test makes the tool produce each code."""
 
@@ -78,7 +79,7 @@ MEANINGS = {
 }
 
 
-def exit_codes(*codes: int | tuple[int, str]) -> str:
+def epilog(*codes: int | tuple[int, str]) -> str:
     """A command's help epilog: exactly the exit codes it can give, each
     with its meaning (``(code, words)`` says it in the command's own words)."""
     lines = ["\b", "Exit codes:"]
@@ -86,3 +87,23 @@ def exit_codes(*codes: int | tuple[int, str]) -> str:
         num, words = code if isinstance(code, tuple) else (code, MEANINGS[code])
         lines.append(f"  {num}  {words}")
     return "\n".join(lines)
+
+
+#: the exit code of each typed error (``core.errors``), by class name
+ERRORS = {
+    "StormError": 4,  # a crash, or a record that could not be written
+    "RecordFailed": 4,
+    "UnknownOrder": 3,
+    "NoStorm": 2,
+    "StormUnreadable": 2,
+    "NotHere": 2,
+    "InitRefused": 2,
+    "Busy": 5,
+}
+#: an error storm-queue did not expect: a bug
+CRASHED = 4
+
+
+def interrupted(signum: int) -> int:
+    """The exit code of a command ended by signal ``signum``: 130 for SIGINT, 143 for SIGTERM."""
+    return 128 + signum
