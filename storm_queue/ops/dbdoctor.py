@@ -21,6 +21,7 @@ from ..core import config
 from ..core.errors import StormError, StormUnreadable
 from ..core.lane import Snapshot
 from ..core.names import printable, quote
+from ..store.postgres.queries import q
 from .doctor import ERROR, WARNING, Finding, declaration_findings, runner_findings
 
 #: what lets a role change a table's rows, a sequence's value, or the schema's objects (by kind)
@@ -140,34 +141,11 @@ def gather(storm, now: float | None = None) -> DbFacts:
             problem = ("unknown_order", "storm_queue.state", str(exc))
     with storm._errors():
         conn = storm.conn
-        operator = conn.execute("SELECT operator FROM storm_queue.storm").fetchone()
+        operator = conn.execute(q("read_operator")).fetchone()
         operator = operator[0] if operator else None
         writers, owners, members = _grant(conn, operator)
         triggers = _triggers(conn, storm_function_body())
     return DbFacts(storm.root, operator, decl, problem, snap, writers, owners, members, triggers, t)
-
-
-#: the storm's schema and every table and sequence in it, with owner and access list
-_OBJECTS = """
-SELECT 'storm_queue', 'schema', pg_get_userbyid(n.nspowner), n.nspacl::text[]
-FROM pg_namespace n WHERE n.nspname = 'storm_queue'
-UNION ALL
-SELECT 'storm_queue.' || c.relname, CASE c.relkind WHEN 'S' THEN 'sequence' ELSE 'table' END,
-       pg_get_userbyid(c.relowner), c.relacl::text[]
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = 'storm_queue' AND c.relkind IN ('r', 'p', 'S')
-ORDER BY 1
-"""
-
-_PRIVILEGES = """
-SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END, a.privilege_type
-FROM aclexplode(%s::text[]::aclitem[]) a
-"""
-
-_MEMBERS = """
-SELECT m.rolname FROM pg_auth_members am JOIN pg_roles m ON m.oid = am.member JOIN pg_roles r ON r.oid = am.roleid
-WHERE r.rolname = %s ORDER BY 1
-"""
 
 
 def _grant(conn, operator: str | None):
@@ -176,22 +154,22 @@ def _grant(conn, operator: str | None):
     such object another role owns, and the roles that are members of the
     operator's role."""
     writers, owners = [], []
-    for obj, kind, owner, acl in conn.execute(_OBJECTS).fetchall():
+    for obj, kind, owner, acl in conn.execute(q("storm_objects")).fetchall():
         if owner != operator:
             owners.append((obj, kind, owner))
         if acl:
-            for grantee, privilege in conn.execute(_PRIVILEGES, (acl,)).fetchall():
+            for grantee, privilege in conn.execute(q("object_privileges"), (acl,)).fetchall():
                 if grantee != operator and privilege in WRITES[kind]:
                     writers.append((grantee, obj, privilege))
-    members = tuple(r[0] for r in conn.execute(_MEMBERS, (operator,)).fetchall()) if operator else ()
+    members = tuple(r[0] for r in conn.execute(q("role_members"), (operator,)).fetchall()) if operator else ()
     return tuple(sorted(set(writers))), tuple(owners), members
 
 
 def storm_function_body() -> str:
     """The body of ``storm_queue.append_only()`` as schema.sql creates it."""
-    from ..store.postgres.store import schema_sql
+    from ..store.postgres.queries import schema
 
-    found = re.search(r"FUNCTION storm_queue\.append_only\(\)[^$]*\$\$(.*?)\$\$", schema_sql(), re.S)
+    found = re.search(r"FUNCTION storm_queue\.append_only\(\)[^$]*\$\$(.*?)\$\$", schema(), re.S)
     return found.group(1) if found else ""
 
 
@@ -199,10 +177,7 @@ def _triggers(conn, body: str) -> tuple[tuple[str, str], ...]:
     """Each of schema.sql's event-table triggers that does not guard it, with
     why: missing, disabled, calling another function, or a function whose
     body is no longer the one schema.sql wrote."""
-    rows = conn.execute(
-        "SELECT t.tgname, t.tgenabled, p.oid::regprocedure::text, p.prosrc FROM pg_trigger t "
-        "JOIN pg_proc p ON p.oid = t.tgfoid WHERE t.tgrelid = 'storm_queue.event'::regclass "
-        "AND NOT t.tgisinternal").fetchall()
+    rows = conn.execute(q("event_triggers")).fetchall()
     found = {name: (enabled, func, src) for name, enabled, func, src in rows}
     out = []
     for name in TRIGGERS:

@@ -13,7 +13,8 @@ from ..core.records import dataclass
 from ..roots import shown, without_password
 from ..service.storm import Storm, now
 from ..store.directory.log import reader
-from ..store.postgres.connect import LOCK_KEYS, _driver, _words, connect, insert_state, schema_sql
+from ..store.postgres.connect import _driver, _words, connect, insert_state
+from ..store.postgres.queries import q, schema
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -67,12 +68,12 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
     try:
         with lock.held(log_path, wait, may_create=True):
             with conn.transaction():
-                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK_KEYS)
-                role = conn.execute("SELECT session_user").fetchone()[0]
-                if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'storm_queue'").fetchone():
+                conn.execute(q("lock_storm"))
+                role = conn.execute(q("session_user")).fetchone()[0]
+                if conn.execute(q("storm_exists")).fetchone():
                     raise InitRefused(f"the database {shown(url)} already holds a storm; migrate needs an empty one; "
                                       "nothing was migrated")
-                conn.execute(schema_sql())
+                conn.execute(schema())
                 batch: list[tuple[int, bytes]] = []
 
                 def each(line: bytes, event: dict[str, Any]) -> None:
@@ -82,7 +83,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
 
                 def flush() -> None:
                     with conn.cursor() as cur:
-                        cur.executemany("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)", batch)
+                        cur.executemany(q("insert_event"), batch)
                     batch.clear()
 
                 log = reader.read(log_path, use_checkpoint=False, each=each)
@@ -97,16 +98,12 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
                     raise NotHere("the log ends in a torn write: make one request there first (it repairs it), then migrate")
                 queue = queuefile.read(os.path.join(directory, "queue.txt"))
                 led = ledger.read(directory)
-                conn.execute("INSERT INTO storm_queue.storm (id, operator, created, declaration, declaration_sha256) "
-                             "VALUES (1, %s, %s, %s, %s)", (role, at, *declared))
+                conn.execute(q("insert_migrated_storm"), (role, at, *declared))
                 with conn.cursor() as cur:
-                    cur.executemany("INSERT INTO storm_queue.lane (slug, issue, deps) VALUES (%s, %s, %s)",
-                                    [(lane.slug, lane.issue, list(lane.deps)) for lane in queue.lanes])
-                    cur.executemany("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, %s, %s)",
-                                    [(s, "integrated", at) for s in sorted(led.integrated)]
+                    cur.executemany(q("insert_lane"), [(lane.slug, lane.issue, list(lane.deps)) for lane in queue.lanes])
+                    cur.executemany(q("insert_settled"), [(s, "integrated", at) for s in sorted(led.integrated)]
                                     + [(s, "abandoned", at) for s in sorted(led.abandoned - led.integrated)])
-                    cur.executemany("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s)",
-                                    [(s, _result_json(directory, s)) for s in sorted(led.finished)])
+                    cur.executemany(q("insert_result"), [(s, _result_json(directory, s)) for s in sorted(led.finished)])
                 insert_state(conn, log.seq, log.digest, log.state)
                 left = tuple([f"queue.txt line {s.line} (skipped there)" for s in queue.skipped]
                              + [f"the running marker of {s} (no lease behind it)" for s in led.running

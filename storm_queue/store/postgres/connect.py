@@ -4,8 +4,6 @@ the schema, and ``init URL`` (``create``)."""
 
 from __future__ import annotations
 
-import os
-
 from ...core import fold
 from ...core.errors import InitRefused, NoStorm, StormError
 from ...core.framing import digest, frame
@@ -13,9 +11,8 @@ from ...core.records import dataclass
 from ...core.statebody import dump_state
 from ...roots import hide, shown  # noqa: F401 -- shown: what others import from here
 from ...service.storm import now
+from .queries import q, schema
 
-#: the advisory lock of the storm (one storm per database): two int4 keys
-LOCK_KEYS = (0x73746F72, 0x6D71)
 GRANT_HINT = ("the operator can grant reading with: GRANT USAGE ON SCHEMA storm_queue TO ROLE; "
               "GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO ROLE")
 
@@ -68,8 +65,7 @@ def connect(url: str):
 def insert_state(conn, seq: int, last: str | None, state: fold.LaneState) -> None:
     """The state row of a new storm whose log ends at line ``seq`` (digest
     ``last``) and folds to ``state``."""
-    conn.execute("INSERT INTO storm_queue.state (id, seq, digest, body, body_seq, body_digest) "
-                 "VALUES (1, %s, %s, %s, %s, %s)", (seq, last, dump_state(state), seq, last))
+    conn.execute(q("insert_state"), (seq, last, dump_state(state), seq, last))
 
 
 @dataclass(frozen=True)
@@ -79,11 +75,6 @@ class _Known:
     seq: int
     last: str | None
     state: fold.LaneState
-
-
-def schema_sql() -> str:
-    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "schema.sql"), encoding="utf-8") as f:
-        return f.read()
 
 
 @dataclass(frozen=True)
@@ -103,17 +94,17 @@ def create(url: str) -> Created:
     conn = connect(url)
     try:
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK_KEYS)
-            role, db = conn.execute("SELECT session_user, current_database()").fetchone()
-            found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = 'storm_queue'").fetchone()
+            conn.execute(q("lock_storm"))
+            role, db = conn.execute(q("session_user_and_database")).fetchone()
+            found = conn.execute(q("storm_exists")).fetchone()
             if found:
                 raise InitRefused(f"the database {db} ({shown(url)}) already holds a storm (schema storm_queue); "
                                   "nothing was changed")
-            conn.execute(schema_sql())
+            conn.execute(schema())
             at = now()
             (event, line), = frame([{"action": "init", "storm": db, "operator": role}], 0, None, at, f"operator:{role}")
-            conn.execute("INSERT INTO storm_queue.storm (id, operator, created) VALUES (1, %s, %s)", (role, at))
-            conn.execute("INSERT INTO storm_queue.event (seq, line) VALUES (1, %s)", (line,))
+            conn.execute(q("insert_storm"), (role, at))
+            conn.execute(q("insert_event"), (1, line))
             state = fold.replay([event])
             insert_state(conn, 1, digest(line), state)
     except psycopg.errors.InsufficientPrivilege as exc:

@@ -9,6 +9,7 @@ from ...core.errors import NoStorm, NotHere
 from ...core.framing import sha256
 from ...core.lane import Snapshot
 from ...service.storm import Outcome
+from .queries import q
 
 
 class Declaring:
@@ -39,14 +40,14 @@ class Declaring:
         req = Request("declare", None, optional_text(reason), None, optional_text(key), (sha,))
 
         def plan(snap: Snapshot, by: str):
-            current = self.conn.execute("SELECT declaration_sha256 FROM storm_queue.storm").fetchone()[0]
+            current = self.conn.execute(q("read_declaration_sha256")).fetchone()[0]
             body = {"action": "declare", "sha256": sha, "declaration": content}
             if current == sha:
                 body["noop"] = "the storm already holds this declaration"
                 return Step(Outcome("noop", "declare", None, by, message=f"nothing to do: {body['noop']}"), [body])
 
             def before() -> None:
-                self.conn.execute("UPDATE storm_queue.storm SET declaration = %s, declaration_sha256 = %s", (text, sha))
+                self.conn.execute(q("write_declaration"), (text, sha))
 
             return Step(Outcome("done", "declare", None, by, message=f"the storm's declaration is now {path} (sha256 {sha[:16]})"),
                         [body], before=before)

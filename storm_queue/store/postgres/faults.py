@@ -8,6 +8,7 @@ from __future__ import annotations
 from ...core.errors import RecordFailed
 from ...service.storm import Outcome, now
 from .connect import _words, connect
+from .queries import q
 
 
 class Faults:
@@ -42,7 +43,7 @@ class Faults:
         try:
             conn = connect(self.url)
             try:
-                row = conn.execute("SELECT line FROM storm_queue.event WHERE seq = %s", (seq,)).fetchone()
+                row = conn.execute(q("read_line"), (seq,)).fetchone()
             finally:
                 conn.close()
         except Exception:  # noqa: BLE001 -- the server is still away: say so

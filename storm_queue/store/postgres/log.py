@@ -8,6 +8,7 @@ from ...core import fold, logread
 from ...core.framing import Malformed, decode, digest
 from ...core.statebody import load_state
 from .connect import _Known
+from .queries import q
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,10 +23,10 @@ class LogRows:
     def _lines(self) -> Iterator[bytes]:
         """Every log line, by seq, streamed from one snapshot."""
         with self._errors(), self.conn.transaction():
-            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            self.conn.execute(q("read_only_snapshot"))
             with self.conn.cursor(name="storm_queue_lines") as cur:
                 cur.itersize = 2000
-                cur.execute("SELECT seq, line FROM storm_queue.event ORDER BY seq")
+                cur.execute(q("all_lines"))
                 for seq, line in cur:
                     yield seq, bytes(line)
 
@@ -66,9 +67,8 @@ class LogRows:
         if out.problem is not None:
             return out
         with self._errors(), self.conn.transaction():
-            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            seq, last, body, body_seq, body_digest = self.conn.execute(
-                "SELECT seq, digest, body, body_seq, body_digest FROM storm_queue.state").fetchone()
+            self.conn.execute(q("read_only_snapshot"))
+            seq, last, body, body_seq, body_digest = self.conn.execute(q("read_state")).fetchone()
             if seq != out.lines:  # a writer appended since the lines were read: its state row is newer
                 out.warnings.append(f"the log grew to line {seq} during the audit; the state row was not compared")
                 return out

@@ -13,18 +13,11 @@ from __future__ import annotations
 from ...core.ledgers import Ledgers
 from ...core.queuetext import Lane, split_deps
 from ...wall import now
+from .queries import q
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
-
-# a snapshot needs only which lanes have a result, and the token a finish wrote there when it is a
-# whole number (jsonb keeps numbers as numerics: 1e0 is 1), as text, so no JSON is parsed here
-_TOKEN = "CASE WHEN jsonb_typeof(body -> 'token') = 'number' THEN body ->> 'token' END"
-_CHANGED = ("SELECT 'l', slug, issue, deps, pos, ver FROM storm_queue.lane WHERE ver > %(v)s "
-            "UNION ALL SELECT 's', slug, ledger, NULL, NULL, ver FROM storm_queue.settled WHERE ver > %(v)s "
-            f"UNION ALL SELECT 'r', slug, {_TOKEN}, NULL, NULL, ver FROM storm_queue.result WHERE ver > %(v)s "
-            "ORDER BY 6")
 
 
 def _token(text: str | None) -> int | None:
@@ -45,8 +38,11 @@ class Rows:
         self._ledgers: tuple[bool, Ledgers] | None = None
 
     def changed(self, conn: Any) -> Any:
-        """A cursor of the rows changed since the last read (in a pipeline: not yet fetched)."""
-        return conn.execute(_CHANGED, {"v": self.seen})
+        """A cursor of the rows changed since the last read (in a pipeline: not yet fetched).
+        A snapshot needs only which lanes have a result, and the token a finish
+        wrote there when it is a whole number, as text (``rows_changed``), so no
+        JSON is parsed here."""
+        return conn.execute(q("rows_changed"), {"v": self.seen})
 
     def read(self, conn: Any, gone: int, changed: list[tuple] | None = None) -> None:
         """Bring the rows up to what the current transaction sees, given the
@@ -94,28 +90,26 @@ class RowWrites:
     def _queue(self, log_path: str, line: str) -> None:
         fields = line.split()
         deps = split_deps(fields[2]) if len(fields) > 2 else ()
-        self.conn.execute("INSERT INTO storm_queue.lane (slug, issue, deps) VALUES (%s, %s, %s)",
-                          (fields[0], fields[1], list(deps)))
+        self.conn.execute(q("insert_lane"), (fields[0], fields[1], list(deps)))
 
     def _settle(self, slug: str, how: str) -> None:
-        self.conn.execute("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, %s, %s)", (slug, how, now()))
+        self.conn.execute(q("insert_settled"), (slug, how, now()))
 
     def _mark_finished(self, slug: str, body: dict[str, Any]) -> None:
         from psycopg.types.json import Jsonb
 
-        self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) "
-                          "ON CONFLICT (slug) DO UPDATE SET body = EXCLUDED.body", (slug, Jsonb(body)))
+        self.conn.execute(q("write_result"), (slug, Jsonb(body)))
 
     def _blocked_mark(self, slug: str) -> bool:
         from ...core.ledgers import is_blocked_mark
 
-        row = self.conn.execute("SELECT body FROM storm_queue.result WHERE slug = %s", (slug,)).fetchone()
+        row = self.conn.execute(q("read_result"), (slug,)).fetchone()
         return row is not None and is_blocked_mark(row[0])
 
     def _unmark_blocked(self, slug: str) -> None:
         """Delete ``next``'s blocked mark in the request's transaction (it has no undo of its own)."""
         if self._blocked_mark(slug):
-            self.conn.execute("DELETE FROM storm_queue.result WHERE slug = %s", (slug,))
+            self.conn.execute(q("delete_result"), (slug,))
 
     def _mark_running(self, slug: str, body: dict[str, Any]) -> None:
         """A database storm keeps leases in its state row alone: no marker."""
@@ -138,6 +132,5 @@ class RowWrites:
 
         for row in view.to_block:
             body = blocked_result(list(row.waits_on), at)
-            self.conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES (%s, %s) ON CONFLICT (slug) DO NOTHING",
-                              (row.slug, Jsonb(body)))
+            self.conn.execute(q("mark_blocked"), (row.slug, Jsonb(body)))
         return []

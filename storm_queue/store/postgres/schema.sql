@@ -65,10 +65,13 @@ CREATE TABLE storm_queue.state (
 -- a request or a hand edit) and a new ver; a long-lived storm object reads
 -- only the rows whose ver is past the last it saw. A row deleted, or its
 -- slug changed, counts in state.rows_gone, and then every row is read again.
+-- The lock's two keys are written once, in the statement lock_storm of
+-- queries.sql: the mark lock_keys in braces below is filled in from there
+-- when the schema is loaded (queries.schema).
 CREATE SEQUENCE storm_queue.row_ver;
 CREATE FUNCTION storm_queue.row_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock(1937010546, 28017);
+    PERFORM pg_advisory_xact_lock({lock_keys});
     IF TG_OP = 'DELETE' OR TG_OP = 'TRUNCATE' OR (TG_OP = 'UPDATE' AND NEW.slug <> OLD.slug) THEN
         UPDATE storm_queue.state SET rows_gone = rows_gone + 1;
     END IF;

@@ -29,7 +29,6 @@ from ...service.storm import Listing, Outcome, Storm, now
 from .connect import (  # noqa: F401 -- the names others import from here
     CONNECT_TIMEOUT,
     GRANT_HINT,
-    LOCK_KEYS,
     Created,
     _driver,
     _Known,
@@ -37,19 +36,18 @@ from .connect import (  # noqa: F401 -- the names others import from here
     connect,
     create,
     insert_state,
-    schema_sql,
     shown,
 )
 from .declare import Declaring, InvalidDeclaration  # noqa: F401 -- InvalidDeclaration: a name others may import from here
 from .faults import Faults
 from .log import LogRows
+from .queries import lock_keys, q
 from .rows import Rows, RowWrites
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterator, Mapping
 
-_HEAD = "SELECT seq, digest, body_seq, body_digest, rows_gone FROM storm_queue.state"
 #: a writer rewrites the state row's body once the log is this many lines past it
 STATE_EVERY = 32
 #: a storm object folds the lines after the state it knows, rather than read the body, up to this many
@@ -67,6 +65,15 @@ def _older_format(body: str) -> bool:
     except (ValueError, AttributeError):
         return False
     return type(v) is int and 1 <= v < FORMAT
+
+
+def __getattr__(name: str):
+    """``LOCK_KEYS``: the two int4 keys of the storm's advisory lock, for a
+    tool that holds it from outside, read from queries.sql on first use."""
+    if name == "LOCK_KEYS":
+        return lock_keys()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
     """One storm in a PostgreSQL database, named by its libpq URL."""
@@ -120,7 +127,7 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
 
     def _who(self) -> str:
         try:
-            return self.conn.execute("SELECT session_user").fetchone()[0]
+            return self.conn.execute(q("session_user")).fetchone()[0]
         except Exception:  # noqa: BLE001 -- only ever used in a message
             return "this role"
 
@@ -134,7 +141,7 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         """What the last ``declare`` recorded (none: no source, default runner
         settings), read now; parsed again only when its text changed."""
         with self._errors():
-            row = self.conn.execute("SELECT declaration, operator FROM storm_queue.storm").fetchone()
+            row = self.conn.execute(q("read_declaration")).fetchone()
         text = row[0] if row is not None else None
         self._operator_read = row[1] if row is not None else None  # the request's _roles asks no more
         if self._decl is None or self._decl[0] != text:
@@ -152,13 +159,12 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         known = self._state_known
         lines = None
         if known is None:
-            head = conn.execute(_HEAD).fetchone()
+            head = conn.execute(q("read_head")).fetchone()
             changed = None
         else:  # one round trip: the head, the lines after the state this object knows, the rows changed since
             with conn.pipeline():
-                head_cur = conn.execute(_HEAD)
-                lines_cur = conn.execute("SELECT seq, line FROM storm_queue.event WHERE seq > %s ORDER BY seq LIMIT %s",
-                                         (known.seq, FOLD_AT_MOST + 1))
+                head_cur = conn.execute(q("read_head"))
+                lines_cur = conn.execute(q("lines_after"), (known.seq, FOLD_AT_MOST + 1))
                 changed_cur = self._rows.changed(conn)
                 head, lines, changed = head_cur.fetchone(), lines_cur.fetchall(), changed_cur.fetchall()
         seq, last, body_seq, body_digest, gone = head
@@ -167,7 +173,7 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         if known is not None and known.seq <= seq and (known.seq >= body_seq or seq - known.seq <= FOLD_AT_MOST):
             state = self._fold_on(known, seq, last, [r for r in lines if r[0] <= seq])  # None: not the log it knew
         if state is None:
-            (body,), = conn.execute("SELECT body FROM storm_queue.state").fetchall()
+            (body,), = conn.execute(q("read_state_body")).fetchall()
             try:
                 base = _Known(body_seq, body_digest, load_state(body))
             except ValueError as exc:
@@ -183,7 +189,7 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         self._state_known = _Known(seq, last, state)
         self._rows.read(conn, gone, changed)
         if self._created is None:
-            created = conn.execute("SELECT created FROM storm_queue.storm").fetchone()
+            created = conn.execute(q("read_created")).fetchone()
             self._created = created[0] if created else ""
         return logread.LogRead(self.root, state, seq, last, log_exists=True)
 
@@ -195,8 +201,7 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         if known.seq == seq:
             return known.state if known.last == last else None
         if rows is None:
-            rows = self.conn.execute("SELECT seq, line FROM storm_queue.event WHERE seq > %s AND seq <= %s ORDER BY seq",
-                                     (known.seq, seq)).fetchall()
+            rows = self.conn.execute(q("lines_between"), (known.seq, seq)).fetchall()
         prev, events = known.last, []
         for n, (line_seq, line) in enumerate(rows, known.seq + 1):
             line = bytes(line)
@@ -216,7 +221,7 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         if self._writing_now:
             return self._load()
         with self._errors(), self.conn.transaction():
-            self.conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            self.conn.execute(q("read_only_snapshot"))
             return self._load()
 
     def _snapshot(self, log: logread.LogRead, at: str | None = None) -> Snapshot:
@@ -261,17 +266,17 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         with self._errors():
             conn = self.conn  # first: a new connection forgets the last one's session_user
             if self._session_user is None:
-                self._session_user = conn.execute("SELECT session_user").fetchone()[0]
+                self._session_user = conn.execute(q("session_user")).fetchone()[0]
             who = self._session_user
         operator, self._operator_read = self._operator_read, None
         if operator is not None:  # read with the declaration this request began with (an operator never changes)
             return who, operator
         try:
             if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                row = self.conn.execute("SELECT operator FROM storm_queue.storm").fetchone()  # autocommit: one statement
+                row = self.conn.execute(q("read_operator")).fetchone()  # autocommit: one statement
             else:
                 with self.conn.transaction():  # a savepoint: a refusal must not abort the transaction around it
-                    row = self.conn.execute("SELECT operator FROM storm_queue.storm").fetchone()
+                    row = self.conn.execute(q("read_operator")).fetchone()
         except psycopg.errors.InsufficientPrivilege:
             return who, None
         except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
@@ -329,12 +334,14 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         to is this object's to start the next request from. The transaction
         is pipelined: taking the lock goes with the first read, and the
         writes go with the COMMIT, so the lock is held for two round trips."""
+        from psycopg import sql
+
         self._written = None
         conn = self.conn
         try:
             with conn.pipeline(), conn.transaction():
-                conn.execute(f"SET LOCAL lock_timeout = {max(1, int(self.wait * 1000))}")
-                conn.execute("SELECT pg_advisory_xact_lock({}, {})".format(*LOCK_KEYS))
+                conn.execute(sql.SQL(q("set_lock_timeout")).format(sql.Literal(max(1, int(self.wait * 1000)))))
+                conn.execute(q("lock_storm"))
                 self._writing_now = True
                 try:
                     yield
@@ -354,13 +361,11 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         head, last = last_event["seq"], digest(last_line)
         state = fold.replay(events, log.state)
         with self.conn.cursor() as cur:  # sent with the COMMIT (the request's transaction is pipelined)
-            cur.executemany("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)",
-                            [(event["seq"], line) for event, line in framed])
+            cur.executemany(q("insert_event"), [(event["seq"], line) for event, line in framed])
             if head - self._body_seq >= STATE_EVERY:
-                cur.execute("UPDATE storm_queue.state SET seq = %s, digest = %s, body = %s, body_seq = %s, "
-                            "body_digest = %s", (head, last, dump_state(state), head, last))
+                cur.execute(q("move_head_and_body"), (head, last, dump_state(state), head, last))
             else:
-                cur.execute("UPDATE storm_queue.state SET seq = %s, digest = %s", (head, last))
+                cur.execute(q("move_head"), (head, last))
         self._pending = (head, last_line)
         self._written = _Known(head, last, state)
         return events

@@ -1,0 +1,244 @@
+-- Every statement a database storm runs, by name (the schema it runs them
+-- against is schema.sql). queries.py reads this file once, on first use,
+-- and a caller runs a statement by its name: conn.execute(q("insert_event"),
+-- (seq, line)).
+--
+-- The layout: a statement follows a header line that holds only its name,
+-- between "-- " and " --":
+--
+--     -- insert_event --
+--
+-- and runs to the next header. Comment lines (a line that starts with --)
+-- and a final semicolon are not part of the statement. Parameters are
+-- psycopg's (%s, %(name)s); a {} is a piece composed in by
+-- psycopg.sql.SQL(q(name)).format(...), for what a parameter cannot be.
+
+
+-- == connecting and init (create) ===========================================
+
+-- lock_storm --
+-- the storm's advisory lock, held to the end of the transaction: every
+-- writer takes it first (init and migrate before the schema exists), and
+-- schema.sql's row trigger takes the same keys, filled in from here when
+-- the schema is loaded. Its two int4 keys ('stor', 'mq') are written here
+-- and nowhere else.
+SELECT pg_advisory_xact_lock(1937010546, 28017);
+
+-- session_user --
+-- the caller, as the server authenticated it
+SELECT session_user;
+
+-- session_user_and_database --
+SELECT session_user, current_database();
+
+-- storm_exists --
+-- a row when the database already holds a storm (its schema)
+SELECT 1
+FROM pg_namespace
+WHERE nspname = 'storm_queue';
+
+-- insert_storm --
+-- the storm row of a new storm: its operator and when it was made
+INSERT INTO storm_queue.storm (id, operator, created)
+VALUES (1, %s, %s);
+
+-- insert_state --
+-- the state row of a new storm: its log's head, and the state it folds to there
+INSERT INTO storm_queue.state (id, seq, digest, body, body_seq, body_digest)
+VALUES (1, %s, %s, %s, %s, %s);
+
+-- insert_event --
+-- one line of the log (a request's, init's first, or one migrate carries)
+INSERT INTO storm_queue.event (seq, line)
+VALUES (%s, %s);
+
+
+-- == the request path =======================================================
+
+-- set_lock_timeout --
+-- how long this transaction waits for a lock, in milliseconds (composed:
+-- SET takes no parameter)
+SET LOCAL lock_timeout = {};
+
+-- read_only_snapshot --
+-- the current transaction reads one snapshot and writes nothing
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
+
+-- read_head --
+-- the log's head, the line the state row's body folds to, and how many rows went
+SELECT seq, digest, body_seq, body_digest, rows_gone
+FROM storm_queue.state;
+
+-- read_state_body --
+SELECT body
+FROM storm_queue.state;
+
+-- lines_after --
+-- the log's lines after line %s, at most %s of them
+SELECT seq, line
+FROM storm_queue.event
+WHERE seq > %s
+ORDER BY seq
+LIMIT %s;
+
+-- lines_between --
+-- the log's lines after line %s up to line %s
+SELECT seq, line
+FROM storm_queue.event
+WHERE seq > %s AND seq <= %s
+ORDER BY seq;
+
+-- read_created --
+-- when the storm was made (or migrated here)
+SELECT created
+FROM storm_queue.storm;
+
+-- read_declaration --
+-- the declaration's text, and the operator
+SELECT declaration, operator
+FROM storm_queue.storm;
+
+-- read_operator --
+SELECT operator
+FROM storm_queue.storm;
+
+-- move_head --
+-- the log's new head (seq, and the digest of its last line)
+UPDATE storm_queue.state
+SET seq = %s, digest = %s;
+
+-- move_head_and_body --
+-- the log's new head, and the state it folds to there as the new body
+UPDATE storm_queue.state
+SET seq = %s, digest = %s, body = %s, body_seq = %s, body_digest = %s;
+
+-- read_declaration_sha256 --
+SELECT declaration_sha256
+FROM storm_queue.storm;
+
+-- write_declaration --
+-- what declare records: the file's text and its sha256
+UPDATE storm_queue.storm
+SET declaration = %s, declaration_sha256 = %s;
+
+-- read_line --
+-- one line of the log (whether a request whose connection broke committed)
+SELECT line
+FROM storm_queue.event
+WHERE seq = %s;
+
+
+-- == the lane, settled and result rows ======================================
+
+-- rows_changed --
+-- every lane, settled and result row whose ver is past %(v)s, by ver: a
+-- lane's slug, issue, deps and pos; a settled row's slug and ledger; a
+-- result's slug and the token a finish wrote there when it is a whole
+-- number (jsonb keeps numbers as numerics: 1e0 is 1), as text, so no JSON
+-- is parsed for it
+SELECT 'l', slug, issue, deps, pos, ver
+FROM storm_queue.lane
+WHERE ver > %(v)s
+UNION ALL
+SELECT 's', slug, ledger, NULL, NULL, ver
+FROM storm_queue.settled
+WHERE ver > %(v)s
+UNION ALL
+SELECT 'r', slug, CASE WHEN jsonb_typeof(body -> 'token') = 'number' THEN body ->> 'token' END, NULL, NULL, ver
+FROM storm_queue.result
+WHERE ver > %(v)s
+ORDER BY 6;
+
+-- insert_lane --
+INSERT INTO storm_queue.lane (slug, issue, deps)
+VALUES (%s, %s, %s);
+
+-- insert_settled --
+-- a lane integrated or abandoned
+INSERT INTO storm_queue.settled (slug, ledger, at)
+VALUES (%s, %s, %s);
+
+-- write_result --
+-- a finished lane's result, over any result (or blocked mark) before it
+INSERT INTO storm_queue.result (slug, body)
+VALUES (%s, %s)
+ON CONFLICT (slug) DO UPDATE SET body = EXCLUDED.body;
+
+-- mark_blocked --
+-- next's blocked mark, unless the lane already has a result
+INSERT INTO storm_queue.result (slug, body)
+VALUES (%s, %s)
+ON CONFLICT (slug) DO NOTHING;
+
+-- read_result --
+SELECT body
+FROM storm_queue.result
+WHERE slug = %s;
+
+-- delete_result --
+DELETE FROM storm_queue.result
+WHERE slug = %s;
+
+
+-- == the log, read whole (history, verify) ==================================
+
+-- all_lines --
+SELECT seq, line
+FROM storm_queue.event
+ORDER BY seq;
+
+-- read_state --
+-- the state row whole: the log's head, and the body with the line it folds to
+SELECT seq, digest, body, body_seq, body_digest
+FROM storm_queue.state;
+
+
+-- == doctor =================================================================
+
+-- storm_objects --
+-- the storm's schema and every table and sequence in it, with owner and access list
+SELECT 'storm_queue', 'schema', pg_get_userbyid(n.nspowner), n.nspacl::text[]
+FROM pg_namespace n
+WHERE n.nspname = 'storm_queue'
+UNION ALL
+SELECT 'storm_queue.' || c.relname, CASE c.relkind WHEN 'S' THEN 'sequence' ELSE 'table' END,
+       pg_get_userbyid(c.relowner), c.relacl::text[]
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = 'storm_queue' AND c.relkind IN ('r', 'p', 'S')
+ORDER BY 1;
+
+-- object_privileges --
+-- each (grantee, privilege) of an access list (grantee 0 is PUBLIC)
+SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END, a.privilege_type
+FROM aclexplode(%s::text[]::aclitem[]) a;
+
+-- role_members --
+-- the roles that are members of the role %s
+SELECT m.rolname
+FROM pg_auth_members am
+JOIN pg_roles m ON m.oid = am.member
+JOIN pg_roles r ON r.oid = am.roleid
+WHERE r.rolname = %s
+ORDER BY 1;
+
+-- event_triggers --
+-- the event table's own triggers: name, whether enabled, the function and its body
+SELECT t.tgname, t.tgenabled, p.oid::regprocedure::text, p.prosrc
+FROM pg_trigger t
+JOIN pg_proc p ON p.oid = t.tgfoid
+WHERE t.tgrelid = 'storm_queue.event'::regclass AND NOT t.tgisinternal;
+
+
+-- == migrate (with lock_storm, session_user, storm_exists, insert_event,
+-- == insert_lane, insert_settled and insert_state above) ====================
+
+-- insert_migrated_storm --
+-- the storm row of a migrated storm: its operator, when, and its declaration
+INSERT INTO storm_queue.storm (id, operator, created, declaration, declaration_sha256)
+VALUES (1, %s, %s, %s, %s);
+
+-- insert_result --
+-- a lane's result as the directory's result.json held it
+INSERT INTO storm_queue.result (slug, body)
+VALUES (%s, %s);
