@@ -231,9 +231,22 @@ def store(request, tmp_path: Path):
     return open_store(request.param, request, tmp_path)
 
 
+#: what the quick run (``pytest -m "not slow"``, the edit-run loop) leaves
+#: out besides the database's tests: processes killed, crashed and raced,
+#: the benchmarks' smoke runs, the state machines, the example runner's
+#: scripts, the live view in tmux, the 100,000-deep chains
+SLOW = ("tests/faults/", "tests/bench_smoke/", "tests/stateful/", "tests/cli/test_runner", "tests/cli/test_watch.py",
+        "tests/unit/test_deep.py")
+
+
 def pytest_collection_modifyitems(items):
     """Every test that uses the server (through any pg_* fixture) carries
-    the ``postgresql`` marker, so ``-m "not postgresql"`` leaves them out."""
+    the ``postgresql`` marker, so ``-m "not postgresql"`` leaves them out;
+    those and the suites of ``SLOW`` carry ``slow``, so ``-m "not slow"``
+    is the quick run."""
     for item in items:
         if "pg_server" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.postgresql)
+        path = Path(str(item.fspath)).relative_to(REPO).as_posix()
+        if item.get_closest_marker("postgresql") or path.startswith(SLOW):
+            item.add_marker(pytest.mark.slow)

@@ -14,9 +14,9 @@ The module imports no driver: it asks the store's connection.
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 
+from .. import wall
 from ..core import config
 from ..core.errors import StormError, StormUnreadable
 from ..core.lane import Snapshot
@@ -121,7 +121,7 @@ def gather(storm, now: float | None = None) -> DbFacts:
     with no storm, is the store's error (exit 2), as on a directory."""
     from ..core.clock import stamp
 
-    t = time.time() if now is None else now
+    t = wall.seconds() if now is None else now
     decl = storm.declaration()  # NoStorm, StormUnreadable: doctor cannot examine
     problem = None
     audit = storm.verify()

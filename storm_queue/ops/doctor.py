@@ -18,10 +18,10 @@ from __future__ import annotations
 import os
 import shlex
 import stat
-import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .. import wall
 from ..core import config, logread, queuetext
 from ..core.errors import StormError, StormUnreadable
 from ..core.lane import Snapshot
@@ -348,7 +348,7 @@ def gather(root: str, now: float | None = None) -> Facts:
         unreadable.append(("ledgers", str(exc)))
     stray: tuple[str, ...] = ()
     snap = None
-    t = time.time() if now is None else now
+    t = wall.seconds() if now is None else now
     if queue is not None and led is not None and log is not None:
         from ..core.clock import stamp
         from ..core.resolver import resolve

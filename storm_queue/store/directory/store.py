@@ -274,9 +274,7 @@ class Directory:
     @property
     def _t(self) -> float:
         """The time a request is planned at (POSIX seconds)."""
-        import time
-
-        return time.time()
+        return wall.seconds()
 
 
 def changed(path: str) -> str:
