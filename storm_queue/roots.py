@@ -47,6 +47,33 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
         here = parent
 
 
+#: the store of a storm a URL names, and what makes one there, as
+#: ``module:name`` (loaded only for such a storm; by name, since the
+#: database store is built on the directory's classes, which open it here)
+DATABASE = {"open": "storm_queue.store.postgres.store:DatabaseStorm",
+            "create": "storm_queue.store.postgres.connect:create"}
+DIRECTORY_CREATE = "storm_queue.ops.init:create"
+
+
+def _named(where: str):
+    module, name = where.split(":")
+    return getattr(__import__(module, fromlist=[name]), name)
+
+
+def opened(directory_storm: type, root: str | None, env: Mapping[str, str], wait: float):
+    """The one factory that looks at a root to choose a store: the storm at
+    ``root`` (else as ``find_root`` finds it), a ``directory_storm`` for a
+    directory, the database store for a URL."""
+    found = find_root(root, env)
+    return (_named(DATABASE["open"]) if is_url(found) else directory_storm)(found, env, wait)
+
+
+def create(target: str):
+    """Make a storm at ``target`` (``init``): the schema and first line in
+    the database a URL names, else a directory's files."""
+    return _named(DATABASE["create"] if is_url(target) else DIRECTORY_CREATE)(target)
+
+
 def is_url(root: str) -> bool:
     """Whether ``root`` names a database storm (a libpq URL) rather than a directory."""
     return root.startswith(("postgresql://", "postgres://"))

@@ -172,22 +172,17 @@ def demo(root: str | None, as_json: bool, keep: bool) -> int:
 
 
 def init(root: str | None, as_json: bool, directory: str) -> int:
-    from ..roots import is_url
+    from ..roots import create
     from . import render
 
-    if is_url(directory):
-        from ..store.postgres.connect import create as create_in_database
-
-        made = create_in_database(directory)
+    made = create(directory)
+    if hasattr(made, "operator"):  # a database storm
         if as_json:
             emit_json({"outcome": "done", "root": made.root, "created": list(made.files), "operator": made.operator})
         else:
             say(f"created a storm in {render.printable(made.root)}, operated by {render.printable(made.operator)}")
             say("declare it (storm-queue declare storm.toml), add lanes (storm-queue add SLUG ISSUE), then: storm-queue list")
         return 0
-    from ..ops.init import create
-
-    made = create(directory)
     if as_json:
         emit_json({"outcome": "done", "root": made.root, "created": list(made.files)})
     else:

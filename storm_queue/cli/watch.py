@@ -44,11 +44,9 @@ class Source:
     read every interval."""
 
     def __init__(self, storm: Storm, again: Any = None):
-        from ..service.storm import is_url
-
         self.storm = storm
         self._again = again  # makes the storm anew: a database storm's next connection
-        self.files = not is_url(storm.root)
+        self.files = storm.keeps_files
         self._seq: int | None = None
         self._events: tuple[dict[str, Any], ...] = ()
 

@@ -31,7 +31,6 @@ from ..core.framing import digest
 from ..core.lane import Refusal, Snapshot
 from ..core.outcome import Outcome, Request, Step
 from ..core.shapes import optional_text, shape_names
-from ..roots import is_url
 from ..service.passage import _progress_words
 from ..store.directory import ledger
 from ..store.directory.fsutil import fsync_dir, replace_atomically, write_all
@@ -73,7 +72,7 @@ class Adoption:
             return Step(Outcome("noop", "adopt", None, by, message=noop), [body])
 
         decl = None
-        if refusal is None and not is_url(self.root):
+        if refusal is None and self.keeps_files:
             decl = self.declaration()
             if self._judge(decl, req.source, True)[0].admitted:
                 _check_first(self.log_path(decl))  # before the lock, so a bad old log leaves not even a lock file

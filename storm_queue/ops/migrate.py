@@ -11,10 +11,11 @@ from ..core.errors import InitRefused, NotHere, StormError
 from ..core.framing import sha256
 from ..core.records import dataclass
 from ..roots import shown, without_password
-from ..service.storm import Storm, now
+from ..service.storm import Storm
 from ..store.directory.log import reader
 from ..store.postgres.connect import _driver, _words, connect, insert_state
 from ..store.postgres.queries import q, schema
+from ..wall import now
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

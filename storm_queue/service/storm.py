@@ -9,8 +9,8 @@ from __future__ import annotations
 from ..core.halt import Halting
 from ..core.outcome import Listing, Outcome, Step  # noqa: F401 -- the answers, where callers look for them
 from ..ops.adopt import Adoption
-from ..roots import find_root, is_url  # noqa: F401 -- where a storm is, where callers look for it
-from ..store.directory.store import STORES, Directory, changed, leased_results, now  # noqa: F401 -- where callers look for them
+from ..roots import find_root  # noqa: F401 -- where a storm is, where callers look for it
+from ..store.directory.store import Directory, changed, leased_results, now  # noqa: F401 -- where callers look for them
 from .leases import (
     Leases,
     default_holder,  # noqa: F401

@@ -18,7 +18,6 @@ from ...core.names import as_text, quote
 from ...core.outcome import Listing
 from ...core.records import replace
 from ...core.resolver import View, resolve
-from ...roots import find_root, is_url
 from . import declared, ledger, queuefile
 from .log import reader
 
@@ -30,9 +29,6 @@ if TYPE_CHECKING:
 
 now = wall.now
 
-#: the store that keeps a storm named by a URL, by scheme (loaded only for such a storm)
-STORES = {"postgresql": "storm_queue.store.postgres.store:DatabaseStorm"}
-
 
 class Directory:
     """One storm directory, read fresh on every call: its reads, and the
@@ -40,6 +36,9 @@ class Directory:
 
     ``wait`` is how many seconds a writer waits for the writers' lock.
     """
+
+    #: the storm is kept in files a reader may stat (the live view watches them)
+    keeps_files = True
 
     def __init__(self, root: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
         self.root = root
@@ -50,14 +49,9 @@ class Directory:
     def find(cls, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0) -> "Directory":
         """The storm at ``root`` (else as ``roots.find_root`` finds it): a
         ``Storm`` for a directory, the store its scheme names for a URL."""
-        env = os.environ if env is None else env
-        found = find_root(root, env)
-        if is_url(found):
-            from importlib import import_module
+        from ...roots import opened
 
-            module, name = STORES["postgresql"].split(":")
-            return getattr(import_module(module), name)(found, env, wait)
-        return cls(found, env, wait)
+        return opened(cls, root, os.environ if env is None else env, wait)
 
     # -- reading -------------------------------------------------------
 

@@ -10,7 +10,7 @@ from ...core.framing import digest, frame
 from ...core.records import dataclass
 from ...core.statebody import dump_state
 from ...roots import hide, shown  # noqa: F401 -- shown: what others import from here
-from ...service.storm import now
+from ...wall import now
 from .queries import q, schema
 
 GRANT_HINT = ("the operator can grant reading with: GRANT USAGE ON SCHEMA storm_queue TO ROLE; "

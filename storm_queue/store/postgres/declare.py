@@ -8,7 +8,7 @@ from ...core import config
 from ...core.errors import NoStorm, NotHere
 from ...core.framing import sha256
 from ...core.lane import Snapshot
-from ...service.storm import Outcome
+from ...core.outcome import Outcome
 from .queries import q
 
 

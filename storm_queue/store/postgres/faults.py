@@ -6,7 +6,8 @@ server). A mixin of ``database.DatabaseStorm``."""
 from __future__ import annotations
 
 from ...core.errors import RecordFailed
-from ...service.storm import Outcome, now
+from ...core.outcome import Outcome
+from ...wall import now
 from .connect import _words, connect
 from .queries import q
 

@@ -22,10 +22,12 @@ from ...core import config, fold, logread
 from ...core.errors import Busy, NoStorm, NotHere, RecordFailed, StormUnreadable
 from ...core.framing import Malformed, decode, digest, frame
 from ...core.lane import Snapshot
+from ...core.outcome import Listing, Outcome
 from ...core.records import dataclass
 from ...core.statebody import dump_state, load_state
 from ...service.authority import LANE_ENV, decide
-from ...service.storm import Listing, Outcome, Storm, now
+from ...service.storm import Storm
+from ...wall import now
 from .connect import (  # noqa: F401 -- the names others import from here
     CONNECT_TIMEOUT,
     GRANT_HINT,
@@ -77,6 +79,8 @@ def __getattr__(name: str):
 
 class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
     """One storm in a PostgreSQL database, named by its libpq URL."""
+
+    keeps_files = False  # rows, not files: the live view reads it every interval
 
     def __init__(self, url: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
         super().__init__(shown(url), env, wait)
