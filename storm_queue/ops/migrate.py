@@ -171,10 +171,9 @@ def with_unattended(text: str | None) -> str | None:
 
 def _result_json(directory: str, slug: str):
     """A lane's result.json as a JSON value for the result row (its text when it is not JSON)."""
-    from psycopg.types.json import Jsonb
-
     from ..core.jsoncodec import loads
     from ..store.directory.ledger import LANES, MARKS, RESULT
+    from ..store.postgres.rows import jsonb
 
     try:
         with open(os.path.join(directory, LANES, slug, MARKS, RESULT), "rb") as f:
@@ -182,4 +181,4 @@ def _result_json(directory: str, slug: str):
         body = loads(raw)
     except (OSError, ValueError):
         body = None
-    return Jsonb(body if isinstance(body, dict) else {"status": "finished", "migrated_text": repr(body)})
+    return jsonb(body if isinstance(body, dict) else {"status": "finished", "migrated_text": repr(body)})

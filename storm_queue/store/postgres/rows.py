@@ -20,6 +20,13 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+
+def jsonb(body: object):
+    """``body`` as the driver sends a ``jsonb`` column's value."""
+    from psycopg.types.json import Jsonb
+
+    return Jsonb(body)
+
 def _token(text: str | None) -> int | None:
     return int(text) if text and text.isascii() and text.isdigit() else None
 
@@ -96,9 +103,7 @@ class RowWrites:
         self.conn.execute(q("insert_settled"), (slug, how, now()))
 
     def _mark_finished(self, slug: str, body: dict[str, Any]) -> None:
-        from psycopg.types.json import Jsonb
-
-        self.conn.execute(q("write_result"), (slug, Jsonb(body)))
+        self.conn.execute(q("write_result"), (slug, jsonb(body)))
 
     def _blocked_mark(self, slug: str) -> bool:
         from ...core.ledgers import is_blocked_mark
@@ -126,11 +131,10 @@ class RowWrites:
 
     def _tell(self, view, skipped, at: str, log_path: str) -> list[str]:
         """Mark blocked, in rows, the lanes ``view`` met before the one it chose."""
-        from psycopg.types.json import Jsonb
 
         from ...core.ledgers import blocked_result
 
         for row in view.to_block:
             body = blocked_result(list(row.waits_on), at)
-            self.conn.execute(q("mark_blocked"), (row.slug, Jsonb(body)))
+            self.conn.execute(q("mark_blocked"), (row.slug, jsonb(body)))
         return []
