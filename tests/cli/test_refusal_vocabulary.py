@@ -413,7 +413,7 @@ def test_every_code_is_snake_case_with_an_exit_code_and_a_meaning() -> None:
         assert re.fullmatch(r"[a-z]+(_[a-z]+)*", code), code
         assert exit_code in ((5,) if code in DATABASE_ONLY else (1, 2)), code
         assert meaning.strip(), code
-    assert refusals.AUTHORITY == {code for code, (e, _) in exit_codes.CODES.items() if e == 1}
+    assert exit_codes.AUTHORITY == {code for code, (e, _) in exit_codes.CODES.items() if e == 1}
 
 
 @pytest.mark.parametrize("args", [["finish", "a", "--token", "0", "--result", "ok"],
