@@ -1,14 +1,65 @@
-"""Shared fixtures: build a storm directory, run the real CLI in a subprocess,
-and a throwaway PostgreSQL server with a fresh database per test."""
+"""Shared fixtures: build a storm directory, run the real command line (in
+the test's own process, or as a real process where the process is what is
+tested), and a throwaway PostgreSQL server with a fresh database per test.
+
+The command line in the test's process (``run_main``, and ``run_cli``, which
+calls it unless told ``process=True``): the same argv through the same entry
+point the installed script and ``python -m storm_queue`` call,
+``storm_queue.cli.entry.main``, with the process around it made to look as a
+fresh ``python -m storm_queue`` child's would, and put back afterwards:
+
+- ``sys.argv`` is ``[storm_queue/__main__.py, *ARGS]`` (what ``-m`` gives);
+- ``os.environ`` is exactly the env the caller passed (the child got
+  ``env or clean_env()``), put in place item by item so that libpq and
+  ``time.tzset`` see it too; ``cwd`` is chdir'ed to when given;
+- stdin is empty (the child inherited the test's stdin, /dev/null) unless
+  ``stdin`` bytes are given; stdout and stderr are text streams over bytes
+  (with ``.buffer``), encoded as a child's are (this interpreter's
+  ``sys.__stdout__`` encoding and error handler: UTF-8 with surrogateescape
+  under C.UTF-8; stderr line-buffered with backslashreplace) and decoded as
+  ``subprocess.run(text=True)`` decodes (the locale's encoding, strict,
+  universal newlines), or returned as bytes with ``text=False``. An env that
+  changes the locale's variables is refused: the child would encode otherwise;
+- ``SystemExit`` gives the exit code (None 0, a number that number, any
+  other value printed on stderr and 1); an exception escaping ``main``
+  prints its traceback on stderr and is exit 1, as the interpreter does;
+- warnings are filtered and printed on stderr as a fresh interpreter does
+  (not recorded by pytest);
+- the signal handlers of SIGINT, SIGTERM, SIGALRM and SIGWINCH, the real
+  timer and the signal mask are put back; ``timeout`` is a real timer whose
+  expiry raises ``subprocess.TimeoutExpired`` out of the call;
+- the state the CLI keeps in module globals between calls in one process
+  (``IN_PROCESS_STATE``: the events ``writer.appended`` recorded, the
+  lock's ``on_wait`` and ``_armed``, the URLs ``roots.SEEN`` has seen) is
+  fresh for the call and put back after it; every PostgreSQL connection the
+  call opened (through ``psycopg.connect``) is closed at its end.
+  ``tests/unit/test_in_process.py`` proves no other module global of the
+  package changes across calls, and no descriptor is left open.
+
+An in-process call swaps process-wide state, so it is refused off the main
+thread and inside another in-process call. What needs a real process keeps
+one (``run_cli(..., process=True)``, or its own ``subprocess``), and says why
+in its docstring: signals (SIGINT, SIGTERM, SIGKILL, Ctrl-C), the installed
+script and what a command imports at start-up, a second uid, kill -9 and
+crash harnesses, tmux and pseudo-terminals, several processes at once (or
+threads calling the command line at once), shell scripts (examples/runner.sh,
+shell completion), and the parent process a default holder names.
+"""
 
 from __future__ import annotations
 
+import io
 import json
+import locale
 import os
 import secrets
+import signal
 import stat
 import subprocess
 import sys
+import threading
+import traceback
+import warnings
 from pathlib import Path
 
 import pytest
@@ -48,12 +99,257 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(root: Path | str | None, *args: str, env: dict[str, str] | None = None,
-            cwd: Path | str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
-    """Run ``python -m storm_queue ARGS --root ROOT`` as a real process."""
-    argv = [sys.executable, "-m", "storm_queue", *args]
-    if root is not None:
-        argv += ["--root", str(root)]
-    return subprocess.run(argv, capture_output=True, text=True, env=env or clean_env(), cwd=cwd, timeout=timeout)
+            cwd: Path | str | None = None, timeout: float = 60, process: bool = True) -> subprocess.CompletedProcess:
+    """Run ``storm-queue ARGS --root ROOT`` (no ``--root`` when ROOT is
+    None): in this process (``run_main``), or with ``process`` as a real
+    ``python -m storm_queue`` process. Text out, as ``subprocess.run(text=True)``."""
+    words = [*args, *(["--root", str(root)] if root is not None else [])]
+    if process:
+        return subprocess.run([*PYTHON_M, *words], capture_output=True, text=True, env=env or clean_env(), cwd=cwd,
+                              timeout=timeout)
+    return run_main(words, env=env, cwd=cwd, timeout=timeout)
+
+
+#: what a real process of the command line runs, and what an in-process call reports as its ``args``
+PYTHON_M = [sys.executable, "-m", "storm_queue"]
+#: the environment's variables that decide how a child encodes its streams
+LOCALE_VARS = ("LC_ALL", "LC_CTYPE", "LANG", "PYTHONIOENCODING", "PYTHONUTF8", "PYTHONLEGACYWINDOWSSTDIO")
+#: module globals the CLI keeps between calls in one process: (module, name,
+#: its value in a fresh process); each is fresh for an in-process call and
+#: put back after it
+IN_PROCESS_STATE = (
+    ("storm_queue.store.directory.log.writer", "appended", list),
+    ("storm_queue.store.directory.log.lock", "on_wait", lambda: None),
+    ("storm_queue.store.directory.log.lock", "_armed", lambda: False),
+    ("storm_queue.roots", "SEEN", list),
+)
+#: the signals whose handlers a call may set
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGWINCH)
+#: the warning filters of a fresh interpreter (no -W, no -X dev)
+FRESH_FILTERS = [("default", None, DeprecationWarning, "__main__", 0), ("ignore", None, DeprecationWarning, None, 0),
+                 ("ignore", None, PendingDeprecationWarning, None, 0), ("ignore", None, ImportWarning, None, 0),
+                 ("ignore", None, ResourceWarning, None, 0)]
+_in_call = threading.Lock()
+
+
+class _TimedOut(BaseException):
+    """The in-process call's timer expired (not an ``Exception``: no handler of the CLI takes it)."""
+
+
+class _Kept(io.BytesIO):
+    """The bytes a stream was given, kept when the CLI closes it."""
+
+    kept = b""
+
+    def close(self) -> None:
+        if not self.closed:
+            self.kept = self.getvalue()
+        super().close()
+
+    def value(self) -> bytes:
+        return self.kept if self.closed else self.getvalue()
+
+
+def _stream(like, data: bytes = b"", **kw) -> io.TextIOWrapper:
+    """A text stream over bytes, encoded as a child's stream ``like`` (``sys.__stdout__`` ...) is."""
+    return io.TextIOWrapper(_Kept(data), encoding=getattr(like, "encoding", None) or "utf-8",
+                            errors=getattr(like, "errors", None) or "strict", **kw)
+
+
+def _decoded(data: bytes) -> str:
+    """``data`` as ``subprocess.run(text=True)`` gives it: the locale's encoding, strict, universal newlines."""
+    return data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _exit_code(code: object, stderr) -> int:
+    """The process's exit status for ``sys.exit(code)``, as the interpreter makes it."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    stderr.write(f"{code}\n")
+    return 1
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+def _swap_state() -> list[tuple[object, str, object]]:
+    """Make each of ``IN_PROCESS_STATE`` fresh; returns what to put back."""
+    saved = []
+    for module, name, fresh in IN_PROCESS_STATE:
+        mod = sys.modules.get(module)
+        if mod is not None:
+            saved.append((mod, name, getattr(mod, name)))
+            setattr(mod, name, fresh())
+    return saved
+
+
+def _restore_state(saved: list[tuple[object, str, object]]) -> None:
+    """Put back what ``_swap_state`` saved; a module the call loaded gets its fresh value."""
+    for module, name, fresh in IN_PROCESS_STATE:
+        mod = sys.modules.get(module)
+        if mod is not None:
+            setattr(mod, name, fresh())
+    for mod, name, value in saved:
+        setattr(mod, name, value)
+
+
+def _connections():
+    """Record every connection ``psycopg.connect`` opens from now on;
+    returns (the list, a function that stops recording)."""
+    made: list = []
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None:
+        return made, lambda: None
+    opener = psycopg.connect
+
+    def connect(*args, **kwargs):
+        conn = opener(*args, **kwargs)
+        made.append(conn)
+        return conn
+
+    psycopg.connect = connect
+
+    def stop() -> None:
+        psycopg.connect = opener
+
+    return made, stop
+
+
+def _close_connections(made: list, loaded_before: bool) -> None:
+    """Close what the call left open: the connections recorded, or, when
+    the call itself loaded psycopg, every open one (none existed before)."""
+    if not loaded_before and "psycopg" in sys.modules:
+        import gc
+
+        psycopg = sys.modules["psycopg"]
+        made = [o for o in gc.get_objects() if isinstance(o, psycopg.Connection)]
+    for conn in made:
+        if not conn.closed:
+            conn.close()
+
+
+def run_main(args, *, env: dict[str, str] | None = None, cwd: Path | str | None = None, stdin: bytes = b"",
+             text: bool = True, timeout: float | None = 60, click: bool = False) -> subprocess.CompletedProcess:
+    """``storm-queue ARGS`` in this process, as ``subprocess.run([*PYTHON_M,
+    *ARGS], capture_output=True, text=TEXT, env=env or clean_env(), cwd=cwd,
+    timeout=timeout)`` would run it (see the module's docstring). ARGS may
+    be str or bytes (decoded as a child decodes its argv). With ``click``,
+    click's command line itself (``storm_queue.cli.app.main``, what
+    ``python -c CLICK`` runs) instead of the console script's ``entry.main``."""
+    env = dict(env or clean_env())
+    words = [os.fsdecode(a) for a in args]
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError("an in-process call swaps the process's environment, cwd and streams: "
+                           "from a thread, call run_cli(..., process=True)")
+    if not _in_call.acquire(blocking=False):
+        raise RuntimeError("an in-process call inside another one")
+    try:
+        changed = [k for k in LOCALE_VARS if env.get(k) != os.environ.get(k)]
+        if changed:
+            raise RuntimeError(f"env changes {changed}: a child would encode its streams otherwise; "
+                               "use a real process")
+        return _call(words, env, cwd, stdin, text, timeout, click)
+    finally:
+        _in_call.release()
+
+
+#: what ``python -c CLICK`` runs: click's command line, without the quick path
+CLICK = "import sys; from storm_queue.cli.app import main; main(prog_name='storm-queue')"
+
+
+def _call(words: list[str], env: dict[str, str], cwd, stdin: bytes, text: bool, timeout: float | None, click: bool):
+    from storm_queue.cli import entry
+
+    if click:
+        from storm_queue.cli.app import main as click_main
+
+        argv, argv0 = [sys.executable, "-c", CLICK, *words], "-c"
+        main = lambda: click_main(prog_name="storm-queue")  # noqa: E731
+    else:
+        argv, argv0 = [*PYTHON_M, *words], os.path.join(os.path.dirname(os.path.dirname(entry.__file__)), "__main__.py")
+        main = entry.main
+    saved_env, saved_cwd, saved_argv = dict(os.environ), os.getcwd(), sys.argv
+    saved_streams = sys.stdin, sys.stdout, sys.stderr
+    saved_handlers = {s: signal.getsignal(s) for s in SIGNALS}
+    saved_mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    saved_timer = signal.getitimer(signal.ITIMER_REAL)
+    out = _stream(sys.__stdout__)
+    err = _stream(sys.__stderr__, line_buffering=True)
+    out_bytes, err_bytes = out.buffer, err.buffer
+    tz = os.environ.get("TZ")
+    saved_state = _swap_state()
+    had_psycopg = "psycopg" in sys.modules
+    made, stop_recording = _connections()
+    timed_out = False
+    code = 0
+    try:
+        os.environ.clear()
+        os.environ.update(env)
+        if env.get("TZ") != tz:
+            import time
+
+            time.tzset()
+        if cwd is not None:
+            os.chdir(cwd)
+        sys.argv = [argv0, *words]
+        sys.stdin = _stream(sys.__stdin__, stdin)
+        sys.stdout, sys.stderr = out, err
+        if timeout is not None and saved_timer[0] == 0:
+            def expire(signum, frame):
+                raise _TimedOut
+
+            signal.signal(signal.SIGALRM, expire)
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+        try:
+            with warnings.catch_warnings():
+                warnings.filters[:] = [(a, m, c, mod, ln) for a, m, c, mod, ln in FRESH_FILTERS]
+                warnings._filters_mutated()
+                warnings.showwarning = _show_warning
+                try:
+                    main()
+                finally:
+                    if timeout is not None and saved_timer[0] == 0:
+                        signal.setitimer(signal.ITIMER_REAL, 0)
+        except SystemExit as exc:
+            code = _exit_code(exc.code, err)
+        except _TimedOut:
+            timed_out = True
+        except Exception:  # noqa: BLE001 -- as the interpreter does with an uncaught exception
+            traceback.print_exc(file=err)
+            code = 1
+        for stream in (out, err):
+            try:
+                stream.flush()
+            except ValueError:  # closed by the call
+                pass
+    finally:
+        if timeout is not None and saved_timer[0] == 0:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        for s, handler in saved_handlers.items():
+            if handler is not None:
+                signal.signal(s, handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, saved_mask)
+        sys.stdin, sys.stdout, sys.stderr = saved_streams
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        if os.environ.get("TZ") != env.get("TZ"):
+            import time
+
+            time.tzset()
+        stop_recording()
+        _close_connections(made, had_psycopg)
+        _restore_state(saved_state)
+    stdout, stderr = out_bytes.value(), err_bytes.value()
+    if timed_out:
+        raise subprocess.TimeoutExpired(argv, timeout, stdout, stderr)
+    if text:
+        stdout, stderr = _decoded(stdout), _decoded(stderr)
+    return subprocess.CompletedProcess(argv, code, stdout, stderr)
 
 
 def drain(fd: int) -> bytes:
