@@ -99,7 +99,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 
 def run_cli(root: Path | str | None, *args: str, env: dict[str, str] | None = None,
-            cwd: Path | str | None = None, timeout: float = 60, process: bool = True) -> subprocess.CompletedProcess:
+            cwd: Path | str | None = None, timeout: float = 60, process: bool = False) -> subprocess.CompletedProcess:
     """Run ``storm-queue ARGS --root ROOT`` (no ``--root`` when ROOT is
     None): in this process (``run_main``), or with ``process`` as a real
     ``python -m storm_queue`` process. Text out, as ``subprocess.run(text=True)``."""

@@ -95,8 +95,9 @@ class DirectoryStorm(_Either):
         path = self.path / f"{ledger}.txt"
         return path.read_text().split() if path.exists() else []
 
-    def cli(self, *args: str, env=None, timeout: float = 60):
-        return run_cli(self.root, *args, env=env, timeout=timeout)
+    def cli(self, *args: str, env=None, timeout: float = 60, process: bool = False):
+        """``storm-queue ARGS`` on this storm (``conftest.run_cli``: in this process unless ``process``)."""
+        return run_cli(self.root, *args, env=env, timeout=timeout, process=process)
 
 
 class DatabaseStorm(_Either):
@@ -178,8 +179,9 @@ class DatabaseStorm(_Either):
             return [r[0] for r in conn.execute("SELECT slug FROM storm_queue.settled WHERE ledger = %s ORDER BY ver",
                                                (ledger,))]
 
-    def cli(self, *args: str, env=None, timeout: float = 60):
-        return run_cli(self.root, *args, env=env, timeout=timeout)
+    def cli(self, *args: str, env=None, timeout: float = 60, process: bool = False):
+        """``storm-queue ARGS`` on this storm (``conftest.run_cli``: in this process unless ``process``)."""
+        return run_cli(self.root, *args, env=env, timeout=timeout, process=process)
 
 
 def open_store(kind: str, request, tmp_path: Path):

@@ -220,8 +220,10 @@ def test_claim_json_has_the_decision_token_and_expiry(tmp_path: Path) -> None:
 
 
 def test_default_holder_is_a_name_naming_the_runner(tmp_path: Path) -> None:
+    """A real process: the default holder names the claim's parent process (this one)."""
     root = make_storm(tmp_path / "storm", "a 1\n")
-    assert claim(root) == "run a 1 1"
+    done = run_cli(root, "claim", process=True)
+    assert (done.returncode, done.stdout) == (0, "run a 1 1\n"), done.stderr
     holder = log_events(root)[-1]["holder"]
     assert NAME.match(holder) and ".." not in holder, holder
     # this host and the process that asked (run_cli runs the CLI straight from pytest)

@@ -154,6 +154,7 @@ def test_a_wrong_url_is_a_clear_refusal_without_the_password(pg_server, db) -> N
 
 
 def test_many_claimers_at_once_take_the_first_lanes_each_once(pg_server, db, tmp_path) -> None:
+    """Real processes: five claimers at once, from threads."""
     toml = tmp_path / "storm.toml"
     toml.write_text("[runner]\nslots = 5\n")
     ok(db, "declare", str(toml))
@@ -161,7 +162,7 @@ def test_many_claimers_at_once_take_the_first_lanes_each_once(pg_server, db, tmp
         ok(db, "add", f"l{n}", str(n))
 
     def claim(n: int) -> str:
-        return cli(db, "claim", "--holder", f"h{n}").stdout.strip()
+        return run_cli(db, "claim", "--holder", f"h{n}", process=True).stdout.strip()
 
     with ThreadPoolExecutor(5) as pool:
         answers = list(pool.map(claim, range(5)))

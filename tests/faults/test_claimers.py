@@ -69,7 +69,7 @@ def _claim_until_empty(store, reviewer: Reviewer, holder: str, stop_at: float,
     while True:
         assert not failed.is_set(), "another claimer failed"
         assert time.monotonic() < stop_at, f"{holder} still claiming at the deadline"
-        done = store.cli("claim", "--holder", holder, "--json", timeout=180)
+        done = store.cli("claim", "--holder", holder, "--json", timeout=180, process=True)
         if done.returncode == 5:  # busy: nothing was recorded; ask again
             continue
         assert done.returncode == 0, (holder, done.stdout, done.stderr)
@@ -81,7 +81,8 @@ def _claim_until_empty(store, reviewer: Reviewer, holder: str, stop_at: float,
             result = "failed" if slug in FAIL_ONCE and token == 1 else "ok"
             got.append({"holder": holder, "slug": slug, "token": token, "result": result})
             while True:
-                fin = store.cli("finish", slug, "--token", str(token), "--result", result, "--json", timeout=180)
+                fin = store.cli("finish", slug, "--token", str(token), "--result", result, "--json", timeout=180,
+                                process=True)
                 if fin.returncode != 5:
                     break
             assert fin.returncode == 0, (holder, slug, token, fin.stdout, fin.stderr)
@@ -95,6 +96,7 @@ def _claim_until_empty(store, reviewer: Reviewer, holder: str, stop_at: float,
 
 
 def test_many_concurrent_claimers_never_share_a_lane(store) -> None:
+    """Real processes: eight claimers at once, from threads."""
     store.make(queue_text(), toml=f"[runner]\nslots = {SLOTS}\n")
     reviewer, failed = Reviewer(store), threading.Event()
     stop_at = time.monotonic() + DEADLINE

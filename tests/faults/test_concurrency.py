@@ -53,12 +53,13 @@ def _plan(worker: int) -> list[tuple[str, list[str]]]:
 def _work(store, worker: int) -> list[dict]:
     done = []
     for reason, argv in _plan(worker):
-        proc = store.cli(*argv, "--reason", reason, "--json", timeout=60)
+        proc = store.cli(*argv, "--reason", reason, "--json", timeout=60, process=True)
         done.append({"reason": reason, "argv": argv, "rc": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr})
     return done
 
 
 def test_many_writers_at_once_leave_one_whole_log(store):
+    """Real processes: six writers at once, from threads."""
     store.make(QUEUE, integrated=["h"])
     first = len(store.events())  # a database storm's line 1 records its init
     with ThreadPoolExecutor(WORKERS) as pool:

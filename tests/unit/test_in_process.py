@@ -99,20 +99,50 @@ def test_a_call_with_its_own_env_and_cwd_puts_both_back(tmp_path: Path) -> None:
     assert changed(before, process_state()) == []
 
 
+def _waiting_for(lock: Path) -> bool:
+    """Whether /proc/locks shows a process blocked on the flock of ``lock``."""
+    st = os.stat(lock)
+    inode = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    with open("/proc/locks") as f:
+        return any("->" in row and "FLOCK" in row and inode in row for row in f)
+
+
 def test_the_events_a_call_appended_are_its_own(tmp_path: Path) -> None:
-    """``writer.appended`` (what an interrupt reports as recorded) starts
-    empty for each call and is put back after it."""
+    """``writer.appended`` (what an interrupt reports as recorded) is fresh
+    for each call and put back after it: a call interrupted while waiting
+    for the lock says nothing was recorded, whatever this process appended."""
+    import time
+
     from storm_queue.store.directory.log import writer
 
     root = make_storm(tmp_path / "storm", QUEUE)
-    assert inside(root, "bump", "b").returncode == 0
-    assert writer.appended == []
-    writer.appended.append({"action": "mine"})
+    assert inside(root, "bump", "a").returncode == 0
+    mine = {"action": "bump", "slug": "mine", "seq": 99}
+    before = list(writer.appended)
+    writer.appended.append(mine)
+    lock = root / "priority.log.lock"
+    fd = os.open(lock, os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+
+    def interrupt() -> None:  # SIGINT once the call waits for the lock: its own handler is in place by then
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if _waiting_for(lock):
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.05)
+
+    sender, handler = threading.Thread(target=interrupt), signal.getsignal(signal.SIGINT)
     try:
-        assert inside(root, "bump", "c").returncode == 0
-        assert writer.appended == [{"action": "mine"}]
+        sender.start()
+        done = inside(root, "bump", "b", "--wait", "60")
+        sender.join(60)
+        assert (done.returncode, done.stdout) == (130, ""), done.stderr
+        assert done.stderr.strip().splitlines() == ["storm-queue: interrupted: nothing was recorded"]
+        assert writer.appended == [*before, mine] and signal.getsignal(signal.SIGINT) is handler
     finally:
-        writer.appended.clear()
+        os.close(fd)
+        writer.appended[:] = before
 
 
 FIDELITY = [["next"], ["list"], ["list", "--json"], ["bump", "b", "--json"], ["bump", "b"], ["why", "b"], ["log"],
