@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from storm_queue.cli.app import main
-from tests.conftest import REPO, clean_env, make_storm, run_cli
+from tests.conftest import REPO, clean_env, make_storm, run_cli, run_main
 
 QUEUE = "schema 12\napi 13 schema\nauth 14\n../bad 15\nbilling 17 auth,api\n"
 COMMANDS = sorted(main.commands)
@@ -24,8 +24,7 @@ def complete(words: str, shell: str = "bash", cwd: Path | None = None, **env: st
     argv = words.split(" ")
     cword = argv[-1] if shell == "fish" else str(len(argv) - 1)  # fish passes the word itself
     environ = clean_env(_STORM_QUEUE_COMPLETE=f"{shell}_complete", COMP_WORDS=words, COMP_CWORD=cword, **env)
-    ran = subprocess.run([sys.executable, "-m", "storm_queue"], capture_output=True, text=True,
-                         env=environ, cwd=cwd, timeout=60)
+    ran = run_main([], env=environ, cwd=cwd)
     assert ran.returncode == 0, ran.stderr
     assert ran.stderr == ""
     lines = [line for line in ran.stdout.splitlines() if line]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import clean_env, log_events, make_storm, run_cli, tree
+from tests.conftest import clean_env, log_events, make_storm, run_cli, run_main, tree
 
 QUEUE = "a 1\nb 2 a\nc 3\n"
 
@@ -72,14 +72,10 @@ def test_a_database_url_is_left_to_the_database_storm() -> None:
 
 # -- 2 and 4: one JSON document on every exit path; --root as given ------
 
-CLICK = "import sys; from storm_queue.cli.app import main; main(prog_name='storm-queue')"
-
-
 def both(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
     """The console script's path (quick where it can) and click's, as bytes."""
-    quick = subprocess.run([sys.executable, "-m", "storm_queue", *args], capture_output=True, cwd=cwd,
-                           env=clean_env(), timeout=60)
-    slow = subprocess.run([sys.executable, "-c", CLICK, *args], capture_output=True, cwd=cwd, env=clean_env(), timeout=60)
+    quick = run_main(args, cwd=cwd, text=False)
+    slow = run_main(args, cwd=cwd, text=False, click=True)
     assert (quick.returncode, quick.stdout, quick.stderr) == (slow.returncode, slow.stdout, slow.stderr), args
     return quick, slow
 
@@ -147,8 +143,7 @@ def test_the_quick_path_takes_root_and_json_before_the_command() -> None:
 
 def test_a_request_with_root_before_the_command_is_recorded_there(tmp_path: Path) -> None:
     root = make_storm(tmp_path / "storm", QUEUE)
-    done = subprocess.run([sys.executable, "-m", "storm_queue", "--root", str(root), "--json", "bump", "b"],
-                          capture_output=True, text=True, env=clean_env(), cwd=tmp_path, timeout=60)
+    done = run_main(["--root", str(root), "--json", "bump", "b"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert one_document(done.stdout)["moved"] == ["a", "b"]
     assert [e["slug"] for e in log_events(root)] == ["b"]
@@ -166,9 +161,8 @@ def test_root_and_json_before_a_command_that_does_not_take_them_is_a_usage_error
 
 def test_a_claim_with_root_and_json_before_the_command(tmp_path: Path) -> None:
     root = make_storm(tmp_path / "storm", QUEUE)
-    for path in (["-m", "storm_queue"], ["-c", CLICK]):
-        done = subprocess.run([sys.executable, *path, "--json", "--root", str(root), "claim", "--holder", "r1"],
-                              capture_output=True, text=True, env=clean_env(), cwd=tmp_path, timeout=60)
+    for click in (False, True):
+        done = run_main(["--json", "--root", str(root), "claim", "--holder", "r1"], cwd=tmp_path, click=click)
         assert done.returncode == 0, done.stderr
         assert one_document(done.stdout)["decision"] in ("run a 1 1", "wait")
 

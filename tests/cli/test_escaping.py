@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from storm_queue.core.names import quote
-from tests.conftest import clean_env, make_storm
+from tests.conftest import clean_env, make_storm, run_main
 
 HOSTILE = {
     "newline": "two\nlines",
@@ -33,8 +32,8 @@ HOSTILE = {
 
 
 def cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "storm_queue", *args, "--root", str(root)]
-    return subprocess.run(argv, capture_output=True, env=env or clean_env(), timeout=60)
+    """``storm-queue ARGS --root ROOT`` (in this process), its output as bytes."""
+    return run_main([*args, "--root", str(root)], env=env, text=False)
 
 
 def assert_clean_terminal(data: bytes, what: str) -> str:

@@ -17,12 +17,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import clean_env, log_events, make_storm, run_cli, tree
+from tests.conftest import clean_env, log_events, make_storm, run_cli, run_main, tree
 
 QUEUE = "a 1\nb 2 a\nc 3\nd 4 gone\ne 5 f\nf 6 e\ng 7 nowhere\nfin 8\nint 9\n"
 TOML = '[priority]\nsources = ["nightly"]\n'
@@ -188,8 +187,7 @@ def test_malformed_slugs_are_refused_with_2_never_a_crash(full: Path, slug: str)
 
 
 def test_slug_that_is_not_utf8_is_refused_not_crashed(full: Path) -> None:
-    argv = [sys.executable.encode(), b"-m", b"storm_queue", b"bump", b"a\xff\xfe", b"--json", b"--root", bytes(full)]
-    done = subprocess.run(argv, capture_output=True, env=clean_env(), timeout=60)
+    done = run_main([b"bump", b"a\xff\xfe", b"--json", b"--root", bytes(full)], text=False)
     assert done.returncode == 2, done.stderr
     answer = json.loads(done.stdout)
     assert answer["code"] == "invalid_slug"

@@ -18,7 +18,7 @@ import pytest
 from storm_queue.core import fold
 from storm_queue.store.directory.log import checkpoint, reader
 from storm_queue.store.directory.log.checkpoint import Checkpoint
-from tests.conftest import clean_env, make_storm, run_cli, tree
+from tests.conftest import clean_env, make_storm, run_cli, run_main, tree
 
 QUEUE = "a 1\nb 2 a\nc 3\nd 4\n"
 
@@ -197,11 +197,15 @@ def run_in_pty(argv: list[str]) -> tuple[int, bytes]:
     return os.waitstatus_to_exitcode(status), out
 
 
-def test_the_progress_bar_shows_only_at_a_terminal(recorded: Path) -> None:
+def test_the_progress_bar_shows_only_at_a_terminal(recorded: Path, monkeypatch) -> None:
+    """A real process on a pseudo-terminal, then (the same command, not at a terminal) in this one."""
+    import storm_queue.cli.handlers as handlers
+
     code, out = run_in_pty([sys.executable, "-c", PTY_VERIFY, str(recorded)])
     assert code == 0, out
     assert b"verifying the log" in out and b"sound: 5 line(s)" in out
-    done = subprocess.run([sys.executable, "-c", PTY_VERIFY + "\n", str(recorded)], capture_output=True, env=clean_env(), timeout=60)
+    monkeypatch.setattr(handlers, "LONG_LOG", 1)
+    done = run_main(["verify", "--root", str(recorded)], text=False, click=True)
     assert done.returncode == 0 and b"verifying" not in done.stderr + done.stdout
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, clean_env, drain, in_ci, make_storm, run_cli, tree
+from tests.conftest import REPO, clean_env, drain, in_ci, make_storm, run_cli, run_main, tree
 
 QUEUE = "schema 12\napi 13 schema\ndocs 15\nstuck 16 gone\n"
 HOSTILE = "outage\n\x1b[31mred [bold]loud[/bold]"
@@ -45,8 +45,7 @@ def spring(tmp_path: Path) -> Path:
 
 def test_once_prints_one_plain_frame_and_writes_nothing(spring: Path) -> None:
     before = tree(spring, times=True)
-    done = subprocess.run([sys.executable, "-m", "storm_queue", "watch", "--once", "--root", str(spring)],
-                          capture_output=True, env=clean_env(), timeout=60)
+    done = run_main(["watch", "--once", "--root", str(spring)], text=False)
     assert done.returncode == 0, done.stderr
     assert tree(spring, times=True) == before
     text = done.stdout.decode()

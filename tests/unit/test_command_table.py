@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import click
@@ -19,7 +17,7 @@ from hypothesis import given, settings, strategies as st
 
 from storm_queue.cli import app as cli, entry
 from storm_queue.cli.commands import COMMANDS, Command, Param
-from tests.conftest import clean_env, make_storm
+from tests.conftest import clean_env, make_storm, run_main
 
 QUICK = [c for c in COMMANDS if c.quick]
 
@@ -141,7 +139,6 @@ def test_a_form_the_quick_path_takes_click_reads_the_same(args: list[str]) -> No
 
 # -- for real, on twin storms ------------------------------------------------
 
-CLICK = "import sys; from storm_queue.cli.app import main; main(prog_name='storm-queue')"
 QUEUE = "a 1\nb 2 a\nc 3\n"
 STAMP = re.compile(rb"\d{4}-\d\d-\d\d[T ][\d:.]+Z")
 
@@ -150,8 +147,7 @@ STAMP = re.compile(rb"\d{4}-\d\d-\d\d[T ][\d:.]+Z")
 def storm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A storm with a recorded request, copied for each run."""
     root = make_storm(tmp_path_factory.mktemp("base") / "storm", QUEUE, toml="[runner]\nslots = 1\n")
-    subprocess.run([sys.executable, "-m", "storm_queue", "bump", "b", "--root", str(root)], env=clean_env(),
-                   capture_output=True, check=True, timeout=60)
+    assert run_main(["bump", "b", "--root", str(root)]).returncode == 0
     return root
 
 
@@ -161,11 +157,10 @@ def test_both_paths_answer_alike_for_real(tmp_path: Path, storm: Path, command: 
     code, the same bytes (times and the storm's own path aside)."""
     for n, args in enumerate((minimal(command), full(command))):
         ran = []
-        for path, argv in (("quick", ["-m", "storm_queue"]), ("click", ["-c", CLICK])):
+        for path in ("quick", "click"):
             root = Path(shutil.copytree(storm, tmp_path / f"{n}-{path}" / "storm", symlinks=True))
             extra = ["--root", str(root)] if "root" in command.top or any(p.kind == "root" for p in command.params) else []
-            done = subprocess.run([sys.executable, *argv, *args, *extra], capture_output=True, cwd=root,
-                                  env=clean_env(NO_COLOR="1"), timeout=60)
+            done = run_main([*args, *extra], cwd=root, env=clean_env(NO_COLOR="1"), text=False, click=path == "click")
             ran.append((done.returncode, *(STAMP.sub(b"T", out.replace(str(root).encode(), b"ROOT"))
                                            for out in (done.stdout, done.stderr))))
         assert ran[0] == ran[1], args

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CLICK, clean_env, make_storm, run_cli, run_main
+from tests.conftest import CLICK, clean_env, make_storm, run_main
 
 QUEUE = "a 1\nb 2 a\nc 3\n"
 
