@@ -16,6 +16,7 @@ from tests.conftest import REPO, clean_env, log_events, run_cli
 
 
 def test_build_writes_a_storm_that_verifies(tmp_path: Path) -> None:
+    """A real process: the bench script itself is what is run."""
     root = tmp_path / "storm"
     done = subprocess.run([sys.executable, str(REPO / "bench" / "build.py"), str(root), "--events", "1250", "--lanes", "30"],
                           capture_output=True, text=True, env=clean_env(), timeout=300)
@@ -39,6 +40,7 @@ def test_build_writes_a_storm_that_verifies(tmp_path: Path) -> None:
 
 
 def test_build_deep_pulls_the_whole_chain_forward(tmp_path: Path) -> None:
+    """A real process: the bench script itself is what is run."""
     root = tmp_path / "deep"
     done = subprocess.run([sys.executable, str(REPO / "bench" / "build.py"), str(root), "--events", "3", "--lanes", "400", "--deep"],
                           capture_output=True, text=True, env=clean_env(), timeout=300)
@@ -49,6 +51,7 @@ def test_build_deep_pulls_the_whole_chain_forward(tmp_path: Path) -> None:
 
 
 def test_the_benchmark_runs_its_smallest_sizes(tmp_path: Path) -> None:
+    """A real process: the bench script itself is what is run."""
     done = subprocess.run([sys.executable, str(REPO / "bench" / "run.py"), "--smoke", "--json", "--work", str(tmp_path / "w")],
                           capture_output=True, text=True, env=clean_env(), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -63,6 +66,7 @@ def test_the_benchmark_runs_its_smallest_sizes(tmp_path: Path) -> None:
 
 
 def test_the_claim_benchmark_runs_and_checks_its_runners() -> None:
+    """A real process: the bench script itself is what is run."""
     done = subprocess.run([sys.executable, str(REPO / "bench" / "claim.py"), "--lanes", "6", "--runs", "1", "--runners", "2"],
                           capture_output=True, text=True, env=clean_env(), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
@@ -71,6 +75,7 @@ def test_the_claim_benchmark_runs_and_checks_its_runners() -> None:
 
 
 def test_the_verify_benchmark_runs_its_smallest_sizes(tmp_path: Path) -> None:
+    """A real process: the bench script itself is what is run."""
     done = subprocess.run([sys.executable, str(REPO / "bench" / "verify.py"), "--smoke", "--json", "--work", str(tmp_path / "w")],
                           capture_output=True, text=True, env=clean_env(), timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -82,6 +87,7 @@ def test_the_verify_benchmark_runs_its_smallest_sizes(tmp_path: Path) -> None:
 
 
 def test_build_writes_a_database_storm_that_verifies(pg_url) -> None:
+    """A real process: the bench script itself is what is run."""
     done = subprocess.run([sys.executable, str(REPO / "bench" / "build.py"), pg_url, "--events", "1250", "--lanes", "30"],
                           capture_output=True, text=True, env=clean_env(), timeout=300)
     assert done.returncode == 0, done.stderr
@@ -104,6 +110,7 @@ def test_build_writes_a_database_storm_that_verifies(pg_url) -> None:
 
 
 def test_the_database_benchmark_runs_its_smallest_sizes(pg_server) -> None:
+    """A real process: the bench script itself is what is run."""
     done = subprocess.run([sys.executable, str(REPO / "bench" / "database.py"), "--smoke"],
                           capture_output=True, text=True, env=clean_env(), timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
@@ -116,6 +123,7 @@ def test_the_database_benchmark_runs_its_smallest_sizes(pg_server) -> None:
 
 
 def test_the_request_benchmark_runs(tmp_path: Path) -> None:
+    """A real process: the bench script itself is what is run."""
     out = tmp_path / "README.md"
     out.write_text("# kept\n")
     done = subprocess.run([sys.executable, str(REPO / "bench" / "startup.py"), "--smoke", "--json", "--out", str(out)],

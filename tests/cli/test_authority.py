@@ -162,6 +162,7 @@ def chown_tree(root: Path, uid: int) -> None:
 
 
 def test_the_child_really_is_another_account(storm_dir) -> None:
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\n")
     ran = run_forked(root, "next", "--json")
     assert ran.returncode == 0, ran.stderr
@@ -184,6 +185,7 @@ def test_the_child_really_is_another_account(storm_dir) -> None:
 
 @pytest.mark.parametrize("with_log", [False, True], ids=["fresh storm", "storm with a log"])
 def test_stranger_is_refused_not_recorded_and_touches_nothing(storm_dir, with_log: bool) -> None:
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\nb 2 a\n")
     if with_log:
         assert run_cli(root, "bump", "b").returncode == 0
@@ -205,6 +207,7 @@ def test_stranger_is_refused_not_recorded_and_touches_nothing(storm_dir, with_lo
 
 
 def test_stranger_learns_nothing_about_the_lane(storm_dir) -> None:
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\n")
     known = json_of(run_forked(root, "bump", "a", "--json"))
     unknown = json_of(run_forked(root, "bump", "nosuchlane", "--json"))
@@ -213,6 +216,7 @@ def test_stranger_learns_nothing_about_the_lane(storm_dir) -> None:
 
 
 def test_stranger_with_a_malformed_slug_gets_2_not_recorded(storm_dir) -> None:
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\n")
     assert run_cli(root, "bump", "a").returncode == 0
     before = tree(root)
@@ -228,6 +232,7 @@ def test_stranger_with_a_malformed_slug_gets_2_not_recorded(storm_dir) -> None:
 
 
 def test_stranger_can_list_and_next_and_next_says_it_skipped_side_effects(storm_dir) -> None:
+    """A real process: a forked child becomes another account (uid 65534)."""
     # a skipped line and a blocked lane before the chosen one: next has side effects to skip
     root = storm_dir("gone 0\nx 1 gone\ny 2\nbad! 3\n", abandoned=["gone"])
     assert run_cli(root, "bump", "gone").returncode == 0  # a recorded no-op: the log exists
@@ -250,6 +255,7 @@ def test_stranger_can_list_and_next_and_next_says_it_skipped_side_effects(storm_
 
 
 def test_stranger_can_read_a_storm_with_no_log(storm_dir) -> None:
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\nb 2\n")
     before = tree(root)
     assert run_forked(root, "next").stdout == "run a 1\n"
@@ -261,6 +267,7 @@ def test_stranger_can_read_a_storm_with_no_log(storm_dir) -> None:
 
 
 def test_root_is_not_the_operator_of_a_storm_it_does_not_own(storm_dir) -> None:
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\nb 2\nc 3\n")
     assert run_cli(root, "bump", "a").returncode == 0  # log, witness, lock and progress.log exist
     chown_tree(root, NOBODY)
@@ -295,6 +302,7 @@ def test_root_is_not_the_operator_of_a_storm_it_does_not_own(storm_dir) -> None:
 
 
 def test_root_on_a_fresh_storm_it_does_not_own_creates_nothing(storm_dir) -> None:
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\n")
     chown_tree(root, NOBODY)
     before = tree(root)
@@ -311,6 +319,7 @@ def test_root_on_a_fresh_storm_it_does_not_own_creates_nothing(storm_dir) -> Non
 
 
 def test_real_and_effective_uid_must_both_be_the_owners(storm_dir) -> None:
+    """A real process: a forked child drops its real or effective uid to 65534."""
     root = storm_dir("a 1\n")
     assert run_cli(root, "bump", "a").returncode == 0
     # real uid 65534, effective uid root: not the operator of root's storm
@@ -365,6 +374,7 @@ def test_sources_declared_and_undeclared(storm_dir) -> None:
 
 
 def test_a_declared_source_runs_as_the_operator_account_only(storm_dir) -> None:
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\n", toml='[priority]\nsources = ["nightly"]\n')
     assert run_cli(root, "bump", "a").returncode == 0
     ran = run_forked(root, "bump", "a", "--source", "nightly", "--json")
@@ -418,6 +428,7 @@ def test_malformed_sources_refuse_every_request_recorded(storm_dir, sources: str
 
 
 def test_principal_name_comes_from_the_password_database(storm_dir) -> None:
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\n")
     done = run_cli(root, "bump", "a", "--json", env=clean_env(USER="mallory", LOGNAME="mallory"))
     assert done.returncode == 0, done.stderr

@@ -91,7 +91,8 @@ def test_an_unknown_shell_is_a_usage_error():
 
 
 def test_bash_sources_the_script_and_completes_slugs(storm):
-    """The real thing: bash sources the printed script and runs its function."""
+    """The real thing: bash sources the printed script and runs its function.
+    A real shell, calling the installed command."""
     script = run_cli(None, "completion", "bash").stdout
     bin_dir = os.path.dirname(sys.executable)
     assert os.access(os.path.join(bin_dir, "storm-queue"), os.X_OK), "the storm-queue console script is installed beside python"
@@ -157,7 +158,8 @@ def test_the_help_the_readme_and_the_docs_give_the_same_instructions():
 def test_bash_as_told_completes_without_the_bash_completion_package(storm, tmp_path):
     """A real `bash --norc` (so no system file can load bash-completion)
     runs the ~/.bashrc line the help gives: storm-queue is registered and
-    completes the storm's slugs, and no bash-completion function exists."""
+    completes the storm's slugs, and no bash-completion function exists.
+    A real shell, calling the installed command."""
     home = tmp_path / "home"
     home.mkdir()
     (home / ".bashrc").write_text("\n".join(help_instructions()["bash"]) + "\n")
@@ -182,6 +184,7 @@ def need(shell: str) -> None:
 
 
 def test_zsh_as_told_registers_the_completion_and_needs_compinit(storm, tmp_path):
+    """A real zsh, calling the installed command."""
     need("zsh")
     home = tmp_path / "home"
     home.mkdir()
@@ -196,6 +199,7 @@ def test_zsh_as_told_registers_the_completion_and_needs_compinit(storm, tmp_path
 
 
 def test_fish_as_told_completes_the_storms_slugs(storm, tmp_path):
+    """A real fish, calling the installed command."""
     need("fish")
     home = tmp_path / "home"
     home.mkdir()

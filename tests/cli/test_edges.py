@@ -184,6 +184,7 @@ def _held_lock(root: Path) -> int:
 @pytest.mark.parametrize("as_json", [False, True])
 def test_an_interrupt_while_waiting_for_the_lock(tmp_path: Path, signame: str, code: int, args: list[str],
                                                  as_json: bool) -> None:
+    """A real process: the test sends it SIGINT or SIGTERM while it waits for the lock."""
     import signal
     import time
 
@@ -212,6 +213,7 @@ def test_an_interrupt_while_waiting_for_the_lock(tmp_path: Path, signame: str, c
 
 
 def test_waiting_at_a_terminal_says_who_holds_the_lock_once(tmp_path: Path) -> None:
+    """A real process: its stderr is a pseudo-terminal, and the test sends it SIGTERM."""
     import select
     import signal
     import time
@@ -265,7 +267,8 @@ def test_waiting_not_at_a_terminal_says_nothing_until_the_end(tmp_path: Path) ->
 
 def test_an_interrupt_under_the_lock_is_acted_on_after_the_record(tmp_path: Path) -> None:
     """A request holding the lock finishes its record before the interrupt
-    counts; the line says it was recorded."""
+    counts; the line says it was recorded.
+    A real process: it sends itself SIGINT under the lock."""
     root = make_storm(tmp_path / "storm", QUEUE)
     code = f"""
 import os, signal, sys

@@ -144,6 +144,7 @@ def _init_as_nobody(path: Path) -> int:
 
 
 def test_another_account_gets_a_storm_it_owns(open_base):
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = open_base / "theirs"
     assert _init_as_nobody(root) == 0
     for path in [root] + [root / name for name in FILES]:

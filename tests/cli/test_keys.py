@@ -271,7 +271,8 @@ def test_a_valid_key_is_admitted(tmp_path: Path, key: str) -> None:
 def test_a_cron_retry_loop_records_exactly_one_claim(tmp_path: Path) -> None:
     """Five copies of one cron job's claim at once (as a retry after a
     timeout would): one claim is recorded and all five print its line,
-    although five slots and two lanes would have let unkeyed claims take both."""
+    although five slots and two lanes would have let unkeyed claims take both.
+    Real processes, at once."""
     root = make_storm(tmp_path / "storm", QUEUE, toml="[runner]\nslots = 5\n")
     argv = [sys.executable, "-m", "storm_queue", "claim", "--key", "nightly-1", "--wait", "120", "--root", str(root)]
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())

@@ -119,6 +119,7 @@ def test_json_is_extended_additively(storm) -> None:
 
 
 def test_terminal_gets_a_table(storm) -> None:
+    """A real process: its stdout is a pseudo-terminal."""
     root = prepared(storm)
     code, out = run_in_pty(root, "list")
     assert code == 0
@@ -142,6 +143,7 @@ def test_terminal_gets_a_table(storm) -> None:
 
 
 def test_terminal_all_shows_settled_rows(storm) -> None:
+    """A real process: its stdout is a pseudo-terminal."""
     root = prepared(storm)
     code, out = run_in_pty(root, "list", "--all")
     assert code == 0
@@ -150,6 +152,7 @@ def test_terminal_all_shows_settled_rows(storm) -> None:
 
 
 def test_no_color_and_plain_win_over_a_terminal(storm) -> None:
+    """A real process: its stdout is a pseudo-terminal."""
     root = prepared(storm)
     pipe = run_cli(root, "list").stdout
     for args, env in ((("list",), clean_env(NO_COLOR="1")), (("list", "--plain"), clean_env())):
@@ -184,6 +187,7 @@ def test_in_process_table_content() -> None:
 
 
 def test_plain_paths_never_import_rich(storm) -> None:
+    """A real process: which modules it imports is tested (this one has the test runner's)."""
     root = prepared(storm)
     probe = (
         "import sys\n"
@@ -218,6 +222,7 @@ def narrow_storm(storm) -> tuple[Path, str]:
 
 
 def test_at_60_columns_the_principal_and_every_word_are_whole(storm) -> None:
+    """A real process: its stdout is a pseudo-terminal."""
     root, by = narrow_storm(storm)
     code, out = run_in_pty(root, "list", columns=60)
     assert code == 0
@@ -238,6 +243,7 @@ def test_at_60_columns_the_principal_and_every_word_are_whole(storm) -> None:
 
 
 def test_a_narrower_terminal_drops_the_least_useful_columns_never_the_lane_or_state(storm) -> None:
+    """A real process: its stdout is a pseudo-terminal."""
     root, _ = narrow_storm(storm)
     for columns, dropped in ((50, '"#", "issue", "prioritised by"'), (30, '"#", "issue", "prioritised by", "waits on"')):
         code, out = run_in_pty(root, "list", columns=columns)
@@ -251,6 +257,7 @@ def test_a_narrower_terminal_drops_the_least_useful_columns_never_the_lane_or_st
 
 
 def test_a_slug_wider_than_the_terminal_is_folded_never_cut(storm) -> None:
+    """A real process: its stdout is a pseudo-terminal."""
     slug = "a-very-long-lane-name-for-a-migration-of-the-billing-service"
     root = storm(f"{slug} 1\n")
     code, out = run_in_pty(root, "list", columns=40)
@@ -262,6 +269,7 @@ def test_a_slug_wider_than_the_terminal_is_folded_never_cut(storm) -> None:
 
 
 def test_a_wide_terminal_is_unchanged_all_seven_columns(storm) -> None:
+    """A real process: its stdout is a pseudo-terminal."""
     root, by = narrow_storm(storm)
     code, out = run_in_pty(root, "list", columns=200)
     text = SGR.sub("", out)

@@ -189,7 +189,8 @@ def bump_bodies(n: int):
 
 
 def test_a_reader_that_stops_reading_ends_the_log_quietly(storm) -> None:
-    """``storm-queue log | head -1`` on a long log: exit 0, no crash report."""
+    """``storm-queue log | head -1`` on a long log: exit 0, no crash report.
+    A real process: the reader closes its pipe."""
     import subprocess
     import sys
 

@@ -92,6 +92,7 @@ def lines(path: Path) -> list[str]:
 
 
 def test_runner_script_is_executable_bash_with_strict_mode() -> None:
+    """A real process: bash checks the script's syntax."""
     assert os.access(RUNNER, os.X_OK)
     text = RUNNER.read_text()
     assert text.startswith("#!/usr/bin/env bash") or text.startswith("#!/bin/bash")
@@ -100,6 +101,7 @@ def test_runner_script_is_executable_bash_with_strict_mode() -> None:
 
 
 def test_runner_runs_lanes_in_the_order_list_predicted(store, tmp_path: Path) -> None:
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     queue = "a 1\nb 2 a\nc 3\nd 4 b\ne 5\nf 6 c,e\ng 7\nh 8 lost\ni 9 done\n"
     store.make(queue, integrated=["done"], abandoned=["lost"])
     root = store.root
@@ -142,6 +144,7 @@ def test_runner_runs_lanes_in_the_order_list_predicted(store, tmp_path: Path) ->
 
 
 def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(store, tmp_path: Path) -> None:
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     # Changed by issue 6: the runner no longer abandons a failed lane. It
     # reports `finish --result failed`, `claim` hands the lane out again until
     # its `[runner] attempts` are spent, and then quarantines it: the lane
@@ -191,7 +194,8 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(st
 def test_runner_stops_on_an_unknown_order(store, request, tmp_path: Path) -> None:
     """The log's last line damaged: on a directory in priority.log; on a
     database by a superuser who turned the event table's append-only
-    trigger off (nothing less can change a line there)."""
+    trigger off (nothing less can change a line there).
+    A real process: examples/runner.sh, a shell script calling the installed command."""
     store.make("a 1\n")
     root = store.root
     assert run_cli(root, "bump", "a").returncode == 0
@@ -212,6 +216,7 @@ def test_runner_stops_on_an_unknown_order(store, request, tmp_path: Path) -> Non
 
 
 def test_push_while_a_lane_runs_runs_right_after_it(store, tmp_path: Path) -> None:
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     queue = "a 1\nb 2\nc 3\nd 4 b\n"
     store.make(queue, integrated=["base"])
     root = store.root

@@ -58,6 +58,7 @@ def run_once(root: Path | str, env: dict[str, str]) -> subprocess.CompletedProce
 
 
 def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarantine_is_said_once(store, tmp_path):
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     store.make("a 1\nb 2 a\nc 3\n", toml="[runner]\nattempts = 4\n")
     root = store.root
     failing(store, "a")
@@ -100,6 +101,7 @@ def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarant
 
 
 def test_unparking_the_lane_it_named_lets_the_runner_go_on_to_an_empty_storm(store, tmp_path):
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     store.make("a 1\nb 2 a\n", toml="[runner]\nattempts = 1\n")
     root = store.root
     script = failing(store, "a")
@@ -119,6 +121,7 @@ def test_unparking_the_lane_it_named_lets_the_runner_go_on_to_an_empty_storm(sto
 
 
 def test_retry_delay_0_retries_at_once_as_before(store, tmp_path):
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     store.make("a 1\n", toml="[runner]\nattempts = 2\n")
     root = store.root
     failing(store, "a")
@@ -132,6 +135,7 @@ def test_retry_delay_0_retries_at_once_as_before(store, tmp_path):
 
 @pytest.mark.parametrize("setting", ["RUNNER_RETRY_DELAY=soon", "RUNNER_RETRY_MAX=-1", "RUNNER_RETRY_DELAY=1.5"])
 def test_a_retry_setting_that_is_not_whole_seconds_is_a_usage_error(store, tmp_path, setting):
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     store.make("a 1\n")
     before = store.events()
     name, value = setting.split("=")
@@ -146,7 +150,8 @@ def test_what_holds_the_storm_up_is_named_with_what_unblocks_it(tmp_path):
     review, and a running marker with no lease: each named with its fix.
     Directory only: a running marker with no lease is a file a database
     storm cannot hold (the test below is this one on both stores, without
-    the marker)."""
+    the marker).
+    A real process: examples/runner.sh, a shell script calling the installed command."""
     root = make_storm(tmp_path / "storm", "a 1 zz\nb 2\nc 3 b\nm 4\n", finished=["b"], running=["m"], unattended=True)
     result = run_once(root, runner_env(tmp_path / "ran.txt"))
     assert result.returncode == 0, result.stderr
@@ -167,7 +172,8 @@ def test_what_holds_the_storm_up_is_named_with_what_unblocks_it_on_either_store(
     """A dependency the storm does not know and finished lanes left to a
     batch review (UNATTENDED; on a database storm ``[runner] unattended =
     true``, recorded with ``storm-queue declare``), each named with the
-    command that unblocks it there."""
+    command that unblocks it there.
+    A real process: examples/runner.sh, a shell script calling the installed command."""
     root = store.root
     if store.kind == "directory":
         store.make("a 1 zz\nb 2\nc 3 b\n", finished=["b"], unattended=True)
@@ -200,6 +206,7 @@ def test_what_holds_the_storm_up_is_named_with_what_unblocks_it_on_either_store(
 
 
 def test_a_wait_on_a_running_lane_or_a_scheduled_one_says_nothing(store, tmp_path):
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     store.make("a 1\nb 2 a\nc 3\n")
     root = store.root
     assert run_cli(root, "claim", "--holder", "elsewhere").stdout.startswith("run a 1 ")
@@ -209,6 +216,7 @@ def test_a_wait_on_a_running_lane_or_a_scheduled_one_says_nothing(store, tmp_pat
 
 
 def test_once_runs_one_lane_and_exits_leaving_the_rest(store, tmp_path):
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     store.make("a 1\nb 2\n")
     root = store.root
     log = tmp_path / "ran.txt"
@@ -224,6 +232,7 @@ def test_once_runs_one_lane_and_exits_leaving_the_rest(store, tmp_path):
 
 
 def test_once_settles_the_lanes_to_review_and_exits(store, tmp_path):
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     store.make("a 1\nb 2\n", finished=["a"])
     root = store.root
     result = run_once(root, runner_env(tmp_path / "ran.txt", store))
@@ -234,6 +243,7 @@ def test_once_settles_the_lanes_to_review_and_exits(store, tmp_path):
 
 
 def test_an_unknown_option_is_a_usage_error(tmp_path):
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     result = subprocess.run(["bash", str(RUNNER), "--twice", str(tmp_path)], capture_output=True, text=True)
     assert result.returncode == 2
     assert result.stderr == "runner: unknown option --twice (usage: runner.sh [--once] [STORM_ROOT])\n"
@@ -242,7 +252,8 @@ def test_an_unknown_option_is_a_usage_error(tmp_path):
 def test_a_ready_lane_held_back_by_a_marker_with_no_lease_in_the_only_slot_is_stuck(tmp_path):
     """A ready lane changes nothing by itself when the slot it waits for is
     held by a running marker that no claim or recover takes back. Directory
-    only: a running marker with no lease is a file a database storm cannot hold."""
+    only: a running marker with no lease is a file a database storm cannot hold.
+    A real process: examples/runner.sh, a shell script calling the installed command."""
     root = make_storm(tmp_path / "storm", "m 1\nx 2\n", running=["m"])
     assert listed(root)["decision"] == "run x 2", "next knows no slots; claim does"
     result = run_once(root, runner_env(tmp_path / "ran.txt"))
@@ -260,7 +271,8 @@ def test_a_lane_marked_blocked_by_the_claim_that_answered_wait_is_not_said_to_ho
     """The claim that marks a lane blocked answers on the state before the
     mark (``wait``; the mark shows from the next call, contract section 3),
     so a runner that then finds the lane finished must not say the storm
-    waits for the operator: the next claim answers ``review``."""
+    waits for the operator: the next claim answers ``review``.
+    A real process: examples/runner.sh, a shell script calling the installed command."""
     store.make("h 8 lost\n", abandoned=["lost"])
     root = store.root
     first = run_once(root, runner_env(tmp_path / "ran.txt", store))
@@ -276,7 +288,8 @@ def test_a_lane_marked_blocked_by_the_claim_that_answered_wait_is_not_said_to_ho
 @pytest.mark.postgresql
 def test_a_database_url_s_password_is_never_said(pg_server, pg_url, tmp_path):
     """The commands the runner tells the operator name the storm's URL with
-    its password hidden, as storm-queue shows it."""
+    its password hidden, as storm-queue shows it.
+    A real process: examples/runner.sh, a shell script calling the installed command."""
     from psycopg.conninfo import conninfo_to_dict
 
     from tests.stores import DatabaseStorm

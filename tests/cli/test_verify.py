@@ -210,6 +210,7 @@ def test_the_progress_bar_shows_only_at_a_terminal(recorded: Path, monkeypatch) 
 
 
 def test_a_short_log_shows_no_bar_even_at_a_terminal(recorded: Path) -> None:
+    """A real process on a pseudo-terminal."""
     code, out = run_in_pty([sys.executable, "-m", "storm_queue", "verify", "--root", str(recorded)])
     assert code == 0 and b"sound: 5 line(s)" in out and b"verifying the log" not in out
 

@@ -78,6 +78,7 @@ def contains(lines: list[str], part: list[str]) -> bool:
 
 
 def test_the_readme_walkthrough_works_from_an_empty_home(tmp_path):
+    """Real shells (bash, and cron's sh) calling the installed command."""
     home = tmp_path / "home"
     home.mkdir()
     bin_dir = shim(home)

@@ -79,6 +79,7 @@ def at_a_terminal(args: list[str], env: dict[str, str]) -> tuple[int, bytes]:
 
 
 def test_no_color_at_a_terminal_gives_no_escape_sequences(spring: Path) -> None:
+    """A real process: its stdin and stdout are a pseudo-terminal."""
     args = [sys.executable, "-m", "storm_queue", "watch", "--once", "--root", str(spring)]
     code, coloured = at_a_terminal(args, clean_env(TERM="xterm-256color", COLUMNS="160"))
     assert code == 0
@@ -91,6 +92,7 @@ def test_no_color_at_a_terminal_gives_no_escape_sequences(spring: Path) -> None:
 
 
 def test_a_hostile_reason_is_shown_escaped_in_the_rich_frame(spring: Path) -> None:
+    """A real process: its stdin and stdout are a pseudo-terminal."""
     code, out = at_a_terminal([sys.executable, "-m", "storm_queue", "watch", "--once", "--root", str(spring)],
                               clean_env(TERM="xterm-256color", COLUMNS="200"))
     assert code == 0
@@ -238,6 +240,7 @@ def pane(tmp_path: Path):
 
 
 def test_live_view_shows_the_storm_and_a_bump_from_another_process(spring: Path, pane) -> None:
+    """A real process: the live view runs in a tmux pane."""
     p = pane(spring)
     screen = p.shows("next: run docs 15", within=15)
     assert p.flag("alternate_on") == "1"
@@ -260,6 +263,7 @@ def test_live_view_shows_the_storm_and_a_bump_from_another_process(spring: Path,
 
 
 def test_live_view_writes_nothing_and_ctrl_c_leaves_cleanly(spring: Path, pane) -> None:
+    """A real process: the live view runs in a tmux pane."""
     before = tree(spring, times=True)
     p = pane(spring)
     p.shows("next: run docs 15", within=15)
@@ -271,6 +275,7 @@ def test_live_view_writes_nothing_and_ctrl_c_leaves_cleanly(spring: Path, pane) 
 
 
 def test_live_view_under_no_color_draws_no_colour(spring: Path, pane) -> None:
+    """A real process: the live view runs in a tmux pane."""
     p = pane(spring, env={"NO_COLOR": "1"})
     p.shows("next: run docs 15", within=15)
     raw = p.screen(escapes=True)
@@ -282,6 +287,7 @@ def test_live_view_under_no_color_draws_no_colour(spring: Path, pane) -> None:
 
 
 def test_sigterm_restores_the_terminal_and_exits_143(spring: Path, pane) -> None:
+    """A real process: the live view runs in a tmux pane."""
     p = pane(spring)
     p.shows("next: run docs 15", within=15)
     os.kill(p.watch_pid(), signal.SIGTERM)
@@ -308,6 +314,7 @@ def test_a_database_storm_once(db: str) -> None:
 
 
 def test_a_database_storm_live_shows_a_bump_within_two_intervals(db: str, pane) -> None:
+    """A real process: the live view runs in a tmux pane."""
     p = pane(db)
     screen = p.shows("next: run schema 12", within=15)
     assert "a database storm: read again every 1s" in screen
@@ -322,7 +329,8 @@ def test_a_database_storm_live_shows_a_bump_within_two_intervals(db: str, pane) 
 
 def test_a_database_storm_live_survives_a_lost_connection(pg_server, db: str, pane) -> None:
     """The server ends watch's connection: the view says so and keeps the
-    last frame, then reads again over a new connection."""
+    last frame, then reads again over a new connection.
+    A real process: the live view runs in a tmux pane."""
     from psycopg.conninfo import conninfo_to_dict
 
     p = pane(db)

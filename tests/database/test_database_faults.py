@@ -126,6 +126,7 @@ def test_the_worktree_package_is_the_one_under_test() -> None:
 # -- 1. pg_terminate_backend in the middle of a request -----------------------
 
 def test_a_backend_terminated_while_waiting_for_the_storm_is_not_recorded_and_a_retry_succeeds(pg_server, db) -> None:
+    """A real process: it waits for the storm while the test ends its backend."""
     ok(db, "add", "a", "1")
     ok(db, "add", "b", "2")
     acked = {"r-bump-b": ok(db, "bump", "b", "--reason", "r-bump-b")}
@@ -162,6 +163,7 @@ def test_a_backend_terminated_while_waiting_for_the_storm_is_not_recorded_and_a_
 # -- 2. the server restarted (immediate) under load ---------------------------
 
 def test_the_server_restarted_under_load_every_answer_is_truthful(pg_server, db) -> None:
+    """Real processes: four writers at once, from threads, while the server restarts."""
     lanes = [f"l{i}" for i in range(4)]
     for i, slug in enumerate(lanes):
         ok(db, "add", slug, str(100 + i))
@@ -239,6 +241,7 @@ def test_the_server_restarted_under_load_every_answer_is_truthful(pg_server, db)
 # -- 3. a writer killed with SIGKILL mid-transaction --------------------------
 
 def test_a_writer_killed_mid_transaction_leaves_no_line_and_the_next_request_chains_on(pg_server, db) -> None:
+    """A real process: the test kills it with SIGKILL mid-transaction."""
     ok(db, "add", "a", "1")
     ok(db, "add", "b", "2")
     acked = {"r-first": ok(db, "bump", "b", "--reason", "r-first")}
@@ -275,6 +278,7 @@ def test_a_writer_killed_mid_transaction_leaves_no_line_and_the_next_request_cha
 # -- 4. a runner killed with SIGKILL while its lease holds ---------------------
 
 def test_a_killed_runners_lease_expires_and_its_late_finish_is_refused(pg_server, db, tmp_path) -> None:
+    """A real process: the runner is killed with SIGKILL."""
     toml = tmp_path / "storm.toml"
     toml.write_text("[runner]\nttl_min = 1\nttl = 2\n")
     assert ok(db, "declare", str(toml))["outcome"] == "done"

@@ -159,6 +159,7 @@ def answer(done: subprocess.CompletedProcess, code: int = 0) -> dict:
 
 
 def test_a_runner_cut_off_mid_lease_loses_the_lane_and_its_late_finish_is_refused(tcp_server, tmp_path) -> None:
+    """Real processes, each in a network namespace of its own (ip netns exec)."""
     from tests.pgserver import make_url
 
     server, a, b = tcp_server

@@ -13,6 +13,7 @@ from tests.faults import crash_harness
 
 
 def test_adopt_killed_at_every_step_leaves_the_old_log_untouched_or_the_adoption_complete(tmp_path):
+    """A real process: the harness kills adopt with SIGKILL."""
     lane = [s for s, *_ in oldlog.SAMPLE_LANE]
     fig = crash_harness.adopt_trials(tmp_path, oldlog.SAMPLE, oldlog.QUEUE, lane)
     assert fig.failures == [], "\n".join(fig.failures)

@@ -38,6 +38,7 @@ time.sleep(60)
 
 
 def test_busy_names_the_process_that_holds_the_lock(tmp_path):
+    """The lock's holder is a real process, which busy names; the commands run in this one."""
     import subprocess
     import sys
 

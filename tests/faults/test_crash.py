@@ -19,6 +19,7 @@ TRIALS = 300
 
 
 def test_writers_killed_at_random_lose_no_acknowledged_request(tmp_path):
+    """Real processes: the harness kills writers with SIGKILL."""
     fig = crash_harness.run(TRIALS, seed=5, base=tmp_path)
     assert fig.failures == [], "\n".join(fig.failures[:10])
     assert (fig.lost, fig.duplicated) == (0, 0)
@@ -51,7 +52,8 @@ def test_a_lease_whose_finish_died_after_its_result_json_still_holds_its_slot(tm
     its ``finish --result ok`` has written ``result.json`` (which comes
     first) but the log never heard of the finish: its lease is still live
     (its holder can still renew it). With ``slots = 1``, the next claim must
-    not lease a second lane until that lease ends."""
+    not lease a second lane until that lease ends.
+    Real processes: the harness kills writers with SIGKILL."""
     rng = random.Random(0)
     (tmp_path / "queue.txt").write_text("a 1\nb 2\n")
     (tmp_path / "storm.toml").write_text("[runner]\nslots = 1\n")

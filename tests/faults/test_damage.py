@@ -241,6 +241,7 @@ def test_torn_tail_is_ignored_by_readers_and_repaired_by_the_next_writer(root, w
 
 
 def test_writers_killed_at_random_leave_a_readable_log(tmp_path):
+    """Real processes: writers at once, killed with SIGKILL."""
     root = make_storm(tmp_path / "storm", "".join(f"l{i} {i}\n" for i in range(8)) + "m 9 l1,l2\n")
     rng = random.Random(20260101)
     env = clean_env()

@@ -48,6 +48,7 @@ def _storm(tmp_path: Path) -> Path:
 
 
 def test_killed_halfway_through_its_line_leaves_a_torn_tail_that_the_next_writer_repairs(tmp_path):
+    """A real process: it kills itself with SIGKILL mid-write."""
     root = _storm(tmp_path)
     log_before = (root / "priority.log").read_bytes()
     assert _killed(KILL_IN_WRITE, root, "bump", "c", "--reason", "never acknowledged") == -9
@@ -73,6 +74,7 @@ def test_killed_halfway_through_its_line_leaves_a_torn_tail_that_the_next_writer
 
 
 def test_killed_after_its_line_but_before_the_witness_leaves_a_log_that_reads(tmp_path):
+    """A real process: it kills itself with SIGKILL mid-write."""
     root = _storm(tmp_path)
     assert _killed(KILL_BEFORE_WITNESS, root, "bump", "c") == -9
     events = log_events(root)

@@ -153,7 +153,8 @@ FIDELITY = [["next"], ["list"], ["list", "--json"], ["bump", "b", "--json"], ["b
 @pytest.mark.parametrize("click", [False, True], ids=["entry", "click"])
 def test_it_prints_and_exits_as_a_real_process(tmp_path: Path, click: bool) -> None:
     """The same bytes and exit code, form by form, on twin storms (times
-    and the storm's own path aside)."""
+    and the storm's own path aside).
+    A real process, to compare the in-process call with."""
     import re
 
     stamp = re.compile(rb"\d{4}-\d\d-\d\d[T ][\d:.]+Z|\d+[smhd] ago|in \d+[smhd]|left of [\dhms]+")
@@ -173,6 +174,7 @@ def test_it_prints_and_exits_as_a_real_process(tmp_path: Path, click: bool) -> N
 
 
 def test_bytes_that_are_not_utf8_come_out_as_a_process_gives_them(tmp_path: Path) -> None:
+    """A real process, to compare the in-process call with."""
     twins = [make_storm(tmp_path / name / "storm", QUEUE) for name in ("in", "out")]
     argv = [b"bump", b"a\xff\xfe", b"--reason", "r\u00e9".encode(), b"--json", b"--root"]
     inside = run_main([*argv, bytes(twins[0])], text=False)
@@ -183,7 +185,8 @@ def test_bytes_that_are_not_utf8_come_out_as_a_process_gives_them(tmp_path: Path
 
 
 def test_text_is_decoded_as_subprocess_decodes_it() -> None:
-    """The locale's encoding and universal newlines, as ``text=True`` decodes a child's output."""
+    """The locale's encoding and universal newlines, as ``text=True`` decodes a child's output.
+    A real process, to compare the in-process call with."""
     from tests.conftest import _decoded
 
     data = b"a\r\nb\rc\n\xc3\xa9\n"

@@ -89,6 +89,7 @@ def test_the_odd_inputs_json_knows():
 
 
 def test_it_does_not_import_json_or_re_until_asked_to_refuse():
+    """A real process: which modules it imports is tested (this one has the test runner's)."""
     code = ("import sys; from storm_queue.core import jsoncodec as j\n"
             "assert j.loads(j.dumps({'a': [1, 2.5, None, 'x\\u00e9\\n']})) == {'a': [1, 2.5, None, 'x\\u00e9\\n']}\n"
             "assert j.loads(b' [true] ') == [True]\n"

@@ -220,6 +220,7 @@ NO_PSYCOPG = "sys.modules['psycopg'] = None"
 @pytest.mark.parametrize("patch, says", [(NO_BINARIES, "apt-get install postgresql"),
                                          (NO_PSYCOPG, "psycopg is not importable")])
 def test_missing_prerequisite_skips_locally_and_fails_under_ci(tmp_path, patch, says):
+    """A real process: a pytest session of its own."""
     local = _probe(tmp_path, patch)
     assert local.returncode == 0 and "2 skipped" in local.stdout, local.stdout + local.stderr
     assert says in local.stdout
@@ -230,6 +231,7 @@ def test_missing_prerequisite_skips_locally_and_fails_under_ci(tmp_path, patch, 
 
 @pytest.mark.postgresql
 def test_an_existing_server_named_by_the_environment(tmp_path, pg_server):
+    """A real process: a pytest session of its own."""
     _own_server(pg_server)
     with pg_server.admin() as conn:
         before = conn.execute("SELECT count(*) FROM pg_database").fetchone()[0]

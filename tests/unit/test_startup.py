@@ -52,6 +52,7 @@ def busy_storm(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("args", [("next",), ("next", "--json"), ("list", "--json")])
 def test_readers_import_neither_rich_nor_the_lock_nor_click(busy_storm: Path, args: tuple[str, ...]) -> None:
+    """A real process: start-up (the console script's path from a fresh interpreter, what it imports) is tested."""
     modules = loaded(busy_storm, *args)
     assert "storm_queue.store.directory.store" in modules  # the probe really ran the command
     found = {m.split(".")[0] for m in modules} & NEVER_FOR_READERS
@@ -59,7 +60,8 @@ def test_readers_import_neither_rich_nor_the_lock_nor_click(busy_storm: Path, ar
 
 
 def test_next_does_not_import_rich(busy_storm: Path) -> None:
-    """The issue's named guard, through -X importtime as a user would see it."""
+    """The issue's named guard, through -X importtime as a user would see it.
+    A real process: start-up (the console script's path from a fresh interpreter, what it imports) is tested."""
     done = subprocess.run([sys.executable, "-X", "importtime", "-m", "storm_queue", "next", "--root", str(busy_storm)],
                           capture_output=True, text=True, env=clean_env(), timeout=60)
     assert done.returncode == 0, done.stderr
@@ -69,12 +71,14 @@ def test_next_does_not_import_rich(busy_storm: Path) -> None:
 
 
 def test_a_request_imports_no_rich_and_no_lock_library(busy_storm: Path) -> None:
+    """A real process: start-up (the console script's path from a fresh interpreter, what it imports) is tested."""
     modules = loaded(busy_storm, "unbump", "b")
     assert "fcntl" in modules  # a writer takes the lock
     assert not {m for m in modules if m.split(".")[0] in ("rich", "filelock", "asyncio")}
 
 
 def test_the_package_loads_its_names_on_first_use() -> None:
+    """A real process: start-up (the console script's path from a fresh interpreter, what it imports) is tested."""
     code = ("import sys, storm_queue; assert 'storm_queue.service.storm' not in sys.modules; "
             "from storm_queue import Storm, Listing, Outcome, StormError, UnknownOrder, NoStorm, Busy, RecordFailed; "
             "import storm_queue.service.storm as d, storm_queue.core.errors as e; "
@@ -127,6 +131,7 @@ def storms(tmp_path: Path) -> dict[str, Path]:
                                   ["next", "--json", "--root", "{root}"], ["next", "--root", "{root}", "--json"],
                                   ["list", "--root", "{root}", "--json"]])
 def test_quick_forms_answer_as_click_does(tmp_path: Path, form: list[str]) -> None:
+    """A real process: start-up (the console script's path from a fresh interpreter, what it imports) is tested."""
     for name, root in storms(tmp_path).items():
         args = [a.replace("{root}", str(root)) for a in form]
         quick, slow = both(args, cwd=root)
@@ -143,6 +148,7 @@ def test_quick_forms_answer_as_click_does(tmp_path: Path, form: list[str]) -> No
 
 
 def test_other_forms_answer_as_click_does(tmp_path: Path) -> None:
+    """A real process: start-up (the console script's path from a fresh interpreter, what it imports) is tested."""
     root = make_storm(tmp_path / "storm", QUEUE)
     afile = root / "queue.txt"
     forms = [["next", "--root"], ["next", "--root", str(afile)], ["next", "--root", str(tmp_path / "none")],
@@ -158,7 +164,8 @@ def test_other_forms_answer_as_click_does(tmp_path: Path) -> None:
                                   ["claim", "--root", "{root}", "--json", "--holder", "r2"]])
 def test_quick_claims_answer_as_click_does(tmp_path: Path, form: list[str]) -> None:
     """Two copies of each storm, one asked through each path: the same
-    decision, the same record, the same words (times aside)."""
+    decision, the same record, the same words (times aside).
+    A real process: start-up (the console script's path from a fresh interpreter, what it imports) is tested."""
     import re
     import shutil
 
@@ -182,6 +189,7 @@ def test_quick_claims_answer_as_click_does(tmp_path: Path, form: list[str]) -> N
 
 
 def test_no_storm_here_answers_as_click_does(tmp_path: Path) -> None:
+    """A real process: start-up (the console script's path from a fresh interpreter, what it imports) is tested."""
     lone = tmp_path / "nothing"
     lone.mkdir()
     for args in (["next"], ["list", "--json"]):
@@ -268,6 +276,7 @@ NEVER_ON_A_PLAIN_REQUEST = {"re", "json", "enum"}
 
 @pytest.mark.parametrize("args", [("bump", "b"), ("next",), ("claim",), ("list", "--json")], ids=" ".join)
 def test_the_command_loads_neither_re_nor_json(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """A real process: start-up (the console script's path from a fresh interpreter, what it imports) is tested."""
     root = make_storm(tmp_path / "storm", QUEUE, abandoned=["gone"])
     done = subprocess.run([sys.executable, "-X", "importtime", str(SCRIPT), *args, "--root", str(root)],
                           capture_output=True, text=True, env=clean_env(), timeout=60)
@@ -279,6 +288,7 @@ def test_the_command_loads_neither_re_nor_json(tmp_path: Path, args: tuple[str, 
 
 @pytest.mark.parametrize("args", [("next",), ("list",), ("list", "--json"), ("unbump", "b"), ("why", "b")])
 def test_only_watch_imports_the_live_view(busy_storm: Path, args: tuple[str, ...]) -> None:
+    """A real process: start-up (the console script's path from a fresh interpreter, what it imports) is tested."""
     modules = loaded(busy_storm, *args)
     assert "storm_queue.store.directory.store" in modules
     assert "storm_queue.cli.watch" not in modules, f"{' '.join(args)} imported storm_queue.cli.watch"
@@ -298,6 +308,7 @@ DECLARATION = '[priority]\nsources = ["nightly"]\n'
 @pytest.mark.parametrize("args", [("bump", "b"), ("unbump", "b"), ("push", "e", "5"), ("claim",), ("claim", "--json"),
                                   ("next",), ("list", "--json")], ids=" ".join)
 def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: tuple[str, ...], declared: bool) -> None:
+    """A real process: start-up (the console script's path from a fresh interpreter, what it imports) is tested."""
     root = make_storm(tmp_path / "storm", QUEUE, abandoned=["gone"], toml=DECLARATION if declared else None)
     if args[0] == "unbump":  # something to un-bump
         subprocess.run([sys.executable, "-m", "storm_queue", "bump", "b", "--root", str(root)], env=clean_env(),
@@ -337,6 +348,7 @@ NOT_FOR = {"bump": {"service.storm", "service.leases", "core.runs", "ops.adopt",
 @pytest.mark.parametrize("args", [("next",), ("next", "--json"), ("bump", "b"), ("unbump", "b"), ("push", "e", "5"),
                                   ("claim",), ("claim", "--json")], ids=" ".join)
 def test_each_command_loads_only_its_part_of_the_storm(tmp_path: Path, args: tuple[str, ...]) -> None:
+    """A real process: start-up (the console script's path from a fresh interpreter, what it imports) is tested."""
     root = make_storm(tmp_path / "storm", "a 1\nb 2 a\nd 4\n")
     if args[0] == "unbump":
         subprocess.run([sys.executable, "-m", "storm_queue", "bump", "b", "--root", str(root)], env=clean_env(),
