@@ -25,9 +25,11 @@ fresh ``python -m storm_queue`` child's would, and put back afterwards:
   prints its traceback on stderr and is exit 1, as the interpreter does;
 - warnings are filtered and printed on stderr as a fresh interpreter does
   (not recorded by pytest);
-- the signal handlers of SIGINT, SIGTERM, SIGALRM and SIGWINCH, the real
-  timer and the signal mask are put back; ``timeout`` is a real timer whose
-  expiry raises ``subprocess.TimeoutExpired`` out of the call;
+- the signal handlers of SIGINT, SIGTERM, SIGALRM, SIGWINCH and SIGUSR1, the
+  real timer and the signal mask are put back; at ``timeout`` a watchdog
+  thread sends the main thread SIGUSR1, whose handler ends the call (a wait
+  in flock(2) or a sleep too) with ``subprocess.TimeoutExpired`` (not
+  SIGALRM: the writers' lock holds back another's alarm while it waits);
 - the state the CLI keeps in module globals between calls in one process
   (``IN_PROCESS_STATE``: the events ``writer.appended`` recorded, the
   lock's ``on_wait`` and ``_armed``, the URLs ``roots.SEEN`` has seen) is
@@ -124,7 +126,7 @@ IN_PROCESS_STATE = (
     ("storm_queue.roots", "SEEN", list),
 )
 #: the signals whose handlers a call may set
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGWINCH)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGWINCH, signal.SIGUSR1)
 #: the warning filters of a fresh interpreter (no -W, no -X dev)
 FRESH_FILTERS = [("default", None, DeprecationWarning, "__main__", 0), ("ignore", None, DeprecationWarning, None, 0),
                  ("ignore", None, PendingDeprecationWarning, None, 0), ("ignore", None, ImportWarning, None, 0),
@@ -134,6 +136,38 @@ _in_call = threading.Lock()
 
 class _TimedOut(BaseException):
     """The in-process call's timer expired (not an ``Exception``: no handler of the CLI takes it)."""
+
+
+class _Watchdog:
+    """Ends the main thread's call at ``timeout`` seconds: a timer thread
+    sends it SIGUSR1, whose handler raises ``_TimedOut`` while armed."""
+
+    def __init__(self, timeout: float | None):
+        self.timeout, self.armed, self.timer = timeout, False, None
+
+    def __enter__(self) -> "_Watchdog":
+        if self.timeout is not None:
+            signal.signal(signal.SIGUSR1, self._expire)
+            self.armed = True
+            self.timer = threading.Timer(self.timeout, signal.pthread_kill, (threading.main_thread().ident, signal.SIGUSR1))
+            self.timer.daemon = True
+            self.timer.start()
+        return self
+
+    def _expire(self, signum: int, frame: object) -> None:
+        if self.armed:
+            self.armed = False
+            raise _TimedOut
+
+    def disarm(self) -> None:
+        """No expiry from here on; a signal already sent is taken (and ignored) before this returns."""
+        self.armed = False
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer.join()
+
+    def __exit__(self, *exc: object) -> None:
+        self.disarm()
 
 
 class _Kept(io.BytesIO):
@@ -297,22 +331,15 @@ def _call(words: list[str], env: dict[str, str], cwd, stdin: bytes, text: bool, 
         sys.argv = [argv0, *words]
         sys.stdin = _stream(sys.__stdin__, stdin)
         sys.stdout, sys.stderr = out, err
-        if timeout is not None and saved_timer[0] == 0:
-            def expire(signum, frame):
-                raise _TimedOut
-
-            signal.signal(signal.SIGALRM, expire)
-            signal.setitimer(signal.ITIMER_REAL, timeout)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _Watchdog(timeout) as watchdog:
                 warnings.filters[:] = [(a, m, c, mod, ln) for a, m, c, mod, ln in FRESH_FILTERS]
                 warnings._filters_mutated()
                 warnings.showwarning = _show_warning
                 try:
                     main()
                 finally:
-                    if timeout is not None and saved_timer[0] == 0:
-                        signal.setitimer(signal.ITIMER_REAL, 0)
+                    watchdog.disarm()
         except SystemExit as exc:
             code = _exit_code(exc.code, err)
         except _TimedOut:
@@ -326,7 +353,7 @@ def _call(words: list[str], env: dict[str, str], cwd, stdin: bytes, text: bool, 
             except ValueError:  # closed by the call
                 pass
     finally:
-        if timeout is not None and saved_timer[0] == 0:
+        if saved_timer == (0.0, 0.0):  # one the call left running (the lock puts back a timer it found itself)
             signal.setitimer(signal.ITIMER_REAL, 0)
         for s, handler in saved_handlers.items():
             if handler is not None:

@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,8 @@ def process_state() -> dict[str, object]:
     return {
         "environ": dict(os.environ), "cwd": os.getcwd(), "argv": list(sys.argv),
         "streams": (sys.stdin, sys.stdout, sys.stderr),
-        "handlers": {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGWINCH)},
+        "handlers": {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGWINCH,
+                                                      signal.SIGUSR1)},
         "timer": signal.getitimer(signal.ITIMER_REAL), "mask": signal.pthread_sigmask(signal.SIG_BLOCK, []),
         "fds": sorted(os.listdir("/proc/self/fd")),
     }
@@ -111,8 +113,6 @@ def test_the_events_a_call_appended_are_its_own(tmp_path: Path) -> None:
     """``writer.appended`` (what an interrupt reports as recorded) is fresh
     for each call and put back after it: a call interrupted while waiting
     for the lock says nothing was recorded, whatever this process appended."""
-    import time
-
     from storm_queue.store.directory.log import writer
 
     root = make_storm(tmp_path / "storm", QUEUE)
@@ -196,18 +196,19 @@ def test_text_is_decoded_as_subprocess_decodes_it() -> None:
 
 
 def test_a_timeout_ends_the_call_and_puts_the_lock_and_timer_back(tmp_path: Path) -> None:
-    """A call that would wait 30 s for the writers' lock (held here) is
-    ended by its 1 s timeout, as ``subprocess.run`` would end it."""
+    """A call that would wait 60 s for the writers' lock (held here) is
+    ended by its 1 s timeout, as ``subprocess.run`` would end it, in flock(2)."""
     root = make_storm(tmp_path / "storm", QUEUE)
     assert inside(root, "bump", "a").returncode == 0
     fd = os.open(root / "priority.log.lock", os.O_RDWR)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    before = process_state()
+    before, start = process_state(), time.monotonic()
     try:
         with pytest.raises(subprocess.TimeoutExpired):
-            inside(root, "bump", "b", "--wait", "30", timeout=1)
+            inside(root, "bump", "b", "--wait", "60", timeout=1)
     finally:
         os.close(fd)
+    assert time.monotonic() - start < 30, "the lock's wait was not ended at the timeout"
     assert changed({k: v for k, v in before.items() if k != "fds"},
                    {k: v for k, v in process_state().items() if k != "fds"}) == []
     assert inside(root, "bump", "b").returncode == 0
