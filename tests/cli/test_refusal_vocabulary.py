@@ -237,7 +237,8 @@ def _invalid_ledger(make: Make) -> Answer:
 def _reorder_conflict(make: Make, request=None) -> Answer:
     """A database storm only: the request waits on a row another session
     locked, which then waits on the storm's advisory lock: a deadlock the
-    server breaks by aborting the request."""
+    server breaks by aborting the request. A real process: it waits on the
+    row while this test's sessions watch it and take the locks."""
     import subprocess
     import sys
     import time

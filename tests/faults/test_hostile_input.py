@@ -1,5 +1,5 @@
 """Hostile input (issue 5 item 7), fuzzed with Hypothesis through the real
-command line (forked processes, see tests/cli/test_authority.py): random
+command line (click's, in this process: ``conftest.run_main``): random
 bytes and near-valid text as ``queue.txt``, ``storm.toml``, the ledgers, a
 log line (bare, or a well-formed event carrying hostile strings, chained and
 witnessed) and the witness; random strings as slugs, issues, dependencies,
@@ -14,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from hypothesis import strategies as st
 
 from storm_queue.core import fold
 from storm_queue.service.storm import Storm
-from tests.cli.test_authority import run_forked
+from tests.conftest import run_main
 from tests.faults.crash_harness import _check_log
 
 SETTINGS = settings(max_examples=50, deadline=None, derandomize=True,
@@ -63,8 +64,11 @@ class Storm_:
         shutil.rmtree(self.base, ignore_errors=True)
 
 
-def run(root: Path, *args: str):
-    ran = run_forked(root, *args, drop=lambda: None)
+def run(root: Path, *args: str) -> subprocess.CompletedProcess:
+    """``storm-queue ARGS --root ROOT`` in ROOT, its output decoded with replacement: a defined outcome."""
+    done = run_main([*args, "--root", str(root)], cwd=root, text=False, click=True)
+    ran = subprocess.CompletedProcess(done.args, done.returncode, *(out.decode("utf-8", "replace")
+                                                                     for out in (done.stdout, done.stderr)))
     assert ran.returncode in (0, 1, 2, 3), (args, ran.returncode, ran.stdout, ran.stderr)
     for stream in (ran.stdout, ran.stderr):
         assert "Traceback" not in stream and "crashed" not in stream, (args, stream)
