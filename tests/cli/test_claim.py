@@ -597,6 +597,7 @@ def test_recover_of_a_live_lease_or_a_lane_not_running_is_refused(tmp_path: Path
 
 @pytest.mark.parametrize("with_lease", [False, True], ids=["fresh storm", "storm with a lease"])
 def test_a_stranger_may_not_claim_and_changes_nothing(storm_dir, with_lease: bool) -> None:  # noqa: F811
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\nb 2\n", toml="[runner]\nslots = 2\n")
     if with_lease:
         assert claim(root) == "run a 1 1"

@@ -121,6 +121,7 @@ def test_a_dry_run_on_an_unknown_order_is_3(storm) -> None:
 
 
 def test_a_stranger_dry_run_is_refused_with_1(storm_dir) -> None:  # noqa: F811
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\n")
     before = tree(root, times=True)
     ran = run_forked(root, "bump", "a", "--dry-run", "--json")

@@ -130,6 +130,7 @@ def wrapper(tmp_path: Path) -> Path:
 
 
 def test_two_runners_claiming_while_halted_lease_nothing_until_resume(tmp_path: Path) -> None:
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     root = make_storm(tmp_path / "storm", "a 1\nb 2 a\nc 3\nd 4\n", toml="[runner]\nslots = 2\n")
     assert run_cli(root, "halt", "--reason", "maintenance").returncode == 0
     sq = wrapper(tmp_path)

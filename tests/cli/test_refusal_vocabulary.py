@@ -381,6 +381,8 @@ def _params():
 
 @pytest.mark.parametrize("code, kind", list(_params()))
 def test_the_tool_produces_each_refusal_code(storm_dir, code: str, kind: str, request) -> None:
+    """A real process where a case needs one: a stranger (a forked child as
+    uid 65534), a request waiting on a locked row (``_reorder_conflict``)."""
     made: list = []
 
     def make(queue: str, toml: str | None = None, abandoned=()):

@@ -71,6 +71,7 @@ PREDICTED = ["b", "f", "e", "a", "d", "c", "h", "g"]
 
 
 def test_two_runners_with_two_slots_run_every_lane_once_in_the_predicted_order(store, tmp_path: Path) -> None:
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     store.make(QUEUE, integrated=["base"], toml="[runner]\nslots = 2\nttl = 60\nttl_min = 1\n")
     root = store.root
     for slug in ("b", "f", "e"):
@@ -147,6 +148,7 @@ def stuck_once_run_sh(store, flags: Path, slug: str) -> None:
 
 
 def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(store, tmp_path: Path) -> None:
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     # The storm's default lease is long; the doomed runner asks for a short one.
     store.make("slow 1\na 2\nb 3\nc 4 a\n", toml="[runner]\nslots = 2\nttl = 60\nttl_min = 1\n")
     root = store.root
@@ -243,6 +245,7 @@ def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(sto
 
 
 def test_a_lane_that_outlives_its_ttl_keeps_its_lease_by_renewing(store, tmp_path: Path) -> None:
+    """A real process: examples/runner.sh, a shell script calling the installed command."""
     store.make("long 1\nnext 2\n", toml="[runner]\nslots = 1\nttl = 60\nttl_min = 1\n")
     root = store.root
     flags = tmp_path / "flags"

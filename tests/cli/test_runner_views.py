@@ -317,7 +317,8 @@ def test_a_scheduled_lane_keeps_its_place_and_says_when_it_may_start(store) -> N
 def test_the_terminal_table_colours_quarantined_scheduled_orphan_and_marker(store) -> None:
     """The running marker with no lease (c) is a directory's file: on a
     database storm c is ready, so the short lease that becomes an orphan
-    is c's there (d's on a directory); the rest is the same."""
+    is c's there (d's on a directory); the rest is the same.
+    A real process: its stdout is a pseudo-terminal (list's table)."""
     root = made(store)
     if store.kind == "directory":
         (store.lanes_dir / "c" / ".qwenstorm").mkdir(parents=True)
@@ -365,7 +366,8 @@ def _clean(where: str, text: str) -> None:
 
 
 def test_a_hostile_note_and_reason_are_shown_escaped_never_raw(store) -> None:
-    """(progress.log is a directory's file: a database storm has none, its log is the record.)"""
+    """(progress.log is a directory's file: a database storm has none, its log is the record.)
+    A real process: its stdout is a pseudo-terminal (list's table)."""
     root = made(store)
     assert ok(root, "claim", "--holder", "r1") == "run a 1 1\n"
     ok(root, "finish", "a", "--token", "1", "--result", "failed", "--note", "fine")

@@ -40,6 +40,7 @@ def writing_commands() -> list[list[str]]:
 
 @pytest.mark.parametrize("with_log", [False, True], ids=["fresh", "with-log"])
 def test_every_writing_command_of_a_stranger_is_refused_unrecorded_with_1(storm_dir, with_log):
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\nb 2\n", toml='[priority]\nsources = ["bot"]\n')
     if with_log:
         assert run_cli(root, "bump", "b").returncode == 0
@@ -66,6 +67,7 @@ def _read_only(root: Path, what: str) -> None:
 @pytest.mark.parametrize("what", ["directory", "priority.log", ".priority.log.witness", "priority.log.lock",
                                   "directory-fresh"])
 def test_a_storm_its_owner_cannot_write_is_a_refusal_not_a_crash(storm_dir, what):
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\nb 2\n")
     if what != "directory-fresh":
         assert run_cli(root, "bump", "a").returncode == 0
@@ -126,6 +128,7 @@ def test_an_untrusted_declaration_refuses_every_request_that_names_a_source(stor
 
 
 def test_a_storm_toml_owned_by_root_is_untrusted_in_nobodys_storm(storm_dir):
+    """A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\n", toml='[priority]\nsources = ["bot"]\n')
     chown_tree(root, NOBODY)
     os.chown(root / "storm.toml", 0, 0)
@@ -142,7 +145,8 @@ def test_a_storm_a_stranger_cannot_enter_is_refused_not_crashed(storm_dir):
     """A root of mode 0700: the stranger cannot even see who owns queue.txt.
     Requests are refused (not_operator, unrecorded, exit 1), doctor says the
     storm cannot be read (exit 2), and the readers answer 2 or 3 (a storm.toml
-    they cannot read leaves the log unknown); nothing crashes."""
+    they cannot read leaves the log unknown); nothing crashes.
+    A real process: a forked child becomes another account (uid 65534)."""
     root = storm_dir("a 1\n")
     assert run_cli(root, "bump", "a").returncode == 0
     before = tree(root, times=True)
