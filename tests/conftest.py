@@ -38,6 +38,14 @@ fresh ``python -m storm_queue`` child's would, and put back afterwards:
   ``tests/unit/test_in_process.py`` proves no other module global of the
   package changes across calls, and no descriptor is left open.
 
+``run_main(..., click=True)`` runs click's command line instead
+(``storm_queue.cli.app.main``, what ``python -c CLICK`` runs), for the tests
+that compare the quick path with click's. What an in-process call cannot
+make as a fresh process has it: its parent (a default claim holder names
+``os.getppid()``), the modules already loaded (what a command imports), and
+a record class's ``__init__``, compiled once the class is much used (the
+same binding, only faster); the tests of the first two keep a real process.
+
 An in-process call swaps process-wide state, so it is refused off the main
 thread and inside another in-process call. What needs a real process keeps
 one (``run_cli(..., process=True)``, or its own ``subprocess``), and says why
