@@ -232,9 +232,12 @@ lease_seconds() {
 # never land after `finish` and be refused.
 keep_alive() {
     local slug="$1" token="$2" every="$3" nap="" rc
-    trap 'if [[ -n "$nap" ]]; then kill "$nap" 2>/dev/null || true; fi; exit 0' TERM
+    # Every nap this renewer started goes with it (`jobs -p`: also one whose
+    # $! was not yet taken when the stop came), and a nap holds none of the
+    # runner's streams, so nothing it leaves keeps a reader of them waiting.
+    trap 'kill $(jobs -p) 2>/dev/null || true; exit 0' TERM
     while true; do
-        sleep "$every" &
+        sleep "$every" </dev/null >/dev/null 2>&1 &
         nap=$!
         wait "$nap" || true
         nap=""
