@@ -86,36 +86,35 @@ SECRET_PARAMS = ("password", "sslpassword")
 MASK = "***"
 
 
-def _split(url: str) -> tuple[str, int, int, str] | None:
-    """``(head, colon, at, tail)`` of a URL's authority as libpq reads it:
-    the userinfo ends at the last ``@`` before the first ``/`` after the
-    scheme (libpq stops at the first ``@``; the last masks more, never
-    less), and its password starts after the userinfo's first ``:``.
-    ``colon`` is -1 when there is no password, ``at`` -1 when there is no
-    userinfo. None when ``url`` has no ``://``."""
+def _is_secret(param: str) -> bool:
+    """Whether the query parameter ``param`` (``key=value``) carries a secret."""
+    from urllib.parse import unquote
+
+    key, eq, _ = param.partition("=")
+    return bool(eq) and unquote(key).strip().lower() in SECRET_PARAMS
+
+
+def _secrets(url: str) -> list[tuple[int, int]]:
+    """The (start, end) spans of every password in ``url``, in order: the
+    userinfo's, then each secret query parameter's value. The userinfo ends
+    at the last ``@`` before the first ``/`` after the scheme (libpq stops
+    at the first ``@``; the last masks more, never less), and its password
+    starts after its first ``:``."""
     start = url.find("://")
     if start < 0:
-        return None
+        return []
     start += 3
     slash = url.find("/", start)
     at = url.rfind("@", start, len(url) if slash < 0 else slash)
     colon = url.find(":", start, at) if at >= 0 else -1
-    return url[:start], colon, at, url[start:]
-
-
-def _query_secrets(url: str) -> list[tuple[int, int]]:
-    """The (start, end) spans of every secret parameter's value in ``url``'s query."""
-    from urllib.parse import unquote
-
-    q = url.find("?")
-    if q < 0:
-        return []
-    spans, pos = [], q + 1
-    for part in url[q + 1:].split("&"):
-        key, eq, _ = part.partition("=")
-        if eq and unquote(key).strip().lower() in SECRET_PARAMS:
-            spans.append((pos + len(key) + 1, pos + len(part)))
-        pos += len(part) + 1
+    spans = [(colon + 1, at)] if colon >= 0 else []
+    q = url.find("?", max(at, start))
+    if q >= 0:
+        pos = q + 1
+        for param in url[q + 1:].split("&"):
+            if _is_secret(param):
+                spans.append((pos + param.index("=") + 1, pos + len(param)))
+            pos += len(param) + 1
     return spans
 
 
@@ -123,59 +122,34 @@ def shown(url: str) -> str:
     """``url`` as it may be printed: every password in it, in the userinfo
     (``user:pw@``) or in a ``password`` or ``sslpassword`` query parameter
     (any case), replaced by ``***``; the rest as given."""
-    return _masked(url, MASK)
+    for begin, end in reversed(_secrets(url)):
+        url = url[:begin] + MASK + url[end:]
+    return url
 
 
 def without_password(url: str) -> str:
     """``url`` as it may be recorded: its userinfo's password and its
     secret query parameters removed (``.pgpass``, ``PGPASSFILE`` or a
     service file give the password to whoever uses it next)."""
-    split = _split(url)
-    if split is None:
-        return url
-    head, colon, at, _ = split
-    if colon >= 0:
-        url = url[:colon] + url[at:]
+    spans = _secrets(url)
+    if spans and url[spans[0][1]:spans[0][1] + 1] == "@":  # the userinfo's: drop it with its ":"
+        url = url[:spans[0][0] - 1] + url[spans[0][1]:]
     base, q, query = url.partition("?")
-    if not q:
-        return url
-    from urllib.parse import unquote
-
-    kept = [p for p in query.split("&") if unquote(p.partition("=")[0]).strip().lower() not in SECRET_PARAMS]
-    return base + ("?" + "&".join(kept) if kept else "")
-
-
-def _masked(url: str, mask: str) -> str:
-    split = _split(url)
-    if split is None:
-        return url
-    head, colon, at, _ = split
-    spans = ([(colon + 1, at)] if colon >= 0 else []) + _query_secrets(url)
-    for begin, end in sorted(spans, reverse=True):
-        url = url[:begin] + mask + url[end:]
-    return url
+    kept = [p for p in query.split("&") if not _is_secret(p)]
+    return base + ("?" + "&".join(kept) if q and kept else "")
 
 
 def passwords(url: str | None, env: Mapping[str, str] | None = None) -> list[str]:
     """Every password ``url`` carries (as written and percent-decoded) and
     ``$PGPASSWORD`` from ``env`` (default: this process's environment, which
-    libpq reads): the strings a message must never show."""
+    libpq reads), longest first: the strings a message must never show."""
     from urllib.parse import unquote
 
-    found: list[str] = []
-    if url:
-        split = _split(url)
-        if split is not None and split[1] >= 0:
-            found.append(url[split[1] + 1:split[2]])
-        found += [url[b:e] for b, e in _query_secrets(url)]
+    found = [url[b:e] for b, e in _secrets(url)] if url else []
     pgpassword = (os.environ if env is None else env).get("PGPASSWORD")
     if pgpassword:
         found.append(pgpassword)
-    out = []
-    for pw in found:
-        for form in (pw, unquote(pw), unquote(pw.replace("+", " "))):
-            if form and form not in out:
-                out.append(form)
+    out = {form for pw in found for form in (pw, unquote(pw), unquote(pw.replace("+", " "))) if form}
     return sorted(out, key=len, reverse=True)  # a password inside another is masked after it
 
 
@@ -189,10 +163,10 @@ def hide(text: str, url: str | None = None, env: Mapping[str, str] | None = None
     and every URL of ``SEEN`` shown as ``shown`` shows them, and every
     password of theirs and ``$PGPASSWORD`` (``passwords``) replaced by ``***``."""
     urls = ([url] if url else []) + [u for u in SEEN if u != url]
-    found = passwords(None, env)
+    found = set(passwords(None, env))
     for u in urls:
         text = text.replace(u, shown(u))
-        found += passwords(u, {})
-    for pw in sorted(set(found), key=len, reverse=True):
+        found.update(passwords(u, {}))
+    for pw in sorted(found, key=len, reverse=True):
         text = text.replace(pw, MASK)
     return text

@@ -116,7 +116,7 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
 
 def storm(root: str | None, wait: float = 30.0, part: str | None = None):
     """The storm at ``root`` (or found as ``Storm.find`` finds it). ``part``
-    names the one part of ``desk.Storm`` the command uses: "reads" (no
+    names the one part of ``service.storm.Storm`` the command uses: "reads" (no
     request), "requests" (bump, push, settle...) or "leases" (claim, renew,
     finish...); a directory storm is then made of that part alone, and the
     others' modules are never loaded. None: the whole ``Storm``. A storm

@@ -51,7 +51,7 @@ def plan_resume(snap: Snapshot) -> dict[str, Any]:
 
 
 class Halting:
-    """The operator's halt and resume, for ``desk.Storm``."""
+    """The operator's halt and resume, for ``service.storm.Storm``."""
 
     def halt(self, reason: str | None, source: str | None = None, dry_run: bool = False,
              key: str | None = None) -> Outcome:

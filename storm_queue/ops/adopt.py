@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 
 class Adoption:
-    """The ``adopt`` request, for ``desk.Storm`` (a database storm inherits
+    """The ``adopt`` request, for ``service.storm.Storm`` (a database storm inherits
     it, and has nothing to adopt)."""
 
     #: the no-op's words when the log is already this tool's

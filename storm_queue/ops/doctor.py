@@ -352,7 +352,7 @@ def gather(root: str, now: float | None = None) -> Facts:
     if queue is not None and led is not None and log is not None:
         from ..core.clock import stamp
         from ..core.resolver import resolve
-        from ..service.storm import changed, leased_results
+        from ..store.directory.store import changed, leased_results
 
         snap = Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, stamp(t),
                         leased_results(root, led, log.state), (),

@@ -33,7 +33,7 @@ def default_holder() -> str:
 
 
 class Leases:
-    """The runners' requests, for ``desk.Storm``."""
+    """The runners' requests, for ``service.storm.Storm``."""
 
 
     def claim(self, holder: str | None = None, ttl: int | None = None, source: str | None = None,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 class Passage:
-    """The request path, for ``desk.Storm``."""
+    """The request path, for ``service.storm.Storm``."""
 
 
     def _request(self, req: Request, shape: Refusal | None,

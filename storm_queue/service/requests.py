@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class Requests:
-    """The lane's requests, for ``desk.Storm``."""
+    """The lane's requests, for ``service.storm.Storm``."""
 
 
     def bump(self, slug: str, reason: str | None = None, source: str | None = None, dry_run: bool = False,

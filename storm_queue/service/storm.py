@@ -2,19 +2,16 @@
 -> authority -> lock -> snapshot -> plan -> record (``passage``); every
 reader takes a snapshot and the resolver. It never prints; it returns
 results and raises typed errors. What a directory keeps in files a
-database storm keeps in rows: those steps are the hooks of ``directory``."""
+database storm keeps in rows: those steps are the hooks of
+``store.directory.store``."""
 
 from __future__ import annotations
 
 from ..core.halt import Halting
-from ..core.outcome import Listing, Outcome, Step  # noqa: F401 -- the answers, where callers look for them
+from ..core.outcome import Listing, Outcome  # noqa: F401 -- the answers, where the package's names point
 from ..ops.adopt import Adoption
-from ..roots import find_root  # noqa: F401 -- where a storm is, where callers look for it
-from ..store.directory.store import Directory, changed, leased_results, now  # noqa: F401 -- where callers look for them
-from .leases import (
-    Leases,
-    default_holder,  # noqa: F401
-)
+from ..store.directory.store import Directory
+from .leases import Leases
 from .passage import Passage
 from .requests import Requests
 

@@ -64,7 +64,7 @@ def test_init_then_bump_works(tmp_path: Path) -> None:
 
 
 def test_a_database_url_is_left_to_the_database_storm() -> None:
-    from storm_queue.service.storm import find_root
+    from storm_queue.roots import find_root
 
     for url in ("postgresql://op@localhost/storm", "postgres://localhost/storm"):
         assert find_root(url, {}) == url

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from storm_queue.service import storm as desk
+from storm_queue import wall
 from storm_queue.core import fold
 from storm_queue.core.errors import UnknownOrder
 from storm_queue.core import framing
@@ -142,7 +142,7 @@ def test_field_order_and_one_line_per_event(log):
 
 
 def test_at_is_rfc3339_microseconds_z(log):
-    at = desk.now()
+    at = wall.now()
     assert AT_RE.fullmatch(at)
     append(log, bump("a"), at=at)
     event = json.loads(lines(log)[0])

@@ -1,6 +1,6 @@
 """A directory storm as a reader sees it, and the hooks where a request
-keeps in files what a database storm keeps in rows. ``desk.Storm`` adds
-the requests (``requests``, ``leases``, ``adoption``, ``halt``) and their
+keeps in files what a database storm keeps in rows. ``service.storm.Storm`` adds
+the requests (``requests``, ``leases``, ``ops.adopt``, ``core.halt``) and their
 one path (``passage``) to it; a command that only reads, or makes one kind
 of request, is served by this class, or this class and that one part
 (``answer.storm``), and never loads the others' modules."""
@@ -27,12 +27,10 @@ if TYPE_CHECKING:
 
     from ...core.runs import Claim
 
-now = wall.now
-
 
 class Directory:
     """One storm directory, read fresh on every call: its reads, and the
-    store hooks the requests of ``desk.Storm`` call.
+    store hooks the requests of ``service.storm.Storm`` call.
 
     ``wait`` is how many seconds a writer waits for the writers' lock.
     """
@@ -80,7 +78,7 @@ class Directory:
         led = ledger.read(self.root)
         if not led.unattended and self.declaration().runner.unattended:  # the file, or the declared key
             led = replace(led, unattended=True)
-        return Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, at or now(),
+        return Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, at or wall.now(),
                         leased_results(self.root, led, log.state), queue.skipped,
                         (changed(os.path.join(self.root, "queue.txt")), changed(os.path.join(self.root, ledger.INTEGRATED))))
 
@@ -131,7 +129,7 @@ class Directory:
         return reader.read(self.log_path(decl), use_checkpoint=False, each=each)
 
     def verify(self, progress: Callable[[int], None] | None = None):
-        """The full audit of the priority log (see ``log.audit``); reads only.
+        """The full audit of the priority log (see ``store.directory.log.audit``); reads only.
         ``progress`` is told the byte offset reached now and then."""
         from .log import audit
 
@@ -159,7 +157,7 @@ class Directory:
 
         try:
             with held(log_path, 0.5, may_create=True):
-                return listing, self._tell(view, listing.skipped, now(), log_path)
+                return listing, self._tell(view, listing.skipped, wall.now(), log_path)
         except Busy:  # another writer is at work; the next call catches up
             return listing, ["next: the storm is busy, so blocked lanes were not marked this time"]
         except (OSError, RecordFailed) as exc:

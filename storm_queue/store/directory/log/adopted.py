@@ -295,7 +295,7 @@ def looks_old(first_line: bytes, witness: bytes | None) -> bool:
 
 def unwitnessed(data: bytes, witness: bytes | None, kept: Callable[[str], bytes | None]) -> dict[str, Any] | None:
     """The ``adopt`` event of a log that an adopt stopped before its witness
-    (see ``adoption``), or None when ``data`` is not such a log: exactly one
+    (see ``ops.adopt``), or None when ``data`` is not such a log: exactly one
     line, an ``adopt`` (not a no-op) with ``seq`` 1, whose witness is not yet
     this tool's, and whose kept file (``kept(name)`` gives its bytes) has
     the sha256 and length the line records."""

@@ -149,7 +149,7 @@ def _adopting(log_path: str, damage: Damage, keep_events: bool,
     """What a read that met ``damage`` finds when an adoption explains it.
     The earlier tool's log: ``damage`` again, naming ``storm-queue adopt``
     as the way on. An adopt stopped between its commit and its witness (see
-    ``adoption``): the log, which is then exactly one ``adopt`` line whose
+    ``ops.adopt``): the log, which is then exactly one ``adopt`` line whose
     kept file has the sha256 and length it records, with a warning; the next
     writer witnesses it. Anything else: ``damage`` itself."""
     from .adopted import HEAD, looks_old, unwitnessed

@@ -28,7 +28,7 @@ def _witness_bytes(log_path: str, length: int, seq: int, last: str | None, at: s
     return (dumps(body) + "\n").encode()
 
 
-#: the witness's bytes, for a writer that starts a log other than by ``append`` (``adoption``)
+#: the witness's bytes, for a writer that starts a log other than by ``append`` (``ops.adopt``)
 witness_bytes = _witness_bytes
 
 
