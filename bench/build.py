@@ -47,7 +47,7 @@ from datetime import datetime, timedelta, timezone
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
 from storm_queue.core import fold  # noqa: E402
-from storm_queue.service.authority import account_name  # noqa: E402
+from storm_queue.store.directory.accounts import account_name  # noqa: E402
 from storm_queue.core.lane import Refusal, Snapshot, plan_bump, plan_push, plan_unbump  # noqa: E402
 from storm_queue.core.ledgers import Ledgers  # noqa: E402
 from storm_queue.store.directory.log import checkpoint, writer  # noqa: E402

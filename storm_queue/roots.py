@@ -47,12 +47,12 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
         here = parent
 
 
-#: the store of a storm a URL names, and what makes one there, as
-#: ``module:name`` (loaded only for such a storm; by name, since the
-#: database store is built on the directory's classes, which open it here)
-DATABASE = {"open": "storm_queue.store.postgres.store:DatabaseStorm",
+#: each store, and what makes a storm there, as ``module:name``: a
+#: directory's, and the database's a URL names (loaded only for such a
+#: storm, so a directory's command never imports the database's modules)
+DIRECTORY = {"open": "storm_queue.store.directory.store:Directory", "create": "storm_queue.ops.init:create"}
+DATABASE = {"open": "storm_queue.store.postgres.store:Database",
             "create": "storm_queue.store.postgres.connect:create"}
-DIRECTORY_CREATE = "storm_queue.ops.init:create"
 
 
 def _named(where: str):
@@ -60,18 +60,18 @@ def _named(where: str):
     return getattr(__import__(module, fromlist=[name]), name)
 
 
-def opened(directory_storm: type, root: str | None, env: Mapping[str, str], wait: float):
-    """The one factory that looks at a root to choose a store: the storm at
-    ``root`` (else as ``find_root`` finds it), a ``directory_storm`` for a
-    directory, the database store for a URL."""
+def opened(root: str | None, env: Mapping[str, str], wait: float):
+    """The one factory that looks at a root to choose a store: the store of
+    the storm at ``root`` (else as ``find_root`` finds it), a directory's,
+    or the database's for a URL (``store.interface.Store``)."""
     found = find_root(root, env)
-    return (_named(DATABASE["open"]) if is_url(found) else directory_storm)(found, env, wait)
+    return _named((DATABASE if is_url(found) else DIRECTORY)["open"])(found, env, wait)
 
 
 def create(target: str):
     """Make a storm at ``target`` (``init``): the schema and first line in
     the database a URL names, else a directory's files."""
-    return _named(DATABASE["create"] if is_url(target) else DIRECTORY_CREATE)(target)
+    return _named((DATABASE if is_url(target) else DIRECTORY)["create"])(target)
 
 
 def is_url(root: str) -> bool:

@@ -29,7 +29,7 @@ class _Either:
 
         storm = Storm.find(self.root, env=clean_env())
         try:
-            return storm._snapshot(storm._read(storm.declaration()))
+            return storm.store.snapshot(storm.store.read(storm.declaration()))
         finally:
             getattr(storm, "close", lambda: None)()
 

@@ -114,37 +114,18 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
     sys.exit(code)
 
 
-def storm(root: str | None, wait: float = 30.0, part: str | None = None):
-    """The storm at ``root`` (or found as ``Storm.find`` finds it). ``part``
-    names the one part of ``service.storm.Storm`` the command uses: "reads" (no
-    request), "requests" (bump, push, settle...) or "leases" (claim, renew,
-    finish...); a directory storm is then made of that part alone, and the
-    others' modules are never loaded. None: the whole ``Storm``. A storm
-    named by a URL is the database's whole store either way."""
-    if part == "reads":
-        from ..store.directory.store import Directory
+def storm(root: str | None, wait: float = 30.0, reads: bool = False):
+    """The storm at ``root`` (or found as ``Storm.find`` finds it). A
+    command that only ``reads`` never waits for the writers' lock; one that
+    writes says, at a terminal, who holds the lock it waits for. A request
+    kind loads its own module on first use (``service.storm.KINDS``)."""
+    from ..service.storm import Storm
 
-        return Directory.find(root, wait=wait)  # a reader never waits for the writers' lock
-    from ..store.directory.log import lock
+    if not reads:
+        from ..store.directory.log import lock
 
-    lock.on_wait = _waiting
-    return _made_of(part).find(root, wait=wait)
-
-
-def _made_of(part: str | None) -> type:
-    """The class of a directory storm that does ``part`` (see ``storm``)."""
-    if part is None:
-        from ..service.storm import Storm
-
-        return Storm
-    from ..service.passage import Passage
-    from ..store.directory.store import Directory
-
-    if part == "requests":
-        from ..service.requests import Requests as mixin
-    else:
-        from ..service.leases import Leases as mixin
-    return type("Storm", (mixin, Passage, Directory), {"__module__": __name__, "__doc__": f"A directory storm's {part}."})
+        lock.on_wait = _waiting
+    return Storm.find(root, wait=wait)
 
 
 def _waiting(who: str, path: str, wait: float) -> None:
@@ -157,7 +138,7 @@ def _waiting(who: str, path: str, wait: float) -> None:
 
 def next_decision(root: str | None, as_json: bool) -> int:
     """``next``: decide, do the owner's side effects, print the decision."""
-    listing, notes = storm(root, part="reads").next()
+    listing, notes = storm(root, reads=True).next()
     for note in notes:
         err(f"storm-queue: {note}")
     halt = listing.view.halt
@@ -182,7 +163,7 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
                    wait: float = 30.0) -> int:
     """``claim``: take back orphans, decide, lease; print the decision line
     (or the refusal on stderr)."""
-    out = storm(root, wait, "leases").claim(holder, ttl, source=source, reason=reason, key=key)
+    out = storm(root, wait).claim(holder, ttl, source=source, reason=reason, key=key)
     if as_json:
         emit_json(out.to_json())
     elif out.outcome == "refused":
@@ -220,17 +201,17 @@ def answer(out: Any, as_json: bool) -> int:
 
 def bump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
          key: str | None, dry_run: bool) -> int:
-    return answer(storm(root, wait, "requests").bump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
+    return answer(storm(root, wait).bump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
 
 
 def unbump(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
            key: str | None, dry_run: bool) -> int:
-    return answer(storm(root, wait, "requests").unbump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
+    return answer(storm(root, wait).unbump(slug, reason=reason, source=source, dry_run=dry_run, key=key), as_json)
 
 
 def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None, not_before: str | None,
          reason: str | None, source: str | None, wait: float, key: str | None, dry_run: bool) -> int:
-    return answer(storm(root, wait, "requests").push(slug, issue, deps, reason=reason, source=source, dry_run=dry_run,
+    return answer(storm(root, wait).push(slug, issue, deps, reason=reason, source=source, dry_run=dry_run,
                                                      key=key, not_before=not_before), as_json)
 
 
@@ -238,5 +219,5 @@ def list_json(root: str | None) -> int:
     """``list --json``: the listing as one JSON document."""
     from . import render
 
-    emit_json(render.listing_json(storm(root, part="reads").listing()))
+    emit_json(render.listing_json(storm(root, reads=True).listing()))
     return 0

@@ -20,20 +20,20 @@ LONG_LOG = 32 << 20
 
 def add(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None, reason: str | None,
         source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait, "requests").add(slug, issue, deps, reason=reason, source=source, key=key), as_json)
+    return answer(storm(root, wait).add(slug, issue, deps, reason=reason, source=source, key=key), as_json)
 
 
 def settle(root: str | None, as_json: bool, slug: str, ledger: str, force: bool, reason: str | None,
            source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait, "requests").settle(slug, ledger, reason=reason, source=source, key=key, force=force), as_json)
+    return answer(storm(root, wait).settle(slug, ledger, reason=reason, source=source, key=key, force=force), as_json)
 
 
 def declare(root: str | None, as_json: bool, file: str, reason: str | None, key: str | None, wait: float) -> int:
-    return answer(storm(root, wait, "requests").declare(file, reason=reason, key=key), as_json)
+    return answer(storm(root, wait).declare(file, reason=reason, key=key), as_json)
 
 
 def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait, "requests").reset(reason, source=source, key=key), as_json)
+    return answer(storm(root, wait).reset(reason, source=source, key=key), as_json)
 
 
 def adopt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
@@ -43,27 +43,27 @@ def adopt(root: str | None, as_json: bool, reason: str | None, source: str | Non
 
 def waive(root: str | None, as_json: bool, slug: str, dep: str, undo: bool, reason: str | None, source: str | None,
           wait: float, key: str | None, dry_run: bool) -> int:
-    return answer(storm(root, wait, "requests").waive(slug, dep, reason, undo=undo, source=source, dry_run=dry_run, key=key), as_json)
+    return answer(storm(root, wait).waive(slug, dep, reason, undo=undo, source=source, dry_run=dry_run, key=key), as_json)
 
 
 def renew(root: str | None, as_json: bool, slug: str, token: int, ttl: int | None, reason: str | None,
           source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait, "leases").renew(slug, token, ttl, source=source, reason=reason, key=key), as_json)
+    return answer(storm(root, wait).renew(slug, token, ttl, source=source, reason=reason, key=key), as_json)
 
 
 def finish(root: str | None, as_json: bool, slug: str, token: int, result: str, note: str | None,
            reason: str | None, source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait, "leases").finish(slug, token, result, note, source=source, reason=reason, key=key), as_json)
+    return answer(storm(root, wait).finish(slug, token, result, note, source=source, reason=reason, key=key), as_json)
 
 
 def recover(root: str | None, as_json: bool, slug: str | None, reason: str | None, source: str | None,
             wait: float, key: str | None) -> int:
-    return answer(storm(root, wait, "leases").recover(slug, source=source, reason=reason, key=key), as_json)
+    return answer(storm(root, wait).recover(slug, source=source, reason=reason, key=key), as_json)
 
 
 def unpark(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None,
            wait: float, key: str | None) -> int:
-    return answer(storm(root, wait, "leases").unpark(slug, reason, source=source, key=key), as_json)
+    return answer(storm(root, wait).unpark(slug, reason, source=source, key=key), as_json)
 
 
 def halt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
@@ -78,7 +78,7 @@ def resume(root: str | None, as_json: bool, reason: str | None, source: str | No
 
 def schedule(root: str | None, as_json: bool, slug: str, not_before: str, reason: str | None,
              source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait, "leases").schedule(slug, not_before, source=source, reason=reason, key=key), as_json)
+    return answer(storm(root, wait).schedule(slug, not_before, source=source, reason=reason, key=key), as_json)
 
 
 def show_list(root: str | None, as_json: bool, plain: bool, show_all: bool) -> int:
@@ -87,7 +87,7 @@ def show_list(root: str | None, as_json: bool, plain: bool, show_all: bool) -> i
 
     if as_json:
         return list_json(root)
-    listing = storm(root, part="reads").listing()
+    listing = storm(root, reads=True).listing()
     if plain or os.environ.get("NO_COLOR") or not sys.stdout.isatty():
         say(render.listing_text(listing, show_all))
     else:
@@ -103,7 +103,7 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
     from ..service import history
     from . import render
 
-    source = storm(root, part="reads")
+    source = storm(root, reads=True)
     flt = history.Filter(frozenset(slugs), frozenset(by), frozenset(actions), refused, since)
     out = sys.stdout
     if as_json:
@@ -127,7 +127,7 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
 def show_why(root: str | None, as_json: bool, slug: str) -> int:
     from . import render
 
-    found = storm(root, part="reads").why(slug)
+    found = storm(root, reads=True).why(slug)
     if as_json:
         emit_json(render.why_json(found))
     elif found.known:
@@ -146,10 +146,10 @@ def show_watch(root: str | None, as_json: bool, interval: float, once: bool) -> 
 def verify(root: str | None, as_json: bool) -> int:
     from . import render
 
-    source = storm(root, part="reads")
+    source = storm(root, reads=True)
     decl = source.declaration()
     try:
-        size = os.stat(source.log_path(decl), follow_symlinks=False).st_size if not decl.log_error else 0
+        size = os.stat(source.store.log_path(decl), follow_symlinks=False).st_size if source.keeps_files and not decl.log_error else 0
     except OSError:
         size = 0
     from .progress import progress_bar
@@ -213,13 +213,13 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     from ..ops import doctor as audit
     from . import render
 
-    source = storm(root, part="reads")
-    if getattr(source, "url", None):  # a database storm: its doctor, imported only for one
+    source = storm(root, reads=True)
+    if source.keeps_files:
+        facts = audit.gather(source.root)
+    else:  # a database storm: its doctor, imported only for one
         from ..ops.dbdoctor import gather
 
-        facts = gather(source)
-    else:
-        facts = audit.gather(source.directory("doctor"))
+        facts = gather(source.store)
     hours = running_hours or facts.declaration.running_hours or audit.DEFAULT_RUNNING_HOURS
     findings = facts.diagnose(hours)
     if as_json:

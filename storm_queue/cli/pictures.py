@@ -111,17 +111,17 @@ class Clock:
 def fixed_world(at: float = START) -> Iterator[Clock]:
     """Run with the clock stopped at ``at`` and every account named
     ``OPERATOR``; both are put back afterwards."""
-    from ..service import authority
+    from ..store.directory import accounts
 
     clock = Clock(at)
-    saved_time, saved_name = time.time, authority.account_name
+    saved_time, saved_name = time.time, accounts.account_name
     time.time = clock  # type: ignore[assignment]
-    authority.account_name = lambda uid: OPERATOR  # type: ignore[assignment]
+    accounts.account_name = lambda uid: OPERATOR  # type: ignore[assignment]
     try:
         yield clock
     finally:
         time.time = saved_time  # type: ignore[assignment]
-        authority.account_name = saved_name  # type: ignore[assignment]
+        accounts.account_name = saved_name  # type: ignore[assignment]
 
 
 def story(root: str, clock: Clock) -> None:

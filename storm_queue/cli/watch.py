@@ -60,7 +60,7 @@ class Source:
         out = [os.path.join(root, name) for name in ("queue.txt", "storm.toml", ledger.INTEGRATED, ledger.ABANDONED,
                                                      ledger.UNATTENDED)]
         if not decl.log_error:
-            log = self.storm.log_path(decl)
+            log = self.storm.store.log_path(decl)
             out += [log, witness_path(log)]
         lanes = os.path.join(root, ledger.LANES)
         out.append(lanes)
@@ -107,7 +107,7 @@ class Source:
 
             decl = self.storm.declaration()
             if not decl.log_error:
-                read = reader.read(self.storm.log_path(decl), each=lambda line, event: ring.append(event))
+                read = reader.read(self.storm.store.log_path(decl), each=lambda line, event: ring.append(event))
                 if len(ring) == EVENTS or not read.checkpoint_seq:
                     return tuple(ring)
                 ring.clear()

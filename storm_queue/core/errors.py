@@ -70,11 +70,34 @@ class NotHere(StormError):
     exit_code = ERRORS["NotHere"]
 
 
+class InvalidDeclaration(NotHere):
+    """A file ``declare`` cannot record: nothing changed (exit 2)."""
+
+
 class InitRefused(StormError):
     """``init`` would overwrite a file, or cannot make a storm there (exit 2:
     cannot be carried out as asked). Nothing was written."""
 
     exit_code = ERRORS["InitRefused"]
+
+
+class Aborted(StormError):
+    """The store gave a request up before it committed (a database's
+    deadlock or serialization failure): nothing of it happened, and a retry
+    is safe. The request path answers it as a recorded ``reorder_conflict``."""
+
+
+class AppendFailed(Exception):
+    """An append that an I/O error stopped. ``state`` says what is true in
+    the store: ``nothing`` (no line of the append counts: none was written,
+    or it was cut back off, or it is a torn tail the next writer repairs),
+    ``unwitnessed`` (the lines are on the log and durable, and readers count
+    them, but the log's witness was not replaced), or ``uncertain`` (the
+    log's fsync failed and the lines could not be cut back off)."""
+
+    def __init__(self, cause: OSError, state: str, events: list | None = None):
+        super().__init__(f"{cause.strerror or cause}" + (f": {cause.filename}" if cause.filename else ""))
+        self.cause, self.state, self.events = cause, state, events or []
 
 
 def unreadable(path: str, exc: OSError) -> StormUnreadable:

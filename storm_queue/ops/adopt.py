@@ -40,89 +40,97 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..service.storm import Storm
+    from ..store.directory.log import adopted
+    from ..store.directory.store import Directory
+    from ..store.interface import Effects
+
+
+
+#: the no-op's words when the log is already this tool's
+NOTHING_TO_ADOPT = "nothing to adopt: the priority log is already storm-queue's (or there is none yet)"
+#: and on a database storm, which never holds the earlier tool's log
+NOTHING_TO_ADOPT_IN_ROWS = "nothing to adopt: a database storm keeps its log in rows, never in the earlier tool's format"
+
+
+def adopt(storm: Storm, reason: str | None, source: str | None = None, key: str | None = None,
+          dry_run: bool = False) -> Outcome:
+    """Take over the earlier tool's priority log (operator only): keep
+    it beside the new log and start the new log with an ``adopt`` event
+    that carries the lane it replays to. A log already in this tool's
+    format (or none, or a database storm's) makes a recorded no-op; an old
+    log that breaks its format raises ``UnknownOrder`` (exit 3) and changes
+    nothing. With ``dry_run``, answer as the request would (the lane it
+    would adopt, and the run order after it) and write nothing."""
+    req = Request("adopt", None, optional_text(reason), optional_text(source), optional_text(key))
+    refusal = shape_names(None, (), req.source)
+    if refusal is None and not (req.reason or "").strip():
+        refusal = Refusal("blank_reason", "adopt needs --reason TEXT saying why the storm moves to storm-queue")
+    noop = NOTHING_TO_ADOPT if storm.keeps_files else NOTHING_TO_ADOPT_IN_ROWS
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step:
+        body = {"action": "adopt", "name": None, "kept": None, "sha256": None, "bytes": None, "lines": None,
+                "lane": [], "noop": noop}
+        return Step(Outcome("noop", "adopt", None, by, message=noop), [body])
+
+    if not storm.keeps_files:  # a database storm holds no earlier tool's log: an unknown order stays exit 3
+        return storm.request(req, refusal, plan, dry_run, operator_only=True)
+    store = storm.store
+    decl = None
+    if refusal is None:
+        decl = store.declaration()
+        if store.judge(decl, req.source, True).verdict.admitted:
+            _check_first(store.log_path(decl))  # before the lock, so a bad old log leaves not even a lock file
+    return storm.request(req, refusal, plan, dry_run, decl=decl, operator_only=True,
+                         on_unknown=lambda req, by, decl, at, damage: _adopt_old(
+                             store, req, by, store.log_path(decl), at, damage, dry_run))
+
+
+def _adopt_old(store: Directory, req: Request, by: str, log_path: str, at: str, damage: UnknownOrder,
+               dry_run: bool = False) -> Outcome:
+    """Under the lock (a dry run takes none), with the log unreadable as
+    this tool's: adopt it when the earlier tool wrote it, else answer the
+    damage (exit 3). A dry run answers what the adopt would do."""
     from ..store.directory.log import adopted
 
+    data, witness = _old_files(log_path)
+    if not adopted.looks_old((data or b"")[:adopted.HEAD], witness):
+        raise damage
+    name = os.path.basename(log_path)
+    old = _replayed(log_path, data, witness)
+    if dry_run:
+        return _rehearse_adopt(store, by, log_path, old, at)
+    roll_back(log_path)
+    stamp = at.replace(":", "")
+    kept = _free(log_path, f"{name}.adopted-{stamp}")
+    body: dict[str, Any] = {"action": "adopt", "name": name, "kept": kept, "sha256": old.sha256,
+                            "bytes": old.length, "lines": old.lines, "lane": old.rows(), "reason": req.reason}
+    if req.key is not None:
+        body.update(key=req.key, fingerprint=req.fingerprint())
+    event = _commit(log_path, body, at, by, witness is not None, stamp)
+    out = Outcome("done", "adopt", None, by, recorded=True, event=event,
+                  message=f"adopted the earlier tool's log ({old.lines} lines, kept beside the new log as {kept}): "
+                          f"the priority lane is {_lane_words(old)}")
+    out.adopted = {k: body[k] for k in ("name", "kept", "sha256", "bytes", "lines", "lane")}
+    ledger.say(store.root, at, _progress_words(out, req), None)
+    return out
 
 
-class Adoption:
-    """The ``adopt`` request, for ``service.storm.Storm`` (a database storm inherits
-    it, and has nothing to adopt)."""
+def _rehearse_adopt(store: Directory, by: str, log_path: str, old: adopted.Replayed, at: str) -> Outcome:
+    """What adopting ``old`` would answer, and the run order after it."""
+    from ..core import fold
+    from ..core.resolver import resolve
+    from ..service.passage import DRY_RUN
 
-    #: the no-op's words when the log is already this tool's
-    NOTHING_TO_ADOPT = "nothing to adopt: the priority log is already storm-queue's (or there is none yet)"
-
-    def adopt(self, reason: str | None, source: str | None = None, key: str | None = None,
-              dry_run: bool = False) -> Outcome:
-        """Take over the earlier tool's priority log (operator only): keep
-        it beside the new log and start the new log with an ``adopt`` event
-        that carries the lane it replays to. A log already in this tool's
-        format (or none) makes a recorded no-op; an old log that breaks its
-        format raises ``UnknownOrder`` (exit 3) and changes nothing. With
-        ``dry_run``, answer as the request would (the lane it would adopt,
-        and the run order after it) and write nothing."""
-        req = Request("adopt", None, optional_text(reason), optional_text(source), optional_text(key))
-        refusal = shape_names(None, (), req.source)
-        if refusal is None and not (req.reason or "").strip():
-            refusal = Refusal("blank_reason", "adopt needs --reason TEXT saying why the storm moves to storm-queue")
-
-        def plan(snap: Snapshot, by: str) -> Step:
-            noop = self.NOTHING_TO_ADOPT
-            body = {"action": "adopt", "name": None, "kept": None, "sha256": None, "bytes": None, "lines": None,
-                    "lane": [], "noop": noop}
-            return Step(Outcome("noop", "adopt", None, by, message=noop), [body])
-
-        decl = None
-        if refusal is None and self.keeps_files:
-            decl = self.declaration()
-            if self._judge(decl, req.source, True)[0].admitted:
-                _check_first(self.log_path(decl))  # before the lock, so a bad old log leaves not even a lock file
-        return self._request(req, refusal, plan, dry_run, decl=decl, operator_only=True,
-                             on_unknown=lambda *args: self._adopt_old(*args, dry_run=dry_run))
-
-    def _adopt_old(self, req: Request, by: str, log_path: str, at: str, damage: UnknownOrder,
-                   dry_run: bool = False) -> Outcome:
-        """Under the lock (a dry run takes none), with the log unreadable as
-        this tool's: adopt it when the earlier tool wrote it, else answer the
-        damage (exit 3). A dry run answers what the adopt would do."""
-        from ..store.directory.log import adopted
-
-        data, witness = _old_files(log_path)
-        if not adopted.looks_old((data or b"")[:adopted.HEAD], witness):
-            raise damage
-        name = os.path.basename(log_path)
-        old = _replayed(log_path, data, witness)
-        if dry_run:
-            return self._rehearse_adopt(by, log_path, old, at)
-        roll_back(log_path)
-        stamp = at.replace(":", "")
-        kept = _free(log_path, f"{name}.adopted-{stamp}")
-        body: dict[str, Any] = {"action": "adopt", "name": name, "kept": kept, "sha256": old.sha256,
-                                "bytes": old.length, "lines": old.lines, "lane": old.rows(), "reason": req.reason}
-        if req.key is not None:
-            body.update(key=req.key, fingerprint=req.fingerprint())
-        event = _commit(log_path, body, at, by, witness is not None, stamp)
-        out = Outcome("done", "adopt", None, by, recorded=True, event=event,
-                      message=f"adopted the earlier tool's log ({old.lines} lines, kept beside the new log as {kept}): "
-                              f"the priority lane is {_lane_words(old)}")
-        out.adopted = {k: body[k] for k in ("name", "kept", "sha256", "bytes", "lines", "lane")}
-        ledger.say(self.root, at, _progress_words(out, req), None)
-        return out
-
-    def _rehearse_adopt(self, by: str, log_path: str, old: adopted.Replayed, at: str) -> Outcome:
-        """What adopting ``old`` would answer, and the run order after it."""
-        from ..core import fold
-        from ..core.resolver import resolve
-        from ..service.passage import DRY_RUN
-
-        rows = old.rows()
-        event = {"seq": 1, "action": "adopt", "at": at, "by": by, "lane": rows}
-        snap = self._snapshot(logread.LogRead(log_path, fold.replay([event])), at)
-        out = Outcome("done", "adopt", None, by, dry_run=True, order=[row.slug for row in resolve(snap).rows],
-                      message=f"would adopt the earlier tool's log ({old.lines} lines): the priority lane would be "
-                              f"{_lane_words(old)} ({DRY_RUN})")
-        out.adopted = {"name": os.path.basename(log_path), "kept": None, "sha256": old.sha256, "bytes": old.length,
-                       "lines": old.lines, "lane": rows}
-        return out
+    rows = old.rows()
+    event = {"seq": 1, "action": "adopt", "at": at, "by": by, "lane": rows}
+    snap = store.snapshot(logread.LogRead(log_path, fold.replay([event])), at)
+    out = Outcome("done", "adopt", None, by, dry_run=True, order=[row.slug for row in resolve(snap).rows],
+                  message=f"would adopt the earlier tool's log ({old.lines} lines): the priority lane would be "
+                          f"{_lane_words(old)} ({DRY_RUN})")
+    out.adopted = {"name": os.path.basename(log_path), "kept": None, "sha256": old.sha256, "bytes": old.length,
+                   "lines": old.lines, "lane": rows}
+    return out
 
 
 def _lane_words(old: adopted.Replayed) -> str:

@@ -115,7 +115,7 @@ def _seconds(at: str, default: float) -> float:
 
 
 def gather(storm, now: float | None = None) -> DbFacts:
-    """Read the database storm ``storm`` (a ``database.DatabaseStorm``) for
+    """Read the database store ``storm`` (a ``store.postgres.store.Database``) for
     ``diagnose``: never writes, takes no lock. What the storm's own rows
     cannot give is a finding; a role that may not read them, or a database
     with no storm, is the store's error (exit 2), as on a directory."""
@@ -134,7 +134,7 @@ def gather(storm, now: float | None = None) -> DbFacts:
     if problem is None:
         try:
             with storm._errors():
-                snap = storm._snapshot(storm._read(decl), stamp(t))
+                snap = storm.snapshot(storm.read(decl), stamp(t))
         except StormUnreadable as exc:
             problem = ("unreadable", "storm_queue", str(exc))
         except StormError as exc:

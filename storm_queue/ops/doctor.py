@@ -26,9 +26,8 @@ from ..core import config, logread, queuetext
 from ..core.errors import StormError, StormUnreadable
 from ..core.lane import Snapshot
 from ..core.names import printable, quote
-from ..service import authority
-from ..service.authority import Owner
-from ..store.directory import declared, ledger, queuefile
+from ..store.directory import accounts, declared, ledger, queuefile
+from ..store.directory.accounts import Owner
 from ..store.directory.log import reader
 
 ERROR, WARNING = "error", "warning"
@@ -99,7 +98,7 @@ def _exposure(entry: Entry, op: Owner) -> Finding | None:
     if stat.S_ISLNK(entry.st.st_mode):
         return Finding(ERROR, "link", entry.rel, "is a symbolic link; storm-queue refuses to read or write through it",
                        f"replace the link with the file itself: {_sh(entry.path)}")
-    found = authority.exposure(entry.st, op)
+    found = accounts.exposure(entry.st, op)
     if entry.shared:
         found = [words for words in found if not words.startswith("writable")]
     if not found:
@@ -323,7 +322,7 @@ def gather(root: str, now: float | None = None) -> Facts:
     if not os.access(root, os.R_OK | os.X_OK):
         raise StormUnreadable(f"{quote(root)} cannot be read (permission denied); run doctor as the storm's owner")
     decl = declared.load(root)
-    op = authority.owner(root)
+    op = accounts.owner(root)
     log_path = os.path.join(root, decl.log)
     entries = []
     for path, shared in _storm_files(root, log_path):

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 from ..core.errors import InitRefused, StormError
 from ..core.names import quote
-from ..service.authority import account_name
 from ..store.directory import ledger
+from ..store.directory.accounts import account_name
 from ..store.directory.fsutil import fsync_dir, write_all
 
 QUEUE = "queue.txt"

@@ -11,8 +11,8 @@ from ..core.errors import InitRefused, NotHere, StormError
 from ..core.framing import sha256
 from ..core.records import dataclass
 from ..roots import shown, without_password
-from ..service.storm import Storm
 from ..store.directory.log import reader
+from ..store.directory.store import Directory
 from ..store.postgres.connect import _driver, _words, connect, insert_state
 from ..store.postgres.queries import q, schema
 from ..wall import now
@@ -43,15 +43,14 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
     leases, the declaration and every line of its log with its seq and
     chain; then record on the directory a last line naming where it went."""
     from ..core.errors import Refused, UnknownOrder
-    from ..service import authority
-    from ..store.directory import ledger, queuefile
+    from ..store.directory import accounts, ledger, queuefile
     from ..store.directory.log import lock, writer
 
     psycopg = _driver()
-    src = Storm(directory, env, wait)
-    who, op = authority.caller(src.env), authority.owner(directory)
+    src = Directory(directory, env, wait)
+    who, op = accounts.caller(src.env), accounts.owner(directory)
     decl = src.declaration()
-    verdict = authority.judge(who, op, decl, None, operator_only=True)
+    verdict = accounts.judge(who, op, decl, None, operator_only=True)
     if not verdict.admitted:
         raise Refused(verdict.refusal.code, f"{verdict.refusal.message}; nothing was migrated", 1, False)
     if decl.log_error:

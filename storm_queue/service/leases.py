@@ -1,5 +1,6 @@
 """The runners' requests: claim, renew, finish, recover, unpark and
-schedule, planned by ``runs`` and recorded by ``passage``."""
+schedule, planned by ``core.runs`` and recorded by ``passage.request``.
+Each is a function of the storm, and its method (``storm.KINDS``)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,14 @@ from ..core.names import as_text, quote
 from ..core.outcome import Outcome, Request, Step
 from ..core.runs import plan_claim, plan_finish, plan_recover, plan_renew, plan_schedule, plan_unpark, ttl_refusal
 from ..core.shapes import optional_text, parse_when, shape_holder, shape_names, shape_token, when_at
+from .passage import cached
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from ..store.interface import Effects
+    from .storm import Storm
 
 
 _HOST = "._-"  # a host name's characters kept besides ASCII letters and digits
@@ -32,170 +37,168 @@ def default_holder() -> str:
     return f"{host[:150]}-{os.getppid()}".replace("..", ".")
 
 
-class Leases:
-    """The runners' requests, for ``service.storm.Storm``."""
+def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, source: str | None = None,
+          reason: str | None = None, key: str | None = None) -> Outcome:
+    """Decide as ``next`` does, after taking back orphaned leases; when
+    the decision is ``run`` and a slot is free, lease that lane to
+    ``holder`` under a new fencing token (``Outcome.decision`` is then
+    ``run SLUG ISSUE TOKEN``). Any other decision leases nothing; while
+    the operator's halt is in force the decision is ``halted`` and
+    ``Outcome.halt`` says who halted the storm, when and why."""
+    decl = storm.declaration()
+    req = Request("claim", None, optional_text(reason), optional_text(source), optional_text(key), (optional_text(holder), ttl))
+    name = req.args[0] if req.args[0] is not None else default_holder()
+    refusal = shape_names(None, (), req.source) or shape_holder(name)
+    ttl = decl.runner.ttl if ttl is None else ttl
+    if not decl.error:  # an unreadable declaration says nothing about TTLs: authority refuses it
+        refusal = refusal or ttl_refusal(decl.runner, ttl)
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step:
+        claim = plan_claim(snap, decl.runner, name, ttl, wall.seconds())
+        halt = claim.after.state.halt if claim.after is not None else None
+        if halt is not None:
+            out = Outcome("done", "claim", None, by, message=f"nothing leased: the storm is {halt_words(halt)}; "
+                          "storm-queue resume ends the halt", decision=claim.decision, halt=halt)
+        elif claim.slug is None:
+            out = Outcome("done", "claim", None, by, message=claim.decision, decision=claim.decision)
+        else:
+            out = Outcome("done", "claim", claim.slug, by, message=f"{claim.slug} is leased to {name} with token "
+                          f"{claim.token} until {claim.expires}", decision=claim.decision, holder=name,
+                          token=claim.token, expires=claim.expires)
+
+        def after(events: list[dict[str, Any]]) -> list[str]:
+            notes = []
+            for slug, token in claim.ended:
+                notes += cached(lambda: fx.unmark_running(slug, token), "running marker", slug)
+            if claim.slug is not None:
+                body = {"holder": name, "token": claim.token, "expires": claim.expires, "claimed": events[-1]["at"]}
+                notes += cached(lambda: fx.mark_running(claim.slug, body), "running marker", claim.slug)
+            return notes + fx.tell_claim(claim, snap.skipped, snap.now)
+
+        return Step(out, list(claim.events), after=after, own=-1 if claim.slug is not None else None)
+
+    return storm.request(req, refusal, plan, decl=decl)
+
+def renew(storm: Storm, slug: str, token: int, ttl: int | None = None, source: str | None = None,
+          reason: str | None = None, key: str | None = None) -> Outcome:
+    """Extend the live lease on ``slug`` held under ``token``."""
+    decl = storm.declaration()
+    req = Request("renew", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, ttl))
+    refusal = shape_names(req.slug, (), req.source) or shape_token(token)
+    if refusal is None and ttl is not None and not decl.error:
+        refusal = ttl_refusal(decl.runner, ttl)
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        event = plan_renew(snap, decl.runner, req.slug, token, ttl, wall.seconds())
+        if isinstance(event, Refusal):
+            return event
+        out = Outcome("done", "renew", req.slug, by, message=f"renewed {req.slug} token {token} until {event['expires']}",
+                      token=token, expires=event["expires"])
+        lease = snap.state.run(req.slug).lease
+        marker = {"holder": lease.holder, "token": token, "expires": event["expires"], "claimed": lease.claimed}
+        return Step(out, [event], after=lambda _: cached(
+            lambda: fx.mark_running(req.slug, marker), "running marker", req.slug))
+
+    return storm.request(req, refusal, plan, decl=decl)
+
+def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = None, source: str | None = None,
+           reason: str | None = None, key: str | None = None) -> Outcome:
+    """End the live lease on ``slug`` held under ``token``: ``ok``
+    leaves the lane finished, awaiting review; ``failed`` makes it
+    claimable again, or quarantines it once its attempts are spent."""
+    decl = storm.declaration()
+    req = Request("finish", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, result, optional_text(note)))
+    refusal = shape_names(req.slug, (), req.source) or shape_token(token)
+    if refusal is None and result not in ("ok", "failed"):
+        refusal = Refusal("invalid_result", f"result {quote(as_text(result))} is neither ok nor failed")
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        events = plan_finish(snap, decl.runner, req.slug, token, result, req.args[2])
+        if isinstance(events, Refusal):
+            return events
+        run = snap.state.run(req.slug)
+        if result == "ok":
+            words = f"{req.slug} finished ok (token {token}); it awaits review"
+        elif len(events) > 1:
+            words = f"{req.slug} failed (token {token}) and is quarantined after {run.attempts} attempts"
+        else:
+            words = f"{req.slug} failed (token {token}); attempt {run.attempts} of {decl.runner.attempts}, it will be claimed again"
+        out = Outcome("done", "finish", req.slug, by, message=words, token=token)
+        before = None
+        if result == "ok":  # result.json before the log: a crash between leaves a finished lane, never a ready one
+            body = finished_result(token, run.lease.holder, req.args[2], snap.now)
+            before = lambda: fx.mark_finished(req.slug, body)  # noqa: E731 -- returns its undo
+        return Step(out, events, before=before, own=0, after=lambda _: cached(
+            lambda: fx.unmark_running(req.slug, token), "running marker", req.slug))
+
+    return storm.request(req, refusal, plan, decl=decl)
+
+def recover(storm: Storm, slug: str | None = None, source: str | None = None, reason: str | None = None,
+            key: str | None = None) -> Outcome:
+    """Take back orphaned leases (every one, or ``slug``'s); with
+    ``slug``, also end a running marker that has no lease. Naming a
+    lane is the operator's alone."""
+    decl = storm.declaration()
+    req = Request("recover", None if slug is None else as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
+    refusal = shape_names(req.slug, (), req.source)
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        events = plan_recover(snap, decl.runner, req.slug)
+        if isinstance(events, Refusal):
+            return events
+        taken = [e["slug"] for e in events if e["action"] in ("expire", "recover")]
+        parked = [e["slug"] for e in events if e["action"] == "quarantine"]
+        words = f"took back {' '.join(taken)}" if taken else "no orphaned lease to take back"
+        if parked:
+            words += f"; quarantined {' '.join(parked)}"
+        out = Outcome("done" if events else "noop", "recover", req.slug, by, message=words)
+
+        def after(recorded: list[dict[str, Any]]) -> list[str]:
+            notes = []
+            for e in events:
+                if e["action"] in ("expire", "recover"):
+                    notes += cached(lambda: fx.unmark_running(e["slug"], e["token"]),
+                                         "running marker", e["slug"])
+            return notes
+
+        return Step(out, events, after=after, own=0 if events else None)
+
+    return storm.request(req, refusal, plan, decl=decl, operator_only=req.slug is not None)
+
+def unpark(storm: Storm, slug: str, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
+    """Return a quarantined lane to the queue with a fresh retry budget;
+    operator only, with a reason. Its attempt history stays."""
+    decl = storm.declaration()
+    req = Request("unpark", as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
+    refusal = shape_names(req.slug, (), req.source)
+    if refusal is None and not (req.reason or "").strip():
+        refusal = Refusal("blank_reason", "unpark needs --reason TEXT saying why the lane may run again")
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        event = plan_unpark(snap, req.slug)
+        if isinstance(event, Refusal):
+            return event
+        return Step(Outcome("done", "unpark", req.slug, by, message=f"{req.slug} may be claimed again, "
+                            f"with {decl.runner.attempts} fresh attempts"), [event])
+
+    return storm.request(req, refusal, plan, decl=decl, operator_only=True)
+
+def schedule(storm: Storm, slug: str, not_before: str, source: str | None = None, reason: str | None = None,
+             key: str | None = None) -> Outcome:
+    """Let ``slug`` start no earlier than ``not_before`` (a time as
+    ``clock.parse`` reads it); until then it keeps its place and is
+    passed over."""
+    req = Request("schedule", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (optional_text(not_before),))
+    when, refusal = parse_when(req.args[0], shape_names(req.slug, (), req.source), wall.seconds())
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        at = when_at(req.args[0], snap.now, when)
+        event = plan_schedule(snap, req.slug, at)
+        if isinstance(event, Refusal):
+            return event
+        words = f"nothing to do: {event['noop']}" if "noop" in event else f"{req.slug} starts no earlier than {at}"
+        return Step(Outcome("noop" if "noop" in event else "done", "schedule", req.slug, by, message=words), [event])
+
+    return storm.request(req, refusal, plan)
 
 
-    def claim(self, holder: str | None = None, ttl: int | None = None, source: str | None = None,
-              reason: str | None = None, key: str | None = None) -> Outcome:
-        """Decide as ``next`` does, after taking back orphaned leases; when
-        the decision is ``run`` and a slot is free, lease that lane to
-        ``holder`` under a new fencing token (``Outcome.decision`` is then
-        ``run SLUG ISSUE TOKEN``). Any other decision leases nothing; while
-        the operator's halt is in force the decision is ``halted`` and
-        ``Outcome.halt`` says who halted the storm, when and why."""
-        decl = self.declaration()
-        req = Request("claim", None, optional_text(reason), optional_text(source), optional_text(key), (optional_text(holder), ttl))
-        name = req.args[0] if req.args[0] is not None else default_holder()
-        refusal = shape_names(None, (), req.source) or shape_holder(name)
-        ttl = decl.runner.ttl if ttl is None else ttl
-        if not decl.error:  # an unreadable declaration says nothing about TTLs: authority refuses it
-            refusal = refusal or ttl_refusal(decl.runner, ttl)
-
-        def plan(snap: Snapshot, by: str) -> Step:
-            claim = plan_claim(snap, decl.runner, name, ttl, self._t)
-            halt = claim.after.state.halt if claim.after is not None else None
-            if halt is not None:
-                out = Outcome("done", "claim", None, by, message=f"nothing leased: the storm is {halt_words(halt)}; "
-                              "storm-queue resume ends the halt", decision=claim.decision, halt=halt)
-            elif claim.slug is None:
-                out = Outcome("done", "claim", None, by, message=claim.decision, decision=claim.decision)
-            else:
-                out = Outcome("done", "claim", claim.slug, by, message=f"{claim.slug} is leased to {name} with token "
-                              f"{claim.token} until {claim.expires}", decision=claim.decision, holder=name,
-                              token=claim.token, expires=claim.expires)
-
-            def after(events: list[dict[str, Any]]) -> list[str]:
-                notes = []
-                for slug, token in claim.ended:
-                    notes += self._cache(lambda: self._unmark_running(slug, token), "running marker", slug)
-                if claim.slug is not None:
-                    body = {"holder": name, "token": claim.token, "expires": claim.expires, "claimed": events[-1]["at"]}
-                    notes += self._cache(lambda: self._mark_running(claim.slug, body), "running marker", claim.slug)
-                return notes + self._tell_claim(claim, snap.skipped, snap.now, self.log_path(decl))
-
-            return Step(out, list(claim.events), after=after, own=-1 if claim.slug is not None else None)
-
-        return self._request(req, refusal, plan, decl=decl)
-
-    def renew(self, slug: str, token: int, ttl: int | None = None, source: str | None = None,
-              reason: str | None = None, key: str | None = None) -> Outcome:
-        """Extend the live lease on ``slug`` held under ``token``."""
-        decl = self.declaration()
-        req = Request("renew", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, ttl))
-        refusal = shape_names(req.slug, (), req.source) or shape_token(token)
-        if refusal is None and ttl is not None and not decl.error:
-            refusal = ttl_refusal(decl.runner, ttl)
-
-        def plan(snap: Snapshot, by: str) -> Step | Refusal:
-            event = plan_renew(snap, decl.runner, req.slug, token, ttl, self._t)
-            if isinstance(event, Refusal):
-                return event
-            out = Outcome("done", "renew", req.slug, by, message=f"renewed {req.slug} token {token} until {event['expires']}",
-                          token=token, expires=event["expires"])
-            lease = snap.state.run(req.slug).lease
-            marker = {"holder": lease.holder, "token": token, "expires": event["expires"], "claimed": lease.claimed}
-            return Step(out, [event], after=lambda _: self._cache(
-                lambda: self._mark_running(req.slug, marker), "running marker", req.slug))
-
-        return self._request(req, refusal, plan, decl=decl)
-
-    def finish(self, slug: str, token: int, result: str, note: str | None = None, source: str | None = None,
-               reason: str | None = None, key: str | None = None) -> Outcome:
-        """End the live lease on ``slug`` held under ``token``: ``ok``
-        leaves the lane finished, awaiting review; ``failed`` makes it
-        claimable again, or quarantines it once its attempts are spent."""
-        decl = self.declaration()
-        req = Request("finish", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, result, optional_text(note)))
-        refusal = shape_names(req.slug, (), req.source) or shape_token(token)
-        if refusal is None and result not in ("ok", "failed"):
-            refusal = Refusal("invalid_result", f"result {quote(as_text(result))} is neither ok nor failed")
-
-        def plan(snap: Snapshot, by: str) -> Step | Refusal:
-            events = plan_finish(snap, decl.runner, req.slug, token, result, req.args[2])
-            if isinstance(events, Refusal):
-                return events
-            run = snap.state.run(req.slug)
-            if result == "ok":
-                words = f"{req.slug} finished ok (token {token}); it awaits review"
-            elif len(events) > 1:
-                words = f"{req.slug} failed (token {token}) and is quarantined after {run.attempts} attempts"
-            else:
-                words = f"{req.slug} failed (token {token}); attempt {run.attempts} of {decl.runner.attempts}, it will be claimed again"
-            out = Outcome("done", "finish", req.slug, by, message=words, token=token)
-            before = None
-            if result == "ok":  # result.json before the log: a crash between leaves a finished lane, never a ready one
-                body = finished_result(token, run.lease.holder, req.args[2], snap.now)
-                before = lambda: self._mark_finished(req.slug, body)  # noqa: E731 -- returns its undo
-            return Step(out, events, before=before, own=0, after=lambda _: self._cache(
-                lambda: self._unmark_running(req.slug, token), "running marker", req.slug))
-
-        return self._request(req, refusal, plan, decl=decl)
-
-    def recover(self, slug: str | None = None, source: str | None = None, reason: str | None = None,
-                key: str | None = None) -> Outcome:
-        """Take back orphaned leases (every one, or ``slug``'s); with
-        ``slug``, also end a running marker that has no lease. Naming a
-        lane is the operator's alone."""
-        decl = self.declaration()
-        req = Request("recover", None if slug is None else as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
-        refusal = shape_names(req.slug, (), req.source)
-
-        def plan(snap: Snapshot, by: str) -> Step | Refusal:
-            events = plan_recover(snap, decl.runner, req.slug)
-            if isinstance(events, Refusal):
-                return events
-            taken = [e["slug"] for e in events if e["action"] in ("expire", "recover")]
-            parked = [e["slug"] for e in events if e["action"] == "quarantine"]
-            words = f"took back {' '.join(taken)}" if taken else "no orphaned lease to take back"
-            if parked:
-                words += f"; quarantined {' '.join(parked)}"
-            out = Outcome("done" if events else "noop", "recover", req.slug, by, message=words)
-
-            def after(recorded: list[dict[str, Any]]) -> list[str]:
-                notes = []
-                for e in events:
-                    if e["action"] in ("expire", "recover"):
-                        notes += self._cache(lambda: self._unmark_running(e["slug"], e["token"]),
-                                             "running marker", e["slug"])
-                return notes
-
-            return Step(out, events, after=after, own=0 if events else None)
-
-        return self._request(req, refusal, plan, decl=decl, operator_only=req.slug is not None)
-
-    def unpark(self, slug: str, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
-        """Return a quarantined lane to the queue with a fresh retry budget;
-        operator only, with a reason. Its attempt history stays."""
-        decl = self.declaration()
-        req = Request("unpark", as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
-        refusal = shape_names(req.slug, (), req.source)
-        if refusal is None and not (req.reason or "").strip():
-            refusal = Refusal("blank_reason", "unpark needs --reason TEXT saying why the lane may run again")
-
-        def plan(snap: Snapshot, by: str) -> Step | Refusal:
-            event = plan_unpark(snap, req.slug)
-            if isinstance(event, Refusal):
-                return event
-            return Step(Outcome("done", "unpark", req.slug, by, message=f"{req.slug} may be claimed again, "
-                                f"with {decl.runner.attempts} fresh attempts"), [event])
-
-        return self._request(req, refusal, plan, decl=decl, operator_only=True)
-
-    def schedule(self, slug: str, not_before: str, source: str | None = None, reason: str | None = None,
-                 key: str | None = None) -> Outcome:
-        """Let ``slug`` start no earlier than ``not_before`` (a time as
-        ``clock.parse`` reads it); until then it keeps its place and is
-        passed over."""
-        req = Request("schedule", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (optional_text(not_before),))
-        when, refusal = parse_when(req.args[0], shape_names(req.slug, (), req.source), wall.seconds())
-
-        def plan(snap: Snapshot, by: str) -> Step | Refusal:
-            at = when_at(req.args[0], snap.now, when)
-            event = plan_schedule(snap, req.slug, at)
-            if isinstance(event, Refusal):
-                return event
-            words = f"nothing to do: {event['noop']}" if "noop" in event else f"{req.slug} starts no earlier than {at}"
-            return Step(Outcome("noop" if "noop" in event else "done", "schedule", req.slug, by, message=words), [event])
-
-        return self._request(req, refusal, plan)

@@ -1,274 +1,269 @@
 """The one path every request takes: shape -> authority -> lock ->
 snapshot -> plan -> record, with the truthful answer when the record
-cannot be made."""
+cannot be made. It holds no state of its own: everything it reads and
+writes goes through the storm's store (``store.interface.Store``)."""
 
 from __future__ import annotations
 
-import os
-
 from .. import wall
 from ..core import config, fold, logread, queuetext
-from ..core.errors import RecordFailed, UnknownOrder
+from ..core.errors import Aborted, AppendFailed, RecordFailed, StormUnreadable, UnknownOrder
 from ..core.lane import Refusal, Snapshot, with_lane
 from ..core.names import quote
 from ..core.outcome import Outcome, Request, Step
 from ..core.records import replace
 from ..core.resolver import resolve
 from ..core.shapes import shape_key
-from ..store.directory import ledger
-from ..store.directory.log import reader
-from ..store.directory.log.checkpoint import checkpoint_path
-from . import authority
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from ..store.interface import Effects, Judged, Store
+    from .storm import Storm
 
-class Passage:
-    """The request path, for ``service.storm.Storm``."""
+    #: a request's plan: on the snapshot, for the principal ``by``, with the
+    #: store's effects at hand, the step it takes or why it is refused
+    Plan = Callable[[Snapshot, str, Effects], Step | Refusal]
 
 
-    def _request(self, req: Request, shape: Refusal | None,
-                 plan: Callable[[Snapshot, str], Step | Refusal] | None,
-                 dry_run: bool = False, decl: config.Declaration | None = None, operator_only: bool = False,
-                 on_unknown: Callable[..., Outcome] | None = None) -> Outcome:
-        """The one path of every request. A ``dry_run`` takes it up to the
-        queue append and the log write, then stops: it takes no lock (it is a
-        reader, like ``list``), writes nothing, and answers what the request
-        would have answered, with the run order it would leave.
+def request(storm: Storm, req: Request, shape: Refusal | None, plan: Plan | None, dry_run: bool = False,
+            decl: config.Declaration | None = None, operator_only: bool = False,
+            on_unknown: Callable[..., Outcome] | None = None) -> Outcome:
+    """The one path of every request. A ``dry_run`` takes it up to the
+    queue append and the log write, then stops: it takes no lock (it is a
+    reader, like ``list``), writes nothing, and answers what the request
+    would have answered, with the run order it would leave.
 
-        A request under a key that its principal has used before answers
-        with the first outcome and records nothing when its arguments are
-        the same, and is refused (``idempotency_conflict``) when they are not.
+    A request under a key that its principal has used before answers
+    with the first outcome and records nothing when its arguments are
+    the same, and is refused (``idempotency_conflict``) when they are not.
 
-        ``on_unknown(req, by, log_path, at, damage)``, when given, answers an
-        admitted request that meets an unknown order (``adopt``), as a reset
-        (``plan`` None) starts a new log; a refused one is then not recorded."""
-        decl = decl or self.declaration()
-        verdict, owner_ids, unrecordable, who = self._judge(decl, req.source, plan is None or operator_only)
-        by = verdict.by
-        bad_key = shape_key(req.key)
-        if bad_key is not None:  # a key that is not one is never recorded, whatever else is wrong
-            req = replace(req, key=None)
-        shape = shape or bad_key
-        refusal = shape or verdict.refusal
-        authorised = shape is None and verdict.admitted
-        log_path = self.log_path(decl)
-        if refusal is not None and unrecordable:
-            return self._refused(req, by, refusal, authorised, recorded=False,
-                                 why_not=DRY_RUN if dry_run else unrecordable)
-        if unrecordable:  # admitted, so the caller is the owner and the log's place is known
-            raise RecordFailed(unrecordable)
-        from ..store.directory.log import writer
+    ``on_unknown(req, by, decl, at, damage)``, when given, answers an
+    admitted request that meets an unknown order (``adopt``), as a reset
+    (``plan`` None) starts a new log; a refused one is then not recorded.
 
-        at = wall.now()
-        queued = False
-        step: Step | None = None
-        undo = None
-        try:
-            with _UNLOCKED if dry_run else self._writing(log_path, owner_ids):
-                at = wall.now()  # the time the request is answered at, under the lock
-                try:
-                    log = self._read(decl)
-                except UnknownOrder as damage:
-                    if plan is not None and on_unknown is None:
-                        raise  # answer 3, record nothing
-                    return self._unknown(req, by, refusal, authorised, on_unknown, damage, log_path, at, dry_run)
-                _not_moved(log)
-                repeated, refusal, authorised, step, snap = self._decide(req, by, refusal, authorised, plan, log, at,
-                                                                         dry_run)
-                if repeated is not None:
-                    return repeated
-                if dry_run:
-                    if refusal is not None:
-                        return self._refused(req, by, refusal, authorised, recorded=False, why_not=DRY_RUN)
-                    return _rehearsed(req, step, snap, log)
+    A request the store gave up (``Aborted``) is a recorded refusal,
+    ``reorder_conflict``: nothing of it happened, and a retry is safe."""
+    store = storm.store
+    decl = decl or _declaration(store)
+    judged = store.judge(decl, req.source, plan is None or operator_only)
+    try:
+        return _request(store, judged, req, shape, plan, dry_run, decl, on_unknown)
+    except Aborted as exc:
+        return _aborted(store, judged, req, decl, str(exc))
+
+
+def _declaration(store: Store) -> config.Declaration:
+    """The declaration a request is judged by; one its caller may not read
+    is none, and the caller's authority answers (the operator reads it)."""
+    try:
+        return store.declaration()
+    except StormUnreadable:
+        return config.Declaration(False)
+
+
+def _request(store: Store, judged: Judged, req: Request, shape: Refusal | None, plan: Plan | None, dry_run: bool,
+             decl: config.Declaration, on_unknown: Callable[..., Outcome] | None) -> Outcome:
+    """``request``, once the caller is judged."""
+    verdict, owner_ids = judged.verdict, judged.owner_ids
+    by = verdict.by
+    bad_key = shape_key(req.key)
+    if bad_key is not None:  # a key that is not one is never recorded, whatever else is wrong
+        req = replace(req, key=None)
+    shape = shape or bad_key
+    refusal = shape or verdict.refusal
+    authorised = shape is None and verdict.admitted
+    if refusal is not None and judged.unrecordable:
+        return _refused(req, by, refusal, authorised, recorded=False,
+                        why_not=DRY_RUN if dry_run else judged.unrecordable)
+    if judged.unrecordable:  # admitted, so the caller is the owner and the log's place is known
+        raise RecordFailed(judged.unrecordable)
+    fx = store.effects(decl)
+    at = wall.now()
+    queued = False
+    step: Step | None = None
+    undo = None
+    try:
+        with _UNLOCKED if dry_run else store.writing(req, decl, owner_ids):
+            at = wall.now()  # the time the request is answered at, under the lock
+            try:
+                log = store.read(decl)
+            except UnknownOrder as damage:
+                if plan is not None and on_unknown is None:
+                    raise  # answer 3, record nothing
+                return _unknown(fx, req, by, refusal, authorised, on_unknown, damage, decl, at, dry_run)
+            _not_moved(log)
+            repeated, refusal, authorised, step, snap = _decide(store, fx, req, by, refusal, authorised, plan, log, at,
+                                                                dry_run)
+            if repeated is not None:
+                return repeated
+            if dry_run:
                 if refusal is not None:
-                    bodies = [_refused_body(req, refusal, authorised)]
-                    out = self._refused(req, by, refusal, authorised, recorded=True)
-                    own = -1
-                else:
-                    if step.line is not None:  # queue.txt before the log: a crash between leaves a lane a retry prioritises
-                        self._queue(log_path, step.line)
-                        queued = True
-                    if step.before is not None:
-                        writer.check_writable(log_path)
-                        undo = step.before()
-                    bodies, out, own = step.events, step.out, step.own
-                if bodies and own is not None:
-                    _carry(req, bodies[own])
-                events = self._append(log, bodies, at, by, owner_ids) if bodies else []
-                if step is not None and step.after is not None:
-                    out.warnings += step.after(events)
-        except (OSError, writer.AppendFailed) as exc:
-            if undo is not None and getattr(exc, "state", "nothing") == "nothing":
-                try:
-                    undo()
-                except OSError:
-                    pass
-            return self._not_written(req, by, who, refusal, authorised, exc, queued, at, owner_ids)
-        out.warnings = ([] if log.torn else list(log.warnings)) + out.warnings
-        if events:
-            self._recorded(req, out, events, len(bodies) - 1 if own is None else own % len(bodies), len(bodies),
-                           at, owner_ids)
-        return out
-
-    def _unknown(self, req: Request, by: str, refusal: Refusal | None, authorised: bool,
-                 on_unknown: Callable[..., Outcome] | None, damage: UnknownOrder, log_path: str, at: str,
-                 dry_run: bool) -> Outcome:
-        """The answer of a request that may meet an unknown order (a reset,
-        an adopt): its refusal, not recorded; else ``on_unknown``'s answer,
-        or a new log started."""
-        if refusal is not None:
-            return self._refused(req, by, refusal, authorised, recorded=False,
-                                 why_not=DRY_RUN if dry_run else "the priority order is unknown")
-        if on_unknown is not None:
-            return on_unknown(req, by, log_path, at, damage)
-        return self._start_new_log(req, by, log_path, at)
-
-    def _decide(self, req: Request, by: str, refusal: Refusal | None, authorised: bool,
-                plan: Callable[[Snapshot, str], Step | Refusal] | None, log: logread.LogRead, at: str,
-                dry_run: bool) -> tuple[Outcome | None, Refusal | None, bool, Step | None, Snapshot | None]:
-        """Under the lock, what the request comes to: ``(repeated, refusal,
-        authorised, step, snapshot)``. ``repeated`` is the first answer of a
-        keyed request asked again with the same arguments (then nothing
-        else counts); else the refusal (a key used for another request, a
-        reset of a log that replays, the plan's own) or the plan's step,
-        with the snapshot it was planned on."""
-        keyed = log.state.keys.get(by, {}).get(req.key) if req.key is not None else None
-        if keyed is not None and keyed.fingerprint == req.fingerprint():
-            return _repeated(req, by, keyed, dry_run, log, at), refusal, authorised, None, None
-        if keyed is not None and refusal is None:
-            refusal, authorised = Refusal(
-                "idempotency_conflict",
-                f"key {quote(req.key)} was first used by {by} for a different request (line {keyed.seq}); "
-                "a key names one request: use a new key for a new request"), True
-        if plan is None and refusal is None:
-            refusal, authorised = LOG_READABLE, True
-        if refusal is not None:
-            return None, refusal, authorised, None, None
-        snap = self._snapshot(log, at)
-        result = plan(snap, by)
-        if isinstance(result, Refusal):
-            return None, result, True, None, snap
-        return None, None, authorised, result, snap
-
-    def _recorded(self, req: Request, out: Outcome, events: list[dict[str, Any]], own: int, count: int, at: str,
-                  owner_ids: tuple[int, int] | None) -> None:
-        """Mark ``out`` recorded with its own line (``own`` of the ``count``
-        bodies appended; a repair line may come first), say so in
-        progress.log, and warn of a repair."""
-        out.event = events[len(events) - count + own]
-        out.recorded = True
-        if events[0]["action"] == "repair":
-            out.warnings.append(f"repaired the log: kept {events[0]['torn']} torn bytes in {events[0]['side']} and recorded it")
-        self._say(at, _progress_words(out, req), owner_ids)
-
-    def _not_written(self, req: Request, by: str, who: authority.Caller, refusal: Refusal | None, authorised: bool,
-                     exc: Exception, queued: bool, at: str, owner_ids: tuple[int, int] | None) -> Outcome:
-        """The answer when an I/O error stopped the record, saying truthfully
-        what is on disk (see ``writer.AppendFailed``)."""
-        import errno
-
-        from ..store.directory.log.writer import AppendFailed
-
-        state = exc.state if isinstance(exc, AppendFailed) else "nothing"
-        cause = exc.cause if isinstance(exc, AppendFailed) else exc
-        why = f"{getattr(cause, 'strerror', None) or cause}" + (f": {cause.filename}" if getattr(cause, "filename", None) else "")
-        if state == "unwitnessed":
-            note = (f"it is on the log as line {exc.events[-1]['seq']} and counts, but the log's witness could not be "
-                    f"replaced ({why}); the next request re-witnesses it")
+                    return _refused(req, by, refusal, authorised, recorded=False, why_not=DRY_RUN)
+                return _rehearsed(req, step, snap, log)
             if refusal is not None:
-                out = self._refused(req, by, refusal, authorised, recorded=True)
-                out.message += f" (recorded, but {note})"
+                bodies = [_refused_body(req, refusal, authorised)]
+                out = _refused(req, by, refusal, authorised, recorded=True)
+                own = -1
             else:
-                out = Outcome("done", req.verb, req.slug, by, message=f"recorded but not witnessed: {note}")
-            self._say(at, _progress_words(out, req), owner_ids)
-            if refusal is not None:
-                return out
-            raise RecordFailed(f"the {req.verb} was recorded but not witnessed: {note}; do not ask again", recorded=True)
-        if state == "uncertain":
-            raise RecordFailed(
-                f"the {req.verb} may or may not be on the log: the disk could not make it durable ({why}) and its line "
-                "could not be cut back off; the storm's disk is failing: check storm-queue list before asking again",
-                recorded=None)
+                if step.line is not None:  # queue.txt before the log: a crash between leaves a lane a retry prioritises
+                    fx.queue(step.line)
+                    queued = True
+                if step.before is not None:
+                    undo = step.before()
+                bodies, out, own = step.events, step.out, step.own
+            if bodies and own is not None:
+                _carry(req, bodies[own])
+            events = store.append(log, bodies, at, by, owner_ids) if bodies else []
+            if step is not None and step.after is not None:
+                out.warnings += step.after(events)
+    except (OSError, AppendFailed) as exc:
+        if undo is not None and getattr(exc, "state", "nothing") == "nothing":
+            try:
+                undo()
+            except OSError:
+                pass
+        return _not_written(fx, req, by, judged.name, refusal, authorised, exc, queued, at, owner_ids)
+    out.warnings = ([] if log.torn else list(log.warnings)) + out.warnings
+    if events:
+        _recorded(fx, req, out, events, len(bodies) - 1 if own is None else own % len(bodies), len(bodies),
+                  at, owner_ids)
+    return out
+
+
+def _aborted(store: Store, judged: Judged, req: Request, decl: config.Declaration, message: str) -> Outcome:
+    """Record (best effort) and answer a request the store gave up."""
+    refusal = Refusal("reorder_conflict", message)
+    by, recorded = judged.verdict.by, False
+    try:
+        with store.writing(req, decl, None):
+            log = store.read(decl)
+            store.append(log, [_refused_body(req, refusal, judged.verdict.admitted)], wall.now(), by, None)
+        recorded = True
+    except Exception:  # noqa: BLE001 -- the answer stands whether or not its record could be made
+        pass
+    return Outcome("refused", req.verb, req.slug, by, "reorder_conflict",
+                   message if recorded else f"{message} (not recorded)", recorded=recorded)
+
+
+def _unknown(fx: Effects, req: Request, by: str, refusal: Refusal | None, authorised: bool,
+             on_unknown: Callable[..., Outcome] | None, damage: UnknownOrder, decl: config.Declaration, at: str,
+             dry_run: bool) -> Outcome:
+    """The answer of a request that may meet an unknown order (a reset,
+    an adopt): its refusal, not recorded; else ``on_unknown``'s answer,
+    or a new log started."""
+    if refusal is not None:
+        return _refused(req, by, refusal, authorised, recorded=False,
+                        why_not=DRY_RUN if dry_run else "the priority order is unknown")
+    if on_unknown is not None:
+        return on_unknown(req, by, decl, at, damage)
+    return _start_new_log(fx, req, by, at)
+
+
+def _decide(store: Store, fx: Effects, req: Request, by: str, refusal: Refusal | None, authorised: bool,
+            plan: Plan | None, log: logread.LogRead, at: str,
+            dry_run: bool) -> tuple[Outcome | None, Refusal | None, bool, Step | None, Snapshot | None]:
+    """Under the lock, what the request comes to: ``(repeated, refusal,
+    authorised, step, snapshot)``. ``repeated`` is the first answer of a
+    keyed request asked again with the same arguments (then nothing
+    else counts); else the refusal (a key used for another request, a
+    reset of a log that replays, the plan's own) or the plan's step,
+    with the snapshot it was planned on."""
+    keyed = log.state.keys.get(by, {}).get(req.key) if req.key is not None else None
+    if keyed is not None and keyed.fingerprint == req.fingerprint():
+        return _repeated(req, by, keyed, dry_run, log, at), refusal, authorised, None, None
+    if keyed is not None and refusal is None:
+        refusal, authorised = Refusal(
+            "idempotency_conflict",
+            f"key {quote(req.key)} was first used by {by} for a different request (line {keyed.seq}); "
+            "a key names one request: use a new key for a new request"), True
+    if plan is None and refusal is None:
+        refusal, authorised = LOG_READABLE, True
+    if refusal is not None:
+        return None, refusal, authorised, None, None
+    snap = store.snapshot(log, at)
+    result = plan(snap, by, fx)
+    if isinstance(result, Refusal):
+        return None, result, True, None, snap
+    return None, None, authorised, result, snap
+
+
+def _recorded(fx: Effects, req: Request, out: Outcome, events: list[dict[str, Any]], own: int, count: int, at: str,
+              owner_ids: tuple[int, int] | None) -> None:
+    """Mark ``out`` recorded with its own line (``own`` of the ``count``
+    bodies appended; a repair line may come first), say so in
+    progress.log, and warn of a repair."""
+    out.event = events[len(events) - count + own]
+    out.recorded = True
+    if events[0]["action"] == "repair":
+        out.warnings.append(f"repaired the log: kept {events[0]['torn']} torn bytes in {events[0]['side']} and recorded it")
+    fx.say(at, _progress_words(out, req), owner_ids)
+
+
+def _not_written(fx: Effects, req: Request, by: str, who: str, refusal: Refusal | None, authorised: bool,
+                 exc: Exception, queued: bool, at: str, owner_ids: tuple[int, int] | None) -> Outcome:
+    """The answer when an I/O error stopped the record, saying truthfully
+    what is on disk (see ``core.errors.AppendFailed``)."""
+    import errno
+
+    state = exc.state if isinstance(exc, AppendFailed) else "nothing"
+    cause = exc.cause if isinstance(exc, AppendFailed) else exc
+    why = f"{getattr(cause, 'strerror', None) or cause}" + (f": {cause.filename}" if getattr(cause, "filename", None) else "")
+    if state == "unwitnessed":
+        note = (f"it is on the log as line {exc.events[-1]['seq']} and counts, but the log's witness could not be "
+                f"replaced ({why}); the next request re-witnesses it")
         if refusal is not None:
-            return self._refused(req, by, refusal, authorised, recorded=False, why_not=why)
-        queued_note = "; queue.txt already carries the new lane, so asking again prioritises it" if queued else ""
-        if getattr(cause, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS):
-            return Outcome("refused", req.verb, req.slug, by, "storm_unwritable",
-                           f"account {who.name} cannot write the storm ({why}); nothing was recorded{queued_note}; "
-                           "ask as the storm's owner, or make its files writable again")
-        raise RecordFailed(f"the {req.verb} could not be recorded ({why}), so it did not happen{queued_note}; "
-                           "fix the cause and ask again", recorded=False)
-
-    def _refused(self, req: Request, by: str, refusal: Refusal, authorised: bool, recorded: bool, why_not: str = "") -> Outcome:
-        if why_not == DRY_RUN:
-            return Outcome("refused", req.verb, req.slug, by, refusal.code, f"{refusal.message} ({DRY_RUN})", dry_run=True)
-        message = refusal.message if recorded else f"{refusal.message} (not recorded: {why_not})"
-        return Outcome("refused", req.verb, req.slug, by, refusal.code, message, recorded=recorded)
-
-    def _unrecordable(self, decl: config.Declaration, who: authority.Caller, op: authority.Owner, log_path: str) -> str:
-        """Why this caller cannot record a line, or '' when it can."""
-        if decl.log_error:
-            return f"{decl.log_error}, so the log's place is unknown"
-        if authority.is_owner(who, op):
-            return ""
-        if who.euid == 0:
-            missing = [p for p in (log_path, reader.witness_path(log_path), log_path + ".lock") if not os.path.isfile(p)]
-            if not missing:
-                return ""
-            return f"{os.path.basename(missing[0])} does not exist, and another account never creates a file in the storm"
-        return f"account {who.name} cannot write the storm of {op.name}"
-
-    def _start_new_log(self, req: Request, by: str, log_path: str, at: str) -> Outcome:
-        """The operator's reset of an unreadable log: keep it aside, begin anew."""
-        from ..store.directory.log import writer
-
-        abandons = _abandon(log_path, at)
-        fresh = logread.LogRead(log_path, fresh=True)
-        try:
-            body = {"action": "reset", "reason": req.reason, "abandons": abandons}
-            if req.key is not None:
-                body.update(key=req.key, fingerprint=req.fingerprint())
-            event = writer.append(fresh, [body], at, by)[-1]
-        except writer.AppendFailed as exc:
-            if exc.state != "nothing":
-                raise
-            raise RecordFailed(
-                f"the reset kept the old log beside it as {os.path.basename(log_path)}.abandoned-{at.replace(':', '')}, "
-                f"but the new log's first line could not be written ({exc}); the storm now reads as one with "
-                "nothing prioritised, without the reset's record; fix the cause and go on", recorded=False) from None
-        out = Outcome("done", "reset", None, by, recorded=True, event=event,
-                      message=f"started a new log; the old one is kept beside it ({abandons} bytes abandoned)")
-        ledger.say(self.root, at, _progress_words(out, req), None)
-        return out
+            out = _refused(req, by, refusal, authorised, recorded=True)
+            out.message += f" (recorded, but {note})"
+        else:
+            out = Outcome("done", req.verb, req.slug, by, message=f"recorded but not witnessed: {note}")
+        fx.say(at, _progress_words(out, req), owner_ids)
+        if refusal is not None:
+            return out
+        raise RecordFailed(f"the {req.verb} was recorded but not witnessed: {note}; do not ask again", recorded=True)
+    if state == "uncertain":
+        raise RecordFailed(
+            f"the {req.verb} may or may not be on the log: the disk could not make it durable ({why}) and its line "
+            "could not be cut back off; the storm's disk is failing: check storm-queue list before asking again",
+            recorded=None)
+    if refusal is not None:
+        return _refused(req, by, refusal, authorised, recorded=False, why_not=why)
+    queued_note = "; queue.txt already carries the new lane, so asking again prioritises it" if queued else ""
+    if getattr(cause, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return Outcome("refused", req.verb, req.slug, by, "storm_unwritable",
+                       f"account {who} cannot write the storm ({why}); nothing was recorded{queued_note}; "
+                       "ask as the storm's owner, or make its files writable again")
+    raise RecordFailed(f"the {req.verb} could not be recorded ({why}), so it did not happen{queued_note}; "
+                       "fix the cause and ask again", recorded=False)
 
 
-def _abandon(log_path: str, at: str) -> int:
-    """Move the unreadable log and its witness aside; return the larger of
-    the bytes on disk and the witnessed length."""
-    from ..store.directory.fsutil import fsync_dir
+def _refused(req: Request, by: str, refusal: Refusal, authorised: bool, recorded: bool, why_not: str = "") -> Outcome:
+    if why_not == DRY_RUN:
+        return Outcome("refused", req.verb, req.slug, by, refusal.code, f"{refusal.message} ({DRY_RUN})", dry_run=True)
+    message = refusal.message if recorded else f"{refusal.message} (not recorded: {why_not})"
+    return Outcome("refused", req.verb, req.slug, by, refusal.code, message, recorded=recorded)
 
-    size = 0
+
+def _start_new_log(fx: Effects, req: Request, by: str, at: str) -> Outcome:
+    """The operator's reset of an unreadable log: keep it aside, begin anew."""
+    body = {"action": "reset", "reason": req.reason, "abandons": None}
+    if req.key is not None:
+        body.update(key=req.key, fingerprint=req.fingerprint())
+    event = fx.start_over(body, at, by)
+    out = Outcome("done", "reset", None, by, recorded=True, event=event,
+                  message=f"started a new log; the old one is kept beside it ({event['abandons']} bytes abandoned)")
+    fx.say(at, _progress_words(out, req), None)
+    return out
+
+
+def cached(write: Callable[[], Any], what: str, slug: str) -> list[str]:
+    """Write what only caches what the log records (a marker); a failure is a note, not a failure."""
     try:
-        size = os.stat(log_path, follow_symlinks=False).st_size
-    except FileNotFoundError:
-        pass
-    witnessed = 0
-    wpath = reader.witness_path(log_path)
-    try:
-        w = reader.read_witness(log_path)
-        witnessed = w.length if w else 0
-    except UnknownOrder:
-        pass
-    stamp = at.replace(":", "")
-    for path in (log_path, wpath, checkpoint_path(log_path)):
-        if os.path.lexists(path):
-            os.rename(path, f"{path}.abandoned-{stamp}")
-    fsync_dir(os.path.dirname(log_path) or ".")
-    return max(size, witnessed)
+        write()
+    except OSError as exc:
+        return [f"the {what} of {slug} could not be written ({exc.strerror or exc}); the log's record stands"]
+    return []
 
 
 def _not_moved(log: logread.LogRead) -> None:

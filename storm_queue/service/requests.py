@@ -1,6 +1,7 @@
-"""The requests that change the lane: bump, unbump, push, add, settle,
-declare and reset. Each shapes its arguments and plans with the pure core;
-``passage.Passage._request`` takes it the rest of the way."""
+"""The operator's and the sources' requests: bump, unbump, push, add,
+settle, waive, halt, resume, declare and reset. Each is a function of the
+storm, and its method (``storm.KINDS``): it shapes its arguments and
+plans with the pure core; ``passage.request`` takes it the rest of the way."""
 
 from __future__ import annotations
 
@@ -13,171 +14,244 @@ from ..core.names import as_text, is_issue, quote
 from ..core.outcome import Outcome, Request, Step
 from ..core.queuetext import split_deps
 from ..core.shapes import optional_text, parse_when, shape_names, when_at
+from .passage import cached
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..store.interface import Effects
+    from .storm import Storm
 
-class Requests:
-    """The lane's requests, for ``service.storm.Storm``."""
 
+def bump(storm: Storm, slug: str, reason: str | None = None, source: str | None = None, dry_run: bool = False,
+         key: str | None = None) -> Outcome:
+    """Prioritise a queued lane, pulling its dependencies forward. With
+    ``dry_run``, answer as the request would and record nothing."""
+    req = Request("bump", as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
+    return storm.request(req, shape_names(req.slug, (), req.source),
+                         lambda snap, by, fx: _lane_step(req, by, plan_bump(snap, req.slug), _lane_fields(snap, req.slug)),
+                         dry_run)
 
-    def bump(self, slug: str, reason: str | None = None, source: str | None = None, dry_run: bool = False,
-             key: str | None = None) -> Outcome:
-        """Prioritise a queued lane, pulling its dependencies forward. With
-        ``dry_run``, answer as the request would and record nothing."""
-        req = Request("bump", as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
-        return self._request(req, shape_names(req.slug, (), req.source),
-                             lambda snap, by: _lane_step(req, by, plan_bump(snap, req.slug), _lane_fields(snap, req.slug)),
-                             dry_run)
+def unbump(storm: Storm, slug: str, reason: str | None = None, source: str | None = None, dry_run: bool = False,
+           key: str | None = None) -> Outcome:
+    """Take a lane out of the priority lane, with what only it required.
+    With ``dry_run``, answer as the request would and record nothing."""
+    req = Request("unbump", as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
+    return storm.request(req, shape_names(req.slug, (), req.source),
+                         lambda snap, by, fx: _lane_step(req, by, plan_unbump(snap, req.slug), {}), dry_run)
 
-    def unbump(self, slug: str, reason: str | None = None, source: str | None = None, dry_run: bool = False,
-               key: str | None = None) -> Outcome:
-        """Take a lane out of the priority lane, with what only it required.
-        With ``dry_run``, answer as the request would and record nothing."""
-        req = Request("unbump", as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
-        return self._request(req, shape_names(req.slug, (), req.source),
-                             lambda snap, by: _lane_step(req, by, plan_unbump(snap, req.slug), {}), dry_run)
+def push(storm: Storm, slug: str, issue: str, deps: str | tuple[str, ...] | None = None,
+         reason: str | None = None, source: str | None = None, dry_run: bool = False,
+         key: str | None = None, not_before: str | None = None) -> Outcome:
+    """Append a lane to ``queue.txt`` (unless queued) and prioritise it;
+    ``not_before`` (a time as ``clock.parse`` reads it) schedules it.
+    With ``dry_run``, answer as the request would and write nothing."""
+    issue = as_text(issue)
+    dep_list = split_deps(as_text(deps)) if isinstance(deps, str) else (None if deps is None else tuple(as_text(d) for d in deps))
+    req = Request("push", as_text(slug), optional_text(reason), optional_text(source), optional_text(key),
+                   (issue, dep_list, optional_text(not_before)))
+    refusal = shape_names(req.slug, dep_list or (), req.source)
+    if refusal is None and not is_issue(issue):
+        refusal = Refusal("invalid_issue", f"issue {quote(issue)} is not ASCII digits or '-'")
+    when, refusal = parse_when(req.args[2], refusal, wall.seconds())
 
-    def push(self, slug: str, issue: str, deps: str | tuple[str, ...] | None = None,
-             reason: str | None = None, source: str | None = None, dry_run: bool = False,
-             key: str | None = None, not_before: str | None = None) -> Outcome:
-        """Append a lane to ``queue.txt`` (unless queued) and prioritise it;
-        ``not_before`` (a time as ``clock.parse`` reads it) schedules it.
-        With ``dry_run``, answer as the request would and write nothing."""
-        issue = as_text(issue)
-        dep_list = split_deps(as_text(deps)) if isinstance(deps, str) else (None if deps is None else tuple(as_text(d) for d in deps))
-        req = Request("push", as_text(slug), optional_text(reason), optional_text(source), optional_text(key),
-                       (issue, dep_list, optional_text(not_before)))
-        refusal = shape_names(req.slug, dep_list or (), req.source)
-        if refusal is None and not is_issue(issue):
-            refusal = Refusal("invalid_issue", f"issue {quote(issue)} is not ASCII digits or '-'")
-        when, refusal = parse_when(req.args[2], refusal, wall.seconds())
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        result, append = plan_push(snap, req.slug, issue, dep_list)
+        deps = tuple(dict.fromkeys(dep_list or ()))
+        at = when_at(req.args[2], snap.now, when)
+        extra = {} if at is None else {"not_before": at}
+        if not append:
+            return _lane_step(req, by, result, {**_lane_fields(snap, req.slug, issue, deps), **extra})
+        return _lane_step(req, by, result, {"issue": issue, "deps": list(deps), **extra},
+                          queuetext.format_line(req.slug, issue, deps))
 
-        def plan(snap: Snapshot, by: str) -> Step | Refusal:
-            result, append = plan_push(snap, req.slug, issue, dep_list)
-            deps = tuple(dict.fromkeys(dep_list or ()))
-            at = when_at(req.args[2], snap.now, when)
-            extra = {} if at is None else {"not_before": at}
-            if not append:
-                return _lane_step(req, by, result, {**_lane_fields(snap, req.slug, issue, deps), **extra})
-            return _lane_step(req, by, result, {"issue": issue, "deps": list(deps), **extra},
-                              queuetext.format_line(req.slug, issue, deps))
+    return storm.request(req, refusal, plan, dry_run)
 
-        return self._request(req, refusal, plan, dry_run)
+def add(storm: Storm, slug: str, issue: str, deps: str | tuple[str, ...] | None = None, reason: str | None = None,
+        source: str | None = None, key: str | None = None) -> Outcome:
+    """Enqueue a lane, not prioritised; a slug already queued is a
+    recorded no-op (its line stays as it is)."""
+    issue = as_text(issue)
+    dep_list = split_deps(as_text(deps)) if isinstance(deps, str) else (None if deps is None else tuple(as_text(d) for d in deps))
+    req = Request("add", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (issue, dep_list))
+    refusal = shape_names(req.slug, dep_list or (), req.source)
+    if refusal is None and not is_issue(issue):
+        refusal = Refusal("invalid_issue", f"issue {quote(issue)} is not ASCII digits or '-'")
 
-    def add(self, slug: str, issue: str, deps: str | tuple[str, ...] | None = None, reason: str | None = None,
-            source: str | None = None, key: str | None = None) -> Outcome:
-        """Enqueue a lane, not prioritised; a slug already queued is a
-        recorded no-op (its line stays as it is)."""
-        issue = as_text(issue)
-        dep_list = split_deps(as_text(deps)) if isinstance(deps, str) else (None if deps is None else tuple(as_text(d) for d in deps))
-        req = Request("add", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (issue, dep_list))
-        refusal = shape_names(req.slug, dep_list or (), req.source)
-        if refusal is None and not is_issue(issue):
-            refusal = Refusal("invalid_issue", f"issue {quote(issue)} is not ASCII digits or '-'")
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step:
+        lane = snap.lanes.get(req.slug)
+        if lane is not None:
+            noop = f"{req.slug} is already queued (issue {lane.issue})"
+            body = {"action": "add", "slug": req.slug, "issue": lane.issue, "deps": list(lane.deps),
+                    "appended": False, "noop": noop}
+            return Step(Outcome("noop", "add", req.slug, by, message=f"nothing to do: {noop}", appended=False), [body])
+        deps = tuple(dict.fromkeys(dep_list or ()))
+        body = {"action": "add", "slug": req.slug, "issue": issue, "deps": list(deps), "appended": True}
+        return Step(Outcome("done", "add", req.slug, by, message=f"{req.slug} is queued", appended=True), [body],
+                    queuetext.format_line(req.slug, issue, deps))
 
-        def plan(snap: Snapshot, by: str) -> Step:
-            lane = snap.lanes.get(req.slug)
-            if lane is not None:
-                noop = f"{req.slug} is already queued (issue {lane.issue})"
-                body = {"action": "add", "slug": req.slug, "issue": lane.issue, "deps": list(lane.deps),
-                        "appended": False, "noop": noop}
-                return Step(Outcome("noop", "add", req.slug, by, message=f"nothing to do: {noop}", appended=False), [body])
-            deps = tuple(dict.fromkeys(dep_list or ()))
-            body = {"action": "add", "slug": req.slug, "issue": issue, "deps": list(deps), "appended": True}
-            return Step(Outcome("done", "add", req.slug, by, message=f"{req.slug} is queued", appended=True), [body],
-                        queuetext.format_line(req.slug, issue, deps))
+    return storm.request(req, refusal, plan)
 
-        return self._request(req, refusal, plan)
+def settle(storm: Storm, slug: str, ledger_name: str, reason: str | None = None, source: str | None = None,
+           key: str | None = None, force: bool = False) -> Outcome:
+    """Settle a queued lane as ``integrated`` or ``abandoned``. A lane
+    holding a live lease is refused (``lane_running``) unless ``force``,
+    which records the lease's expiry first."""
+    req = Request("settle", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (as_text(ledger_name), bool(force)))
+    refusal = shape_names(req.slug, (), req.source)
+    if refusal is None and req.args[0] not in ("integrated", "abandoned"):
+        refusal = Refusal("invalid_ledger", f"ledger {quote(req.args[0])} is neither integrated nor abandoned")
 
-    def settle(self, slug: str, ledger_name: str, reason: str | None = None, source: str | None = None,
-               key: str | None = None, force: bool = False) -> Outcome:
-        """Settle a queued lane as ``integrated`` or ``abandoned``. A lane
-        holding a live lease is refused (``lane_running``) unless ``force``,
-        which records the lease's expiry first."""
-        req = Request("settle", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (as_text(ledger_name), bool(force)))
-        refusal = shape_names(req.slug, (), req.source)
-        if refusal is None and req.args[0] not in ("integrated", "abandoned"):
-            refusal = Refusal("invalid_ledger", f"ledger {quote(req.args[0])} is neither integrated nor abandoned")
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        how = req.args[0]
+        if snap.ledgers.settled(req.slug):
+            was = "integrated" if req.slug in snap.ledgers.integrated else "abandoned"
+            noop = f"{req.slug} is already {was}"
+            return Step(Outcome("noop", "settle", req.slug, by, message=f"nothing to do: {noop}"),
+                        [{"action": "settle", "slug": req.slug, "ledger": how, "noop": noop}])
+        if req.slug not in snap.lanes:
+            return Refusal("unknown_slug", f"no lane {req.slug} is queued; add it first")
+        lease = snap.state.run(req.slug).lease
+        events: list[dict[str, Any]] = []
+        if lease is not None:
+            if lease.expires > snap.now and not force:
+                return Refusal("lane_running", f"{req.slug} holds a live lease (token {lease.token}, {lease.holder}, "
+                               f"until {lease.expires}); let it finish, or settle it with --force, which expires the lease first")
+            events.append({"action": "expire", "slug": req.slug, "token": lease.token, "expired": snap.now})
+        events.append({"action": "settle", "slug": req.slug, "ledger": how})
+        words = f"{req.slug} is {how}" + (f"; its lease (token {lease.token}) was expired first" if lease else "")
+        return Step(Outcome("done", "settle", req.slug, by, message=words, token=lease.token if lease else None),
+                    events, before=lambda: fx.settle(req.slug, how), own=-1,
+                    after=(lambda _: cached(lambda: fx.unmark_running(req.slug, lease.token), "running marker",
+                                                 req.slug)) if lease else None)
 
-        def plan(snap: Snapshot, by: str) -> Step | Refusal:
-            how = req.args[0]
-            if snap.ledgers.settled(req.slug):
-                was = "integrated" if req.slug in snap.ledgers.integrated else "abandoned"
-                noop = f"{req.slug} is already {was}"
-                return Step(Outcome("noop", "settle", req.slug, by, message=f"nothing to do: {noop}"),
-                            [{"action": "settle", "slug": req.slug, "ledger": how, "noop": noop}])
-            if req.slug not in snap.lanes:
-                return Refusal("unknown_slug", f"no lane {req.slug} is queued; add it first")
-            lease = snap.state.run(req.slug).lease
-            events: list[dict[str, Any]] = []
-            if lease is not None:
-                if lease.expires > snap.now and not force:
-                    return Refusal("lane_running", f"{req.slug} holds a live lease (token {lease.token}, {lease.holder}, "
-                                   f"until {lease.expires}); let it finish, or settle it with --force, which expires the lease first")
-                events.append({"action": "expire", "slug": req.slug, "token": lease.token, "expired": snap.now})
-            events.append({"action": "settle", "slug": req.slug, "ledger": how})
-            words = f"{req.slug} is {how}" + (f"; its lease (token {lease.token}) was expired first" if lease else "")
-            return Step(Outcome("done", "settle", req.slug, by, message=words, token=lease.token if lease else None),
-                        events, before=lambda: self._settle(req.slug, how), own=-1,
-                        after=(lambda _: self._cache(lambda: self._unmark_running(req.slug, lease.token), "running marker",
-                                                     req.slug)) if lease else None)
+    return storm.request(req, refusal, plan)
 
-        return self._request(req, refusal, plan)
+def waive(storm: Storm, slug: str, dep: str, reason: str | None, undo: bool = False, source: str | None = None,
+          dry_run: bool = False, key: str | None = None) -> Outcome:
+    """Let ``slug`` run although its dependency ``dep`` is not integrated
+    (an abandoned ``dep`` no longer blocks it), or with ``undo`` end that
+    waiver; operator only, with a reason. The lane is re-derived: a
+    waived dependency is not pulled forward. With ``dry_run``, answer as
+    the request would and record nothing."""
+    req = Request("waive", as_text(slug), optional_text(reason), optional_text(source), optional_text(key),
+                  (as_text(dep), bool(undo)))
+    refusal = shape_names(req.slug, (req.args[0],), req.source)
+    if refusal is None and not (req.reason or "").strip():
+        refusal = Refusal("blank_reason", "waive needs --reason TEXT saying why the lane may run without its dependency")
 
-    def waive(self, slug: str, dep: str, reason: str | None, undo: bool = False, source: str | None = None,
-              dry_run: bool = False, key: str | None = None) -> Outcome:
-        """Let ``slug`` run although its dependency ``dep`` is not integrated
-        (an abandoned ``dep`` no longer blocks it), or with ``undo`` end that
-        waiver; operator only, with a reason. The lane is re-derived: a
-        waived dependency is not pulled forward. With ``dry_run``, answer as
-        the request would and record nothing."""
-        req = Request("waive", as_text(slug), optional_text(reason), optional_text(source), optional_text(key),
-                      (as_text(dep), bool(undo)))
-        refusal = shape_names(req.slug, (req.args[0],), req.source)
-        if refusal is None and not (req.reason or "").strip():
-            refusal = Refusal("blank_reason", "waive needs --reason TEXT saying why the lane may run without its dependency")
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        dep, undo = req.args
+        marked = not undo and req.slug in snap.ledgers.finished and fx.blocked_mark(req.slug)
+        result, lifts = plan_waive(snap, req.slug, dep, undo, by, marked)
+        if isinstance(result, Refusal):
+            return result
+        if result.noop:
+            message = f"nothing to do: {result.noop}"
+        elif undo:
+            message = f"{req.slug} waits for {dep} again"
+        else:
+            message = f"{req.slug} may run although {dep} is not integrated"
+        body: dict[str, Any] = {"action": "waive", "slug": req.slug, "dep": dep, "undo": undo,
+                                "moved": list(result.moved), "removed": list(result.removed)}
+        if result.noop:
+            body["noop"] = result.noop
+        if lifts:
+            message += "; next's blocked mark on it is taken away, so it may be claimed"
+        out = Outcome("noop" if result.noop else "done", "waive", req.slug, by, message=message,
+                      moved=list(result.moved), removed=list(result.removed), swept=dict(result.swept))
+        return Step(out, [body], before=(lambda: fx.unmark_blocked(req.slug)) if lifts else None)
 
-        def plan(snap: Snapshot, by: str) -> Step | Refusal:
-            dep, undo = req.args
-            marked = not undo and req.slug in snap.ledgers.finished and self._blocked_mark(req.slug)
-            result, lifts = plan_waive(snap, req.slug, dep, undo, by, marked)
-            if isinstance(result, Refusal):
-                return result
-            if result.noop:
-                message = f"nothing to do: {result.noop}"
-            elif undo:
-                message = f"{req.slug} waits for {dep} again"
-            else:
-                message = f"{req.slug} may run although {dep} is not integrated"
-            body: dict[str, Any] = {"action": "waive", "slug": req.slug, "dep": dep, "undo": undo,
-                                    "moved": list(result.moved), "removed": list(result.removed)}
-            if result.noop:
-                body["noop"] = result.noop
-            if lifts:
-                message += "; next's blocked mark on it is taken away, so it may be claimed"
-            out = Outcome("noop" if result.noop else "done", "waive", req.slug, by, message=message,
-                          moved=list(result.moved), removed=list(result.removed), swept=dict(result.swept))
-            return Step(out, [body], before=(lambda: self._unmark_blocked(req.slug)) if lifts else None)
+    return storm.request(req, refusal, plan, dry_run, operator_only=True)
 
-        return self._request(req, refusal, plan, dry_run, operator_only=True)
+def declare(storm: Storm, path: str, reason: str | None = None, key: str | None = None) -> Outcome:
+    """Record the file at ``path`` as a database storm's declaration
+    (operator only), with its sha256 and parsed content; declaring what
+    the storm holds is a recorded no-op. A directory storm's declaration
+    is its storm.toml: nothing to record (``NotHere``)."""
+    from ..core import config
+    from ..core.errors import NotHere
 
-    def declare(self, path: str, reason: str | None = None, key: str | None = None) -> Outcome:
-        """A directory storm's declaration is its storm.toml: nothing to record."""
-        from ..core.errors import NotHere
-
-        raise NotHere(f"on a directory storm the declaration is {os.path.join(self.root, 'storm.toml')}: edit that "
+    if storm.keeps_files:
+        raise NotHere(f"on a directory storm the declaration is {os.path.join(storm.root, 'storm.toml')}: edit that "
                       "file (reviewed) instead; declare records a file into a database storm")
+    import json
+    import tomllib
 
-    def reset(self, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
-        """Start a new log when the old one cannot be replayed; operator only."""
-        req = Request("reset", None, optional_text(reason), optional_text(source), optional_text(key))
-        refusal = shape_names(None, (), req.source)
-        if refusal is None and not (req.reason or "").strip():
-            refusal = Refusal("blank_reason", "reset needs --reason TEXT saying why the old log is abandoned")
-        return self._request(req, refusal, None)
+    from ..core.errors import InvalidDeclaration, NoStorm
+    from ..core.framing import sha256
+
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError as exc:
+        raise NoStorm(f"cannot read {path} ({exc.strerror}); nothing was declared") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidDeclaration(f"{path} is not UTF-8 text; nothing was declared") from None
+    decl = config.parse(text)
+    if decl.error:
+        raise InvalidDeclaration(f"{path}: {decl.error}; nothing was declared")
+    content = json.loads(json.dumps(tomllib.loads(text), default=str))
+    sha = sha256(raw).hexdigest()
+    req = Request("declare", None, optional_text(reason), None, optional_text(key), (sha,))
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step:
+        body = {"action": "declare", "sha256": sha, "declaration": content}
+        if not fx.declare(text, sha):
+            body["noop"] = "the storm already holds this declaration"
+            return Step(Outcome("noop", "declare", None, by, message=f"nothing to do: {body['noop']}"), [body])
+        return Step(Outcome("done", "declare", None, by, message=f"the storm's declaration is now {path} (sha256 {sha[:16]})"),
+                    [body])
+
+    return storm.request(req, None, plan, operator_only=True)
+
+
+def halt(storm: Storm, reason: str | None, source: str | None = None, dry_run: bool = False,
+         key: str | None = None) -> Outcome:
+    """Halt the storm: from now on no lane starts until ``resume``.
+    Operator only, with a reason; halting a halted storm is a recorded
+    no-op. Leases already held are untouched."""
+    return _halt_or_resume(storm, "halt", reason, source, dry_run, key)
+
+
+def resume(storm: Storm, reason: str | None, source: str | None = None, dry_run: bool = False,
+           key: str | None = None) -> Outcome:
+    """End the halt: lanes start again. Operator only, with a reason;
+    resuming a storm that is not halted is a recorded no-op."""
+    return _halt_or_resume(storm, "resume", reason, source, dry_run, key)
+
+
+def _halt_or_resume(storm: Storm, verb: str, reason: str | None, source: str | None, dry_run: bool,
+                    key: str | None) -> Outcome:
+    from ..core.halt import plan_halt, plan_resume
+
+    req = Request(verb, None, optional_text(reason), optional_text(source), optional_text(key))
+    refusal = shape_names(None, (), req.source)
+    if refusal is None and not (req.reason or "").strip():
+        refusal = Refusal("blank_reason", f"{verb} needs --reason TEXT saying why "
+                          + ("no lane may start" if verb == "halt" else "lanes may start again"))
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step:
+        event = plan_halt(snap) if verb == "halt" else plan_resume(snap)
+        if "noop" in event:
+            return Step(Outcome("noop", verb, None, by, message=f"nothing to do: {event['noop']}"), [event])
+        words = ("halted: no lane starts (claim leases nothing, next says wait) until storm-queue resume; "
+                 "leases already held run on" if verb == "halt" else "resumed: lanes start again")
+        return Step(Outcome("done", verb, None, by, message=words), [event])
+
+    return storm.request(req, refusal, plan, dry_run, operator_only=True)
+
+
+def reset(storm: Storm, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
+    """Start a new log when the old one cannot be replayed; operator only."""
+    req = Request("reset", None, optional_text(reason), optional_text(source), optional_text(key))
+    refusal = shape_names(None, (), req.source)
+    if refusal is None and not (req.reason or "").strip():
+        refusal = Refusal("blank_reason", "reset needs --reason TEXT saying why the old log is abandoned")
+    return storm.request(req, refusal, None)
 
 
 def _lane_step(req: Request, by: str, plan: Plan | Refusal, fields: dict[str, Any], line: str | None = None) -> Step | Refusal:

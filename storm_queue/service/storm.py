@@ -1,23 +1,162 @@
-"""The service: a storm, read fresh on every call. Every request goes shape
--> authority -> lock -> snapshot -> plan -> record (``passage``); every
-reader takes a snapshot and the resolver. It never prints; it returns
-results and raises typed errors. What a directory keeps in files a
-database storm keeps in rows: those steps are the hooks of
-``store.directory.store``."""
+"""The service: a storm, read fresh on every call, over the store that
+keeps it (``store.interface.Store``). Every request goes shape ->
+authority -> lock -> snapshot -> plan -> record (``passage.request``);
+every reader takes a snapshot and the resolver. It never prints; it
+returns results and raises typed errors."""
 
 from __future__ import annotations
 
-from ..core.halt import Halting
+from .. import wall
 from ..core.outcome import Listing, Outcome  # noqa: F401 -- the answers, where the package's names point
-from ..ops.adopt import Adoption
-from ..store.directory.store import Directory
-from .leases import Leases
-from .passage import Passage
-from .requests import Requests
+from ..core.resolver import resolve
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping
+
+    from ..core import config, logread, why
+    from ..core.verify import Audit
+    from ..store.interface import Store
+
+#: each request kind, and the module whose function of that name serves it
+#: (loaded on a kind's first use, so a command pays only for its own)
+KINDS = {
+    **dict.fromkeys(("bump", "unbump", "push", "add", "settle", "waive", "declare", "reset", "halt", "resume"),
+                    "storm_queue.service.requests"),
+    **dict.fromkeys(("claim", "renew", "finish", "recover", "unpark", "schedule"), "storm_queue.service.leases"),
+    "adopt": "storm_queue.ops.adopt",
+}
 
 
-class Storm(Requests, Leases, Adoption, Halting, Passage, Directory):
-    """One storm directory, read fresh on every call, and every request on it.
+class Storm:
+    """One storm, and every request and reading of it.
 
-    ``wait`` is how many seconds a writer waits for the writers' lock.
+    ``Storm(root)`` is the directory storm at ``root``; ``Storm.find(root)``
+    opens whichever store ``root`` names (a directory, or a database by its
+    URL); ``Storm(store=...)`` is the storm over a store already open.
+    ``wait`` is how many seconds a writer waits for the storm's lock.
+
+    The requests are its methods, each the function of that name in the
+    module ``KINDS`` gives, taking the storm first: ``bump``, ``unbump``,
+    ``push``, ``add``, ``settle``, ``waive``, ``declare``, ``reset``,
+    ``halt``, ``resume`` (``service.requests``); ``claim``, ``renew``,
+    ``finish``, ``recover``, ``unpark``, ``schedule`` (``service.leases``);
+    ``adopt`` (``ops.adopt``). Each returns an ``Outcome``.
     """
+
+    def __init__(self, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0, *,
+                 store: Store | None = None):
+        if store is None:
+            from ..store.directory.store import Directory
+
+            store = Directory(root, env, wait)
+        self.store = store
+
+    @classmethod
+    def find(cls, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0) -> Storm:
+        """The storm at ``root`` (else as ``roots.find_root`` finds it): a
+        directory's, or the database's a URL names."""
+        import os
+
+        from ..roots import opened
+
+        return cls(store=opened(root, os.environ if env is None else env, wait))
+
+    def __getattr__(self, name: str) -> Callable[..., Outcome]:
+        """A request kind (``KINDS``), bound to this storm."""
+        home = KINDS.get(name)
+        if home is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        import importlib
+        from types import MethodType
+
+        return MethodType(getattr(importlib.import_module(home), name), self)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(super().__dir__()) | set(KINDS))
+
+    def request(self, *args: Any, **kwargs: Any) -> Outcome:
+        """The one request path (``passage.request``), loaded by the first
+        request: a reader never loads it."""
+        from .passage import request
+
+        return request(self, *args, **kwargs)
+
+    @property
+    def root(self) -> str:
+        """Where the storm is, as printed (a URL's password masked)."""
+        return self.store.root
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        return self.store.env
+
+    @property
+    def wait(self) -> float:
+        return self.store.wait
+
+    @property
+    def keeps_files(self) -> bool:
+        return self.store.keeps_files
+
+    def close(self) -> None:
+        """Let go of what the store holds open (a database's connection)."""
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
+
+    # -- reading -------------------------------------------------------
+
+    def declaration(self) -> config.Declaration:
+        return self.store.declaration()
+
+    def listing(self, decl: config.Declaration | None = None, waits: bool = True) -> Listing:
+        """The storm as it will run; reads only, writes nothing. With
+        ``waits``, how long each ready lane has waited (``starving``)."""
+        decl = decl or self.store.declaration()
+        log = self.store.read(decl)
+        snap = self.store.snapshot(log)
+        view = resolve(snap)
+        warnings = list(log.warnings)
+        if decl.sources_error:
+            warnings.append(f"{decl.sources_error}: every request is refused until storm.toml is fixed (see storm.toml.example)")
+        if view.stale:
+            warnings.append(
+                "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "
+                "replayed, and the next request will re-derive it"
+            )
+        found = {}
+        if waits:
+            from ..core.starving import waits as waited
+
+            found = waited(snap, view.rows, decl.starving_after, wall.seconds())
+        from ..core.lane import keepers
+
+        return Listing(self.root, view, snap.skipped, warnings, log.state.marks, log.seq, found, decl.starving_after,
+                       keepers(snap))
+
+    def why(self, slug: str) -> why.Why:
+        """Where the lane ``slug`` stands and why, as plain data; reads only."""
+        from ..core import why
+        from ..core.names import as_text
+
+        decl = self.store.declaration()
+        snap = self.store.snapshot(self.store.read(decl))
+        return why.explain(snap, resolve(snap), snap.skipped, as_text(slug), decl.runner)
+
+    def next(self) -> tuple[Listing, list[str]]:
+        """Decide, then let the store do what a decision does as the
+        operator (``Store.decided``: blocked marks, what is news once).
+        Returns the listing and notes for stderr."""
+        decl = self.store.declaration()
+        listing = self.listing(decl, waits=False)
+        return listing, self.store.decided(decl, listing.view, listing.skipped)
+
+    def history(self, each: Callable[[bytes, dict[str, Any]], None],
+                decl: config.Declaration | None = None) -> logread.LogRead:
+        """Every line of the log, oldest first, checked (``Store.history``)."""
+        return self.store.history(each, decl)
+
+    def verify(self, progress: Callable[[int], None] | None = None) -> Audit:
+        """The full audit of the log (``Store.verify``); reads only."""
+        return self.store.verify(progress)

@@ -480,7 +480,7 @@ def test_diagnose_of_runner_state_is_pure() -> None:
     """doctor.diagnose finds orphans, markers and quarantine in the facts it is
     given (a snapshot at a stamped time), reading nothing."""
     from storm_queue.core import config
-    from storm_queue.service.authority import Owner
+    from storm_queue.store.directory.accounts import Owner
     from storm_queue.ops.doctor import Facts, diagnose
     from storm_queue.core.fold import replay
     from storm_queue.core.lane import Snapshot

@@ -337,7 +337,7 @@ def test_a_long_lived_storm_whose_connection_ended_between_requests_says_nothing
     ok(db, "add", "a", "1")
     storm = Storm.find(db, env=clean_env())
     assert storm.bump("a", reason="r-first").outcome == "done"
-    pid = storm.conn.info.backend_pid
+    pid = storm.store.conn.info.backend_pid
     with pg_server.admin(dbname(db)) as watcher:
         assert watcher.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0] is True
         backend_gone(watcher, pid)
@@ -347,6 +347,6 @@ def test_a_long_lived_storm_whose_connection_ended_between_requests_says_nothing
     assert lost.value.recorded is False and "nothing was recorded" in str(lost.value)
     assert events(pg_server, db) == before
     assert storm.unbump("a", reason="r-again").outcome == "done"  # on a new connection
-    assert storm.conn.info.backend_pid != pid
+    assert storm.store.conn.info.backend_pid != pid
     evs = assert_sound_and_derived(pg_server, db)
     assert [on_log(evs, "reason", r) for r in ("r-first", "r-lost", "r-again")] == [1, 0, 1]

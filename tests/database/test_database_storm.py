@@ -200,6 +200,22 @@ def test_why_list_and_reset_answer_a_database_storm(db) -> None:
     assert reset.returncode == 2 and json.loads(reset.stdout)["code"] == "log_readable"
 
 
+def test_reset_of_a_database_log_that_cannot_be_read_says_it_cannot(pg_server, db) -> None:
+    """A state row that cannot be read is an unknown order (exit 3); reset
+    cannot set a database's rows aside, and says so (exit 2), changing nothing."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    ok(db, "add", "a", "1")
+    with pg_server.admin(conninfo_to_dict(db)["dbname"]) as conn:
+        conn.execute("UPDATE storm_queue.state SET body = 'not a state'")
+    assert cli(db, "list").returncode == 3
+    before = events(pg_server, db)
+    reset = cli(db, "reset", "--reason", "start again")
+    assert reset.returncode == 2, reset.stderr
+    assert "verify says where it breaks" in reset.stderr and "Traceback" not in reset.stderr
+    assert events(pg_server, db) == before
+
+
 def test_next_marks_a_lane_blocked_in_a_row_not_a_file(pg_server, db, tmp_path) -> None:
     from psycopg.conninfo import conninfo_to_dict
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from storm_queue.store.postgres.store import DatabaseStorm
+from storm_queue.service.storm import Storm
+from storm_queue.store.postgres.store import Database
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.postgresql
@@ -20,18 +21,19 @@ def db(pg_url: str) -> str:
     return pg_url
 
 
-def seen(storm: DatabaseStorm) -> tuple:
+def seen(storm: Storm) -> tuple:
     """What the snapshot of ``storm`` holds of the rows, read now."""
-    with storm.conn.transaction():
-        log = storm._load()
-    snap = storm._snapshot(log)
+    store = storm.store
+    with store.conn.transaction():
+        log = store._load()
+    snap = store.snapshot(log)
     led = snap.ledgers
     return ([(s, q.issue, q.deps) for s, q in snap.lanes.items()], sorted(led.integrated), sorted(led.abandoned),
-            sorted(led.finished), storm._rows.results)
+            sorted(led.finished), store._rows.results)
 
 
 def fresh(url: str) -> tuple:
-    storm = DatabaseStorm(url)
+    storm = Storm(store=Database(url))
     try:
         return seen(storm)
     finally:
@@ -39,42 +41,42 @@ def fresh(url: str) -> tuple:
 
 
 def test_a_long_lived_storm_reads_only_changed_rows_and_sees_every_change(db: str) -> None:
-    long = DatabaseStorm(db)
-    other = DatabaseStorm(db)
+    long = Storm(store=Database(db))
+    other = Storm(store=Database(db))
     try:
         for slug, issue in (("a", "1"), ("b", "2"), ("c", "3")):
             assert other.add(slug, issue).outcome == "done"
         assert seen(long) == fresh(db) and [s for s, _, _ in seen(long)[0]] == ["a", "b", "c"]
-        first = long._rows.seen
-        assert seen(long) == fresh(db) and long._rows.seen == first  # nothing changed: nothing read
+        first = long.store._rows.seen
+        assert seen(long) == fresh(db) and long.store._rows.seen == first  # nothing changed: nothing read
 
         claim = other.claim(holder="h")
         assert claim.decision.startswith("run a 1 ")
         assert other.finish("a", claim.token, "ok").outcome == "done"
-        assert seen(long) == fresh(db) and long._rows.results == {"a": claim.token}
+        assert seen(long) == fresh(db) and long.store._rows.results == {"a": claim.token}
         assert other.settle("a", "integrated").outcome == "done"
         assert other.add("d", "4", deps=("a",)).outcome == "done"
-        assert seen(long) == fresh(db) and long._rows.seen > first
+        assert seen(long) == fresh(db) and long.store._rows.seen > first
 
-        with other.conn.transaction():  # hand edits: a lane moved to the front, a ledger changed, a result replaced
-            other.conn.execute("UPDATE storm_queue.lane SET pos = -1 WHERE slug = 'c'")
-            other.conn.execute("UPDATE storm_queue.settled SET ledger = 'abandoned' WHERE slug = 'a'")
-            other.conn.execute("UPDATE storm_queue.result SET body = '{\"token\": 7}' WHERE slug = 'a'")
+        with other.store.conn.transaction():  # hand edits: a lane moved to the front, a ledger changed, a result replaced
+            other.store.conn.execute("UPDATE storm_queue.lane SET pos = -1 WHERE slug = 'c'")
+            other.store.conn.execute("UPDATE storm_queue.settled SET ledger = 'abandoned' WHERE slug = 'a'")
+            other.store.conn.execute("UPDATE storm_queue.result SET body = '{\"token\": 7}' WHERE slug = 'a'")
         assert seen(long) == fresh(db)
         assert [s for s, _, _ in seen(long)[0]] == ["c", "a", "b", "d"] and seen(long)[2] == ["a"]
-        assert long._rows.results == {"a": 7}
+        assert long.store._rows.results == {"a": 7}
 
-        gone = long._rows.gone
-        with other.conn.transaction():  # a row deleted, a slug renamed: every row is read again
-            other.conn.execute("DELETE FROM storm_queue.result WHERE slug = 'a'")
-        assert seen(long) == fresh(db) and long._rows.gone == gone + 1 and long._rows.results == {}
-        with other.conn.transaction():
-            other.conn.execute("UPDATE storm_queue.lane SET slug = 'e' WHERE slug = 'b'")
+        gone = long.store._rows.gone
+        with other.store.conn.transaction():  # a row deleted, a slug renamed: every row is read again
+            other.store.conn.execute("DELETE FROM storm_queue.result WHERE slug = 'a'")
+        assert seen(long) == fresh(db) and long.store._rows.gone == gone + 1 and long.store._rows.results == {}
+        with other.store.conn.transaction():
+            other.store.conn.execute("UPDATE storm_queue.lane SET slug = 'e' WHERE slug = 'b'")
         assert seen(long) == fresh(db) and "b" not in dict((s, i) for s, i, _ in seen(long)[0])
-        with other.conn.transaction():
-            other.conn.execute("TRUNCATE storm_queue.settled")
+        with other.store.conn.transaction():
+            other.store.conn.execute("TRUNCATE storm_queue.settled")
         assert seen(long) == fresh(db) and seen(long)[1:3] == ([], [])
         assert long.claim(holder="h2").decision.startswith("run c 3 ")  # requests decide on the same rows
     finally:
-        long.close()
-        other.close()
+        long.store.close()
+        other.store.close()

@@ -246,7 +246,7 @@ class LaneMachine(RuleBasedStateMachine):
             f.write(self.model.queue_text())
 
     def snapshot(self, log: logread.LogRead) -> lanemod.Snapshot:
-        return self.storm._snapshot(log)
+        return self.storm.store.snapshot(log)
 
     def known(self) -> list[str]:
         """Slugs that queue.txt or a ledger knows."""
@@ -558,8 +558,8 @@ class DatabaseLaneMachine(LaneMachine):
             return cur.fetchall() if cur.description else []
 
     def read_log(self) -> logread.LogRead:
-        with self.storm._errors(), self.storm.conn.transaction():
-            return self.storm._load()
+        with self.storm.store._errors(), self.storm.store.conn.transaction():
+            return self.storm.store._load()
 
     def log_lines(self) -> list[bytes]:
         return [bytes(r[0]) for r in self.sql("SELECT line FROM storm_queue.event ORDER BY seq")]

@@ -2,7 +2,7 @@
 
 import os
 
-from storm_queue.service.authority import Owner, exposure
+from storm_queue.store.directory.accounts import Owner, exposure
 
 
 def _stat(mode: int, uid: int) -> os.stat_result:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from storm_queue.core import config
-from storm_queue.service.authority import Owner
+from storm_queue.store.directory.accounts import Owner
 from storm_queue.ops.doctor import Entry, Facts, diagnose, render_text
 from storm_queue.core.queuetext import QueueFile, Skipped
 

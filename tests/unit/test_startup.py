@@ -331,17 +331,18 @@ def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: tuple[str, ...]
 NEXT_MODULES = {"cli", "cli.answer", "cli.commands", "cli.entry", "core", "core.clock", "core.config", "core.errors",
                 "core.exit_codes", "core.fold", "core.framing", "core.jsoncodec", "core.lane", "core.ledgers",
                 "core.logread", "core.names", "core.outcome", "core.queuetext", "core.records", "core.resolver",
-                "core.statebody", "core.stream", "roots", "store", "store.directory", "store.directory.declared",
-                "store.directory.fsutil", "store.directory.ledger", "store.directory.log",
+                "core.statebody", "core.stream", "roots", "service", "service.storm", "store", "store.directory",
+                "store.directory.declared", "store.directory.effects", "store.directory.fsutil", "store.directory.ledger", "store.directory.log",
                 "store.directory.log.checkpoint", "store.directory.log.found", "store.directory.log.reader",
                 "store.directory.queuefile", "store.directory.store", "wall"}
-#: what a request of each kind never loads: the other kinds' parts of ``service.storm.Storm``
-NOT_FOR = {"bump": {"service.storm", "service.leases", "core.runs", "ops.adopt", "core.halt", "core.starving", "cli.watch",
+#: what a request of each kind never loads: the other kinds' modules (``service.storm.KINDS``), and what
+#: only they need; a reader never loads the request path, nor who asks
+NOT_FOR = {"bump": {"service.leases", "core.runs", "ops.adopt", "core.halt", "core.starving", "cli.watch",
                     "core.why", "service.history", "cli.render", "cli.handlers"},
-           "claim": {"service.storm", "service.requests", "ops.adopt", "cli.render", "cli.handlers", "cli.watch", "core.why",
+           "claim": {"service.requests", "ops.adopt", "cli.render", "cli.handlers", "cli.watch", "core.why",
                      "service.history"},
-           "next": {"service.storm", "service.passage", "service.requests", "service.leases", "core.runs", "ops.adopt",
-                    "service.authority", "core.halt", "cli.render", "cli.handlers", "store.directory.log.lock",
+           "next": {"service.passage", "service.requests", "service.leases", "core.runs", "ops.adopt",
+                    "core.authority", "store.directory.accounts", "core.halt", "cli.render", "cli.handlers", "store.directory.log.lock",
                     "store.directory.log.writer", "core.shapes", "core.starving"}}
 
 

@@ -1,6 +1,6 @@
 """Reading a database storm's whole log: every line by seq from one
 snapshot, checked as a directory log's reader checks it (``history``,
-``verify``). A mixin of ``database.DatabaseStorm``."""
+``verify``), for ``store.Database``."""
 
 from __future__ import annotations
 
@@ -14,73 +14,73 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterator
 
-    from ...core import config
+    from .store import Database
 
 
-class LogRows:
-    """The log of a database storm, read whole (``_lines``, ``history``, ``verify``)."""
+def _lines(store: Database) -> Iterator[tuple[int, bytes]]:
+    """Every log line, by seq, streamed from one snapshot."""
+    with store._errors(), store.conn.transaction():
+        store.conn.execute(q("read_only_snapshot"))
+        with store.conn.cursor(name="storm_queue_lines") as cur:
+            cur.itersize = 2000
+            cur.execute(q("all_lines"))
+            for seq, line in cur:
+                yield seq, bytes(line)
 
-    def _lines(self) -> Iterator[bytes]:
-        """Every log line, by seq, streamed from one snapshot."""
-        with self._errors(), self.conn.transaction():
-            self.conn.execute(q("read_only_snapshot"))
-            with self.conn.cursor(name="storm_queue_lines") as cur:
-                cur.itersize = 2000
-                cur.execute(q("all_lines"))
-                for seq, line in cur:
-                    yield seq, bytes(line)
 
-    def history(self, each: Callable[[bytes, dict[str, Any]], None], decl: config.Declaration | None = None) -> logread.LogRead:
-        """Every line, oldest first, checked as a directory log's reader checks it."""
-        out = logread.LogRead(self.root, log_exists=True)
-        folder = fold.Fold()
-        for line, event in self._checked():
-            folder.step(event)
-            out.seq, out.digest, out.length = event["seq"], digest(line), out.length + len(line)
-            each(line, event)
-        out.state = folder.state()
+def history(store: Database, each: Callable[[bytes, dict[str, Any]], None]) -> logread.LogRead:
+    """Every line, oldest first, checked as a directory log's reader checks it."""
+    out = logread.LogRead(store.root, log_exists=True)
+    folder = fold.Fold()
+    for line, event in _checked(store):
+        folder.step(event)
+        out.seq, out.digest, out.length = event["seq"], digest(line), out.length + len(line)
+        each(line, event)
+    out.state = folder.state()
+    return out
+
+
+def _checked(store: Database) -> Iterator[tuple[bytes, dict[str, Any]]]:
+    """The lines and their events; ``reader.Damage`` at the first that breaks framing, seq or chain."""
+    prev, offset, expected = None, 0, 1
+    for seq, line in _lines(store):
+        try:
+            event = decode(line)
+        except Malformed as exc:
+            raise logread.Damage(store.root, f"line {expected} is malformed: {exc}", expected, offset) from None
+        if seq != expected or event["seq"] != expected:
+            raise logread.Damage(store.root, f"line {expected} has seq {event['seq']}, expected {expected}", expected, offset)
+        if event["prev"] != prev:
+            raise logread.Damage(store.root, f"line {expected} breaks the chain: its prev does not match line "
+                                f"{expected - 1}", expected, offset)
+        yield line, event
+        prev, offset, expected = digest(line), offset + len(line), expected + 1
+
+
+def verify(store: Database, progress: Callable[[int], None] | None = None):
+    """Check every line from the first (``verify.check_lines``, the rules
+    a directory log is checked by), and that the state row's body with
+    the lines after it folds to what the full replay does."""
+    from ...core.verify import Problem, check_lines
+
+    out = check_lines((line for _, line in _lines(store)), store.root, progress)
+    if out.problem is not None:
         return out
-
-    def _checked(self) -> Iterator[tuple[bytes, dict[str, Any]]]:
-        """The lines and their events; ``reader.Damage`` at the first that breaks framing, seq or chain."""
-        prev, offset, expected = None, 0, 1
-        for seq, line in self._lines():
-            try:
-                event = decode(line)
-            except Malformed as exc:
-                raise logread.Damage(self.root, f"line {expected} is malformed: {exc}", expected, offset) from None
-            if seq != expected or event["seq"] != expected:
-                raise logread.Damage(self.root, f"line {expected} has seq {event['seq']}, expected {expected}", expected, offset)
-            if event["prev"] != prev:
-                raise logread.Damage(self.root, f"line {expected} breaks the chain: its prev does not match line "
-                                    f"{expected - 1}", expected, offset)
-            yield line, event
-            prev, offset, expected = digest(line), offset + len(line), expected + 1
-
-    def verify(self, progress: Callable[[int], None] | None = None):
-        """Check every line from the first (``verify.check_lines``, the rules
-        a directory log is checked by), and that the state row's body with
-        the lines after it folds to what the full replay does."""
-        from ...core.verify import Problem, check_lines
-
-        out = check_lines((line for _, line in self._lines()), self.root, progress)
-        if out.problem is not None:
+    with store._errors(), store.conn.transaction():
+        store.conn.execute(q("read_only_snapshot"))
+        seq, last, body, body_seq, body_digest = store.conn.execute(q("read_state")).fetchone()
+        if seq != out.lines:  # a writer appended since the lines were read: its state row is newer
+            out.warnings.append(f"the log grew to line {seq} during the audit; the state row was not compared")
             return out
-        with self._errors(), self.conn.transaction():
-            self.conn.execute(q("read_only_snapshot"))
-            seq, last, body, body_seq, body_digest = self.conn.execute(q("read_state")).fetchone()
-            if seq != out.lines:  # a writer appended since the lines were read: its state row is newer
-                out.warnings.append(f"the log grew to line {seq} during the audit; the state row was not compared")
-                return out
-            try:
-                folded = self._fold_on(_Known(body_seq, body_digest, load_state(body)), seq, last)
-            except ValueError:
-                folded = None
-        out.checkpoint_line = body_seq
-        agrees = last == out.digest and folded == out.state
-        out.checkpoint = "agrees" if agrees else "disagrees"
-        if not agrees:
-            out.problem = Problem(f"the state row (its body at line {body_seq}, with the lines after it) is not what "
-                                  "the whole log folds to; commands trust it, so the order they give is not the log's",
-                                  body_seq, out.length)
-        return out
+        try:
+            folded = store._fold_on(_Known(body_seq, body_digest, load_state(body)), seq, last)
+        except ValueError:
+            folded = None
+    out.checkpoint_line = body_seq
+    agrees = last == out.digest and folded == out.state
+    out.checkpoint = "agrees" if agrees else "disagrees"
+    if not agrees:
+        out.problem = Problem(f"the state row (its body at line {body_seq}, with the lines after it) is not what "
+                              "the whole log folds to; commands trust it, so the order they give is not the log's",
+                              body_seq, out.length)
+    return out

@@ -6,7 +6,7 @@ storm's lock and a new ``ver``, so they commit in ``ver`` order). A row
 deleted, or its slug changed, moves ``state.rows_gone``, and then every
 row is read again. What the rows make (the lanes in ``pos`` order, the
 ledgers) is rebuilt only when a row changed. And the request path's
-writes of those rows (``RowWrites``)."""
+writes of those rows (``Writes``)."""
 
 from __future__ import annotations
 
@@ -89,52 +89,65 @@ class Rows:
         return self._ledgers[1]
 
 
-class RowWrites:
-    """A database storm's rows where a directory storm has files: the hooks
-    of the request path that write the lane, settled and result rows, in
-    the request's transaction. A mixin of ``database.DatabaseStorm``."""
+class Writes:
+    """A database storm's rows where a directory storm has files (its
+    ``store.interface.Effects``), written in the request's transaction, so
+    that they commit with its lines or not at all: no undo is needed."""
 
-    def _queue(self, log_path: str, line: str) -> None:
+    def __init__(self, store: Any):
+        self.store = store  # its connection is looked up on each write: a broken one is replaced
+
+    def queue(self, line: str) -> None:
         fields = line.split()
         deps = split_deps(fields[2]) if len(fields) > 2 else ()
-        self.conn.execute(q("insert_lane"), (fields[0], fields[1], list(deps)))
+        self.store.conn.execute(q("insert_lane"), (fields[0], fields[1], list(deps)))
 
-    def _settle(self, slug: str, how: str) -> None:
-        self.conn.execute(q("insert_settled"), (slug, how, now()))
+    def settle(self, slug: str, how: str) -> None:
+        self.store.conn.execute(q("insert_settled"), (slug, how, now()))
 
-    def _mark_finished(self, slug: str, body: dict[str, Any]) -> None:
-        self.conn.execute(q("write_result"), (slug, jsonb(body)))
-
-    def _blocked_mark(self, slug: str) -> bool:
-        from ...core.ledgers import is_blocked_mark
-
-        row = self.conn.execute(q("read_result"), (slug,)).fetchone()
-        return row is not None and is_blocked_mark(row[0])
-
-    def _unmark_blocked(self, slug: str) -> None:
-        """Delete ``next``'s blocked mark in the request's transaction (it has no undo of its own)."""
-        if self._blocked_mark(slug):
-            self.conn.execute(q("delete_result"), (slug,))
-
-    def _mark_running(self, slug: str, body: dict[str, Any]) -> None:
+    def mark_running(self, slug: str, body: dict[str, Any]) -> None:
         """A database storm keeps leases in its state row alone: no marker."""
 
-    def _unmark_running(self, slug: str, token: int | None) -> None:
-        """No marker to take away (see ``_mark_running``)."""
+    def unmark_running(self, slug: str, token: int | None) -> None:
+        """No marker to take away (see ``mark_running``)."""
 
-    def _say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
+    def mark_finished(self, slug: str, body: dict[str, Any]) -> None:
+        self.store.conn.execute(q("write_result"), (slug, jsonb(body)))
+
+    def blocked_mark(self, slug: str) -> bool:
+        from ...core.ledgers import is_blocked_mark
+
+        row = self.store.conn.execute(q("read_result"), (slug,)).fetchone()
+        return row is not None and is_blocked_mark(row[0])
+
+    def unmark_blocked(self, slug: str) -> None:
+        if self.blocked_mark(slug):
+            self.store.conn.execute(q("delete_result"), (slug,))
+
+    def say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
         """A database storm's record is its log; there is no progress.log."""
 
-    def _tell_claim(self, claim, skipped, at: str, log_path: str) -> list[str]:
-        """``_tell`` of the blocked rows the claim met (no whole view is made)."""
-        return self._tell(claim, skipped, at, log_path)
-
-    def _tell(self, view, skipped, at: str, log_path: str) -> list[str]:
-        """Mark blocked, in rows, the lanes ``view`` met before the one it chose."""
-
-        from ...core.ledgers import blocked_result
-
-        for row in view.to_block:
-            body = blocked_result(list(row.waits_on), at)
-            self.conn.execute(q("mark_blocked"), (row.slug, jsonb(body)))
+    def tell_claim(self, claim: Any, skipped: tuple, at: str) -> list[str]:
+        """The blocked rows the claim met (no whole view is made)."""
+        mark_blocked(self.store.conn, claim.to_block, at)
         return []
+
+    def declare(self, text: str, sha256: str) -> bool:
+        if self.store.conn.execute(q("read_declaration_sha256")).fetchone()[0] == sha256:
+            return False
+        self.store.conn.execute(q("write_declaration"), (text, sha256))
+        return True
+
+    def start_over(self, body: dict[str, Any], at: str, by: str) -> dict[str, Any]:
+        from ...core.errors import NotHere
+
+        raise NotHere(f"reset starts a new priority log in a directory storm; the log of {self.store.root} is rows, "
+                      "never set aside: storm-queue verify says where it breaks, and the database's backup restores it")
+
+
+def mark_blocked(conn: Any, rows: Any, at: str) -> None:
+    """Mark blocked, in rows, the lanes ``rows`` (resolver rows) that wait on abandoned lanes."""
+    from ...core.ledgers import blocked_result
+
+    for row in rows:
+        conn.execute(q("mark_blocked"), (row.slug, jsonb(blocked_result(list(row.waits_on), at))))

@@ -19,14 +19,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ...core import config, fold, logread
-from ...core.errors import Busy, NoStorm, NotHere, RecordFailed, StormUnreadable
+from ...core.authority import LANE_ENV, Judged, decide
+from ...core.errors import Aborted, Busy, NoStorm, RecordFailed, StormUnreadable
 from ...core.framing import Malformed, decode, digest, frame
 from ...core.lane import Snapshot
-from ...core.outcome import Listing, Outcome
-from ...core.records import dataclass
 from ...core.statebody import dump_state, load_state
-from ...service.authority import LANE_ENV, decide
-from ...service.storm import Storm
 from ...wall import now
 from .connect import (  # noqa: F401 -- the names others import from here
     CONNECT_TIMEOUT,
@@ -40,15 +37,16 @@ from .connect import (  # noqa: F401 -- the names others import from here
     insert_state,
     shown,
 )
-from .declare import Declaring, InvalidDeclaration  # noqa: F401 -- InvalidDeclaration: a name others may import from here
-from .faults import Faults
-from .log import LogRows
 from .queries import lock_keys, q
-from .rows import Rows, RowWrites
+from .rows import Rows, Writes
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any, Iterator, Mapping
+    from typing import Any, Callable, Iterator, Mapping
+
+    from ...core.outcome import Request
+    from ...core.queuetext import Skipped
+    from ...core.resolver import View
 
 #: a writer rewrites the state row's body once the log is this many lines past it
 STATE_EVERY = 32
@@ -69,6 +67,15 @@ def _older_format(body: str) -> bool:
     return type(v) is int and 1 <= v < FORMAT
 
 
+def _busy(wait: float) -> Busy:
+    return Busy(f"another writer held the storm for longer than {wait:g} s; nothing was recorded, "
+                "ask again (or pass a longer --wait)")
+
+
+def _no_storm(root: str) -> NoStorm:
+    return NoStorm(f"the database {root} holds no storm: create one with storm-queue init URL")
+
+
 def __getattr__(name: str):
     """``LOCK_KEYS``: the two int4 keys of the storm's advisory lock, for a
     tool that holds it from outside, read from queries.sql on first use."""
@@ -77,13 +84,18 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
-    """One storm in a PostgreSQL database, named by its libpq URL."""
+class Database:
+    """One storm in a PostgreSQL database, named by its libpq URL (the
+    ``store.interface.Store`` of a storm for runners on many hosts)."""
 
     keeps_files = False  # rows, not files: the live view reads it every interval
 
     def __init__(self, url: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
-        super().__init__(shown(url), env, wait)
+        import os
+
+        self.root = shown(url)
+        self.env = dict(os.environ if env is None else env)
+        self.wait = wait
         self.url = url
         self._conn = None
         self._writing_now = False
@@ -118,13 +130,12 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         try:
             yield
         except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
-            raise NoStorm(f"the database {self.root} holds no storm: create one with storm-queue init URL") from None
+            raise _no_storm(self.root) from None
         except psycopg.errors.InsufficientPrivilege as exc:
             raise StormUnreadable(f"role {self._who()} may not read the storm in {self.root} ({_words(exc, self.url)}); "
                                   f"{GRANT_HINT}") from None
         except psycopg.errors.LockNotAvailable:
-            raise Busy(f"another writer held the storm for longer than {self.wait:g} s; nothing was recorded, "
-                       "ask again (or pass a longer --wait)") from None
+            raise _busy(self.wait) from None
         except psycopg.OperationalError as exc:  # before any write: nothing of this command was recorded
             raise RecordFailed(f"the connection to {self.root} failed ({_words(exc, self.url)}); nothing was recorded",
                                recorded=False) from None
@@ -137,10 +148,6 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
 
     # -- reading ---------------------------------------------------------
 
-    def directory(self, command: str) -> str:
-        raise NotHere(f"{command} examines a directory storm's files and does not yet examine a database storm; "
-                      "use storm-queue verify (the log and the state row) and storm-queue list")
-
     def declaration(self) -> config.Declaration:
         """What the last ``declare`` recorded (none: no source, default runner
         settings), read now; parsed again only when its text changed."""
@@ -151,9 +158,6 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         if self._decl is None or self._decl[0] != text:
             self._decl = (text, config.Declaration(False) if text is None else config.parse(text))
         return self._decl[1]
-
-    def log_path(self, decl: config.Declaration) -> str:
-        return self.root
 
     def _load(self) -> logread.LogRead:
         """The state at the log's head and the rows a snapshot needs, read in
@@ -221,14 +225,17 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
             return None
         return fold.replay(events, known.state)
 
-    def _read(self, decl: config.Declaration) -> logread.LogRead:
+    def read(self, decl: config.Declaration) -> logread.LogRead:
+        """The state row and the lines after it, in the request's
+        transaction, or else in one repeatable-read snapshot of its own."""
         if self._writing_now:
             return self._load()
         with self._errors(), self.conn.transaction():
             self.conn.execute(q("read_only_snapshot"))
             return self._load()
 
-    def _snapshot(self, log: logread.LogRead, at: str | None = None) -> Snapshot:
+    def snapshot(self, log: logread.LogRead, at: str | None = None) -> Snapshot:
+        """The lane, settled and result rows as last read (``rows.Rows``)."""
         rows = self._rows
         results = rows.results
         tokens = {}
@@ -241,26 +248,33 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         return Snapshot(dict(rows.lanes), rows.ledgers(unattended), log.state, at or now(), tokens, (),
                         (self._created or "", self._created or ""))
 
-    def listing(self, decl: config.Declaration | None = None, waits: bool = True) -> Listing:
-        with self._errors():
-            return super().listing(decl, waits)
+    def effects(self, decl: config.Declaration) -> Writes:
+        return Writes(self)
 
-    def why(self, slug: str):
-        with self._errors():
-            return super().why(slug)
-
-    def next(self) -> tuple[Listing, list[str]]:
-        """Decide; then, as the operator, mark blocked the lanes met before
-        the chosen one (rows, where a directory writes result.json)."""
-        listing = self.listing()
-        if not listing.view.to_block:
-            return listing, []
+    def decided(self, decl: config.Declaration, view: View, skipped: tuple[Skipped, ...]) -> list[str]:
+        """As the operator: the blocked rows, in a transaction of their own."""
+        if not view.to_block:
+            return []
         who, op = self._roles()
         if who != op:
-            return listing, [f"next: role {who} is not the storm's operator ({op}), so blocked lanes are not marked"]
-        with self._errors(), self._writing(self.root, None):
-            self._tell(listing.view, (), now(), self.root)
-        return listing, []
+            return [f"next: role {who} is not the storm's operator ({op}), so blocked lanes are not marked"]
+        from .rows import mark_blocked
+
+        with self._errors(), self._locked():
+            mark_blocked(self.conn, view.to_block, now())
+        return []
+
+    def history(self, each: Callable[[bytes, dict[str, Any]], None], decl: config.Declaration | None = None) -> logread.LogRead:
+        """Every line from one snapshot, checked as a directory log's reader checks it."""
+        from . import log
+
+        return log.history(self, each)
+
+    def verify(self, progress: Callable[[int], None] | None = None):
+        """The lines from the first, and the state row against them (``log.verify``)."""
+        from . import log
+
+        return log.verify(self, progress)
 
     # -- requests ----------------------------------------------------------
 
@@ -284,55 +298,43 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         except psycopg.errors.InsufficientPrivilege:
             return who, None
         except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
-            raise NoStorm(f"the database {self.root} holds no storm: create one with storm-queue init URL") from None
+            raise _no_storm(self.root) from None
         return who, row[0] if row else None
 
-    def _judge(self, decl: config.Declaration, source: str | None, operator_only: bool):
+    def judge(self, decl: config.Declaration, source: str | None, operator_only: bool) -> Judged:
+        """The session's role against the role that ran ``init``."""
         who, op = self._roles()
         verdict = decide(self.env.get(LANE_ENV), who == op, who, op or "unknown to this role",
                          "whose role created the storm", decl, source, operator_only)
         unrecordable = "" if who == op else f"role {who} cannot write the storm of {op or 'another role'}"
-        return verdict, None, unrecordable, _Role(who)
+        return Judged(verdict, None, unrecordable, who)
 
-    def _declaration_or_none(self) -> config.Declaration:
-        try:
-            return self.declaration()
-        except StormUnreadable:
-            return config.Declaration(False)
-
-    #: ``adopt`` on a database storm: a recorded no-op
-    NOTHING_TO_ADOPT = "nothing to adopt: a database storm keeps its log in rows, never in the earlier tool's format"
-
-    def _request(self, req, shape, plan, dry_run: bool = False, decl: config.Declaration | None = None,
-                 operator_only: bool = False, on_unknown=None) -> Outcome:
-        """The one request path, in one transaction; a conflict the server
-        resolves by aborting is a refusal (``reorder_conflict``), and a lost
-        connection is answered with whether the request committed.
-        ``on_unknown`` is not passed on: a database storm holds no earlier
-        tool's log, so an unknown order stays exit 3, for ``adopt`` too."""
+    @contextmanager
+    def writing(self, req: Request, decl: config.Declaration, owner_ids: tuple[int, int] | None) -> Iterator[None]:
+        """``_locked``, with the server's words for what went wrong as the
+        storm's: a lock not had in ``wait`` seconds is ``Busy``; a deadlock
+        or serialization failure the server resolved by aborting is
+        ``Aborted``; a lost connection is answered with whether the request
+        committed (``faults.lost``)."""
         psycopg = _driver()
         self._pending = None
         try:
-            with self._errors_of_requests():
-                return super()._request(req, shape, plan, dry_run, decl or self._declaration_or_none(), operator_only)
-        except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
-            return self._conflict(req, exc)
-        except psycopg.OperationalError as exc:
-            raise self._lost(req.verb, exc) from None
-
-    @contextmanager
-    def _errors_of_requests(self) -> Iterator[None]:
-        psycopg = _driver()
-        try:
-            yield
+            with self._locked():
+                yield
         except psycopg.errors.LockNotAvailable:
-            raise Busy(f"another writer held the storm for longer than {self.wait:g} s; nothing was recorded, "
-                       "ask again (or pass a longer --wait)") from None
+            raise _busy(self.wait) from None
         except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
-            raise NoStorm(f"the database {self.root} holds no storm: create one with storm-queue init URL") from None
+            raise _no_storm(self.root) from None
+        except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
+            raise Aborted(f"the database aborted the request ({_words(exc, self.url)}): nothing changed, "
+                          "a retry is safe") from None
+        except psycopg.OperationalError as exc:
+            from .faults import lost
+
+            raise lost(self, req.verb, exc) from None
 
     @contextmanager
-    def _writing(self, log_path: str, owner_ids: tuple[int, int] | None) -> Iterator[None]:
+    def _locked(self) -> Iterator[None]:
         """One transaction holding the storm's advisory lock, waiting at most
         ``wait`` seconds for it; once it commits, the state its lines fold
         to is this object's to start the next request from. The transaction
@@ -357,8 +359,10 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         if self._written is not None:
             self._state_known, self._written = self._written, None
 
-    def _append(self, log: logread.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
-                owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
+    def append(self, log: logread.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
+               owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
+        """``INSERT`` the lines, and move the state row's head (and every
+        ``STATE_EVERY`` lines its body) in the request's transaction."""
         framed = frame(bodies, log.seq, log.digest, at, by)
         events = [event for event, _ in framed]
         last_event, last_line = framed[-1]
@@ -373,10 +377,3 @@ class DatabaseStorm(Declaring, LogRows, Faults, RowWrites, Storm):
         self._pending = (head, last_line)
         self._written = _Known(head, last, state)
         return events
-
-
-@dataclass(frozen=True)
-class _Role:
-    """The caller of a database storm, as the request path names it."""
-
-    name: str

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 
+from ....core.errors import AppendFailed
 from ....core.framing import digest, frame
 from ....core.jsoncodec import dumps
 from ....core.logread import LogRead
@@ -72,19 +73,6 @@ def check_writable(log_path: str) -> None:
     for path in (directory, log_path):
         if os.path.lexists(path) and not os.access(path, os.W_OK, effective_ids=True, follow_symlinks=False):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
-
-
-class AppendFailed(Exception):
-    """An append that an I/O error stopped. ``state`` says what is true on
-    disk: ``nothing`` (no line of the append counts: none was written, or it
-    was cut back off, or it is a torn tail the next writer repairs),
-    ``unwitnessed`` (the lines are on the log and durable, and readers count
-    them, but the witness was not replaced), or ``uncertain`` (the log's
-    fsync failed and the lines could not be cut back off)."""
-
-    def __init__(self, cause: OSError, state: str, events: list[dict[str, Any]] | None = None):
-        super().__init__(f"{cause.strerror or cause}" + (f": {cause.filename}" if cause.filename else ""))
-        self.cause, self.state, self.events = cause, state, events or []
 
 
 #: every event this process appended, oldest first: what an interrupt

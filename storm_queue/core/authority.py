@@ -1,0 +1,75 @@
+"""The grant, whatever the store: who may change the lane, and the name
+of the principal a request is recorded under. Pure: the store says who
+asks and who the operator is."""
+
+from __future__ import annotations
+
+from .config import Declaration
+from .jsoncodec import dumps
+from .lane import Refusal
+from .records import dataclass
+
+LANE_ENV = "STORM_QUEUE_LANE"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    by: str
+    refusal: Refusal | None
+
+    @property
+    def admitted(self) -> bool:
+        return self.refusal is None
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A store's judgement of the caller: the ``verdict`` (the principal a
+    line is recorded under, and the refusal, if any), ``owner_ids`` (a
+    directory's owner's uid and gid, for the files a request by another
+    account makes; None: the caller is the owner), ``unrecordable`` (why
+    this caller cannot record a line at all, '' when it can) and ``name``
+    (the caller, as a message names it)."""
+
+    verdict: Verdict
+    owner_ids: tuple[int, int] | None
+    unrecordable: str
+    name: str
+
+
+def decide(lane: str | None, is_operator: bool, name: str, operator: str, whose: str, decl: Declaration,
+           source: str | None, operator_only: bool = False, exposed: list[str] | None = None) -> Verdict:
+    """The grant, whatever the store: a lane process is refused, then anyone
+    but the operator (``whose`` says what makes ``operator`` the operator),
+    then a source the declaration does not admit. ``exposed`` says what
+    makes the declaration untrustworthy (empty: nothing)."""
+    if lane is not None:
+        return Verdict(
+            "lane:" + dumps(lane),
+            Refusal("lane_process", f"a lane process (it carries {LANE_ENV}) may not change the priority lane"),
+        )
+    if not is_operator:
+        return Verdict(
+            f"account:{name}",
+            Refusal(
+                "not_operator",
+                f"only the operator ({operator}, {whose}) "
+                "or a source the operator declares may change the priority lane",
+            ),
+        )
+    by = f"source:{source}" if source is not None else f"operator:{operator}"
+    if decl.error:
+        return Verdict(by, Refusal("declaration_unreadable", f"{decl.error}; fix storm.toml, then ask again"))
+    if source is not None:
+        if exposed:
+            return Verdict(by, Refusal(
+                "declaration_untrusted",
+                f"storm.toml is {' and '.join(exposed)}, so it is not the operator's declaration and no source it "
+                "lists is admitted; the operator can make it theirs and not writable by others "
+                "(chown, then chmod go-w storm.toml)"))
+        if operator_only:
+            return Verdict(by, Refusal("operator_only", "only the operator may do this; a source may not"))
+        if source not in decl.sources:
+            where = "storm.toml [priority] sources" if decl.present else "storm.toml (there is none)"
+            return Verdict(by, Refusal("undeclared_source", f"source {source} is not declared in {where}; the operator may add it there"))
+    return Verdict(by, None)

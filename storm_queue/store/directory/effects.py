@@ -1,0 +1,151 @@
+"""What a request changes in a directory storm beside its log lines:
+queue.txt, the ledgers, the running markers and results, progress.log
+(``Files``, the directory's ``store.interface.Effects``); what ``next``
+marks and says once (``tell``); and the reset that keeps an unreadable
+log aside and begins a new one (``Files.start_over``)."""
+
+from __future__ import annotations
+
+import os
+
+from ...core import logread
+from ...core.errors import NotHere, RecordFailed, UnknownOrder
+from ...core.framing import sha256
+from ...core.names import quote
+from . import ledger, queuefile
+from .log import reader
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from ...core.queuetext import Skipped
+    from ...core.resolver import View
+    from ...core.runs import Claim
+
+
+class Files:
+    """The effects of a request on the directory ``root`` whose log is
+    ``log_path``. Every one that goes before the record first checks that
+    the log can be written too, so that no file outruns a line that could
+    not follow it."""
+
+    def __init__(self, root: str, log_path: str):
+        self.root, self.log_path = root, log_path
+
+    def _writable(self) -> None:
+        from .log import writer
+
+        writer.check_writable(self.log_path)
+
+    def queue(self, line: str) -> None:
+        self._writable()
+        queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
+
+    def settle(self, slug: str, how: str) -> None:
+        """A crash after this and before the record leaves a settled lane,
+        and a retry is a recorded no-op."""
+        self._writable()
+        queuefile.append_line(os.path.join(self.root, ledger.INTEGRATED if how == "integrated" else ledger.ABANDONED),
+                              slug + "\n")
+
+    def mark_running(self, slug: str, body: dict[str, Any]) -> None:
+        ledger.mark_running(self.root, slug, body, None)
+
+    def unmark_running(self, slug: str, token: int | None) -> None:
+        ledger.unmark_running(self.root, slug, token)
+
+    def mark_finished(self, slug: str, body: dict[str, Any]) -> Callable[[], None] | None:
+        self._writable()
+        return ledger.mark_finished(self.root, slug, body, None)
+
+    def blocked_mark(self, slug: str) -> bool:
+        return ledger.blocked_mark(self.root, slug)
+
+    def unmark_blocked(self, slug: str) -> Callable[[], None] | None:
+        self._writable()
+        return ledger.unmark_blocked(self.root, slug, None)
+
+    def say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
+        ledger.say(self.root, at, words, owner_ids)
+
+    def tell_claim(self, claim: Claim, skipped: tuple[Skipped, ...], at: str) -> list[str]:
+        """``tell`` of the storm the claim decided on (its whole view)."""
+        return tell(self.root, claim.view, skipped, at, self.log_path)
+
+    def declare(self, text: str, sha256: str) -> bool:
+        """Never: ``declare`` refuses a directory storm before it plans."""
+        raise NotHere(f"the declaration of a directory storm is {os.path.join(self.root, 'storm.toml')}")
+
+    def start_over(self, body: dict[str, Any], at: str, by: str) -> dict[str, Any]:
+        """Move the unreadable log, its witness and checkpoint aside (named
+        ``.abandoned-STAMP``) and write the new log's first line."""
+        from .log import writer
+
+        body = {**body, "abandons": _abandon(self.log_path, at)}
+        try:
+            event = writer.append(logread.LogRead(self.log_path, fresh=True), [body], at, by)[-1]
+        except writer.AppendFailed as exc:
+            if exc.state != "nothing":
+                raise
+            raise RecordFailed(
+                f"the reset kept the old log beside it as {os.path.basename(self.log_path)}.abandoned-"
+                f"{at.replace(':', '')}, but the new log's first line could not be written ({exc}); the storm now "
+                "reads as one with nothing prioritised, without the reset's record; fix the cause and go on",
+                recorded=False) from None
+        return event
+
+
+def _abandon(log_path: str, at: str) -> int:
+    """Move the unreadable log and its witness aside; return the larger of
+    the bytes on disk and the witnessed length."""
+    from .fsutil import fsync_dir
+    from .log.checkpoint import checkpoint_path
+
+    size = 0
+    try:
+        size = os.stat(log_path, follow_symlinks=False).st_size
+    except FileNotFoundError:
+        pass
+    witnessed = 0
+    try:
+        w = reader.read_witness(log_path)
+        witnessed = w.length if w else 0
+    except UnknownOrder:
+        pass
+    stamp = at.replace(":", "")
+    for path in (log_path, reader.witness_path(log_path), checkpoint_path(log_path)):
+        if os.path.lexists(path):
+            os.rename(path, f"{path}.abandoned-{stamp}")
+    fsync_dir(os.path.dirname(log_path) or ".")
+    return max(size, witnessed)
+
+
+def news(view: View, skipped: tuple[Skipped, ...], log_path: str, reload: bool = False) -> list[tuple[str, str]]:
+    """What ``next`` has to say once: skipped lines and stray slugs not said before."""
+    said = ledger.SaidOnce(log_path).keys(reload)
+    found = [
+        (f"skipped {s.line} {sha256(s.text.encode('utf-8', 'replace')).hexdigest()[:16]}",
+         f"queue.txt line {s.line} skipped: {quote(s.text)}: {s.why}")
+        for s in skipped
+    ] + [(f"stray {slug}", f"prioritised lane {slug} is stray: queue.txt no longer carries it") for slug in view.stray]
+    return [(k, words) for k, words in found if k not in said]
+
+
+def tell(root: str, view: View, skipped: tuple[Skipped, ...], at: str, log_path: str) -> list[str]:
+    """Under the lock, as the owner: mark blocked the lanes ``view`` meets
+    before the one it chose, and say what is news once in
+    ``progress.log``. Returns notes for stderr; never raises."""
+    try:
+        for row in view.to_block:
+            if ledger.has_result(root, row.slug):  # another next got here first
+                continue
+            ledger.mark_blocked(root, row.slug, list(row.waits_on), at, None)
+            ledger.say(root, at, f"next: marked {row.slug} blocked on abandoned {', '.join(row.waits_on)}", None)
+        fresh = news(view, skipped, log_path, reload=True)
+        for _, words in fresh:
+            ledger.say(root, at, words, None)
+        ledger.SaidOnce(log_path).add([k for k, _ in fresh])
+    except (OSError, RecordFailed) as exc:
+        return [f"next: side effects skipped: {exc}"]
+    return []

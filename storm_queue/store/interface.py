@@ -1,0 +1,152 @@
+"""The store interface: what the request path (``service.passage``) and
+the readers (``service.storm.Storm``) ask of a storm's keeping, and
+nothing more. Two stores keep it: ``store.directory.store.Directory``
+(files, flock, the log's writer and witness) and
+``store.postgres.store.Database`` (rows, an advisory lock, one
+transaction a request). Neither imports the other, nor the service.
+
+A request goes: ``declaration`` -> ``judge`` -> ``writing`` (the lock) ->
+``read`` -> ``snapshot`` -> the pure plan -> the ``effects`` that go
+before the record -> ``append`` -> the effects that go after it. A reader
+goes ``declaration`` -> ``read`` -> ``snapshot``, and takes no lock.
+
+These are ``typing.Protocol`` classes: a store is any object with these
+members, checked by ``isinstance`` (``runtime_checkable``) in the tests,
+never a base class to inherit from."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Protocol, runtime_checkable
+
+from ..core.authority import Judged
+
+if TYPE_CHECKING:
+    from ..core.config import Declaration
+    from ..core.lane import Snapshot
+    from ..core.logread import LogRead
+    from ..core.outcome import Request
+    from ..core.queuetext import Skipped
+    from ..core.resolver import View
+    from ..core.runs import Claim
+    from ..core.verify import Audit
+
+
+@runtime_checkable
+class Store(Protocol):
+    """One storm's keeping. ``root`` is where it is, as printed (a URL's
+    password masked); ``env`` the environment a caller is judged in;
+    ``wait`` how long a writer waits for the storm's lock; ``keeps_files``
+    whether the storm is files a reader may stat (the live view watches
+    them; ``adopt`` and a directory's ``doctor`` examine them)."""
+
+    root: str
+    env: Mapping[str, str]
+    wait: float
+    keeps_files: bool
+
+    def declaration(self) -> Declaration:
+        """The storm's declaration (sources, runner settings), read now.
+        Never raises for a declaration that cannot be parsed: its ``error``
+        says why, and authority refuses every request until it is fixed."""
+
+    def judge(self, decl: Declaration, source: str | None, operator_only: bool) -> Judged:
+        """Who asks, and whether they may change the lane as ``source``
+        (``operator_only``: no source may). Reads who asks from the store's
+        own evidence: the process's uid against the directory's owner, the
+        session's role against the operator's."""
+
+    def writing(self, req: Request, decl: Declaration, owner_ids: tuple[int, int] | None) -> ContextManager[None]:
+        """Hold the storm's lock for one request: inside it, ``read`` sees
+        every request before this one and none after, and what ``append``
+        and the effects write is whole when the block ends, or not begun.
+        Raises ``Busy`` after ``wait`` seconds; ``Aborted`` when the store
+        gave the request up (nothing of it happened); ``RecordFailed`` when
+        the store went away, saying whether it committed."""
+
+    def read(self, decl: Declaration) -> LogRead:
+        """The log's state now: its head (``seq``, ``digest``) and the lane
+        state it folds to. Under ``writing`` it is the state the request
+        appends after; outside it, one consistent reading for a reader.
+        Raises ``UnknownOrder`` (``logread.Damage``) when it cannot be replayed."""
+
+    def snapshot(self, log: LogRead, at: str | None = None) -> Snapshot:
+        """The storm as the pure core plans on it: the lanes in run order,
+        the ledgers, ``log``'s state, the time ``at`` (else now)."""
+
+    def append(self, log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
+               owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
+        """Number, chain and record ``bodies`` as the log's next lines after
+        ``log`` (under ``writing``), with the state they fold to; return the
+        events as recorded. Raises ``AppendFailed``, whose ``state`` says
+        what is true when the record could not be made whole."""
+
+    def effects(self, decl: Declaration) -> Effects:
+        """What a request changes beside its log lines (the lanes, the
+        ledgers, the markers), for the storm as ``decl`` declares it."""
+
+    def decided(self, decl: Declaration, view: View, skipped: tuple[Skipped, ...]) -> list[str]:
+        """After ``next`` decided on ``view``: as the operator, mark blocked
+        the lanes it met before the one it chose (and a directory says
+        what is news once in progress.log), under the storm's lock briefly
+        taken. Returns notes for stderr; never raises for a busy storm."""
+
+    def history(self, each: Callable[[bytes, dict[str, Any]], None], decl: Declaration | None = None) -> LogRead:
+        """Every line of the log, oldest first, checked (framing, seq,
+        chain), each given to ``each(line, event)`` and not held after.
+        Damage raises ``UnknownOrder`` after ``each`` saw every line before it."""
+
+    def verify(self, progress: Callable[[int], None] | None = None) -> Audit:
+        """The full audit of the log from its first line (``core.verify``),
+        and of what the store keeps beside it (a witness, a checkpoint, a
+        state row) against it; reads only."""
+
+
+@runtime_checkable
+class Effects(Protocol):
+    """What a request changes beside its log lines: a directory's files
+    beside its log, a database's rows in the request's transaction. The
+    ones that go before the record (``queue``, ``settle``,
+    ``mark_finished``, ``unmark_blocked``, ``declare``, ``start_over``) leave a state a
+    retry of the request completes when the record does not follow; the
+    rest only cache what the log records, and go after it."""
+
+    def queue(self, line: str) -> None:
+        """Enqueue the lane of one whole queue.txt ``line``."""
+
+    def settle(self, slug: str, how: str) -> None:
+        """Write ``slug`` into the ledger ``how`` (integrated, abandoned)."""
+
+    def mark_running(self, slug: str, body: dict[str, Any]) -> None:
+        """Say ``slug`` runs under the lease ``body`` describes (a marker
+        a directory's runner sees; a database keeps leases in its state)."""
+
+    def unmark_running(self, slug: str, token: int | None) -> None:
+        """Take away ``slug``'s running marker written under ``token``."""
+
+    def mark_finished(self, slug: str, body: dict[str, Any]) -> Callable[[], None] | None:
+        """Write ``slug``'s result ``body``; return how to undo it (None: the
+        store's transaction undoes it)."""
+
+    def blocked_mark(self, slug: str) -> bool:
+        """Whether ``slug``'s result is the blocked mark ``next`` wrote."""
+
+    def unmark_blocked(self, slug: str) -> Callable[[], None] | None:
+        """Take away ``next``'s blocked mark on ``slug``; return its undo."""
+
+    def say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
+        """Say one line of plain ``words`` where the operator reads what
+        happened (a directory's progress.log; a database has its log only)."""
+
+    def tell_claim(self, claim: Claim, skipped: tuple[Skipped, ...], at: str) -> list[str]:
+        """After a claim is recorded: mark blocked the lanes it met before
+        the one it chose (``decided`` for the request's own lock); notes."""
+
+    def declare(self, text: str, sha256: str) -> bool:
+        """Make ``text`` (of digest ``sha256``) the storm's declaration, under
+        the request's lock; False when it already is (nothing written).
+        ``NotHere`` where a file is the declaration."""
+
+    def start_over(self, body: dict[str, Any], at: str, by: str) -> dict[str, Any]:
+        """Keep the unreadable log aside and begin a new one whose first
+        line is ``body`` (``reset``) with its ``abandons`` set to the bytes
+        kept aside; return that event. ``NotHere`` where the store cannot."""
