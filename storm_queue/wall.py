@@ -8,12 +8,17 @@ import time
 
 from .core.clock import stamp
 
+#: the clock every reading of the time of day goes through (POSIX
+#: seconds): a test moves it on rather than sleep (``tests/conftest.py``,
+#: the ``clock`` fixture), and what a process records follows it
+clock = time.time
+
 
 def now() -> str:
     """The stamp of this moment."""
-    return stamp(time.time())
+    return stamp(clock())
 
 
 def seconds() -> float:
     """This moment as POSIX seconds."""
-    return time.time()
+    return clock()

@@ -427,6 +427,36 @@ def log_events(root: Path, name: str = "priority.log") -> list[dict]:
     return [json.loads(line) for line in path.read_bytes().splitlines()]
 
 
+class Clock:
+    """The wall clock as storm-queue reads it in this process
+    (``storm_queue.wall.clock``): the real time, plus however far a test
+    moved it on (``advance``) instead of sleeping until a lease or a
+    schedule is past. It only moves forward, as the real one does. A
+    real process (``run_cli(..., process=True)``) keeps the real clock."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._time, self.ahead = time.time, 0.0
+
+    def __call__(self) -> float:
+        return self._time() + self.ahead
+
+    def advance(self, seconds: float) -> None:
+        assert seconds >= 0, "the clock only moves forward"
+        self.ahead += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch) -> Clock:
+    """The injected clock of every in-process call of this test."""
+    from storm_queue import wall
+
+    moved = Clock()
+    monkeypatch.setattr(wall, "clock", moved)
+    return moved
+
+
 @pytest.fixture
 def storm(tmp_path: Path):
     """A factory: ``storm("a 1\\nb 2\\n", integrated=["b"])`` returns the root."""

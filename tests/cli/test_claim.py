@@ -3,7 +3,8 @@
 
 Every test ends by reading the log back with ``log`` (one readable line per
 recorded event) and ``verify`` (exit 0). Leases that must expire are taken
-with a TTL of 1 s (``[runner] ttl_min = 1``); the only sleeps wait for that.
+with a TTL of 1 s (``[runner] ttl_min = 1``), and the injected clock
+(``conftest.clock``) moves past their expiry instead of a sleep.
 
 The tests that take ``store`` run on a directory storm and on a database
 storm alike; what only a directory has (running markers, result.json files,
@@ -17,7 +18,6 @@ import json
 import os
 import pwd
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -31,7 +31,7 @@ NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\Z")
 STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z\Z")
 #: long enough that no lease a test does not mean to lose expires, however loaded the machine
 LONG = "600"
-#: how long a test sleeps for a 1 s lease to be past its expiry
+#: how far a test moves the clock on for a 1 s lease to be past its expiry
 ORPHAN_SLEEP = 2.5
 
 FAST = "[runner]\nttl_min = 1\nttl = 1\n"
@@ -450,13 +450,13 @@ def test_spent_attempts_quarantine_the_lane_until_the_operator_unparks_it(store)
 # -- orphans ------------------------------------------------------------
 
 
-def test_orphaned_lease_is_recovered_and_the_old_token_is_fenced_off(store) -> None:
+def test_orphaned_lease_is_recovered_and_the_old_token_is_fenced_off(store, clock) -> None:
     store.make("a 1\n", toml=FAST)
     root = store
     assert claim(root, "--holder", "lost-runner") == "run a 1 1"
     claimed = log_events(root)[-1]
     assert claimed["ttl"] == 1
-    time.sleep(ORPHAN_SLEEP)
+    clock.advance(ORPHAN_SLEEP)
     row = rows(root)["a"]
     assert (row["state"], row["running"]) == ("running", "orphan")
     assert "orphaned" in row["status"] and "lost-runner" in row["status"]
@@ -487,8 +487,8 @@ def test_orphaned_lease_is_recovered_and_the_old_token_is_fenced_off(store) -> N
     check_log(root, "claim", "expire", "finish")
 
 
-def test_claim_and_recover_slug_take_back_orphans_and_a_crash_spends_an_attempt(tmp_path: Path) -> None:
-    # three storms whose leases expire during one sleep
+def test_claim_and_recover_slug_take_back_orphans_and_a_crash_spends_an_attempt(tmp_path: Path, clock) -> None:
+    # three storms whose leases expire in one move of the clock
     root = make_storm(tmp_path / "storm", "a 1\nb 2\nc 3\n", toml=FAST + "slots = 2\n")
     assert claim(root) == "run a 1 1"
     assert claim(root) == "run b 2 1"
@@ -497,7 +497,7 @@ def test_claim_and_recover_slug_take_back_orphans_and_a_crash_spends_an_attempt(
     full = make_storm(tmp_path / "full", "a 1\nb 2\n", toml=FAST)
     assert claim(full, "--ttl", "60") == "run a 1 1"
     cli(full, "renew", "a", "--token", "1", "--ttl", LONG)
-    time.sleep(ORPHAN_SLEEP)
+    clock.advance(ORPHAN_SLEEP)
     # the operator's recover SLUG takes back that orphan only
     assert "took back b" in cli(root, "recover", "b").stdout
     expire = log_events(root)[-1]

@@ -94,9 +94,16 @@ def line_with(lines: list[str], start: str) -> str:
     return found[0]
 
 
-def wait_until_orphaned(root: Path | str, slug: str, timeout: float = 60) -> dict:
-    """Poll ``why --json`` until the lease on ``slug`` is past its expiry
-    (only lets the lease expire; asserts nothing about how long it took)."""
+def wait_until_orphaned(root: Path | str, slug: str, clock=None, timeout: float = 60) -> dict:
+    """``why --json`` once the lease on ``slug`` (of 1 s) is past its
+    expiry: at once with the injected ``clock`` moved on two seconds, else
+    (for a real process that reads the storm next) polled on the real
+    clock; asserts nothing about how long it took."""
+    if clock is not None:
+        clock.advance(2.0)
+        doc = why_doc(root, slug)
+        assert doc["running_kind"] == "orphan", doc
+        return doc
     deadline = time.monotonic() + timeout
     while True:
         doc = why_doc(root, slug)
@@ -150,11 +157,11 @@ def test_a_live_lease_is_shown_with_its_holder_token_and_expiry(store) -> None:
 # -- an orphaned lease -----------------------------------------------------------------
 
 
-def test_an_orphaned_lease_is_reported_until_recover_takes_it_back(store) -> None:
+def test_an_orphaned_lease_is_reported_until_recover_takes_it_back(store, clock) -> None:
     root = made(store)
     assert ok(root, "claim", "--holder", "gone-runner", "--ttl", "1") == "run a 1 1\n"
     claim = store.events()[-1]
-    doc = wait_until_orphaned(root, "a")
+    doc = wait_until_orphaned(root, "a", clock)
     assert doc["state"] == "running" and doc["lease"]["expires"] == claim["expires"]
     line = plain(root)["a"]
     assert line.split()[4] == "running"
@@ -430,7 +437,7 @@ def test_views_write_nothing(tmp_path: Path, view: tuple[str, ...]) -> None:
 
 @pytest.mark.postgresql
 @pytest.mark.parametrize("view", [("list", "--plain"), ("why", "a"), ("log",), ("doctor",), ("verify",)])
-def test_views_write_nothing_on_a_database_storm(pg_url: str, tmp_path: Path, view: tuple[str, ...]) -> None:
+def test_views_write_nothing_on_a_database_storm(pg_url: str, tmp_path: Path, view: tuple[str, ...], clock) -> None:
     """A database storm's views only read: every row of every table of its
     schema is as it was, the log not one line longer."""
     import psycopg
@@ -451,7 +458,7 @@ def test_views_write_nothing_on_a_database_storm(pg_url: str, tmp_path: Path, vi
 
     before = rows_now()
     assert {"event", "lane", "state", "storm"} <= set(before)
-    wait_until_orphaned(root, "b")  # past the lease's expiry: a view must not take it back
+    wait_until_orphaned(root, "b", clock)  # past the lease's expiry: a view must not take it back
     ran = run_cli(root, *view, env=clean_env())
     assert ran.returncode in (0, 1), ran.stderr
     assert ran.stdout

@@ -6,7 +6,6 @@ starving lane waits ``starving_after = "1s"`` for real."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -92,13 +91,13 @@ def test_a_waived_abandoned_dependency_no_longer_blocks_even_once_next_marked_it
     assert claimed["decision"] == "run ui 2 1"
 
 
-def test_a_starving_lane_is_marked_by_list_and_doctor_and_the_order_stays(under_test, kind):
+def test_a_starving_lane_is_marked_by_list_and_doctor_and_the_order_stays(under_test, kind, clock):
     storm = under_test
     storm.make("a 1\nb 2\nc 3\n", toml='[priority]\nstarving_after = "1s"\n')
     answer(storm, "bump", "c", "--reason", "hot")
     assert answer(storm, "claim", "--holder", "r1")["decision"] == "run c 3 1"
     answer(storm, "finish", "c", "--token", "1", "--result", "ok")
-    time.sleep(1.2)
+    clock.advance(1.2)
     listed = answer(storm, "list")
     rows = {r["slug"]: r for r in listed["rows"]}
     assert [r["slug"] for r in listed["rows"]] == ["c", "a", "b"] and listed["decision"] == "review c"

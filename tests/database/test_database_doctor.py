@@ -138,7 +138,7 @@ def test_a_declaration_requests_refuse_and_an_unknown_key(pg_server, db, tmp_pat
     assert "storm-queue declare" in report["findings"][0]["fix"]
 
 
-def test_an_orphaned_lease_a_long_lease_and_a_quarantined_lane(db, tmp_path) -> None:
+def test_an_orphaned_lease_a_long_lease_and_a_quarantined_lane(db, tmp_path, clock) -> None:
     toml = tmp_path / "storm.toml"
     toml.write_text("[runner]\nslots = 3\nattempts = 1\nttl_min = 1\n")
     ok(db, "declare", str(toml))
@@ -155,7 +155,7 @@ def test_an_orphaned_lease_a_long_lease_and_a_quarantined_lane(db, tmp_path) -> 
     finally:
         runner.close()
     assert time.monotonic() - claimed < 3, "the claims took longer than b's lease"
-    time.sleep(max(0.0, claimed + 3.5 - time.monotonic()))
+    clock.advance(3.5)  # b's lease is past, c's is not
     rc, report = doctor(db)
     assert rc == 1 and codes(report) == [("warning", "quarantined", "a"), ("warning", "orphaned_lease", "b")], report
     rc, report = doctor(db, "--running-hours", "0.0001")

@@ -212,7 +212,7 @@ def test_a_runner_cut_off_mid_lease_loses_the_lane_and_its_late_finish_is_refuse
         assert took < CONNECT_TIMEOUT + 4, took  # the URL's connect_timeout bounds the wait
         # the lease runs out while A is away; B takes the lane back, under a greater token
         expires = datetime.fromisoformat(first["expires"]).timestamp()
-        time.sleep(max(0.0, expires - time.time()) + 1.1)
+        time.sleep(max(0.0, expires - time.time()) + 1.1)  # real processes on two hosts: the real clock
         back = answer(runner(b, url_b, "recover", "--json"))
         assert back["outcome"] == "done" and "took back a" in back["message"], back
         again = answer(runner(b, url_b, "claim", "--holder", "host-b", "--ttl", "60", "--json"))
