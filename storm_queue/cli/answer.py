@@ -219,5 +219,26 @@ def list_json(root: str | None) -> int:
     """``list --json``: the listing as one JSON document."""
     from . import render
 
-    emit_json(render.listing_json(storm(root, reads=True).listing()))
+    listing = storm(root, reads=True).listing()
+    if listing.moved_to:
+        say_moved(listing.moved_to)
+    emit_json(render.listing_json(listing))
     return 0
+
+
+def reading(root: str | None):
+    """The storm at ``root`` for a reader that shows its history or its
+    findings (``why``, ``log``, ``doctor``): first saying, when it moved,
+    where it went."""
+    source = storm(root, reads=True)
+    moved = source.moved()
+    if moved:
+        say_moved(moved)
+    return source
+
+
+def say_moved(url: str) -> None:
+    """A reader's first words on a storm that moved (``migrate``) to ``url``."""
+    from ..service.storm import moved_note
+
+    err(f"storm-queue: {moved_note(url)}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .answer import answer, emit_json, err, say, storm, warn
+from .answer import answer, emit_json, err, reading, say, say_moved, storm, warn
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -88,6 +88,8 @@ def show_list(root: str | None, as_json: bool, plain: bool, show_all: bool) -> i
     if as_json:
         return list_json(root)
     listing = storm(root, reads=True).listing()
+    if listing.moved_to:
+        say_moved(listing.moved_to)
     if plain or os.environ.get("NO_COLOR") or not sys.stdout.isatty():
         say(render.listing_text(listing, show_all))
     else:
@@ -103,7 +105,7 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
     from ..service import history
     from . import render
 
-    source = storm(root, reads=True)
+    source = reading(root)
     flt = history.Filter(frozenset(slugs), frozenset(by), frozenset(actions), refused, since)
     out = sys.stdout
     if as_json:
@@ -127,7 +129,8 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
 def show_why(root: str | None, as_json: bool, slug: str) -> int:
     from . import render
 
-    found = storm(root, reads=True).why(slug)
+    source = reading(root)
+    found = source.why(slug)
     if as_json:
         emit_json(render.why_json(found))
     elif found.known:
@@ -213,7 +216,7 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     from ..ops import doctor as audit
     from . import render
 
-    source = storm(root, reads=True)
+    source = reading(root)
     if source.keeps_files:
         facts = audit.gather(source.root)
     else:  # a database storm: its doctor, imported only for one

@@ -17,6 +17,11 @@ class UnknownOrder(StormError):
     exit_code = ERRORS["UnknownOrder"]
 
 
+class Moved(UnknownOrder):
+    """The storm moved (``migrate``): its order is kept where it went, and
+    a runner asking here must not be sent to work (exit 3)."""
+
+
 class NoStorm(StormError):
     """No storm root could be found or opened (exit 2: the request cannot be
     carried out as asked)."""

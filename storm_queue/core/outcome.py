@@ -37,6 +37,8 @@ class Listing:
     starving_after: int | None = None
     #: for each lane a prioritised lane requires, the live named lanes that require it now (``lane.keepers``)
     needs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: where the storm moved (``migrate``), as printed; '' while it is kept here
+    moved_to: str = ""
 
     @property
     def decision(self) -> str:

@@ -89,8 +89,6 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
                 log = reader.read(log_path, use_checkpoint=False, each=each)
                 if log.state.moved_to:
                     raise NotHere(f"this storm already moved to {shown(log.state.moved_to)}; nothing was migrated")
-                if log.fresh or not log.seq:
-                    raise NotHere(f"{directory} has recorded nothing yet: start the database storm with storm-queue init URL")
                 flush()
                 at = now()
                 body = {"action": "migrate", "to": without_password(url), **({"carried": list(carried)} if carried else {})}

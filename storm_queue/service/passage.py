@@ -93,7 +93,7 @@ def _request(store: Store, judged: Judged, req: Request, shape: Refusal | None, 
                 if plan is not None and on_unknown is None:
                     raise  # answer 3, record nothing
                 return _unknown(fx, req, by, refusal, authorised, on_unknown, damage, decl, at, dry_run)
-            _not_moved(log)
+            _not_moved(req, log)
             repeated, refusal, authorised, step, snap = _decide(store, fx, req, by, refusal, authorised, plan, log, at,
                                                                 dry_run)
             if repeated is not None:
@@ -266,14 +266,19 @@ def cached(write: Callable[[], Any], what: str, slug: str) -> list[str]:
     return []
 
 
-def _not_moved(log: logread.LogRead) -> None:
-    """``NotHere`` when the log's last line says the storm moved (``migrate``)."""
+def _not_moved(req: Request, log: logread.LogRead) -> None:
+    """When the log's last line says the storm moved (``migrate``):
+    ``NotHere`` (exit 2), or for a claim ``Moved`` (exit 3: the order is
+    no longer kept here, and a runner is never sent to work)."""
     if log.state.moved_to:
-        from ..core.errors import NotHere
+        from ..core.errors import Moved, NotHere
         from ..roots import shown
 
-        raise NotHere(f"this storm moved to {shown(log.state.moved_to)} (the log's last line says so): ask "
-                      "there with --root URL; nothing was recorded here")
+        where = f"this storm moved to {shown(log.state.moved_to)} (the log's last line says so)"
+        if req.verb == "claim":
+            raise Moved(f"the order is no longer kept here: {where}; claim there with --root URL; nothing was "
+                        "leased or recorded here")
+        raise NotHere(f"{where}: ask there with --root URL; nothing was recorded here")
 
 
 def _carry(req: Request, body: dict[str, Any]) -> None:

@@ -133,7 +133,7 @@ class Storm:
         from ..core.lane import keepers
 
         return Listing(self.root, view, snap.skipped, warnings, log.state.marks, log.seq, found, decl.starving_after,
-                       keepers(snap))
+                       keepers(snap), _shown(log.state.moved_to))
 
     def why(self, slug: str) -> why.Why:
         """Where the lane ``slug`` stands and why, as plain data; reads only."""
@@ -147,10 +147,26 @@ class Storm:
     def next(self) -> tuple[Listing, list[str]]:
         """Decide, then let the store do what a decision does as the
         operator (``Store.decided``: blocked marks, what is news once).
-        Returns the listing and notes for stderr."""
+        Returns the listing and notes for stderr. A storm that moved
+        decides nothing here (``Moved``, exit 3)."""
         decl = self.store.declaration()
         listing = self.listing(decl, waits=False)
+        if listing.moved_to:
+            from ..core.errors import Moved
+
+            raise Moved(f"the order is no longer kept here: this storm moved to {listing.moved_to} (the log's last "
+                        "line says so); ask there with --root URL")
         return listing, self.store.decided(decl, listing.view, listing.skipped)
+
+    def moved(self) -> str:
+        """Where the storm moved (``migrate``), as printed; '' while it is
+        kept here, or when its log cannot be read (the reader says why)."""
+        from ..core.errors import UnknownOrder
+
+        try:
+            return _shown(self.store.read(self.store.declaration()).state.moved_to)
+        except UnknownOrder:
+            return ""
 
     def history(self, each: Callable[[bytes, dict[str, Any]], None],
                 decl: config.Declaration | None = None) -> logread.LogRead:
@@ -160,3 +176,18 @@ class Storm:
     def verify(self, progress: Callable[[int], None] | None = None) -> Audit:
         """The full audit of the log (``Store.verify``); reads only."""
         return self.store.verify(progress)
+
+
+def _shown(url: str) -> str:
+    """A URL as printed (its password masked); '' stays ''."""
+    if not url:
+        return ""
+    from ..roots import shown
+
+    return shown(url)
+
+
+def moved_note(url: str) -> str:
+    """What a reader of a storm that moved says first."""
+    return (f"this storm moved to {url} (the log's last line says so): its lanes run there; what follows is "
+            "the storm as it was here when it moved; ask there with --root URL")

@@ -293,6 +293,63 @@ def test_migrate_carries_a_directory_storm_and_the_directory_then_refuses_reques
     assert again.returncode == 2
 
 
+def test_after_a_migrate_the_directory_sends_no_runner_to_work_and_its_readers_say_where_it_went(
+        pg_server, pg_database, tmp_path) -> None:
+    """One live storm after a move (issue 22, item 3): on the directory,
+    ``next`` and ``claim`` exit 3 naming the URL without its password and
+    never say ``run``; ``list``, ``why``, ``log`` and ``doctor`` first say
+    where the storm went; writes are refused (exit 2) as before."""
+    from tests.conftest import log_events, make_storm
+
+    url = pg_database()
+    secret = url + ("&" if "?" in url else "?") + "password=hunter2"  # trust auth: never asked for, never shown
+    root = make_storm(tmp_path / "storm", "a 1\nb 2\nd 4\n")
+    assert run_cli(root, "bump", "d", "--reason", "first").returncode == 0
+    assert run_cli(None, "migrate", str(root), secret).returncode == 0
+    lines = len(log_events(root))
+    for ask in (("next",), ("next", "--json"), ("claim", "--holder", "late-runner"), ("claim", "--json")):
+        done = run_cli(root, *ask)
+        said = done.stdout + done.stderr
+        assert done.returncode == 3, (ask, said)
+        assert "run " not in done.stdout and "hunter2" not in said and "moved to postgresql://" in said, (ask, said)
+    for ask in (("list",), ("list", "--json"), ("why", "d"), ("log",), ("doctor",)):
+        done = run_cli(root, *ask)
+        first = done.stderr.splitlines()[0] if done.stderr else ""
+        assert first.startswith("storm-queue: this storm moved to postgresql://"), (ask, done.stderr)
+        assert "hunter2" not in done.stdout + done.stderr
+    for ask in (("bump", "a"), ("renew", "d", "--token", "1"), ("halt", "--reason", "x")):
+        done = run_cli(root, *ask)
+        assert done.returncode == 2 and "moved to" in done.stderr, (ask, done.stderr)
+    assert len(log_events(root)) == lines  # nothing recorded on the directory
+    assert cli(url, "next").stdout == "run d 4\n"  # the database runs the lanes
+
+
+def test_migrate_carries_a_directory_never_requested_on(pg_server, pg_url, tmp_path) -> None:
+    """Issue 22, item 4: lanes in queue.txt order, the ledgers and the
+    declaration, from a directory whose log has no line yet (or no file)."""
+    from tests.conftest import log_events, make_storm
+
+    root = make_storm(tmp_path / "storm", "zeta 9\nalpha 1 old\nmid 5\n", integrated=["old"], abandoned=["gone"],
+                      toml='[priority]\nsources = ["cron"]\n')
+    assert not (root / "priority.log").exists()
+    listed = json.loads(run_cli(root, "list", "--json").stdout)
+    done = run_cli(None, "migrate", str(root), pg_url, "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert (report["lines"], report["lanes"]) == (0, 3), report
+    there = json.loads(run_cli(pg_url, "list", "--json").stdout)
+    assert [(r["slug"], r["issue"], r["deps"], r["state"]) for r in there["rows"]] == [
+        (r["slug"], r["issue"], r["deps"], r["state"]) for r in listed["rows"]]
+    assert [r["slug"] for r in there["rows"]] == ["zeta", "alpha", "mid"]
+    assert there["decision"] == listed["decision"] == "run zeta 9"
+    assert ok(pg_url, "bump", "mid", "--source", "cron")["outcome"] == "done"  # the declaration came along
+    assert ok(pg_url, "settle", "gone", "abandoned")["outcome"] == "noop"  # the ledgers came along
+    assert ok(pg_url, "verify")["sound"] is True
+    (line,) = log_events(root)
+    assert (line["seq"], line["action"]) == (1, "migrate")
+    assert run_cli(root, "verify").returncode == 0
+
+
 def test_migrate_carries_unattended_as_the_declared_key_and_says_so(pg_server, pg_url, tmp_path) -> None:
     """A directory's UNATTENDED file becomes ``[runner] unattended = true`` in
     the database's declaration (every other key as it was), and both the
