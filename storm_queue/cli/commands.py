@@ -353,9 +353,10 @@ Example: storm-queue init postgresql://operator@db.example/storm""",
 
 Lanes, ledgers, results, leases, the declaration and every line of
 DIR's log (its seq and chain unbroken) go into the database; DIR then
-records a last line naming URL, and later requests there are refused
-(exit 2); reads still work. The database's connecting role becomes the
-operator.
+records a last line naming URL. There, next and claim then exit 3 (the
+order is kept in the database), other requests are refused (exit 2), and
+list, why, log and doctor first say where the storm went. The database's
+connecting role becomes the operator.
 
 Example: storm-queue migrate ~/storms/spring postgresql://operator@db.example/storm""",
             epilog((0, "the storm was carried into the database"), (1, "refused: not the directory's operator"),
@@ -363,6 +364,23 @@ Example: storm-queue migrate ~/storms/spring postgresql://operator@db.example/st
                        (3, "DIR's log cannot be replayed"), 4, 5),
             (Param("directory", metavar="DIR", required=True), Param("url", metavar="URL", required=True), JSON, WAIT),
             "handlers:migrate", top=()),
+    Command("upgrade", """Upgrade the schema of the database storm URL (operator only).
+
+It is carried forward to this storm-queue's version. Applies every pending migration in one transaction under
+the storm's lock and records an upgrade line naming the versions from
+and to; a storm at this version already is a recorded no-op. Until it
+is upgraded, a storm an earlier storm-queue made answers every read,
+and refuses every write (exit 2). Killed midway, the storm stays at its
+old version, whole.
+
+Example: storm-queue upgrade postgresql://operator@db.example/storm""",
+            epilog((0, "the schema was upgraded (or was at this version already)"),
+                   (1, "refused: not the storm's operator"),
+                   (2, "a schema newer than this storm-queue's, a directory storm, or a usage error"), 4, 5),
+            (Param("url", metavar="URL", required=True),
+             Param("reason", "--reason", metavar="TEXT", help="Why you upgrade; recorded with the request."),
+             Param("key", "--key", metavar="KEY", help="An idempotency key."), WAIT, JSON),
+            "handlers:upgrade", top=()),
     Command("doctor", """Audit the storm and say what to fix, one finding a line.
 
 Each line is SEVERITY CODE SUBJECT: MESSAGE (fix: FIX). An error is a

@@ -32,6 +32,10 @@ def declare(root: str | None, as_json: bool, file: str, reason: str | None, key:
     return answer(storm(root, wait).declare(file, reason=reason, key=key), as_json)
 
 
+def upgrade(root: str | None, as_json: bool, url: str, reason: str | None, key: str | None, wait: float) -> int:
+    return answer(storm(url, wait).upgrade(reason=reason, key=key), as_json)
+
+
 def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None) -> int:
     return answer(storm(root, wait).reset(reason, source=source, key=key), as_json)
 

@@ -24,7 +24,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 from xml.sax.saxutils import escape
@@ -95,7 +94,7 @@ def rich_version() -> str:
 
 
 class Clock:
-    """``time.time`` while the story runs: still, unless told to move."""
+    """The wall clock (``wall.clock``) while the story runs: still, unless told to move."""
 
     def __init__(self, at: float):
         self.at = at
@@ -111,16 +110,17 @@ class Clock:
 def fixed_world(at: float = START) -> Iterator[Clock]:
     """Run with the clock stopped at ``at`` and every account named
     ``OPERATOR``; both are put back afterwards."""
+    from .. import wall
     from ..store.directory import accounts
 
     clock = Clock(at)
-    saved_time, saved_name = time.time, accounts.account_name
-    time.time = clock  # type: ignore[assignment]
+    saved_time, saved_name = wall.clock, accounts.account_name
+    wall.clock = clock
     accounts.account_name = lambda uid: OPERATOR  # type: ignore[assignment]
     try:
         yield clock
     finally:
-        time.time = saved_time  # type: ignore[assignment]
+        wall.clock = saved_time
         accounts.account_name = saved_name  # type: ignore[assignment]
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 VERSION = 1
 ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair",
            "claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule",
-           "init", "declare", "add", "settle", "migrate", "adopt", "waive", "halt", "resume")
+           "init", "declare", "add", "settle", "migrate", "adopt", "waive", "halt", "resume", "upgrade")
 
 _STR, _INT, _BOOL, _LIST, _OPT_STR, _OPT_INT, _OBJ = "str", "int", "bool", "list", "str?", "int?", "object"
 _ROWS = "lane rows"  # an adopt's lane: objects naming a slug, whether it is named, and the old line's by and at
@@ -52,6 +52,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     "waive": {"slug": _STR, "dep": _STR, "undo": _BOOL, "moved": _LIST, "removed": _LIST},
     "halt": {"reason": _STR},
     "resume": {"reason": _STR},
+    "upgrade": {"from": _INT, "to": _INT},  # a database storm's schema, carried from one version to another
 }
 OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR,
             "carried": _LIST}  # a migrate's: what it carried in a form of the database's own
@@ -59,7 +60,7 @@ OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "not
 NAMED = {"push": ("slug", "moved", "removed", "deps"), "bump": ("slug", "moved", "removed", "deps"),
          "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder"), "add": ("slug", "deps"),
          "init": (), "declare": (), "migrate": (), "adopt": (),  # an adopt's names are checked in its rows
-         "waive": ("slug", "dep", "moved", "removed"), "halt": (), "resume": ()}
+         "waive": ("slug", "dep", "moved", "removed"), "halt": (), "resume": (), "upgrade": ()}
 
 
 class Malformed(ValueError):

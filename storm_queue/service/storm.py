@@ -25,6 +25,7 @@ KINDS = {
                     "storm_queue.service.requests"),
     **dict.fromkeys(("claim", "renew", "finish", "recover", "unpark", "schedule"), "storm_queue.service.leases"),
     "adopt": "storm_queue.ops.adopt",
+    "upgrade": "storm_queue.ops.upgrade",
 }
 
 
@@ -41,7 +42,8 @@ class Storm:
     ``push``, ``add``, ``settle``, ``waive``, ``declare``, ``reset``,
     ``halt``, ``resume`` (``service.requests``); ``claim``, ``renew``,
     ``finish``, ``recover``, ``unpark``, ``schedule`` (``service.leases``);
-    ``adopt`` (``ops.adopt``). Each returns an ``Outcome``.
+    ``adopt`` (``ops.adopt``); ``upgrade`` (``ops.upgrade``). Each returns
+    an ``Outcome``.
     """
 
     def __init__(self, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0, *,
@@ -160,12 +162,13 @@ class Storm:
 
     def moved(self) -> str:
         """Where the storm moved (``migrate``), as printed; '' while it is
-        kept here, or when its log cannot be read (the reader says why)."""
-        from ..core.errors import UnknownOrder
+        kept here, or when its log cannot be read (the reader that asks
+        then says why, as it would have)."""
+        from ..core.errors import StormError
 
         try:
             return _shown(self.store.read(self.store.declaration()).state.moved_to)
-        except UnknownOrder:
+        except StormError:
             return ""
 
     def history(self, each: Callable[[bytes, dict[str, Any]], None],

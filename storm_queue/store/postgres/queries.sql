@@ -242,3 +242,14 @@ VALUES (1, %s, %s, %s, %s);
 -- a lane's result as the directory's result.json held it
 INSERT INTO storm_queue.result (slug, body)
 VALUES (%s, %s);
+
+-- == the schema's version (migrations/NNNN.sql; a storm made before the
+-- == schema recorded one has no version table: version 0) =================
+
+-- read_schema_version --
+-- the version of the storm's schema (UndefinedTable: version 0)
+SELECT version FROM storm_queue.version;
+
+-- write_schema_version --
+-- the version an upgrade carried the schema to, in the upgrade's transaction
+UPDATE storm_queue.version SET version = %s;

@@ -5,6 +5,15 @@
 CREATE SCHEMA storm_queue;
 REVOKE ALL ON SCHEMA storm_queue FROM PUBLIC;
 
+-- the version of this schema: the number of the last of migrations/NNNN.sql
+-- (which carry a storm made by an earlier storm-queue forward) that it holds;
+-- the mark schema_version in braces is filled in when the schema is loaded
+CREATE TABLE storm_queue.version (
+    id integer PRIMARY KEY CHECK (id = 1),
+    version integer NOT NULL
+);
+INSERT INTO storm_queue.version (id, version) VALUES (1, {schema_version});
+
 -- the storm itself: who operates it and its declaration (storm.toml's text)
 CREATE TABLE storm_queue.storm (
     id integer PRIMARY KEY CHECK (id = 1),

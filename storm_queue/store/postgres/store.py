@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 from ...core import config, fold, logread
 from ...core.authority import LANE_ENV, Judged, decide
-from ...core.errors import Aborted, Busy, NoStorm, RecordFailed, StormUnreadable
+from ...core.errors import Aborted, Busy, NoStorm, NotHere, RecordFailed, StormUnreadable
 from ...core.framing import Malformed, decode, digest, frame
 from ...core.lane import Snapshot
 from ...core.statebody import dump_state, load_state
@@ -37,7 +37,7 @@ from .connect import (  # noqa: F401 -- the names others import from here
     insert_state,
     shown,
 )
-from .queries import lock_keys, q
+from .queries import lock_keys, migrations, q, schema_version
 from .rows import Rows, Writes
 
 TYPE_CHECKING = False
@@ -107,6 +107,7 @@ class Database:
         self._created: str | None = None  # when the storm was made (or migrated here), read once
         self._decl: tuple[str | None, config.Declaration] | None = None
         self._session_user: str | None = None
+        self._version: int | None = None  # the schema's version, as read on this connection
         self._operator_read: str | None = None  # the operator, as declaration() last read it, for the next _roles
 
     @property
@@ -114,7 +115,7 @@ class Database:
         """The storm's one connection, reused from request to request; a new
         one when there is none yet or the last one was closed or broken."""
         if self._conn is None or self._conn.closed:
-            self._conn, self._session_user = connect(self.url), None
+            self._conn, self._session_user, self._version = connect(self.url), None, None
         return self._conn
 
     def close(self) -> None:
@@ -150,14 +151,51 @@ class Database:
 
     def declaration(self) -> config.Declaration:
         """What the last ``declare`` recorded (none: no source, default runner
-        settings), read now; parsed again only when its text changed."""
+        settings), read now; parsed again only when its text changed. A
+        schema newer than this storm-queue's is refused here, before any
+        command reads or writes (``NotHere``, exit 2)."""
         with self._errors():
             row = self.conn.execute(q("read_declaration")).fetchone()
         text = row[0] if row is not None else None
         self._operator_read = row[1] if row is not None else None  # the request's _roles asks no more
+        self._not_newer()
         if self._decl is None or self._decl[0] != text:
             self._decl = (text, config.Declaration(False) if text is None else config.parse(text))
         return self._decl[1]
+
+    def _not_newer(self) -> None:
+        """``NotHere`` (exit 2) for a schema newer than this storm-queue's:
+        every command is refused, reads too."""
+        version = self.schema_version()
+        if version > schema_version():
+            raise NotHere(f"the storm in {self.root} has schema version {version}, newer than this storm-queue's "
+                          f"{schema_version()}: use the storm-queue that upgraded it; nothing was done")
+
+    def schema_version(self, fresh: bool = False) -> int:
+        """The version of the storm's schema (0: made before the schema
+        recorded one), read once a connection unless ``fresh``."""
+        psycopg = _driver()
+        if self._version is None or fresh:
+            conn = self.conn
+            try:
+                if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                    row = conn.execute(q("read_schema_version")).fetchone()
+                else:
+                    with conn.transaction():  # a savepoint: a storm of version 0 must not abort the transaction
+                        row = conn.execute(q("read_schema_version")).fetchone()
+            except psycopg.errors.UndefinedTable:
+                row = (0,)
+            self._version = row[0]
+        return self._version
+
+    def migrate_schema(self, was: int) -> None:
+        """In the upgrade's transaction: the migrations after version ``was``,
+        then the version they carry the schema to."""
+        for n, script in migrations():
+            if n > was:
+                self.conn.execute(script)
+        self.conn.execute(q("write_schema_version"), (schema_version(),))
+        self._version = None  # read again once this transaction ends
 
     def _load(self) -> logread.LogRead:
         """The state at the log's head and the rows a snapshot needs, read in
@@ -258,6 +296,10 @@ class Database:
         who, op = self._roles()
         if who != op:
             return [f"next: role {who} is not the storm's operator ({op}), so blocked lanes are not marked"]
+        try:
+            self._current("blocked lanes were not marked")
+        except NotHere as exc:
+            return [f"next: {exc}"]
         from .rows import mark_blocked
 
         with self._errors(), self._locked():
@@ -268,12 +310,16 @@ class Database:
         """Every line from one snapshot, checked as a directory log's reader checks it."""
         from . import log
 
+        with self._errors():
+            self._not_newer()
         return log.history(self, each)
 
     def verify(self, progress: Callable[[int], None] | None = None):
         """The lines from the first, and the state row against them (``log.verify``)."""
         from . import log
 
+        with self._errors():
+            self._not_newer()
         return log.verify(self, progress)
 
     # -- requests ----------------------------------------------------------
@@ -318,8 +364,11 @@ class Database:
         committed (``faults.lost``)."""
         psycopg = _driver()
         self._pending = None
+        upgrading = req.verb == "upgrade"
+        if not upgrading:
+            self._current(f"the {req.verb} was not recorded")
         try:
-            with self._locked():
+            with self._locked(pipelined=not upgrading):
                 yield
         except psycopg.errors.LockNotAvailable:
             raise _busy(self.wait) from None
@@ -333,19 +382,31 @@ class Database:
 
             raise lost(self, req.verb, exc) from None
 
+    def _current(self, nothing: str) -> None:
+        """``NotHere`` (exit 2) unless the schema is this storm-queue's: a
+        storm an earlier one made is read, and written once upgraded."""
+        version = self.schema_version()
+        if version < schema_version():
+            raise NotHere(f"the storm in {self.root} has schema version {version}, older than this storm-queue's "
+                          f"{schema_version()}: reads work, and the operator's storm-queue upgrade URL carries it "
+                          f"forward; {nothing}")
+
     @contextmanager
-    def _locked(self) -> Iterator[None]:
+    def _locked(self, pipelined: bool = True) -> Iterator[None]:
         """One transaction holding the storm's advisory lock, waiting at most
         ``wait`` seconds for it; once it commits, the state its lines fold
         to is this object's to start the next request from. The transaction
         is pipelined: taking the lock goes with the first read, and the
-        writes go with the COMMIT, so the lock is held for two round trips."""
+        writes go with the COMMIT, so the lock is held for two round trips
+        (an upgrade's scripts are many statements each: not pipelined)."""
+        from contextlib import nullcontext
+
         from psycopg import sql
 
         self._written = None
         conn = self.conn
         try:
-            with conn.pipeline(), conn.transaction():
+            with conn.pipeline() if pipelined else nullcontext(), conn.transaction():
                 conn.execute(sql.SQL(q("set_lock_timeout")).format(sql.Literal(max(1, int(self.wait * 1000)))))
                 conn.execute(q("lock_storm"))
                 self._writing_now = True

@@ -1,0 +1,43 @@
+"""``storm-queue upgrade URL``: carry a database storm's schema forward to
+this storm-queue's version, applying every pending migration
+(``store/postgres/migrations/NNNN.sql``) in the request's one
+transaction, under the storm's lock, and recording an ``upgrade`` line
+that names the versions from and to. Operator only, as every request; a
+storm at this version already is a recorded no-op. Killed midway, the
+transaction never commits: the storm stays at its old version, whole."""
+
+from __future__ import annotations
+
+from ..core.errors import NotHere
+from ..core.outcome import Outcome, Request, Step
+from ..core.shapes import optional_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..core.lane import Snapshot
+    from ..service.storm import Storm
+    from ..store.interface import Effects
+
+
+def upgrade(storm: Storm, reason: str | None = None, key: str | None = None) -> Outcome:
+    """Upgrade the schema of the database storm ``storm``. On a directory
+    storm, whose files have no schema, the operator is told so
+    (``NotHere``, exit 2) and anyone else refused as by every request."""
+    store = storm.store
+    req = Request("upgrade", None, optional_text(reason), None, optional_text(key))
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step:
+        if storm.keeps_files:
+            raise NotHere(f"{storm.root} is a directory storm: its files have no schema to upgrade; upgrade carries "
+                          "a database storm (storm-queue upgrade URL) forward; nothing was recorded")
+        from ..store.postgres.queries import schema_version
+
+        was, to = store.schema_version(fresh=True), schema_version()  # under the lock, in the transaction
+        body = {"action": "upgrade", "from": was, "to": to}
+        if was == to:
+            body["noop"] = f"the schema is at version {to} already"
+            return Step(Outcome("noop", "upgrade", None, by, message=f"nothing to do: {body['noop']}"), [body])
+        return Step(Outcome("done", "upgrade", None, by, message=f"upgraded the schema from version {was} to {to}"),
+                    [body], before=lambda: store.migrate_schema(was))
+
+    return storm.request(req, None, plan, operator_only=True)
