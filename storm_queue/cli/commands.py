@@ -8,81 +8,10 @@ from __future__ import annotations
 
 from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
-
-
-class Param:
-    """One argument (``flag`` None) or option (``flag`` "--name") of a
-    command, passed to its function as the keyword ``name``. ``kind``:
-    text, flag, int, float, choice, time (a ``log --since`` time), file (a
-    path that is not a directory), root (a storm root as given). ``low``
-    and ``high`` bound an int or float (``low_open``: strictly above);
-    ``complete`` names what the shell completes (slug or deps). Not a
-    record: every command makes the table's 70 entries, and a hand-written
-    ``__init__`` makes them for 1.5 M instructions less than a record's."""
-
-    __slots__ = ("name", "flag", "kind", "metavar", "help", "default", "required", "multiple", "choices", "low",
-                 "low_open", "high", "complete", "show_default")
-
-    def __init__(self, name: str, flag: str | None = None, kind: str = "text", metavar: str | None = None,
-                 help: str | None = None, default: object = None, required: bool = False,  # noqa: A002
-                 multiple: bool = False, choices: tuple[str, ...] = (), low: float | None = None,
-                 low_open: bool = False, high: float | None = None, complete: str | None = None,
-                 show_default: bool = False):
-        self.name, self.flag, self.kind, self.metavar, self.help, self.default = name, flag, kind, metavar, help, default
-        self.required, self.multiple, self.choices, self.low, self.low_open = required, multiple, choices, low, low_open
-        self.high, self.complete, self.show_default = high, complete, show_default
-
-
-class Command:
-    """A command: ``does`` ("module:function") is called with ``root``,
-    ``as_json`` and each param by name, and returns the exit code.
-    ``top`` is which options given before the command name it takes
-    (root, json); ``quick`` is False for a command only click can run."""
-
-    __slots__ = ("name", "help", "epilog", "params", "does", "top", "quick")
-
-    def __init__(self, name: str, help: str, epilog: str, params: tuple[Param, ...], does: str,  # noqa: A002
-                 top: tuple[str, ...] = ("root", "json"), quick: bool = True):
-        self.name, self.help, self.epilog, self.params, self.does, self.top, self.quick = \
-            name, help, epilog, params, does, top, quick
-
-    def function(self):
-        """The function that does the command (``__import__``: ``importlib`` would load ``warnings``)."""
-        module, name = self.does.split(":")
-        return getattr(__import__(f"storm_queue.cli.{module}", fromlist=[name]), name)
-
-
-ROOT_HELP = ("The storm's root: a directory or a postgresql:// URL (default: $STORM_QUEUE_ROOT, else the nearest "
-             "directory holding queue.txt or storm.toml).")
-JSON_HELP = "Write one JSON document to stdout."
-JSON = Param("as_json", "--json", "flag", help=JSON_HELP)
-ROOT = Param("root", "--root", "root", help=ROOT_HELP)
-SLUG = Param("slug", required=True, complete="slug")
-ISSUE = Param("issue", required=True)
-DEPS = Param("deps", "--deps", metavar="A,B", help="The lane's dependencies, comma-separated.", complete="deps")
-WAIT = Param("wait", "--wait", "float", "SECONDS", "How long to wait for another writer.", 30.0, low=0, show_default=True)
-KEY = Param("key", "--key", metavar="KEY", help="An idempotency key: asked again with the same key and arguments, "
-            "the first outcome is returned and nothing is recorded.")
-#: what every request takes after its own params, in the order help lists them
-REQUEST = (KEY, WAIT,
-           Param("reason", "--reason", metavar="TEXT", help="Why you ask; recorded with the request."),
-           Param("source", "--source", metavar="NAME", help="Ask as the automation NAME, declared in storm.toml [priority] sources."))
-DRY_RUN = Param("dry_run", "--dry-run", "flag", help="Show what would move and the run order after it; record nothing.")
-TOKEN = Param("token", "--token", "int", "TOKEN", "The fencing token the claim printed.", required=True, low=1)
-WHEN = "Start no earlier than TIME: now, +N with s, m, h or d (+90m), a date (2026-12-01) or RFC 3339."
-NOT_BEFORE = Param("not_before", "--not-before", metavar="TIME", help=WHEN)
-
-
-def ttl(default: str) -> Param:
-    return Param("ttl", "--ttl", "int", "SECONDS", f"The lease's time to live (default: {default}).", low=1)
-
-
-#: the codes a request (bump, push, unbump, add, settle) can give
-REQUEST_CODES = epilog(0, 1, 2, 3, 4, 5)
-RUNNER_CODES = epilog((0, "done; for claim, a decision was printed"), 1,
-                          (2, "refused: a stale token, a TTL out of range, a lane not in that state; or a usage error"),
-                          3, 4, 5)
-READ = (2, "no storm here, a storm file cannot be read, or a usage error")
+from .params import (  # noqa: F401 -- Command and Param: the names of the table's parts, where app and tests look
+    DEPS, DRY_RUN, ISSUE, JSON, JSON_HELP, KEY, MEMBERSHIP, NOT_BEFORE, READ, REQUEST, REQUEST_CODES, ROOT, ROOT_HELP,
+    RUNNER_CODES, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
+)
 
 COMMANDS = (
     Command("list", """Show the order the storm will run, each lane's state, and why.
@@ -364,6 +293,30 @@ Example: storm-queue migrate ~/storms/spring postgresql://operator@db.example/st
                        (3, "DIR's log cannot be replayed"), 4, 5),
             (Param("directory", metavar="DIR", required=True), Param("url", metavar="URL", required=True), JSON, WAIT),
             "handlers:migrate", top=()),
+    Command("grant", """Admit a database ROLE as a runner or a reader (operator only).
+
+KIND is runner or reader. A runner may claim, renew and finish leases by their token, recover
+expired leases, and read; its lines are by runner:ROLE, and its other
+requests are refused (not_operator, exit 1) and recorded. It holds no
+write privilege on any table: it writes through functions the operator
+owns. A reader may read, and nothing more. Granting what is granted is a
+recorded no-op; a role the server does not know, exit 2.
+
+Example: storm-queue grant runner ci_runner --root postgresql://operator@db.example/storm""",
+            epilog((0, "the role was granted (or was already)"), (1, "refused: not the storm's operator"),
+                   (2, "a role the server does not know, a directory storm, or a usage error"), 4, 5),
+            MEMBERSHIP, "handlers:grant"),
+    Command("revoke", """End what grant admitted a database ROLE as (operator only).
+
+KIND is runner or reader. After revoke runner, the role's claims are refused (not_operator, exit
+1); after revoke reader (and runner), it may not read the storm.
+Revoking what is not granted is a recorded no-op; a role the server does
+not know, exit 2.
+
+Example: storm-queue revoke runner ci_runner --root postgresql://operator@db.example/storm""",
+            epilog((0, "the role was revoked (or held nothing to revoke)"), (1, "refused: not the storm's operator"),
+                   (2, "a role the server does not know, a directory storm, or a usage error"), 4, 5),
+            MEMBERSHIP, "handlers:revoke"),
     Command("upgrade", """Upgrade the schema of the database storm URL (operator only).
 
 It is carried forward to this storm-queue's version. Applies every pending migration in one transaction under

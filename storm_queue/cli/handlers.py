@@ -32,6 +32,16 @@ def declare(root: str | None, as_json: bool, file: str, reason: str | None, key:
     return answer(storm(root, wait).declare(file, reason=reason, key=key), as_json)
 
 
+def grant(root: str | None, as_json: bool, kind: str, role: str, reason: str | None, key: str | None,
+          wait: float) -> int:
+    return answer(storm(root, wait).grant(kind, role, reason=reason, key=key), as_json)
+
+
+def revoke(root: str | None, as_json: bool, kind: str, role: str, reason: str | None, key: str | None,
+           wait: float) -> int:
+    return answer(storm(root, wait).revoke(kind, role, reason=reason, key=key), as_json)
+
+
 def upgrade(root: str | None, as_json: bool, url: str, reason: str | None, key: str | None, wait: float) -> int:
     return answer(storm(url, wait).upgrade(reason=reason, key=key), as_json)
 

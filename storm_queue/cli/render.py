@@ -197,6 +197,10 @@ def event_text(event: dict[str, Any]) -> str:
     elif action == "add":
         body = f"add {printable(event['slug'])} (issue {printable(event['issue'])})"
         body += " queued" if event["appended"] else f" noop: {printable(event.get('noop') or 'already queued')}"
+    elif action in ("grant", "revoke"):
+        body = f"{action} {printable(event['kind'])} {printable(event['role'])}"
+        if event.get("noop"):
+            body += f" noop: {printable(event['noop'])}"
     elif action == "upgrade":
         body = f"upgrade: the schema from version {event['from']} to {event['to']}"
         if event.get("noop"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 CODES: dict[str, tuple[int, str]] = {
     # authority (judged after shape, before any lookup)
     "lane_process": (1, "the caller carries `STORM_QUEUE_LANE`: a lane may not change the queue it runs in"),
-    "not_operator": (1, "the caller's account does not own the storm"),
+    "not_operator": (1, "the caller's account (or role) does not own the storm; a runner role asked more than a runner may"),
     "declaration_unreadable": (1, "`storm.toml` cannot be read, `sources` is not a list of names, or `[runner]` is malformed"),
     "declaration_untrusted": (1, "a request that names a source, while `storm.toml` is owned by another account or writable by its group or others"),
     "undeclared_source": (1, "`--source NAME` is not in `[priority] sources`"),
@@ -33,6 +33,8 @@ CODES: dict[str, tuple[int, str]] = {
     # lookups (judged under the lock, against the log and the storm)
     "idempotency_conflict": (2, "`--key` was used before by the same principal for a different request"),
     "unknown_slug": (2, "`queue.txt` carries no such lane (push it instead)"),
+    "unknown_role": (2, "`grant`/`revoke` name a role the database server does not know"),
+    "invalid_kind": (2, "`grant`/`revoke` take `runner` or `reader`"),
     "dependency_abandoned": (2, "a dependency is abandoned, so it can never finish"),
     "dependency_unknown": (2, "a dependency is unknown to `queue.txt` and the ledgers"),
     "dependency_cycle": (2, "the dependencies form a cycle"),

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 VERSION = 1
 ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair",
            "claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule",
-           "init", "declare", "add", "settle", "migrate", "adopt", "waive", "halt", "resume", "upgrade")
+           "init", "declare", "add", "settle", "migrate", "adopt", "waive", "halt", "resume", "upgrade",
+           "grant", "revoke")
 
 _STR, _INT, _BOOL, _LIST, _OPT_STR, _OPT_INT, _OBJ = "str", "int", "bool", "list", "str?", "int?", "object"
 _ROWS = "lane rows"  # an adopt's lane: objects naming a slug, whether it is named, and the old line's by and at
@@ -53,6 +54,8 @@ SCHEMA: dict[str, dict[str, str]] = {
     "halt": {"reason": _STR},
     "resume": {"reason": _STR},
     "upgrade": {"from": _INT, "to": _INT},  # a database storm's schema, carried from one version to another
+    "grant": {"kind": _STR, "role": _STR},  # a database role admitted as a runner or a reader
+    "revoke": {"kind": _STR, "role": _STR},
 }
 OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR,
             "carried": _LIST}  # a migrate's: what it carried in a form of the database's own
@@ -60,7 +63,8 @@ OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "not
 NAMED = {"push": ("slug", "moved", "removed", "deps"), "bump": ("slug", "moved", "removed", "deps"),
          "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder"), "add": ("slug", "deps"),
          "init": (), "declare": (), "migrate": (), "adopt": (),  # an adopt's names are checked in its rows
-         "waive": ("slug", "dep", "moved", "removed"), "halt": (), "resume": (), "upgrade": ()}
+         "waive": ("slug", "dep", "moved", "removed"), "halt": (), "resume": (), "upgrade": (),
+         "grant": (), "revoke": ()}
 
 
 class Malformed(ValueError):

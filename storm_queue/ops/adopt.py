@@ -79,7 +79,7 @@ def adopt(storm: Storm, reason: str | None, source: str | None = None, key: str 
     decl = None
     if refusal is None:
         decl = store.declaration()
-        if store.judge(decl, req.source, True).verdict.admitted:
+        if store.judge(req, decl, True).verdict.admitted:
             _check_first(store.log_path(decl))  # before the lock, so a bad old log leaves not even a lock file
     return storm.request(req, refusal, plan, dry_run, decl=decl, operator_only=True,
                          on_unknown=lambda req, by, decl, at, damage: _adopt_old(

@@ -30,14 +30,15 @@ def upgrade(storm: Storm, reason: str | None = None, key: str | None = None) -> 
         if storm.keeps_files:
             raise NotHere(f"{storm.root} is a directory storm: its files have no schema to upgrade; upgrade carries "
                           "a database storm (storm-queue upgrade URL) forward; nothing was recorded")
+        from ..store.postgres import version
         from ..store.postgres.queries import schema_version
 
-        was, to = store.schema_version(fresh=True), schema_version()  # under the lock, in the transaction
+        was, to = version.read(store, fresh=True), schema_version()  # under the lock, in the transaction
         body = {"action": "upgrade", "from": was, "to": to}
         if was == to:
             body["noop"] = f"the schema is at version {to} already"
             return Step(Outcome("noop", "upgrade", None, by, message=f"nothing to do: {body['noop']}"), [body])
         return Step(Outcome("done", "upgrade", None, by, message=f"upgraded the schema from version {was} to {to}"),
-                    [body], before=lambda: store.migrate_schema(was))
+                    [body], before=lambda: version.migrate(store, was))
 
     return storm.request(req, None, plan, operator_only=True)

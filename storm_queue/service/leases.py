@@ -14,7 +14,7 @@ from ..core.names import as_text, quote
 from ..core.outcome import Outcome, Request, Step
 from ..core.runs import plan_claim, plan_finish, plan_recover, plan_renew, plan_schedule, plan_unpark, ttl_refusal
 from ..core.shapes import optional_text, parse_when, shape_holder, shape_names, shape_token, when_at
-from .passage import cached
+from .passage import cached, declaration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     ``run SLUG ISSUE TOKEN``). Any other decision leases nothing; while
     the operator's halt is in force the decision is ``halted`` and
     ``Outcome.halt`` says who halted the storm, when and why."""
-    decl = storm.declaration()
+    decl = declaration(storm.store)
     req = Request("claim", None, optional_text(reason), optional_text(source), optional_text(key), (optional_text(holder), ttl))
     name = req.args[0] if req.args[0] is not None else default_holder()
     refusal = shape_names(None, (), req.source) or shape_holder(name)
@@ -82,7 +82,7 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
 def renew(storm: Storm, slug: str, token: int, ttl: int | None = None, source: str | None = None,
           reason: str | None = None, key: str | None = None) -> Outcome:
     """Extend the live lease on ``slug`` held under ``token``."""
-    decl = storm.declaration()
+    decl = declaration(storm.store)
     req = Request("renew", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, ttl))
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
     if refusal is None and ttl is not None and not decl.error:
@@ -106,7 +106,7 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
     """End the live lease on ``slug`` held under ``token``: ``ok``
     leaves the lane finished, awaiting review; ``failed`` makes it
     claimable again, or quarantines it once its attempts are spent."""
-    decl = storm.declaration()
+    decl = declaration(storm.store)
     req = Request("finish", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, result, optional_text(note)))
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
     if refusal is None and result not in ("ok", "failed"):
@@ -138,7 +138,7 @@ def recover(storm: Storm, slug: str | None = None, source: str | None = None, re
     """Take back orphaned leases (every one, or ``slug``'s); with
     ``slug``, also end a running marker that has no lease. Naming a
     lane is the operator's alone."""
-    decl = storm.declaration()
+    decl = declaration(storm.store)
     req = Request("recover", None if slug is None else as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
     refusal = shape_names(req.slug, (), req.source)
 
@@ -168,7 +168,7 @@ def recover(storm: Storm, slug: str | None = None, source: str | None = None, re
 def unpark(storm: Storm, slug: str, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
     """Return a quarantined lane to the queue with a fresh retry budget;
     operator only, with a reason. Its attempt history stays."""
-    decl = storm.declaration()
+    decl = declaration(storm.store)
     req = Request("unpark", as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
     refusal = shape_names(req.slug, (), req.source)
     if refusal is None and not (req.reason or "").strip():

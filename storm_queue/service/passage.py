@@ -46,17 +46,19 @@ def request(storm: Storm, req: Request, shape: Refusal | None, plan: Plan | None
     A request the store gave up (``Aborted``) is a recorded refusal,
     ``reorder_conflict``: nothing of it happened, and a retry is safe."""
     store = storm.store
-    decl = decl or _declaration(store)
-    judged = store.judge(decl, req.source, plan is None or operator_only)
+    decl = decl or declaration(store)
+    judged = store.judge(req, decl, plan is None or operator_only)
     try:
         return _request(store, judged, req, shape, plan, dry_run, decl, on_unknown)
     except Aborted as exc:
         return _aborted(store, judged, req, decl, str(exc))
 
 
-def _declaration(store: Store) -> config.Declaration:
+def declaration(store: Store) -> config.Declaration:
     """The declaration a request is judged by; one its caller may not read
-    is none, and the caller's authority answers (the operator reads it)."""
+    is none, and the caller's authority answers (the operator reads it):
+    a role that may not read the storm is refused its requests
+    (``not_operator``, exit 1), as a directory refuses a stranger."""
     try:
         return store.declaration()
     except StormUnreadable:

@@ -26,6 +26,7 @@ KINDS = {
     **dict.fromkeys(("claim", "renew", "finish", "recover", "unpark", "schedule"), "storm_queue.service.leases"),
     "adopt": "storm_queue.ops.adopt",
     "upgrade": "storm_queue.ops.upgrade",
+    "grant": "storm_queue.ops.grants", "revoke": "storm_queue.ops.grants",
 }
 
 
@@ -42,8 +43,8 @@ class Storm:
     ``push``, ``add``, ``settle``, ``waive``, ``declare``, ``reset``,
     ``halt``, ``resume`` (``service.requests``); ``claim``, ``renew``,
     ``finish``, ``recover``, ``unpark``, ``schedule`` (``service.leases``);
-    ``adopt`` (``ops.adopt``); ``upgrade`` (``ops.upgrade``). Each returns
-    an ``Outcome``.
+    ``adopt`` (``ops.adopt``); ``upgrade`` (``ops.upgrade``); ``grant``,
+    ``revoke`` (``ops.grants``). Each returns an ``Outcome``.
     """
 
     def __init__(self, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0, *,

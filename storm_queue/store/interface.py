@@ -49,11 +49,12 @@ class Store(Protocol):
         Never raises for a declaration that cannot be parsed: its ``error``
         says why, and authority refuses every request until it is fixed."""
 
-    def judge(self, decl: Declaration, source: str | None, operator_only: bool) -> Judged:
-        """Who asks, and whether they may change the lane as ``source``
-        (``operator_only``: no source may). Reads who asks from the store's
-        own evidence: the process's uid against the directory's owner, the
-        session's role against the operator's."""
+    def judge(self, req: Request, decl: Declaration, operator_only: bool) -> Judged:
+        """Who asks, and whether they may make the request ``req`` (as its
+        ``source``; ``operator_only``: no source may). Reads who asks from
+        the store's own evidence: the process's uid against the directory's
+        owner, the session's role against the operator's (or a runner's
+        role, admitted to a runner's requests alone)."""
 
     def writing(self, req: Request, decl: Declaration, owner_ids: tuple[int, int] | None) -> ContextManager[None]:
         """Hold the storm's lock for one request: inside it, ``read`` sees

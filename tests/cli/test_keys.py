@@ -29,7 +29,7 @@ KEY = "retry-2026-11-30T02:00:00Z"
 def writing_commands() -> set[str]:
     """Every command that records a request: those that take --reason."""
     return {name for name, command in storm_queue.cli.app.main.commands.items()
-            if "reason" in {p.name for p in command.params} and name not in ("declare", "upgrade")}  # database storms only
+            if "reason" in {p.name for p in command.params} and name not in ("declare", "upgrade", "grant", "revoke")}  # database storms only
 
 
 def ok(root: Path, *args: str) -> str:

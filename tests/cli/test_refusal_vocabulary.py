@@ -234,6 +234,15 @@ def _invalid_ledger(make: Make) -> Answer:
     return _api(make("a 1\n"), lambda storm: storm.settle("a", "merged"))
 
 
+def _invalid_kind(make: Make) -> Answer:
+    return _api(make("a 1\n"), lambda storm: storm.grant("admin", "someone"))
+
+
+def _unknown_role(make: Make, request=None) -> Answer:
+    """A database storm only: a role is the server's."""
+    return cli(make("a 1\n"), "grant", "runner", "no_such_role")
+
+
 def _reorder_conflict(make: Make, request=None) -> Answer:
     """A database storm only: the request waits on a row another session
     locked, which then waits on the storm's advisory lock: a deadlock the
@@ -335,15 +344,17 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
     "lane_running": _lane_running,
     "invalid_ledger": _invalid_ledger,
     "reorder_conflict": _reorder_conflict,
+    "invalid_kind": _invalid_kind,
+    "unknown_role": _unknown_role,
 }
 
 #: more ways to the same code, each asserted the same way
 ALSO = {"declaration_unreadable": [_declaration_unreadable_runner], "operator_only": [_operator_only_waive]}
 
 #: the codes the command line cannot produce (it checks them as usage errors), so the API does
-API_ONLY = {"invalid_token", "invalid_result", "invalid_ledger"}
+API_ONLY = {"invalid_token", "invalid_result", "invalid_ledger", "invalid_kind"}
 #: the codes only a database storm gives; their scenarios take the test's ``request`` for the server fixtures
-DATABASE_ONLY = {"reorder_conflict"}
+DATABASE_ONLY = {"reorder_conflict", "unknown_role"}
 #: the codes about what only a directory has, each with why
 DIRECTORY_ONLY = {
     "not_operator": "a stranger is an account here; on a database another role, whose refusal cannot be "
@@ -414,7 +425,7 @@ def test_every_code_has_a_scenario_and_every_scenario_a_code() -> None:
 def test_every_code_is_snake_case_with_an_exit_code_and_a_meaning() -> None:
     for code, (exit_code, meaning) in exit_codes.CODES.items():
         assert re.fullmatch(r"[a-z]+(_[a-z]+)*", code), code
-        assert exit_code in ((5,) if code in DATABASE_ONLY else (1, 2)), code
+        assert exit_code in ((5,) if code == "reorder_conflict" else (1, 2)), code
         assert meaning.strip(), code
     assert exit_codes.AUTHORITY == {code for code, (e, _) in exit_codes.CODES.items() if e == 1}
 

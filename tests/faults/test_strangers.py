@@ -26,7 +26,7 @@ def writing_commands() -> list[list[str]]:
     out = []
     for name, command in sorted(storm_queue.cli.app.main.commands.items()):
         params = {p.name: p for p in command.params}
-        if "reason" not in params or name in ("declare", "upgrade"):  # they record into a database storm only
+        if "reason" not in params or name in ("declare", "upgrade", "grant", "revoke"):  # they record into a database storm only
             continue
         args = [name] + ["a" if p.name == "slug" else p.type.choices[0] if isinstance(p.type, click.Choice) else "7"
                          for p in command.params if isinstance(p, click.Argument)]

@@ -55,17 +55,17 @@ def test_the_lock_keys_are_written_once_and_the_schema_takes_them() -> None:
     assert where == ["queries.sql"]
     schema = queries.schema()
     assert queries.LOCK_KEYS_MARK not in schema
-    assert schema.count("PERFORM pg_advisory_xact_lock(1937010546, 28017);") == 1
+    assert schema.count("PERFORM pg_advisory_xact_lock(1937010546, 28017);") >= 1
     written = (PACKAGE / "store" / "postgres" / "schema.sql").read_text(encoding="utf-8")
-    assert schema == written.replace(queries.LOCK_KEYS_MARK, "1937010546, 28017").replace(queries.VERSION_MARK, "1")
+    assert schema.startswith(written.replace(queries.LOCK_KEYS_MARK, "1937010546, 28017"))
 
 
 def test_the_migrations_are_numbered_without_a_gap_and_the_schema_is_at_the_last() -> None:
     found = queries.migrations()
     assert [n for n, _ in found] == list(range(1, len(found) + 1)) and len(found) == queries.schema_version() >= 1
-    assert "INSERT INTO storm_queue.version (id, version) VALUES (1, 1);" in queries.schema()
-    for n, script in found:
-        assert queries.LOCK_KEYS_MARK not in script and script.strip(), n
+    for n, script in found:  # each is in the schema a new storm is made by, and records its version last
+        assert queries.LOCK_KEYS_MARK not in script and script in queries.schema(), n
+        assert script.rstrip().splitlines()[-1].endswith(f"{n});") or f"version = {n}" in script.splitlines()[-1], n
 
 
 def test_the_store_still_names_the_lock_keys() -> None:

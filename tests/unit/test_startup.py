@@ -331,7 +331,7 @@ def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: tuple[str, ...]
 NEXT_MODULES = {"cli", "cli.answer", "cli.commands", "cli.entry", "core", "core.clock", "core.config", "core.errors",
                 "core.exit_codes", "core.fold", "core.framing", "core.jsoncodec", "core.lane", "core.ledgers",
                 "core.logread", "core.names", "core.outcome", "core.queuetext", "core.records", "core.resolver",
-                "core.statebody", "core.stream", "roots", "service", "service.storm", "store", "store.directory",
+                "core.statebody", "core.stream", "roots", "service", "service.storm", "store", "store.directory", "cli.params",
                 "store.directory.declared", "store.directory.effects", "store.directory.fsutil", "store.directory.ledger", "store.directory.log",
                 "store.directory.log.checkpoint", "store.directory.log.found", "store.directory.log.reader",
                 "store.directory.queuefile", "store.directory.store", "wall"}

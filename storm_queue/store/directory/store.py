@@ -49,14 +49,14 @@ class Directory:
         """Where the priority log is, as ``decl`` declares it."""
         return os.path.join(self.root, decl.log)
 
-    def judge(self, decl: config.Declaration, source: str | None, operator_only: bool) -> Judged:
+    def judge(self, req: Request, decl: config.Declaration, operator_only: bool) -> Judged:
         """The process's uid against the owner of queue.txt (``accounts``)."""
         from ...core.authority import Judged
         from . import accounts
 
         who = accounts.caller(self.env)
         op = accounts.owner(self.root)
-        verdict = accounts.judge(who, op, decl, source, operator_only=operator_only)
+        verdict = accounts.judge(who, op, decl, req.source, operator_only=operator_only)
         owner_ids = None if accounts.is_owner(who, op) else (op.uid, op.gid)
         return Judged(verdict, owner_ids, self._unrecordable(decl, who, op), who.name)
 

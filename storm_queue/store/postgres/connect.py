@@ -13,8 +13,7 @@ from ...roots import hide, shown  # noqa: F401 -- shown: what others import from
 from ...wall import now
 from .queries import q, schema
 
-GRANT_HINT = ("the operator can grant reading with: GRANT USAGE ON SCHEMA storm_queue TO ROLE; "
-              "GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO ROLE")
+GRANT_HINT = "the operator can grant reading with: storm-queue grant reader ROLE"
 
 
 def _words(exc: BaseException, url: str) -> str:

@@ -73,7 +73,7 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
             out.warnings.append(f"the log grew to line {seq} during the audit; the state row was not compared")
             return out
         try:
-            folded = store._fold_on(_Known(body_seq, body_digest, load_state(body)), seq, last)
+            folded = fold_on(store.conn, _Known(body_seq, body_digest, load_state(body)), seq, last)
         except ValueError:
             folded = None
     out.checkpoint_line = body_seq
@@ -84,3 +84,28 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
                               "the whole log folds to; commands trust it, so the order they give is not the log's",
                               body_seq, out.length)
     return out
+
+
+def fold_on(conn: Any, known: _Known, seq: int, last: str | None, rows: list | None = None) -> fold.LaneState | None:
+    """``known``'s state with the lines after it up to line ``seq``
+    (``rows`` when given, else read now) folded on; None unless those
+    lines are its chain's next, one by one, and the last of them has the
+    digest ``last``."""
+    if known.seq == seq:
+        return known.state if known.last == last else None
+    if rows is None:
+        rows = conn.execute(q("lines_between"), (known.seq, seq)).fetchall()
+    prev, events = known.last, []
+    for n, (line_seq, line) in enumerate(rows, known.seq + 1):
+        line = bytes(line)
+        try:
+            event = decode(line)
+        except Malformed:
+            return None
+        if line_seq != n or event["seq"] != n or event["prev"] != prev:
+            return None
+        events.append(event)
+        prev = digest(line)
+    if len(events) != seq - known.seq or prev != last:
+        return None
+    return fold.replay(events, known.state)

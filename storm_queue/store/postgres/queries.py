@@ -1,9 +1,8 @@
 """The SQL of a database storm, kept out of the Python: the named statements
 of queries.sql (``q``), the storm's advisory lock keys they hold
-(``lock_keys``), the schema (``schema``, schema.sql with those keys and
-its version filled in), and the numbered migrations that carry a storm
-made by an earlier storm-queue to this schema (``migrations``,
-``schema_version``).
+(``lock_keys``), the schema (``schema``: schema.sql, the first version,
+and the numbered migrations that carry it to this storm-queue's; an
+upgrade runs the ones a storm lacks: ``migrations``, ``schema_version``).
 
 Each file is read on first use only, so a directory storm never opens
 them; queries.sql is parsed with ``str`` methods alone (a request's
@@ -15,8 +14,6 @@ import os
 
 #: where schema.sql's row trigger takes the storm's lock: the keys of ``lock_storm`` go here
 LOCK_KEYS_MARK = "{lock_keys}"
-#: where schema.sql records its version: ``schema_version()`` goes here
-VERSION_MARK = "{schema_version}"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _queries: dict[str, str] | None = None
 
@@ -77,29 +74,29 @@ def lock_keys() -> tuple[int, int]:
 
 
 def schema() -> str:
-    """schema.sql, ready to run: the script that creates the storm's schema,
-    its row trigger taking the advisory lock ``lock_storm`` takes, at the
-    version ``schema_version``."""
-    text = _text("schema.sql")
-    for mark, what in ((LOCK_KEYS_MARK, "where its row trigger takes the storm's lock"),
-                       (VERSION_MARK, "where it records its version")):
-        if text.count(mark) != 1:
-            raise ValueError(f"schema.sql must hold {mark} once, {what}")
-    return text.replace(LOCK_KEYS_MARK, "{}, {}".format(*lock_keys())).replace(VERSION_MARK, str(schema_version()))
+    """The script that makes a new storm's schema at this storm-queue's
+    version: schema.sql (the first version), then every migration in
+    turn, the storm's advisory lock keys filled in where they take it."""
+    if _text("schema.sql").count(LOCK_KEYS_MARK) != 1:
+        raise ValueError(f"schema.sql must hold {LOCK_KEYS_MARK} once, where its row trigger takes the storm's lock")
+    return "\n".join([_keyed(_text("schema.sql")), *(script for _, script in migrations())])
+
+
+def _keyed(text: str) -> str:
+    return text.replace(LOCK_KEYS_MARK, "{}, {}".format(*lock_keys()))
 
 
 def migrations() -> list[tuple[int, str]]:
     """The migrations, in order: ``(N, script)`` for each
     ``migrations/NNNN.sql``, numbered from 1 without a gap; the script
     carries a storm at version N - 1 to version N (the ``{lock_keys}``
-    mark filled in as in ``schema``)."""
+    mark filled in as in ``schema``), and records it."""
     names = sorted(n for n in os.listdir(os.path.join(_HERE, "migrations")) if n.endswith(".sql"))
     found = []
     for n, name in enumerate(names, 1):
         if name != f"{n:04d}.sql":
             raise ValueError(f"migrations/{name}: the migrations are numbered 0001.sql, 0002.sql, ... without a gap")
-        text = _text(os.path.join("migrations", name)).replace(LOCK_KEYS_MARK, "{}, {}".format(*lock_keys()))
-        found.append((n, text))
+        found.append((n, _keyed(_text(os.path.join("migrations", name)))))
     return found
 
 

@@ -250,6 +250,49 @@ VALUES (%s, %s);
 -- the version of the storm's schema (UndefinedTable: version 0)
 SELECT version FROM storm_queue.version;
 
--- write_schema_version --
--- the version an upgrade carried the schema to, in the upgrade's transaction
-UPDATE storm_queue.version SET version = %s;
+-- == runner and reader roles (migrations/0002.sql) =========================
+
+-- read_member --
+-- as what the operator granted the session's role (none: a stranger)
+SELECT kind FROM storm_queue.member WHERE role = session_user;
+
+-- runner_append --
+-- a runner's lines and its finishes' results, through the operator's function
+SELECT storm_queue.runner_append(%s, %s);
+
+-- runner_mark_blocked --
+-- next's blocked mark, written by a runner's claim through the operator's function
+SELECT storm_queue.runner_mark_blocked(%s, %s);
+
+-- role_exists --
+SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s;
+
+-- is_member --
+SELECT 1 FROM storm_queue.member WHERE role = %s AND kind = %s;
+
+-- insert_member --
+INSERT INTO storm_queue.member (role, kind) VALUES (%s, %s);
+
+-- delete_member --
+DELETE FROM storm_queue.member WHERE role = %s AND kind = %s;
+
+-- grant_usage --
+-- (each role statement is given its role as an identifier: {role})
+GRANT USAGE ON SCHEMA storm_queue TO {role};
+
+-- grant_select --
+GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO {role};
+
+-- grant_runner_functions --
+GRANT EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb), storm_queue.runner_mark_blocked(text, jsonb)
+TO {role};
+
+-- revoke_runner_functions --
+REVOKE EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb),
+storm_queue.runner_mark_blocked(text, jsonb) FROM {role};
+
+-- revoke_select --
+REVOKE SELECT ON ALL TABLES IN SCHEMA storm_queue FROM {role};
+
+-- revoke_usage --
+REVOKE USAGE ON SCHEMA storm_queue FROM {role};

@@ -94,8 +94,9 @@ class Writes:
     ``store.interface.Effects``), written in the request's transaction, so
     that they commit with its lines or not at all: no undo is needed."""
 
-    def __init__(self, store: Any):
+    def __init__(self, store: Any, runner: bool = False):
         self.store = store  # its connection is looked up on each write: a broken one is replaced
+        self.runner = runner  # a runner role's request: its writes go through the operator's functions
 
     def queue(self, line: str) -> None:
         fields = line.split()
@@ -112,7 +113,11 @@ class Writes:
         """No marker to take away (see ``mark_running``)."""
 
     def mark_finished(self, slug: str, body: dict[str, Any]) -> None:
-        self.store.conn.execute(q("write_result"), (slug, jsonb(body)))
+        """A runner's is sent with its lines (``runner_append`` admits it for its finish)."""
+        if self.runner:
+            self.store._results.append({"slug": slug, "body": body})
+        else:
+            self.store.conn.execute(q("write_result"), (slug, jsonb(body)))
 
     def blocked_mark(self, slug: str) -> bool:
         from ...core.ledgers import is_blocked_mark
@@ -129,7 +134,7 @@ class Writes:
 
     def tell_claim(self, claim: Any, skipped: tuple, at: str) -> list[str]:
         """The blocked rows the claim met (no whole view is made)."""
-        mark_blocked(self.store.conn, claim.to_block, at)
+        mark_blocked(self.store.conn, claim.to_block, at, q("runner_mark_blocked") if self.runner else q("mark_blocked"))
         return []
 
     def declare(self, text: str, sha256: str) -> bool:
@@ -145,9 +150,11 @@ class Writes:
                       "never set aside: storm-queue verify says where it breaks, and the database's backup restores it")
 
 
-def mark_blocked(conn: Any, rows: Any, at: str) -> None:
-    """Mark blocked, in rows, the lanes ``rows`` (resolver rows) that wait on abandoned lanes."""
+def mark_blocked(conn: Any, rows: Any, at: str, statement: str | None = None) -> None:
+    """Mark blocked, in rows, the lanes ``rows`` (resolver rows) that wait
+    on abandoned lanes, by ``statement`` (default ``mark_blocked``; a
+    runner's goes through the operator's function)."""
     from ...core.ledgers import blocked_result
 
     for row in rows:
-        conn.execute(q("mark_blocked"), (row.slug, jsonb(blocked_result(list(row.waits_on), at))))
+        conn.execute(statement or q("mark_blocked"), (row.slug, jsonb(blocked_result(list(row.waits_on), at))))

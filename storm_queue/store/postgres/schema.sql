@@ -1,18 +1,14 @@
 -- A storm in PostgreSQL: one storm per database, everything in the schema
 -- storm_queue, owned by the role that ran `storm-queue init URL` (the
 -- operator). Nothing outside this schema is touched.
+--
+-- This is the schema as it was first made (version 0: storm-queue at
+-- 5cbddde and before). migrations/0001.sql, 0002.sql, ... carry it to each
+-- later version; a new storm is made by this file and every migration in
+-- turn (queries.schema), so a new storm and an upgraded one are the same.
 
 CREATE SCHEMA storm_queue;
 REVOKE ALL ON SCHEMA storm_queue FROM PUBLIC;
-
--- the version of this schema: the number of the last of migrations/NNNN.sql
--- (which carry a storm made by an earlier storm-queue forward) that it holds;
--- the mark schema_version in braces is filled in when the schema is loaded
-CREATE TABLE storm_queue.version (
-    id integer PRIMARY KEY CHECK (id = 1),
-    version integer NOT NULL
-);
-INSERT INTO storm_queue.version (id, version) VALUES (1, {schema_version});
 
 -- the storm itself: who operates it and its declaration (storm.toml's text)
 CREATE TABLE storm_queue.storm (

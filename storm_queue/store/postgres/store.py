@@ -19,10 +19,10 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ...core import config, fold, logread
-from ...core.authority import LANE_ENV, Judged, decide
+from ...core.authority import LANE_ENV, Judged, Verdict, decide
 from ...core.errors import Aborted, Busy, NoStorm, NotHere, RecordFailed, StormUnreadable
-from ...core.framing import Malformed, decode, digest, frame
-from ...core.lane import Snapshot
+from ...core.framing import digest, frame
+from ...core.lane import Refusal, Snapshot
 from ...core.statebody import dump_state, load_state
 from ...wall import now
 from .connect import (  # noqa: F401 -- the names others import from here
@@ -37,8 +37,11 @@ from .connect import (  # noqa: F401 -- the names others import from here
     insert_state,
     shown,
 )
-from .queries import lock_keys, migrations, q, schema_version
+from .log import fold_on
+from .queries import lock_keys, q
 from .rows import Rows, Writes
+from .version import current, not_newer
+from .version import read as read_version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,6 +53,8 @@ if TYPE_CHECKING:
 
 #: a writer rewrites the state row's body once the log is this many lines past it
 STATE_EVERY = 32
+#: what a runner role may ask; its every other request is refused (``not_operator``), recorded
+RUNNER_VERBS = ("claim", "renew", "finish", "recover")
 #: a storm object folds the lines after the state it knows, rather than read the body, up to this many
 FOLD_AT_MOST = 4 * STATE_EVERY
 
@@ -108,6 +113,9 @@ class Database:
         self._decl: tuple[str | None, config.Declaration] | None = None
         self._session_user: str | None = None
         self._version: int | None = None  # the schema's version, as read on this connection
+        self._kind: tuple[str, str | None] | None = None  # (role, as what it was granted), as read on this connection
+        self._runner = False  # the request under way is a runner role's: it writes through the operator's functions
+        self._results: list[dict[str, Any]] = []  # a runner's finished results, sent with its lines
         self._operator_read: str | None = None  # the operator, as declaration() last read it, for the next _roles
 
     @property
@@ -115,7 +123,7 @@ class Database:
         """The storm's one connection, reused from request to request; a new
         one when there is none yet or the last one was closed or broken."""
         if self._conn is None or self._conn.closed:
-            self._conn, self._session_user, self._version = connect(self.url), None, None
+            self._conn, self._session_user, self._version, self._kind = connect(self.url), None, None, None
         return self._conn
 
     def close(self) -> None:
@@ -158,44 +166,10 @@ class Database:
             row = self.conn.execute(q("read_declaration")).fetchone()
         text = row[0] if row is not None else None
         self._operator_read = row[1] if row is not None else None  # the request's _roles asks no more
-        self._not_newer()
+        not_newer(self)
         if self._decl is None or self._decl[0] != text:
             self._decl = (text, config.Declaration(False) if text is None else config.parse(text))
         return self._decl[1]
-
-    def _not_newer(self) -> None:
-        """``NotHere`` (exit 2) for a schema newer than this storm-queue's:
-        every command is refused, reads too."""
-        version = self.schema_version()
-        if version > schema_version():
-            raise NotHere(f"the storm in {self.root} has schema version {version}, newer than this storm-queue's "
-                          f"{schema_version()}: use the storm-queue that upgraded it; nothing was done")
-
-    def schema_version(self, fresh: bool = False) -> int:
-        """The version of the storm's schema (0: made before the schema
-        recorded one), read once a connection unless ``fresh``."""
-        psycopg = _driver()
-        if self._version is None or fresh:
-            conn = self.conn
-            try:
-                if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                    row = conn.execute(q("read_schema_version")).fetchone()
-                else:
-                    with conn.transaction():  # a savepoint: a storm of version 0 must not abort the transaction
-                        row = conn.execute(q("read_schema_version")).fetchone()
-            except psycopg.errors.UndefinedTable:
-                row = (0,)
-            self._version = row[0]
-        return self._version
-
-    def migrate_schema(self, was: int) -> None:
-        """In the upgrade's transaction: the migrations after version ``was``,
-        then the version they carry the schema to."""
-        for n, script in migrations():
-            if n > was:
-                self.conn.execute(script)
-        self.conn.execute(q("write_schema_version"), (schema_version(),))
-        self._version = None  # read again once this transaction ends
 
     def _load(self) -> logread.LogRead:
         """The state at the log's head and the rows a snapshot needs, read in
@@ -217,7 +191,7 @@ class Database:
         self._body_seq = body_seq
         state = None
         if known is not None and known.seq <= seq and (known.seq >= body_seq or seq - known.seq <= FOLD_AT_MOST):
-            state = self._fold_on(known, seq, last, [r for r in lines if r[0] <= seq])  # None: not the log it knew
+            state = fold_on(self.conn, known, seq, last, [r for r in lines if r[0] <= seq])  # None: not the log it knew
         if state is None:
             (body,), = conn.execute(q("read_state_body")).fetchall()
             try:
@@ -228,7 +202,7 @@ class Database:
                                         "storm-queue verify checks the log") from None
                 # written by an earlier storm-queue: fold the whole log, and let the next writer rewrite the row
                 base, self._body_seq = _Known(0, None, fold.EMPTY), -STATE_EVERY
-            state = self._fold_on(base, seq, last)
+            state = fold_on(self.conn, base, seq, last)
             if state is None:
                 raise logread.Damage(self.root, f"the log's lines after line {body_seq} do not follow the state row "
                                     f"to line {seq}; storm-queue verify checks the log")
@@ -238,30 +212,6 @@ class Database:
             created = conn.execute(q("read_created")).fetchone()
             self._created = created[0] if created else ""
         return logread.LogRead(self.root, state, seq, last, log_exists=True)
-
-    def _fold_on(self, known: _Known, seq: int, last: str | None, rows: list | None = None) -> fold.LaneState | None:
-        """``known``'s state with the lines after it up to line ``seq``
-        (``rows`` when given, else read now) folded on; None unless those
-        lines are its chain's next, one by one, and the last of them has the
-        digest ``last``."""
-        if known.seq == seq:
-            return known.state if known.last == last else None
-        if rows is None:
-            rows = self.conn.execute(q("lines_between"), (known.seq, seq)).fetchall()
-        prev, events = known.last, []
-        for n, (line_seq, line) in enumerate(rows, known.seq + 1):
-            line = bytes(line)
-            try:
-                event = decode(line)
-            except Malformed:
-                return None
-            if line_seq != n or event["seq"] != n or event["prev"] != prev:
-                return None
-            events.append(event)
-            prev = digest(line)
-        if len(events) != seq - known.seq or prev != last:
-            return None
-        return fold.replay(events, known.state)
 
     def read(self, decl: config.Declaration) -> logread.LogRead:
         """The state row and the lines after it, in the request's
@@ -287,7 +237,7 @@ class Database:
                         (self._created or "", self._created or ""))
 
     def effects(self, decl: config.Declaration) -> Writes:
-        return Writes(self)
+        return Writes(self, self._runner)
 
     def decided(self, decl: config.Declaration, view: View, skipped: tuple[Skipped, ...]) -> list[str]:
         """As the operator: the blocked rows, in a transaction of their own."""
@@ -297,7 +247,7 @@ class Database:
         if who != op:
             return [f"next: role {who} is not the storm's operator ({op}), so blocked lanes are not marked"]
         try:
-            self._current("blocked lanes were not marked")
+            current(self, "blocked lanes were not marked")
         except NotHere as exc:
             return [f"next: {exc}"]
         from .rows import mark_blocked
@@ -311,7 +261,7 @@ class Database:
         from . import log
 
         with self._errors():
-            self._not_newer()
+            not_newer(self)
         return log.history(self, each)
 
     def verify(self, progress: Callable[[int], None] | None = None):
@@ -319,7 +269,7 @@ class Database:
         from . import log
 
         with self._errors():
-            self._not_newer()
+            not_newer(self)
         return log.verify(self, progress)
 
     # -- requests ----------------------------------------------------------
@@ -347,13 +297,48 @@ class Database:
             raise _no_storm(self.root) from None
         return who, row[0] if row else None
 
-    def judge(self, decl: config.Declaration, source: str | None, operator_only: bool) -> Judged:
-        """The session's role against the role that ran ``init``."""
+    def judge(self, req: Request, decl: config.Declaration, operator_only: bool) -> Judged:
+        """The session's role against the role that ran ``init``; a role
+        the operator granted as a runner may claim, renew, finish and
+        recover expired leases (``RUNNER_VERBS``), as ``runner:ROLE``, and
+        its other requests are refused ``not_operator``, recorded."""
         who, op = self._roles()
         verdict = decide(self.env.get(LANE_ENV), who == op, who, op or "unknown to this role",
-                         "whose role created the storm", decl, source, operator_only)
+                         "whose role created the storm", decl, req.source, operator_only)
+        self._runner = who != op and verdict.refusal is not None and verdict.refusal.code == "not_operator" \
+            and self._granted(who) == "runner"
+        if self._runner:
+            if req.verb in RUNNER_VERBS and req.source is None and not operator_only:
+                return Judged(Verdict(f"runner:{who}", None), None, "", who)
+            return Judged(Verdict(f"runner:{who}", Refusal(
+                "not_operator", f"role {who} is a runner of this storm: it may claim, renew, finish and recover "
+                f"expired leases, and nothing more; only the operator ({op}) or a source the operator declares "
+                "may change the priority lane")), None, "", who)
         unrecordable = "" if who == op else f"role {who} cannot write the storm of {op or 'another role'}"
         return Judged(verdict, None, unrecordable, who)
+
+    def change_member(self, verb: str, kind: str, role: str) -> None:
+        """``members.change`` in the request's transaction; the next request reads the grant anew."""
+        from .members import change
+
+        change(self.conn, verb, kind, role)
+        self._kind = None
+
+    def _granted(self, who: str) -> str | None:
+        """As what the operator granted the session's role ``who`` (runner,
+        reader, None), read once a connection; None before version 2."""
+        if self._kind is None or self._kind[0] != who:
+            kinds: set[str] = set()
+            try:
+                if read_version(self) >= 2:
+                    from .members import granted
+
+                    with self._errors():
+                        kinds = granted(self.conn)
+            except StormUnreadable:  # a role that may not read the storm: granted nothing
+                pass
+            self._kind = (who, "runner" if "runner" in kinds else "reader" if kinds else None)
+        return self._kind[1]
 
     @contextmanager
     def writing(self, req: Request, decl: config.Declaration, owner_ids: tuple[int, int] | None) -> Iterator[None]:
@@ -363,10 +348,10 @@ class Database:
         ``Aborted``; a lost connection is answered with whether the request
         committed (``faults.lost``)."""
         psycopg = _driver()
-        self._pending = None
+        self._pending, self._results = None, []
         upgrading = req.verb == "upgrade"
         if not upgrading:
-            self._current(f"the {req.verb} was not recorded")
+            current(self, f"the {req.verb} was not recorded")
         try:
             with self._locked(pipelined=not upgrading):
                 yield
@@ -381,15 +366,6 @@ class Database:
             from .faults import lost
 
             raise lost(self, req.verb, exc) from None
-
-    def _current(self, nothing: str) -> None:
-        """``NotHere`` (exit 2) unless the schema is this storm-queue's: a
-        storm an earlier one made is read, and written once upgraded."""
-        version = self.schema_version()
-        if version < schema_version():
-            raise NotHere(f"the storm in {self.root} has schema version {version}, older than this storm-queue's "
-                          f"{schema_version()}: reads work, and the operator's storm-queue upgrade URL carries it "
-                          f"forward; {nothing}")
 
     @contextmanager
     def _locked(self, pipelined: bool = True) -> Iterator[None]:
@@ -429,12 +405,21 @@ class Database:
         last_event, last_line = framed[-1]
         head, last = last_event["seq"], digest(last_line)
         state = fold.replay(events, log.state)
+        if self._runner:  # through the operator's function; the state row's body is the operator's to rewrite
+            from .rows import jsonb
+
+            self.conn.execute(q("runner_append"), ([line for _, line in framed], jsonb(self._results)))
+        else:
+            self._write_lines(framed, head, last, state)
+        self._pending = (head, last_line)
+        self._written = _Known(head, last, state)
+        return events
+
+    def _write_lines(self, framed: list, head: int, last: str, state: fold.LaneState) -> None:
+        """The operator's lines, and the head (and every ``STATE_EVERY`` lines the body)."""
         with self.conn.cursor() as cur:  # sent with the COMMIT (the request's transaction is pipelined)
             cur.executemany(q("insert_event"), [(event["seq"], line) for event, line in framed])
             if head - self._body_seq >= STATE_EVERY:
                 cur.execute(q("move_head_and_body"), (head, last, dump_state(state), head, last))
             else:
                 cur.execute(q("move_head"), (head, last))
-        self._pending = (head, last_line)
-        self._written = _Known(head, last, state)
-        return events

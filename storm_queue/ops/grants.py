@@ -1,0 +1,65 @@
+"""``storm-queue grant runner|reader ROLE`` and ``revoke``: the operator
+admits a database role as a runner (it may claim, renew, finish and
+recover expired leases, writing only through the operator's functions:
+``migrations/0002.sql``) or as a reader (it may read), or ends that.
+Each is a recorded request; granting what is granted, or revoking what
+is not, a recorded no-op; a role the server does not know, a recorded
+refusal (``unknown_role``, exit 2)."""
+
+from __future__ import annotations
+
+from ..core.errors import NotHere
+from ..core.lane import Refusal
+from ..core.names import as_text, quote
+from ..core.outcome import Outcome, Request, Step
+from ..core.shapes import optional_text
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..core.lane import Snapshot
+    from ..service.storm import Storm
+    from ..store.interface import Effects
+
+KINDS = ("runner", "reader")
+
+
+def grant(storm: Storm, kind: str, role: str, reason: str | None = None, key: str | None = None) -> Outcome:
+    """Admit the database role ``role`` as a ``kind`` (runner, reader); operator only."""
+    return _membership(storm, "grant", kind, role, reason, key)
+
+
+def revoke(storm: Storm, kind: str, role: str, reason: str | None = None, key: str | None = None) -> Outcome:
+    """End what ``grant`` admitted ``role`` as; operator only."""
+    return _membership(storm, "revoke", kind, role, reason, key)
+
+
+def _membership(storm: Storm, verb: str, kind: str, role: str, reason: str | None, key: str | None) -> Outcome:
+    kind, role = as_text(kind), as_text(role)
+    req = Request(verb, None, optional_text(reason), None, optional_text(key), (kind, role))
+    shape = None
+    if kind not in KINDS:
+        shape = Refusal("invalid_kind", f"{quote(kind)} is neither runner nor reader")
+    store = storm.store
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        if storm.keeps_files:
+            raise NotHere(f"{storm.root} is a directory storm: who may write it is its files' owner; {verb} names "
+                          "a role of a database storm; nothing was recorded")
+        from ..store.postgres import members
+
+        if not members.role_exists(store.conn, role):
+            return Refusal("unknown_role", f"the database server knows no role {quote(role)}: create it first "
+                           "(CREATE ROLE ... LOGIN), then grant it")
+        body = {"action": verb, "kind": kind, "role": role}
+        held = members.is_member(store.conn, role, kind)
+        noop = (f"role {role} is a {kind} already" if verb == "grant" and held else
+                f"role {role} is not a {kind}" if verb == "revoke" and not held else None)
+        if noop is not None:
+            body["noop"] = noop
+            return Step(Outcome("noop", verb, None, by, message=f"nothing to do: {noop}"), [body])
+        words = (f"role {role} is a {kind} of the storm now" if verb == "grant" else
+                 f"role {role} is no longer a {kind} of the storm")
+        return Step(Outcome("done", verb, None, by, message=words), [body],
+                    before=lambda: store.change_member(verb, kind, role))
+
+    return storm.request(req, shape, plan, operator_only=True)

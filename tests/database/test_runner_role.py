@@ -1,0 +1,180 @@
+"""A runner role and a reader role (issue 22, item 2): what the operator
+grants, what a granted role may and may not do, and that it cannot change
+the storm behind the tool's back (no table privilege; the operator's
+functions admit only a runner's lines, in the chain)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.postgresql
+
+TABLES = ("storm", "lane", "settled", "result", "event", "state", "version", "member")
+
+
+def answer(url: str, *args: str, code: int = 0) -> dict:
+    done = run_cli(url, *args, "--json")
+    assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    return json.loads(done.stdout) if done.stdout.strip().startswith("{") else {}
+
+
+def events(pg_server, url: str) -> list[dict]:
+    with pg_server.admin(dbname(url)) as conn:
+        return [json.loads(bytes(r[0])) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq")]
+
+
+def dbname(url: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    return conninfo_to_dict(url)["dbname"]
+
+
+def rows(pg_server, url: str) -> dict[str, list]:
+    with pg_server.admin(dbname(url)) as conn:
+        return {t: conn.execute(f"SELECT * FROM storm_queue.{t} ORDER BY 1").fetchall()  # reviewed: our table names
+                for t in ("lane", "settled", "result", "storm", "member")}
+
+
+@pytest.fixture
+def db(pg_url: str, tmp_path) -> str:
+    assert run_cli(None, "init", pg_url).returncode == 0
+    toml = tmp_path / "storm.toml"
+    toml.write_text("[priority]\nsources = [\"cron\"]\n\n[runner]\nttl_min = 1\nslots = 2\nunattended = true\n")
+    for args in (("add", "a", "1"), ("add", "b", "2"), ("add", "c", "3"), ("declare", str(toml))):
+        assert run_cli(pg_url, *args).returncode == 0, args
+    return pg_url
+
+
+def test_a_runner_runs_lanes_and_its_every_other_request_is_refused_and_recorded(pg_server, db, pg_role, tmp_path):
+    role = pg_role(prefix="runner")
+    runner = pg_server.url_as(db, role)
+    assert answer(runner, "claim", code=1)["code"] == "not_operator"  # not yet granted: a stranger
+    done = answer(db, "grant", "runner", role, "--reason", "host r1")
+    assert (done["outcome"], done["recorded"]) == ("done", True)
+    assert answer(db, "grant", "runner", role)["outcome"] == "noop"
+    grant = [e for e in events(pg_server, db) if e["action"] == "grant"]
+    assert [(e["kind"], e["role"], e.get("noop") is None) for e in grant] == [("runner", role, True), ("runner", role, False)]
+
+    claimed = answer(runner, "claim", "--holder", "r1")
+    assert claimed["decision"] == "run a 1 1" and claimed["by"] == f"runner:{role}"
+    assert answer(runner, "renew", "a", "--token", "1")["outcome"] == "done"
+    assert answer(runner, "finish", "a", "--token", "1", "--result", "ok", "--note", "built")["outcome"] == "done"
+    with pg_server.admin(dbname(db)) as conn:
+        body = conn.execute("SELECT body FROM storm_queue.result WHERE slug = 'a'").fetchone()[0]
+    assert (body["completed"], body["token"], body["note"]) == (True, 1, "built")
+    assert answer(runner, "claim", "--holder", "r1")["decision"] == "run b 2 1"
+    assert [e["by"] for e in events(pg_server, db)[-4:]] == [f"runner:{role}"] * 4
+    for args in (("list",), ("next",), ("why", "b"), ("log",), ("verify",)):
+        assert run_cli(runner, *args).returncode == 0, args
+    assert run_cli(runner, "doctor").returncode in (0, 1)
+
+    before, seen = rows(pg_server, db), len(events(pg_server, db))
+    toml = tmp_path / "other.toml"
+    toml.write_text("[runner]\nslots = 9\n")
+    refused = [("bump", "c"), ("unbump", "c"), ("push", "z", "9"), ("add", "z", "9"), ("settle", "c", "integrated"),
+               ("halt", "--reason", "x"), ("resume", "--reason", "x"), ("waive", "c", "a", "--reason", "x"),
+               ("unpark", "c", "--reason", "x"), ("schedule", "c", "--not-before", "+1h"), ("reset", "--reason", "x"),
+               ("declare", str(toml)), ("grant", "runner", role), ("revoke", "runner", role),
+               ("recover", "b"), ("bump", "c", "--source", "cron"), ("claim", "--source", "cron")]
+    for args in refused:
+        doc = answer(runner, *args, code=1)
+        assert (doc["outcome"], doc["code"], doc["recorded"], doc["by"]) == (
+            "refused", "not_operator", True, f"runner:{role}"), (args, doc)
+    upgrade = run_cli(None, "upgrade", runner, "--json")
+    assert upgrade.returncode == 1 and json.loads(upgrade.stdout)["code"] == "not_operator"
+    after = events(pg_server, db)[seen:]
+    assert len(after) == len(refused) + 1 and {e["action"] for e in after} == {"refused"}
+    assert rows(pg_server, db) == before  # the storm otherwise unchanged
+    assert json.loads(run_cli(db, "verify", "--json").stdout)["sound"] is True
+
+    # revoked: its claim is refused, as any role's never granted is
+    assert answer(db, "revoke", "runner", role)["outcome"] == "done"
+    assert answer(db, "revoke", "runner", role)["outcome"] == "noop"
+    assert answer(runner, "claim", code=1)["code"] == "not_operator"
+    never = pg_server.url_as(db, pg_role())
+    assert answer(never, "claim", code=1)["code"] == "not_operator"
+
+
+def test_a_runner_holds_no_write_privilege_and_the_functions_admit_only_its_chained_lines(pg_server, db, pg_role):
+    import psycopg
+
+    role = pg_role(prefix="runner")
+    answer(db, "grant", "runner", role)
+    with pg_server.admin(dbname(db)) as conn:
+        for table in TABLES:
+            for privilege in ("INSERT", "UPDATE", "DELETE", "TRUNCATE"):
+                assert not conn.execute("SELECT has_table_privilege(%s, %s, %s)",
+                                        (role, f"storm_queue.{table}", privilege)).fetchone()[0], (table, privilege)
+        for function in ("runner_append(bytea[], jsonb)", "runner_mark_blocked(text, jsonb)"):
+            owner, definer, config = conn.execute(
+                "SELECT pg_get_userbyid(proowner), prosecdef, proconfig FROM pg_proc WHERE oid = %s::regprocedure",
+                (f"storm_queue.{function}",)).fetchone()
+            assert definer and config == ["search_path=pg_catalog, pg_temp"], function
+            assert owner == dbname(db).replace("storm_", "op_")  # the operator's role owns it
+        seq, digest = conn.execute("SELECT seq, digest FROM storm_queue.state").fetchone()
+    from storm_queue.core.framing import frame
+
+    def line(body: dict, by: str = f"runner:{role}", after: tuple = (seq, digest)) -> bytes:
+        return frame([body], after[0], after[1], "2026-12-02T00:00:00.000000Z", by)[0][1]
+
+    bump = {"action": "bump", "slug": "c", "issue": "3", "deps": [], "moved": ["c"], "removed": []}
+    renew = {"action": "renew", "slug": "c", "token": 9, "ttl": 60, "expires": "2026-12-02T00:01:00.000000Z"}
+    forged = [line(bump), line(renew, by="operator:someone"), line(renew, after=(seq + 1, digest)),
+              line(renew, after=(seq, "0" * 64))]
+    with psycopg.connect(pg_server.url_as(db, role), autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)", (seq + 1, line(renew)))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("UPDATE storm_queue.state SET seq = seq")
+        for bad in forged:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("SELECT storm_queue.runner_append(%s, '[]')", ([bad],))
+        finish = {"action": "finish", "slug": "c", "token": 9, "result": "failed"}
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # a result with no finish ok behind it
+            conn.execute("SELECT storm_queue.runner_append(%s, %s::jsonb)",
+                         ([line(finish)], json.dumps([{"slug": "c", "body": {"completed": True, "token": 9}}])))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # only next's blocked mark
+            conn.execute("SELECT storm_queue.runner_mark_blocked('c', %s::jsonb)",
+                         (json.dumps({"completed": True, "status": "ok"}),))
+    assert [e["seq"] for e in events(pg_server, db)][-1] == seq  # nothing was written
+
+
+def test_a_runner_recovers_an_expired_lease(pg_server, db, pg_role, clock):
+    role = pg_role(prefix="runner")
+    answer(db, "grant", "runner", role)
+    runner = pg_server.url_as(db, role)
+    assert answer(runner, "claim", "--holder", "lost", "--ttl", "1")["decision"] == "run a 1 1"
+    clock.advance(2.5)
+    done = answer(runner, "recover")
+    assert done["outcome"] == "done" and "took back a" in done["message"] and done["by"] == f"runner:{role}"
+    assert answer(runner, "claim", "--holder", "r2", "--ttl", "60")["decision"] == "run a 1 2"
+
+
+def test_a_reader_reads_and_nothing_more(pg_server, db, pg_role):
+    role = pg_role(prefix="reader")
+    reader = pg_server.url_as(db, role)
+    assert run_cli(reader, "list").returncode == 2  # not yet granted: may not read
+    assert answer(db, "grant", "reader", role)["outcome"] == "done"
+    assert run_cli(reader, "list").returncode == 0 and run_cli(reader, "log").returncode == 0
+    assert answer(reader, "claim", code=1)["recorded"] is False  # a reader records nothing
+    assert answer(db, "revoke", "reader", role)["outcome"] == "done"
+    assert run_cli(reader, "list").returncode == 2
+
+
+def test_granting_a_role_the_server_does_not_know_is_exit_2(pg_server, db):
+    doc = answer(db, "grant", "runner", "no_such_role", code=2)
+    assert (doc["code"], doc["recorded"]) == ("unknown_role", True)
+    assert answer(db, "revoke", "reader", "no_such_role", code=2)["code"] == "unknown_role"
+
+
+def test_grant_on_a_directory_storm_says_it_takes_a_database(tmp_path):
+    from tests.conftest import make_storm
+
+    root = make_storm(tmp_path / "storm", "a 1\n")
+    done = run_cli(root, "grant", "runner", "someone")
+    assert done.returncode == 2 and "directory storm" in done.stderr
