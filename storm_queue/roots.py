@@ -20,7 +20,8 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
     """The storm root: ``root``, else ``$STORM_QUEUE_ROOT`` (either must be
     a storm: a directory holding one of ``STORM_FILES``; a PostgreSQL URL is
     returned as it is), else the nearest directory at or above ``cwd``
-    holding ``queue.txt`` or ``storm.toml``."""
+    holding one of ``STORM_FILES`` (a storm whose queue.txt is gone is
+    still a storm: its readers say so)."""
     given = root or env.get("STORM_QUEUE_ROOT")
     if given and is_url(given):
         SEEN.append(given)
@@ -36,7 +37,7 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
         return os.path.abspath(given)
     here = os.path.abspath(cwd or os.getcwd())
     while True:
-        if any(os.path.exists(os.path.join(here, f)) for f in ("queue.txt", "storm.toml")):
+        if any(os.path.lexists(os.path.join(here, f)) for f in STORM_FILES):
             return here
         parent = os.path.dirname(here)
         if parent == here:

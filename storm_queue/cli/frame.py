@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 #: how many log events a frame shows
 EVENTS = 10
 #: the states a frame lists lane by lane (besides running and the priority lane), in this order
-HELD = ("quarantined", "scheduled", "blocked")
+HELD = ("quarantined", "scheduled", "blocked", "cycle")
 #: the states counted in a frame's summary line, in this order
-COUNTED = ("ready", "running", "waiting", "scheduled", "blocked", "quarantined", "finished")
+COUNTED = ("ready", "running", "waiting", "cycle", "scheduled", "blocked", "quarantined", "finished")
 BAR = 20
 
 

@@ -18,7 +18,7 @@ from .render import mark_words
 
 STATE_STYLES = {
     "ready": "bold green", "running": "bold cyan", "finished": "magenta",
-    "waiting": "yellow", "blocked": "bold red", "settled": "dim",
+    "waiting": "yellow", "blocked": "bold red", "cycle": "bold red", "settled": "dim",
     "quarantined": "bold white on red", "scheduled": "blue",
 }
 #: how a running lane runs, under its state: a live lease says nothing more;

@@ -82,9 +82,11 @@ def _log_path(value: object) -> str | None:
 
 
 def parse(text: str) -> Declaration:
-    """Return the declaration that the TOML ``text`` makes."""
+    """Return the declaration that the TOML ``text`` makes (a byte order
+    mark before it is not part of it)."""
     import tomllib
 
+    text = text.removeprefix("\ufeff")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

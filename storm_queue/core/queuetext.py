@@ -66,8 +66,15 @@ def _lane(fields: list[str], number: int) -> Lane | str:
     return Lane(slug, issue, tuple(dict.fromkeys(deps)), number)
 
 
+#: the byte order mark, as a character: ignored at the start of a storm's text files
+BOM = "\ufeff"
+
+
 def parse(text: str) -> QueueFile:
-    """Parse ``queue.txt`` text into lanes in file order and skipped lines."""
+    """Parse ``queue.txt`` text into lanes in file order and skipped lines;
+    a UTF-8 byte order mark before the first line (which Windows editors
+    write) is not part of it."""
+    text = text.removeprefix(BOM)
     lanes: list[Lane] = []
     skipped: list[Skipped] = []
     seen: dict[str, int] = {}

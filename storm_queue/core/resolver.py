@@ -10,8 +10,8 @@ from .fold import NO_RUN, Act, Run
 from .lane import Snapshot, derive, live
 from .records import dataclass
 
-SETTLED, FINISHED, RUNNING, QUARANTINED, BLOCKED, WAITING, SCHEDULED, READY = (
-    "settled", "finished", "running", "quarantined", "blocked", "waiting", "scheduled", "ready",
+SETTLED, FINISHED, RUNNING, QUARANTINED, BLOCKED, WAITING, SCHEDULED, READY, CYCLE = (
+    "settled", "finished", "running", "quarantined", "blocked", "waiting", "scheduled", "ready", "cycle",
 )
 #: how a lane is running: under a live lease, under a lease past its expiry
 #: (an orphan), or by a marker with no lease behind it
@@ -64,9 +64,70 @@ def _foreign_result(snap: Snapshot, slug: str) -> bool:
     return lease is not None and snap.results.get(slug) != lease.token
 
 
-def _state(snap: Snapshot, slug: str) -> tuple[str, tuple[str, ...]]:
+def _pending(snap: Snapshot, slug: str) -> tuple[str, ...]:
+    """The dependencies a lane still waits for: not waived, not integrated."""
+    waived = snap.state.waivers.get(slug, ())
+    return tuple(d for d in snap.lanes[slug].deps if d not in waived and d not in snap.ledgers.integrated)
+
+
+def cycles(snap: Snapshot) -> dict[str, tuple[str, ...]]:
+    """Each lane that waits in a dependency cycle (a lane depending on
+    itself included), and the cycle's members in queue.txt order: the
+    strongly connected parts of the graph of lanes that wait for their
+    dependencies (a lane settled, finished, running or quarantined waits for
+    none), each edge a dependency still pending (Tarjan's, without recursion)."""
+    waits = {}
+    for slug in snap.lanes:
+        state, _ = _state(snap, slug, None)
+        if state in (WAITING, BLOCKED, SCHEDULED, READY):
+            waits[slug] = [d for d in _pending(snap, slug) if d in snap.lanes]
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: dict[str, tuple[str, ...]] = {}
+    for root in waits:
+        if root in index:
+            continue
+        work = [(root, iter(waits[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, edges = work[-1]
+            for dep in edges:
+                if dep not in waits:
+                    continue
+                if dep not in index:
+                    index[dep] = low[dep] = len(index)
+                    stack.append(dep)
+                    on.add(dep)
+                    work.append((dep, iter(waits[dep])))
+                    break
+                if dep in on:
+                    low[node] = min(low[node], index[dep])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    part = []
+                    while True:
+                        member = stack.pop()
+                        on.discard(member)
+                        part.append(member)
+                        if member == node:
+                            break
+                    if len(part) > 1 or node in waits[node]:
+                        members = tuple(sorted(part, key=lambda s: snap.lanes[s].line))
+                        found.update(dict.fromkeys(members, members))
+    return found
+
+
+def _state(snap: Snapshot, slug: str, cyc: dict[str, tuple[str, ...]] | None = None) -> tuple[str, tuple[str, ...]]:
     """A lane's state, and the dependencies it is blocked or waits on; it
-    looks only at the lane's own line, its waivers, the ledgers and its run."""
+    looks only at the lane's own line, its waivers, the ledgers and its run,
+    and, given ``cyc`` (``cycles``), whether it waits in a cycle."""
     led = snap.ledgers
     if led.settled(slug):
         return SETTLED, ()
@@ -84,13 +145,14 @@ def _state(snap: Snapshot, slug: str) -> tuple[str, tuple[str, ...]]:
         return BLOCKED, gone
     pending = tuple(d for d in deps if d not in led.integrated)
     if pending:
-        return WAITING, pending
+        return (CYCLE if cyc is not None and slug in cyc else WAITING), pending
     if run.not_before is not None and not (snap.now and run.not_before <= snap.now):
         return SCHEDULED, ()
     return READY, ()
 
 
-def _status(snap: Snapshot, slug: str, state: str, waits: tuple[str, ...]) -> str:
+def _status(snap: Snapshot, slug: str, state: str, waits: tuple[str, ...],
+            cyc: dict[str, tuple[str, ...]] | None = None) -> str:
     """The state in plain words, naming what the lane waits on."""
     if state == SETTLED:
         return "integrated" if slug in snap.ledgers.integrated else "abandoned"
@@ -112,15 +174,37 @@ def _status(snap: Snapshot, slug: str, state: str, waits: tuple[str, ...]) -> st
         return f"scheduled: not before {run.not_before}"
     if state == BLOCKED:
         return f"blocked: depends on abandoned {', '.join(waits)}"
+    if state == CYCLE:
+        return cycle_words(snap, cyc[slug])
     if state == WAITING:
-        return "waits on " + ", ".join(f"{d} ({_dep_word(snap, d)})" for d in waits)
+        return "waits on " + ", ".join(f"{d} ({_dep_word(snap, d, cyc)})" for d in waits)
     return "ready"
 
 
-def _dep_word(snap: Snapshot, dep: str) -> str:
+def cycle_words(snap: Snapshot, members: tuple[str, ...]) -> str:
+    """A cycle's members and their queue.txt lines, and what to do."""
+    named = ", ".join(f"{m} (line {snap.lanes[m].line})" for m in members)
+    if len(members) == 1:
+        return f"in a dependency cycle: {named} depends on itself; it runs once its line no longer names it"
+    return f"in a dependency cycle: {named}; none runs until one of their lines no longer names another"
+
+
+def cycle_note(snap: Snapshot, view: View) -> str:
+    """When nothing can run and lanes wait in a cycle: the one line saying so ('' otherwise)."""
+    if not view.decision.startswith("wait") or view.halt is not None:
+        return ""
+    met = {row.slug for row in view.rows if row.state == CYCLE}
+    if not met or any(row.state in (RUNNING, SCHEDULED) for row in view.rows):
+        return ""
+    cyc = cycles(snap)
+    parts = list(dict.fromkeys(cyc[s] for s in sorted(met, key=lambda s: snap.lanes[s].line)))
+    return "nothing can run: " + "; ".join(cycle_words(snap, p).removeprefix("in a ") for p in parts)
+
+
+def _dep_word(snap: Snapshot, dep: str, cyc: dict[str, tuple[str, ...]] | None = None) -> str:
     if dep not in snap.lanes:
         return "unknown to queue.txt"
-    state, _ = _state(snap, dep)
+    state, _ = _state(snap, dep, cyc)
     return {FINISHED: "finished, awaits review", READY: "not yet run", SCHEDULED: "scheduled"}.get(state, state)
 
 
@@ -135,7 +219,7 @@ def decide(rows: tuple[Row, ...], unattended: bool, halted: bool = False) -> str
     for row in rows:
         if row.state == READY:
             return f"run {row.slug} {row.issue}"
-    if finished or any(r.state in (RUNNING, QUARANTINED, WAITING, BLOCKED, SCHEDULED) for r in rows):
+    if finished or any(r.state in (RUNNING, QUARANTINED, WAITING, CYCLE, BLOCKED, SCHEDULED) for r in rows):
         return " ".join(["wait"] + finished)
     return "empty"
 
@@ -222,9 +306,10 @@ def resolve(snap: Snapshot) -> View:
     in_lane = set(lane)
     order = lane + [s for s in snap.lanes if s not in in_lane]
     rows, settled = [], []
+    cyc = cycles(snap)
     for slug in order:
-        state, waits = _state(snap, slug)
-        status = _status(snap, slug, state, waits)
+        state, waits = _state(snap, slug, cyc)
+        status = _status(snap, slug, state, waits, cyc)
         target = settled if state == SETTLED else rows
         q = snap.lanes[slug]
         target.append(Row(len(rows) + 1 if state != SETTLED else 0, slug, q.issue, q.deps, slug in in_lane, state, status,

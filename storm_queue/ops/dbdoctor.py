@@ -22,7 +22,7 @@ from ..core.errors import StormError, StormUnreadable
 from ..core.lane import Snapshot
 from ..core.names import printable, quote
 from ..store.postgres.queries import q
-from .doctor import ERROR, WARNING, Finding, declaration_findings, runner_findings
+from .doctor import ERROR, WARNING, Finding, cycle_findings, declaration_findings, runner_findings
 
 #: what lets a role change a table's rows, a sequence's value, or the schema's objects (by kind)
 WRITES = {"table": ("INSERT", "UPDATE", "DELETE", "TRUNCATE", "TRIGGER"), "sequence": ("UPDATE", "USAGE"),
@@ -102,7 +102,7 @@ def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
                                f"(threshold {running_hours:g}), since its claim under token {last.token}",
                                "check its runner; a dead runner stops renewing, and the next claim or "
                                "storm-queue recover takes the lane back once its lease expires"))
-    return out + runner_findings(snap, facts.declaration.runner.attempts)
+    return out + cycle_findings(snap) + runner_findings(snap, facts.declaration.runner.attempts)
 
 
 def _seconds(at: str, default: float) -> float:

@@ -182,6 +182,10 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
                            f"the witness records {log.witness.seq} line(s), the log holds {log.seq} that chain correctly "
                            "(a write stopped before it was acknowledged)",
                            "nothing to do by hand: the next request re-witnesses them"))
+    if facts.queue is not None and not facts.queue.exists:
+        out.append(Finding(ERROR, "queue_missing", "queue.txt", "does not exist, so the storm's lanes are unknown: "
+                           "next, claim and list answer exit 3 (an empty storm has an empty queue.txt)",
+                           "restore it from a backup or version control; for a storm with no lanes: touch queue.txt"))
     if facts.queue is not None:
         for s in facts.queue.skipped:
             out.append(Finding(WARNING, "skipped_line", f"queue.txt:{s.line}", f"{quote(s.text)} is skipped: {s.why}",
@@ -197,7 +201,7 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
                                f"has been marked running for {hours:.1f} hours (threshold {running_hours:g})",
                                f"check its runner; if it is dead, remove {_sh(marker)}"))
     if facts.snapshot is not None:
-        out += runner_findings(facts.snapshot, facts.declaration.runner.attempts)
+        out += cycle_findings(facts.snapshot) + runner_findings(facts.snapshot, facts.declaration.runner.attempts)
         decl = facts.declaration
         if decl.starving_after is not None:
             out += starving_findings(facts.snapshot, decl.starving_after, facts.now)
@@ -231,6 +235,19 @@ def starving_findings(snap: Snapshot, starving_after: int, t: float) -> list[Fin
                     "contract's and does not change by itself",
                     f"if it should run sooner: storm-queue bump {slug} --reason TEXT")
             for slug, wait in found.items() if wait.starving]
+
+
+def cycle_findings(snap: Snapshot) -> list[Finding]:
+    """Each dependency cycle among the lanes, an error: none of its
+    members ever runs (``resolver.cycles``), named with their lines."""
+    from ..core.resolver import cycle_words, cycles
+
+    out = []
+    for members in dict.fromkeys(cycles(snap).values()):
+        out.append(Finding(ERROR, "dependency_cycle", " ".join(members), cycle_words(snap, members).removeprefix("in a "),
+                           "edit queue.txt: one of these lines must no longer name another (on a database storm, "
+                           "settle one of them)"))
+    return out
 
 
 def runner_findings(snap: Snapshot, budget: int) -> list[Finding]:

@@ -61,6 +61,11 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
                           "storm-queue resume ends the halt", decision=claim.decision, halt=halt)
         elif claim.slug is None:
             out = Outcome("done", "claim", None, by, message=claim.decision, decision=claim.decision)
+            if claim.decision == "wait" and claim.after is not None:  # say when a cycle is why nothing runs
+                from ..core.resolver import cycle_note
+
+                note = cycle_note(claim.after, claim.view)
+                out.warnings += [note] if note else []
         else:
             out = Outcome("done", "claim", claim.slug, by, message=f"{claim.slug} is leased to {name} with token "
                           f"{claim.token} until {claim.expires}", decision=claim.decision, holder=name,

@@ -123,6 +123,10 @@ class Storm:
         warnings = list(log.warnings)
         if decl.sources_error:
             warnings.append(f"{decl.sources_error}: every request is refused until storm.toml is fixed (see storm.toml.example)")
+        from ..core.resolver import cycle_note
+
+        if cycle_note(snap, view):
+            warnings.append(cycle_note(snap, view))
         if view.stale:
             warnings.append(
                 "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "

@@ -219,6 +219,10 @@ def test_root_found_by_storm_toml_alone(tmp_path: Path) -> None:
     root = tmp_path / "storm"
     (root / "sub").mkdir(parents=True)
     (root / "storm.toml").write_text("[priority]\nsources = []\n")
+    done = run_cli(None, "list", "--json", cwd=root / "sub")  # found; with no queue.txt its lanes are unknown
+    assert done.returncode == 3, done.stderr
+    assert one_document(done.stdout)["message"].startswith(f"{root / 'queue.txt'} does not exist")
+    (root / "queue.txt").write_text("")
     done = run_cli(None, "list", "--json", cwd=root / "sub")
     assert done.returncode == 0, done.stderr
     assert one_document(done.stdout)["root"] == str(root)

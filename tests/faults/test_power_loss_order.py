@@ -102,19 +102,26 @@ def test_a_recorded_refusal(monkeypatch, tmp_path):
     check_log_then_witness(t, root)
 
 
-@pytest.mark.parametrize("queue_exists", [True, False])
-def test_push_makes_queue_txt_durable_before_the_log(monkeypatch, tmp_path, queue_exists):
+def test_push_makes_queue_txt_durable_before_the_log(monkeypatch, tmp_path):
     root = make_storm(tmp_path / "storm", "a 1\n")
-    if not queue_exists:
-        (root / "queue.txt").unlink()
     t = _traced(monkeypatch, root, lambda s: s.push("z", "26", reason="new"))
     check_log_then_witness(t, root)
     q_write = t.index(is_("write", "queue.txt"))
     q_fsync = t.index(is_("fsync", "queue.txt"), q_write + 1)
     assert 0 <= q_write < q_fsync < t.index(is_("write", LOG)), str(t)
-    if not queue_exists:
-        created = t.index(lambda c: c.op == "open" and c.name == "queue.txt")
-        assert _dir_fsync_after(t, created, str(root)) < t.index(is_("write", LOG)), str(t)
+
+
+def test_settle_makes_a_ledger_it_creates_durable_before_the_log(monkeypatch, tmp_path):
+    """A file the request creates (here the first integrated.txt; a storm
+    whose queue.txt is gone answers exit 3, and push never makes one) is
+    in its directory, durably, before the log's line."""
+    root = make_storm(tmp_path / "storm", "a 1\n")
+    (root / "integrated.txt").unlink(missing_ok=True)
+    t = _traced(monkeypatch, root, lambda s: s.settle("a", "integrated"))
+    check_log_then_witness(t, root)
+    created = t.index(lambda c: c.op == "open" and c.name == "integrated.txt")
+    assert created < t.index(is_("fsync", "integrated.txt"), created) < t.index(is_("write", LOG)), str(t)
+    assert _dir_fsync_after(t, created, str(root)) < t.index(is_("write", LOG)), str(t)
 
 
 def test_a_torn_tail_is_kept_durably_before_it_is_cut(monkeypatch, tmp_path):

@@ -98,7 +98,7 @@ def test_the_rich_view_shows_markup_in_outside_text_literally() -> None:
     shown = plain.getvalue()
     assert "\x1b" not in shown
     for words in ("next: run docs 15", "runner-1", "7m30s left of 10m00s", "priority lane, in run order (3)",
-                  "quarantined, scheduled, blocked (3)", "last 10 log events", "q quits"):
+                  "quarantined, scheduled, blocked, cycle (3)", "last 10 log events", "q quits"):
         assert words in shown, words
 
 

@@ -9,6 +9,7 @@ from ...core.errors import unreadable
 from ...core.jsoncodec import dumps, loads
 from ...core.ledgers import Ledgers, blocked_result, is_blocked_mark
 from ...core.names import is_name, printable
+from ...core.queuetext import BOM
 from .fsutil import beside, replace_atomically, write_all
 
 TYPE_CHECKING = False
@@ -34,7 +35,8 @@ def _read_slugs(path: str) -> frozenset[str]:
     except OSError as exc:
         raise unreadable(path, exc) from None
     return frozenset(
-        s for s in (line.strip() for line in text.split("\n")) if s and not s.startswith("#") and is_name(s)
+        s for s in (line.strip() for line in text.removeprefix(BOM).split("\n")) if s and not s.startswith("#")
+        and is_name(s)
     )
 
 

@@ -22,9 +22,17 @@ def read(path: str) -> QueueFile:
     return parse(raw.decode("utf-8", "replace"))
 
 
+def missing(root: str) -> str:
+    """Why a storm whose queue.txt is gone cannot be read, and what to do."""
+    return (f"{os.path.join(root, 'queue.txt')} does not exist, so the storm's lanes are unknown (an empty storm has "
+            "an empty queue.txt): restore it from a backup or version control, or, for a storm with no lanes, "
+            "create it empty (touch queue.txt)")
+
+
 def append_line(path: str, line: str) -> None:
     """Append one whole line to ``queue.txt`` (starting a new line when the
-    file has no final newline), and make it durable before returning. On an
+    file has no final newline), ended as the file's first line is (CRLF
+    stays CRLF), and make it durable before returning. On an
     I/O error, what was written of the line is cut back off (a part of a line
     could read as a lane of another issue), and the error raised."""
     created = False
@@ -35,9 +43,11 @@ def append_line(path: str, line: str) -> None:
         created = True
     try:
         size = os.fstat(fd).st_size
-        data = line.encode("utf-8")
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            data = b"\n" + data
+        old = os.pread(fd, size, 0) if size else b""
+        newline = b"\r\n" if old.partition(b"\n")[0].endswith(b"\r") and b"\n" in old else b"\n"
+        data = line.rstrip("\n").encode("utf-8") + newline  # the file's own line ending: CRLF stays CRLF
+        if size and not old.endswith(b"\n"):
+            data = newline + data
         try:
             write_all(fd, data)
             os.fsync(fd)

@@ -89,8 +89,11 @@ class Directory:
         return reader.read(self.log_path(decl))
 
     def snapshot(self, log: logread.LogRead, at: str | None = None) -> Snapshot:
-        """queue.txt, the ledgers and the markers, read now."""
+        """queue.txt, the ledgers and the markers, read now. A queue.txt
+        that is gone is not an empty storm: ``UnknownOrder`` (exit 3)."""
         queue = queuefile.read(os.path.join(self.root, "queue.txt"))
+        if not queue.exists:
+            raise UnknownOrder(queuefile.missing(self.root))
         led = ledger.read(self.root)
         if not led.unattended and self.declaration().runner.unattended:  # the file, or the declared key
             led = replace(led, unattended=True)

@@ -1,0 +1,50 @@
+"""Dependency cycles are named (issue 20, item 1), on both stores: the
+state ``cycle`` in ``list --json`` and the table, ``why`` naming every
+member, ``doctor`` an error naming the members and their lines, and
+``next`` and ``claim`` saying on stderr that a cycle is why nothing runs
+(their answer stays ``wait``)."""
+
+from __future__ import annotations
+
+import json
+
+QUEUE = "a 1 c\nb 2 a\nc 3 b\nd 4 a\ne 5 e\n"
+
+
+def test_a_cycle_is_named_by_every_reader_and_the_runner(store) -> None:
+    store.make(QUEUE)
+    listed = json.loads(store.cli("list", "--json").stdout)
+    assert [(r["slug"], r["state"]) for r in listed["rows"]] == [
+        ("a", "cycle"), ("b", "cycle"), ("c", "cycle"), ("d", "waiting"), ("e", "cycle")]
+    assert listed["decision"] == "wait"
+    by_slug = {r["slug"]: r for r in listed["rows"]}
+    assert "a (line 1), b (line 2), c (line 3)" in by_slug["b"]["status"]
+    assert by_slug["d"]["status"] == "waits on a (cycle)"
+    assert "e (line 5) depends on itself" in by_slug["e"]["status"]
+    plain = store.cli("list", "--plain").stdout
+    assert [line.split()[4] for line in plain.splitlines()[2:]] == ["cycle", "cycle", "cycle", "waiting", "cycle"]
+    why = store.cli("why", "c")
+    assert why.returncode == 0 and all(f"{m} (line {n})" in why.stdout for m, n in (("a", 1), ("b", 2), ("c", 3)))
+    for args in (("next",), ("claim", "--holder", "r1")):
+        done = store.cli(*args)
+        assert done.returncode == 0 and done.stdout == "wait\n", (args, done.stdout)
+        assert "nothing can run: dependency cycle: a (line 1), b (line 2), c (line 3)" in done.stderr, done.stderr
+        assert "e (line 5) depends on itself" in done.stderr
+    doctor = store.cli("doctor", "--json")
+    assert doctor.returncode == 1
+    found = [(f["severity"], f["code"], f["subject"]) for f in json.loads(doctor.stdout)["findings"]
+             if f["code"] == "dependency_cycle"]
+    assert found == [("error", "dependency_cycle", "a b c"), ("error", "dependency_cycle", "e")]
+
+
+def test_a_cycle_behind_a_ready_lane_is_named_but_the_storm_runs(store) -> None:
+    store.make("x 9\na 1 b\nb 2 a\n")
+    done = store.cli("next")
+    assert done.stdout == "run x 9\n" and "nothing can run" not in done.stderr
+    assert [r["state"] for r in json.loads(store.cli("list", "--json").stdout)["rows"]] == ["ready", "cycle", "cycle"]
+
+
+def test_a_cycle_through_a_settled_or_waived_dependency_is_none(store) -> None:
+    store.make("a 1 b\nb 2 a\nc 3 c\n", integrated=["b"])
+    states = {r["slug"]: r["state"] for r in json.loads(store.cli("list", "--json").stdout)["rows"]}
+    assert states == {"a": "ready", "c": "cycle"}
