@@ -215,15 +215,36 @@ def push(root: str | None, as_json: bool, slug: str, issue: str, deps: str | Non
                                                      key=key, not_before=not_before), as_json)
 
 
-def list_json(root: str | None) -> int:
+def list_json(root: str | None, states: str | None = None) -> int:
     """``list --json``: the listing as one JSON document."""
     from . import render
 
+    emit_json(render.listing_json(listed(root, states)))
+    return 0
+
+
+def listed(root: str | None, states: str | None = None):
+    """The listing ``list`` shows (saying first where a storm that moved
+    went): with ``states`` (``--state A,B``), only the lanes in those."""
+    wanted = None
+    if states is not None:
+        from ..core.errors import BadArgument
+        from ..core.resolver import STATES
+
+        wanted = frozenset(s.strip() for s in states.split(",") if s.strip())
+        unknown = sorted(wanted - set(STATES))
+        if unknown or not wanted:
+            raise BadArgument(f"--state {states!r}: {', '.join(unknown) or 'no state'} is not a state; the states are "
+                              f"{', '.join(STATES)}")
     listing = storm(root, reads=True).listing()
     if listing.moved_to:
         say_moved(listing.moved_to)
-    emit_json(render.listing_json(listing))
-    return 0
+    if wanted is None:
+        return listing
+    from ..core.records import replace
+    from ..core.resolver import only
+
+    return replace(listing, view=only(listing.view, wanted))
 
 
 def reading(root: str | None):

@@ -26,6 +26,9 @@ Example: storm-queue list --plain | awk '$2 == "*" {print $3}'""",
             epilog((0, "the listing was printed"), READ, 3, 4),
             (Param("plain", "--plain", "flag", help="Plain text, one lane a line, even at a terminal."),
              Param("show_all", "--all", "flag", help="List settled lanes too (by default they are counted)."),
+             Param("states", "--state", metavar="STATE[,STATE...]",
+                   help="Only the lanes in these states: ready, waiting, cycle, blocked, scheduled, quarantined, "
+                        "running, finished, settled."),
              JSON, ROOT), "handlers:show_list"),
     Command("log", """Show the recorded requests, oldest first, one line each.
 

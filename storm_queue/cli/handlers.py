@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .answer import answer, emit_json, err, reading, say, say_moved, storm, warn
+from .answer import answer, emit_json, err, reading, say, storm, warn
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -95,15 +95,14 @@ def schedule(root: str | None, as_json: bool, slug: str, not_before: str, reason
     return answer(storm(root, wait).schedule(slug, not_before, source=source, reason=reason, key=key), as_json)
 
 
-def show_list(root: str | None, as_json: bool, plain: bool, show_all: bool) -> int:
+def show_list(root: str | None, as_json: bool, plain: bool, show_all: bool, states: str | None = None) -> int:
     from . import render
-    from .answer import list_json
+    from .answer import list_json, listed
 
     if as_json:
-        return list_json(root)
-    listing = storm(root, reads=True).listing()
-    if listing.moved_to:
-        say_moved(listing.moved_to)
+        return list_json(root, states)
+    listing = listed(root, states)
+    show_all = show_all or (states is not None and "settled" in states)
     if plain or os.environ.get("NO_COLOR") or not sys.stdout.isatty():
         say(render.listing_text(listing, show_all))
     else:

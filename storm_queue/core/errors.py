@@ -79,6 +79,13 @@ class InvalidDeclaration(NotHere):
     """A file ``declare`` cannot record: nothing changed (exit 2)."""
 
 
+class BadArgument(StormError):
+    """An argument the command cannot take as given (exit 2), saying which
+    values it takes; nothing was done."""
+
+    exit_code = ERRORS["BadArgument"]
+
+
 class InitRefused(StormError):
     """``init`` would overwrite a file, or cannot make a storm there (exit 2:
     cannot be carried out as asked). Nothing was written."""

@@ -100,6 +100,7 @@ ERRORS = {
     "StormUnreadable": 2,
     "NotHere": 2,
     "InitRefused": 2,
+    "BadArgument": 2,
     "Busy": 5,
 }
 #: an error storm-queue did not expect: a bug

@@ -13,6 +13,8 @@ from .records import dataclass
 SETTLED, FINISHED, RUNNING, QUARANTINED, BLOCKED, WAITING, SCHEDULED, READY, CYCLE = (
     "settled", "finished", "running", "quarantined", "blocked", "waiting", "scheduled", "ready", "cycle",
 )
+#: every state a lane of ``list`` is in, in the order a storm moves a lane through them
+STATES = (READY, WAITING, CYCLE, BLOCKED, SCHEDULED, QUARANTINED, RUNNING, FINISHED, SETTLED)
 #: how a lane is running: under a live lease, under a lease past its expiry
 #: (an orphan), or by a marker with no lease behind it
 LEASE, ORPHAN, MARKER = "lease", "orphan", "marker"
@@ -42,6 +44,15 @@ class View:
     stale: bool
     #: the operator's halt in force (who, when, why): while it lasts the decision is ``wait``
     halt: Act | None = None
+
+
+def only(view: View, states: frozenset[str]) -> View:
+    """``view`` with only the rows (and settled rows) in ``states``; its
+    decision and the rest as they were."""
+    from .records import replace
+
+    return replace(view, rows=tuple(r for r in view.rows if r.state in states),
+                   settled=tuple(r for r in view.settled if r.state in states))
 
 
 def running(snap: Snapshot, slug: str) -> str:

@@ -57,6 +57,19 @@ class Audit:
         }
 
 
+def changed_line(problem: Problem, before: bytes) -> Problem:
+    """The first wrong line of a chain that breaks at line M (its ``prev``
+    is not the digest of line M - 1): line M - 1, whose content no longer
+    matches the digest that line M recorded of it. ``before`` ends where
+    line M starts and holds line M - 1 whole. Any other problem is as it was."""
+    m = problem.line
+    if not (m and m > 1 and problem.what.startswith(f"line {m} breaks the chain")) or not before.endswith(b"\n"):
+        return problem
+    start = before.rfind(b"\n", 0, len(before) - 1) + 1
+    return Problem(f"line {m - 1} was changed: its content no longer matches the digest line {m} chains to "
+                   f"(line {m}'s prev)", m - 1, problem.offset - (len(before) - start))
+
+
 def check_lines(lines: Iterable[bytes], log: str = "", progress: Callable[[int], None] | None = None) -> Audit:
     """Audit a stream of log lines, oldest first: ``lines`` yields each
     line's bytes as stored, newline included (for a table, its rows ordered
@@ -67,6 +80,7 @@ def check_lines(lines: Iterable[bytes], log: str = "", progress: Callable[[int],
     the result; ``progress`` is told the bytes checked now and then.
 
     Never raises for damage: the first bad line is ``problem`` (its number,
+    and for a broken chain the line whose content changed: ``changed_line``;
     the byte offset it would start at in a file of these lines, and what is
     wrong, in the words ``verify`` uses for a file), and nothing else is
     filled in, as ``audit`` does. A sound stream fills in ``lines``,
@@ -78,7 +92,7 @@ def check_lines(lines: Iterable[bytes], log: str = "", progress: Callable[[int],
     out = Audit(log)
     check = stream.LineCheck(bulk=True)
     batch: list[bytes] = []
-    size = 0
+    size, first, last = 0, 1, b""  # the first line of the batch, and the line before it
     try:
         for line in lines:
             if type(line) is not bytes:
@@ -87,12 +101,13 @@ def check_lines(lines: Iterable[bytes], log: str = "", progress: Callable[[int],
             size += len(line)
             if size >= stream.BLOCK:
                 check.lines(batch)
-                batch, size = [], 0
+                first, last, batch, size = first + len(batch), batch[-1], [], 0
                 if progress is not None:
                     progress(check.offset)
         check.lines(batch)
     except stream.Bad as exc:
-        out.problem = Problem(exc.what, exc.line, exc.offset)
+        before = ([last] + batch)[exc.line - first] if exc.line and exc.line - first < len(batch) + 1 else b""
+        out.problem = changed_line(Problem(exc.what, exc.line, exc.offset), before)
         return out
     out.lines, out.length, out.digest = check.seq, check.offset, check.digest
     out.state = check.state()

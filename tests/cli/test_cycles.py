@@ -48,3 +48,26 @@ def test_a_cycle_through_a_settled_or_waived_dependency_is_none(store) -> None:
     store.make("a 1 b\nb 2 a\nc 3 c\n", integrated=["b"])
     states = {r["slug"]: r["state"] for r in json.loads(store.cli("list", "--json").stdout)["rows"]}
     assert states == {"a": "ready", "c": "cycle"}
+
+
+def test_list_state_shows_only_the_lanes_in_those_states(store) -> None:
+    """Issue 20, item 8: in --json, in plain output and in the table (a
+    real process: the table is drawn for a terminal, a pseudo-terminal here)."""
+    import re
+
+    from tests.cli.test_list_view import run_in_pty
+
+    store.make("x 9\n" + QUEUE)
+    doc = json.loads(store.cli("list", "--state", "cycle,ready", "--json").stdout)
+    assert [(r["slug"], r["state"]) for r in doc["rows"]] == [
+        ("x", "ready"), ("a", "cycle"), ("b", "cycle"), ("c", "cycle"), ("e", "cycle")]
+    assert doc["decision"] == "run x 9"  # the decision is the storm's, whatever is shown
+    plain = store.cli("list", "--state", "waiting", "--plain").stdout.splitlines()
+    assert [line.split()[2] for line in plain[2:]] == ["d"]
+    code, table = run_in_pty(store.root, "list", "--state", "ready")
+    assert code == 0
+    shown = {cells[3].strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", table).splitlines()
+             if line.startswith("│") and len(cells := line.split("│")) > 4 and cells[3].strip()}
+    assert shown == {"x"}, table
+    bad = store.cli("list", "--state", "ready,asleep")
+    assert bad.returncode == 2 and "asleep is not a state" in bad.stderr and "quarantined" in bad.stderr

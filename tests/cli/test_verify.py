@@ -74,7 +74,9 @@ def test_a_fresh_storm_is_sound(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("damage", "line", "what"), [
     (lambda r: edit_line(r, 3, b'"action":"unbump"', b'"action":"unbumpp"'), 3, "line 3 is malformed: unknown action"),
-    (lambda r: edit_line(r, 2, b'"slug":"c"', b'"slug":"C"'), 3, "line 3 breaks the chain"),
+    # line 2 edited: the first wrong line is 2, whose content no longer matches what line 3 chains to
+    (lambda r: edit_line(r, 2, b'"slug":"c"', b'"slug":"C"'), 2,
+     "line 2 was changed: its content no longer matches the digest line 3 chains to"),
     (lambda r: edit_line(r, 4, b'"seq":4', b'"seq":5'), 4, "line 4 has seq 5, expected 4"),
     (lambda r: edit_line(r, 1, b'{"v":1', b'{"v":2'), 1, "unknown format version 2"),
     (lambda r: edit_line(r, 2, b'"by":"operator:', b'"by":7,"x":"'), 2, "field 'by' is missing or not a str"),

@@ -121,8 +121,8 @@ def test_a_state_row_that_is_not_the_fold_of_the_log_and_a_broken_chain(pg_serve
         conn.execute("UPDATE storm_queue.event SET line = convert_to(replace(convert_from(line, 'UTF8'), "
                      "'\"add\"', '\"add\",\"note\":\"forged\"'), 'UTF8') WHERE seq = 2")
         conn.execute("ALTER TABLE storm_queue.event ENABLE TRIGGER event_append_only")
-    rc, report = doctor(db)
-    assert rc == 1 and ("error", "unknown_order", "storm_queue.event:3") in codes(report), report
+    rc, report = doctor(db)  # line 2 changed: the first wrong line
+    assert rc == 1 and ("error", "unknown_order", "storm_queue.event:2") in codes(report), report
 
 
 def test_a_declaration_requests_refuse_and_an_unknown_key(pg_server, db, tmp_path) -> None:

@@ -257,7 +257,8 @@ def test_verify_finds_a_changed_line_and_a_state_row_that_is_not_the_replay(pg_s
         conn.execute("UPDATE storm_queue.event SET line = convert_to(replace(convert_from(line, 'UTF8'), "
                      "'\"add\"', '\"add\",\"note\":\"forged\"'), 'UTF8') WHERE seq = 2")
     damaged = json.loads(cli(db, "verify", "--json").stdout)
-    assert damaged["problem"]["line"] == 3 and "chain" in damaged["problem"]["what"], damaged
+    # line 2 changed: the first wrong line is 2, whose content no longer matches what line 3 chains to
+    assert damaged["problem"]["line"] == 2 and "line 2 was changed" in damaged["problem"]["what"], damaged
 
 
 def test_migrate_carries_a_directory_storm_and_the_directory_then_refuses_requests(pg_server, pg_url, tmp_path) -> None:

@@ -16,7 +16,7 @@ import os
 
 from ....core import logread
 from ....core.errors import UnknownOrder
-from ....core.verify import Audit, Problem
+from ....core.verify import Audit, Problem, changed_line
 from . import checkpoint, reader
 
 TYPE_CHECKING = False
@@ -44,7 +44,7 @@ def _audit_once(log_path: str, progress: Callable[[int], None] | None) -> tuple[
     try:
         whole = reader.read(log_path, use_checkpoint=False, progress=progress, quick=True)
     except logread.Damage as exc:  # every damage the reader finds is a Damage
-        out.problem = Problem(exc.what, exc.line, exc.offset)
+        out.problem = changed_line(Problem(exc.what, exc.line, exc.offset), _line_before(log_path, exc.offset))
         return out, False
     out.lines, out.length, out.warnings = whole.seq, whole.length, list(whole.warnings)
     out.lane, out.named, out.state, out.digest = whole.state.lane, whole.state.named, whole.state, whole.digest
@@ -54,6 +54,22 @@ def _audit_once(log_path: str, progress: Callable[[int], None] | None) -> tuple[
     if not whole.log_exists:
         return out, False
     return out, _audit_checkpoint(log_path, whole, out)
+
+
+def _line_before(log_path: str, offset: int | None) -> bytes:
+    """The whole line of the log that ends at byte ``offset`` (b"" when there is none)."""
+    if not offset:
+        return b""
+    try:
+        with os.fdopen(os.open(log_path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            start, chunk = offset, b""
+            while start > 0 and b"\n" not in chunk[:-1]:
+                step = min(start, 1 << 16)
+                f.seek(start - step)
+                chunk, start = f.read(step) + chunk, start - step
+    except OSError:
+        return b""
+    return chunk[chunk.rfind(b"\n", 0, len(chunk) - 1) + 1:]
 
 
 def _audit_checkpoint(log_path: str, whole: logread.LogRead, out: Audit) -> bool:
