@@ -258,6 +258,27 @@ def reading(root: str | None):
     return source
 
 
+def reason_from(path: str, given: str | None) -> str:
+    """The reason ``--reason-file PATH`` gives (``-``: standard input), its
+    final line ending aside; ``BadArgument`` (exit 2) when ``--reason`` is
+    given too, or the file cannot be read as UTF-8 text."""
+    from ..core.errors import BadArgument
+
+    if given is not None:
+        raise BadArgument("give the reason once: --reason TEXT or --reason-file FILE, not both; nothing was done")
+    try:
+        if path == "-":
+            raw = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as f:
+                raw = f.read()
+        return raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
+    except OSError as exc:
+        raise BadArgument(f"--reason-file {path}: cannot read it ({exc.strerror}); nothing was done") from None
+    except UnicodeDecodeError:
+        raise BadArgument(f"--reason-file {path}: not UTF-8 text; nothing was done") from None
+
+
 def say_moved(url: str) -> None:
     """A reader's first words on a storm that moved (``migrate``) to ``url``."""
     from ..service.storm import moved_note

@@ -98,7 +98,7 @@ def click_command(command: Command) -> click.Command:
         root = kwargs.pop("root", None)
         as_json = bool(kwargs.pop("as_json", False)) or top_json
         root = top_root if root is None else root
-        _run(as_json, lambda: command.function()(root=root, as_json=as_json, **kwargs))
+        _run(as_json, lambda: command.call(root=root, as_json=as_json, **kwargs))
 
     return click.Command(command.name, callback=callback, params=[click_param(p) for p in command.params],
                          help=command.help, epilog=command.epilog,

@@ -145,6 +145,6 @@ def main() -> None:
             click_main(prog_name="storm-queue")
             return
         command, words = form
-        run(bool(words["as_json"]), lambda: command.function()(**words))
+        run(bool(words["as_json"]), lambda: command.call(**words))
     except (Interrupted, KeyboardInterrupt) as exc:  # before or after a command's own handling
         interrupted(getattr(exc, "signum", 2), "--json" in sys.argv[1:])

@@ -31,6 +31,11 @@ class Param:
         self.high, self.complete, self.show_default = high, complete, show_default
 
 
+#: every command that takes --reason takes the reason from a file too
+REASON_FILE = Param("reason_file", "--reason-file", metavar="FILE",
+                    help="Read the reason from FILE (- for standard input), in place of --reason.")
+
+
 class Command:
     """A command: ``does`` ("module:function") is called with ``root``,
     ``as_json`` and each param by name, and returns the exit code.
@@ -41,6 +46,9 @@ class Command:
 
     def __init__(self, name: str, help: str, epilog: str, params: tuple[Param, ...], does: str,  # noqa: A002
                  top: tuple[str, ...] = ("root", "json"), quick: bool = True):
+        at = next((n for n, p in enumerate(params) if p.name == "reason"), None)
+        if at is not None:  # beside --reason
+            params = (*params[:at + 1], REASON_FILE, *params[at + 1:])
         self.name, self.help, self.epilog, self.params, self.does, self.top, self.quick = \
             name, help, epilog, params, does, top, quick
 
@@ -48,6 +56,16 @@ class Command:
         """The function that does the command (``__import__``: ``importlib`` would load ``warnings``)."""
         module, name = self.does.split(":")
         return getattr(__import__(f"storm_queue.cli.{module}", fromlist=[name]), name)
+
+    def call(self, **words: object) -> int:
+        """Do the command with its parsed arguments (a ``--reason-file``
+        read in as its reason); return its exit code."""
+        path = words.pop("reason_file", None)
+        if path is not None:
+            from .answer import reason_from
+
+            words["reason"] = reason_from(str(path), words.get("reason"))
+        return self.function()(**words)
 
 
 ROOT_HELP = ("The storm's root: a directory or a postgresql:// URL (default: $STORM_QUEUE_ROOT, else the nearest "

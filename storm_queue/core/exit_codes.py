@@ -33,6 +33,7 @@ CODES: dict[str, tuple[int, str]] = {
     # lookups (judged under the lock, against the log and the storm)
     "idempotency_conflict": (2, "`--key` was used before by the same principal for a different request"),
     "unknown_slug": (2, "`queue.txt` carries no such lane (push it instead)"),
+    "reason_too_long": (2, "a `--reason` longer than 4,096 characters (it is not recorded)"),
     "unknown_role": (2, "`grant`/`revoke` name a role the database server does not know"),
     "invalid_kind": (2, "`grant`/`revoke` take `runner` or `reader`"),
     "dependency_abandoned": (2, "a dependency is abandoned, so it can never finish"),

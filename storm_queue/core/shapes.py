@@ -35,6 +35,20 @@ def shape_key(key: str | None) -> Refusal | None:
     return Refusal("invalid_key", f"key {quote(key)} is not 1 to 200 letters, digits or ._:@/+=- characters")
 
 
+#: the longest reason a request records (characters)
+REASON_MOST = 4096
+
+
+def shape_reason(reason: str | None) -> Refusal | None:
+    """A reason is at most ``REASON_MOST`` characters: a longer one is
+    refused, and never recorded (it would be printed again with every lane
+    it pulled forward)."""
+    if reason is None or len(reason) <= REASON_MOST:
+        return None
+    return Refusal("reason_too_long", f"a reason of {len(reason):,} characters is longer than {REASON_MOST:,}: "
+                   "shorten it (a reason says why in a sentence or two; link to the rest)")
+
+
 def parse_when(text: str | None, refusal: Refusal | None, t: float) -> tuple[str | None, Refusal | None]:
     """The stamp of a ``--not-before`` time counted from the POSIX time
     ``t``, and the first shape refusal."""

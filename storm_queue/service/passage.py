@@ -13,7 +13,7 @@ from ..core.names import quote
 from ..core.outcome import Outcome, Request, Step
 from ..core.records import replace
 from ..core.resolver import resolve
-from ..core.shapes import shape_key
+from ..core.shapes import shape_key, shape_reason
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,7 +73,10 @@ def _request(store: Store, judged: Judged, req: Request, shape: Refusal | None, 
     bad_key = shape_key(req.key)
     if bad_key is not None:  # a key that is not one is never recorded, whatever else is wrong
         req = replace(req, key=None)
-    shape = shape or bad_key
+    too_long = shape_reason(req.reason)
+    if too_long is not None:  # nor a reason too long to keep
+        req = replace(req, reason=None)
+    shape = shape or bad_key or too_long
     refusal = shape or verdict.refusal
     authorised = shape is None and verdict.admitted
     if refusal is not None and judged.unrecordable:

@@ -234,6 +234,10 @@ def _invalid_ledger(make: Make) -> Answer:
     return _api(make("a 1\n"), lambda storm: storm.settle("a", "merged"))
 
 
+def _reason_too_long(make: Make) -> Answer:
+    return cli(make("a 1\n"), "bump", "a", "--reason", "x" * 5000)
+
+
 def _invalid_kind(make: Make) -> Answer:
     return _api(make("a 1\n"), lambda storm: storm.grant("admin", "someone"))
 
@@ -345,6 +349,7 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
     "invalid_ledger": _invalid_ledger,
     "reorder_conflict": _reorder_conflict,
     "invalid_kind": _invalid_kind,
+    "reason_too_long": _reason_too_long,
     "unknown_role": _unknown_role,
 }
 

@@ -57,10 +57,11 @@ def clicked(args: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[str, dict
     or None where click refuses the form (a usage error, help)."""
     seen: list[tuple[str, dict[str, object]]] = []
 
-    def function(self: Command):
-        return lambda **words: seen.append((self.name, words)) or 0
+    def call(self: Command, **words: object) -> int:  # what the command is done with, as parsed
+        seen.append((self.name, words))
+        return 0
 
-    monkeypatch.setattr(Command, "function", function)
+    monkeypatch.setattr(Command, "call", call)
     monkeypatch.setattr(cli, "_run", lambda as_json, work: work())
     try:
         cli.main.main(args=list(args), prog_name="storm-queue", standalone_mode=False)
