@@ -27,6 +27,9 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
         SEEN.append(given)
         return given
     if given:
+        if not os.path.lexists(given):
+            raise NoStorm(f"storm root {quote(shown(given))} does not exist; pass --root for an existing storm "
+                          "(a directory or a postgresql:// URL), or make one there with storm-queue init")
         if not os.path.isdir(given):
             raise NoStorm(f"storm root {quote(shown(given))} is not a directory; pass --root DIR for an existing storm")
         if os.access(given, os.X_OK) and not any(os.path.lexists(os.path.join(given, f)) for f in STORM_FILES):

@@ -137,8 +137,21 @@ def _waiting(who: str, path: str, wait: float) -> None:
 
 
 def next_decision(root: str | None, as_json: bool) -> int:
-    """``next``: decide, do the owner's side effects, print the decision."""
-    listing, notes = storm(root, reads=True).next()
+    """``next``: decide, do the owner's side effects, print the decision.
+    When it cannot decide (exit 3), its one-line reason goes to stdout as
+    well as stderr: a runner that logs what ``next`` prints says why."""
+    from ..core.errors import UnknownOrder
+
+    try:
+        listing, notes = storm(root, reads=True).next()
+    except UnknownOrder as exc:
+        if not as_json:
+            from ..core.names import printable
+            from ..roots import hide
+
+            sys.stdout.write(printable(f"unknown: {hide(str(exc))}") + "\n")
+            sys.stdout.flush()
+        raise
     for note in notes:
         err(f"storm-queue: {note}")
     halt = listing.view.halt

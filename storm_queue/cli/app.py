@@ -146,7 +146,7 @@ class StormGroup(click.Group):
 @click.group(cls=StormGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="storm-queue", prog_name="storm-queue")
 @click.option("--json", "as_json", is_flag=True, help=JSON_HELP + " Also accepted after the command name.")
-@click.option("--root", type=RootPath(), help=ROOT_HELP + " Also accepted after the command name.")
+@click.option("--root", type=RootPath(), metavar="ROOT", help=ROOT_HELP + " Also accepted after the command name.")
 def main(root: str | None, as_json: bool) -> None:
     """Decide what a storm runs next, and keep its priority lane.
 

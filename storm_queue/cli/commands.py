@@ -51,7 +51,8 @@ Example: storm-queue log --slug billing --last 5""",
              Param("since", "--since", "time", "TIME", "Only events at or after TIME: a date (2026-11-30, midnight UTC) "
                    "or RFC 3339 (2026-11-30T14:05:00Z)."),
              Param("last", "--last", "int", "N", "Only the last N matching events.", low=0),
-             JSON, ROOT), "handlers:show_log"),
+             Param("as_json", "--json", "flag", help="Write the matching events as JSON lines, one event a line, "
+                   "byte for byte as the log stores them."), ROOT), "handlers:show_log"),
     Command("why", """Say where SLUG stands and why, in plain words.
 
 Its state, its position, what runs before it, the dependencies it waits

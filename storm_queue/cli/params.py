@@ -70,9 +70,9 @@ class Command:
 
 ROOT_HELP = ("The storm's root: a directory or a postgresql:// URL (default: $STORM_QUEUE_ROOT, else the nearest "
              "directory holding queue.txt or storm.toml).")
-JSON_HELP = "Write one JSON document to stdout."
+JSON_HELP = "Write JSON to stdout: one document (for log, JSON lines, one event a line)."
 JSON = Param("as_json", "--json", "flag", help=JSON_HELP)
-ROOT = Param("root", "--root", "root", help=ROOT_HELP)
+ROOT = Param("root", "--root", "root", "ROOT", help=ROOT_HELP)
 SLUG = Param("slug", required=True, complete="slug")
 ISSUE = Param("issue", required=True)
 DEPS = Param("deps", "--deps", metavar="A,B", help="The lane's dependencies, comma-separated.", complete="deps")

@@ -37,8 +37,17 @@ class Judged:
     name: str
 
 
+#: what a request would have done, as a refusal of it says (else: change the priority lane)
+DOES = {"claim": "claim a lane", "renew": "renew a lease", "finish": "finish a lane", "recover": "take back leases",
+        "reset": "reset the priority log", "settle": "settle a lane", "add": "add a lane", "schedule": "schedule a lane",
+        "unpark": "unpark a lane", "halt": "halt the storm", "resume": "resume the storm", "adopt": "adopt a log",
+        "declare": "declare the storm", "upgrade": "upgrade the storm", "grant": "grant a role",
+        "revoke": "revoke a role"}
+
+
 def decide(lane: str | None, is_operator: bool, name: str, operator: str, whose: str, decl: Declaration,
-           source: str | None, operator_only: bool = False, exposed: list[str] | None = None) -> Verdict:
+           source: str | None, operator_only: bool = False, exposed: list[str] | None = None,
+           verb: str | None = None) -> Verdict:
     """The grant, whatever the store: a lane process is refused, then anyone
     but the operator (``whose`` says what makes ``operator`` the operator),
     then a source the declaration does not admit. ``exposed`` says what
@@ -46,7 +55,8 @@ def decide(lane: str | None, is_operator: bool, name: str, operator: str, whose:
     if lane is not None:
         return Verdict(
             "lane:" + dumps(lane),
-            Refusal("lane_process", f"a lane process (it carries {LANE_ENV}) may not change the priority lane"),
+            Refusal("lane_process", f"a lane process (it carries {LANE_ENV}) may not "
+                                    f"{DOES.get(verb or '', 'change the priority lane')}"),
         )
     if not is_operator:
         return Verdict(
@@ -54,7 +64,7 @@ def decide(lane: str | None, is_operator: bool, name: str, operator: str, whose:
             Refusal(
                 "not_operator",
                 f"only the operator ({operator}, {whose}) "
-                "or a source the operator declares may change the priority lane",
+                f"or a source the operator declares may {DOES.get(verb or '', 'change the priority lane')}",
             ),
         )
     by = f"source:{source}" if source is not None else f"operator:{operator}"

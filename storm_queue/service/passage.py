@@ -327,8 +327,9 @@ def _repeated(req: Request, by: str, keyed: fold.Keyed, dry_run: bool, log: logr
     elif action == "refused":
         out = Outcome("refused", req.verb, req.slug, by, event["code"], f"{event['message']} ({note})")
     else:
-        out = Outcome("noop" if event.get("noop") else "done", req.verb, req.slug, by,
-                      message=f"{action} {event.get('slug') or ''}".rstrip() + f" was recorded ({note})",
+        words = (f"nothing changed: {event['noop']}" if event.get("noop") else
+                 f"{action} {event.get('slug') or ''}".rstrip() + " was recorded")
+        out = Outcome("noop" if event.get("noop") else "done", req.verb, req.slug, by, message=f"{words} ({note})",
                       moved=list(event.get("moved", ())), removed=list(event.get("removed", ())),
                       token=event.get("token"), expires=event.get("expires"))
         if action == "claim":

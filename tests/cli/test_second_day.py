@@ -65,3 +65,37 @@ def test_add_and_push_keep_a_crlf_queue_txt_crlf(tmp_path: Path) -> None:
     plain = make_storm(tmp_path / "plain", "a 1\n")
     assert run_cli(plain, "add", "b", "2").returncode == 0
     assert (plain / "queue.txt").read_bytes() == b"a 1\nb 2\n"
+
+
+def test_the_smaller_ones_say_what_a_user_expects(tmp_path: Path) -> None:
+    """Issue 20, item 11, the parts of it about the command line's words."""
+    root = make_storm(tmp_path / "storm", "a 1\nb 2\n")
+    log_help = run_cli(None, "log", "--help").stdout
+    assert "JSON lines" in log_help and "one JSON document" not in log_help
+    assert "--root ROOT" in run_cli(None, "next", "--help").stdout
+    gone = run_cli(tmp_path / "nowhere", "next")
+    assert gone.returncode == 2 and "does not exist" in gone.stderr and "not a directory" not in gone.stderr
+    halted = run_cli(root, "halt", "--reason", "freeze")
+    assert "storm-queue resume --reason TEXT" in halted.stdout
+    assert run_cli(root, "resume", "--reason", "thaw").returncode == 0
+    assert run_cli(root, "settle", "b", "integrated").returncode == 0
+    first = run_cli(root, "settle", "b", "integrated", "--key", "k1")  # a no-op: b is settled already
+    again = run_cli(root, "settle", "b", "integrated", "--key", "k1")
+    assert "nothing to do" in first.stdout and again.stdout.startswith("nothing changed: "), again.stdout
+    assert "was recorded" not in again.stdout
+    (root / "priority.log").write_bytes(b"not json\n")
+    broken = run_cli(root, "next")
+    assert broken.returncode == 3 and broken.stdout.startswith("unknown: the priority order is unknown")
+
+
+def test_a_refusal_names_what_the_refused_command_would_have_done() -> None:
+    from storm_queue.core.authority import decide
+    from storm_queue.core.config import Declaration
+
+    def words(verb: str) -> str:
+        return decide(None, False, "guest", "op", "who owns queue.txt", Declaration(False), None, verb=verb).refusal.message
+
+    assert words("claim").endswith("may claim a lane") and words("reset").endswith("may reset the priority log")
+    assert words("bump").endswith("may change the priority lane")
+    lane = decide("a", True, "op", "op", "who owns queue.txt", Declaration(False), None, verb="finish")
+    assert lane.refusal.message.endswith("may not finish a lane")

@@ -129,8 +129,9 @@ def _assert_unknown(proc: subprocess.CompletedProcess, as_json: bool) -> None:
         doc = json.loads(proc.stdout)
         assert doc["outcome"] == "unknown"
         assert "storm-queue reset" in doc["message"]
-    else:
-        assert proc.stdout == ""  # no decision, no listing: the order is unknown
+    else:  # no decision, no listing: the order is unknown; next says why on stdout too, never a decision
+        assert proc.stdout in ("", "unknown: " + proc.stderr.removeprefix("storm-queue: "))
+        assert not proc.stdout.startswith(("run ", "wait", "review", "empty"))
 
 
 # -- unknown order ------------------------------------------------------------

@@ -79,8 +79,9 @@ def is_owner(who: Caller, op: Owner) -> bool:
     return who.uid == op.uid and who.euid == op.uid
 
 
-def judge(who: Caller, op: Owner, decl: Declaration, source: str | None, operator_only: bool = False) -> Verdict:
-    """Decide whether ``who`` may change the lane, and name the principal."""
+def judge(who: Caller, op: Owner, decl: Declaration, source: str | None, operator_only: bool = False,
+          verb: str | None = None) -> Verdict:
+    """Decide whether ``who`` may make the request ``verb``, and name the principal."""
     return decide(who.lane, is_owner(who, op), who.name, op.name,
                   f"who owns {os.path.basename(op.what) or op.what}", decl, source, operator_only,
-                  exposure(decl.stat, op) if decl.stat is not None else [])
+                  exposure(decl.stat, op) if decl.stat is not None else [], verb)

@@ -56,7 +56,7 @@ class Directory:
 
         who = accounts.caller(self.env)
         op = accounts.owner(self.root)
-        verdict = accounts.judge(who, op, decl, req.source, operator_only=operator_only)
+        verdict = accounts.judge(who, op, decl, req.source, operator_only=operator_only, verb=req.verb)
         owner_ids = None if accounts.is_owner(who, op) else (op.uid, op.gid)
         return Judged(verdict, owner_ids, self._unrecordable(decl, who, op), who.name)
 

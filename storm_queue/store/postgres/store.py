@@ -304,7 +304,7 @@ class Database:
         its other requests are refused ``not_operator``, recorded."""
         who, op = self._roles()
         verdict = decide(self.env.get(LANE_ENV), who == op, who, op or "unknown to this role",
-                         "whose role created the storm", decl, req.source, operator_only)
+                         "whose role created the storm", decl, req.source, operator_only, verb=req.verb)
         self._runner = who != op and verdict.refusal is not None and verdict.refusal.code == "not_operator" \
             and self._granted(who) == "runner"
         if self._runner:
