@@ -41,8 +41,8 @@ class Judged:
 DOES = {"claim": "claim a lane", "renew": "renew a lease", "finish": "finish a lane", "recover": "take back leases",
         "reset": "reset the priority log", "settle": "settle a lane", "add": "add a lane", "schedule": "schedule a lane",
         "unpark": "unpark a lane", "halt": "halt the storm", "resume": "resume the storm", "adopt": "adopt a log",
-        "declare": "declare the storm", "upgrade": "upgrade the storm", "grant": "grant a role",
-        "revoke": "revoke a role"}
+        "declare": "declare the storm", "upgrade": "upgrade the storm", "grant": "admit a runner or a reader",
+        "revoke": "end what a runner or a reader was admitted to"}
 
 
 def decide(lane: str | None, is_operator: bool, name: str, operator: str, whose: str, decl: Declaration,
