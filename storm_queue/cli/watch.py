@@ -341,8 +341,10 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
                         frame = build(listing, events, now)  # time alone: the clock, the leases' bars
                     view.update(draw(frame), refresh=True)
     except (Interrupted, KeyboardInterrupt) as exc:
-        if getattr(exc, "signum", 2) == 2:  # Ctrl-C: the way out, as q is
-            return 0
+        if getattr(exc, "signum", 2) == 2:  # Ctrl-C: a way out, the screen put back; its code is SIGINT's
+            from ..core.exit_codes import interrupted
+
+            return interrupted(2)
         raise
     finally:
         waker.close()
