@@ -77,7 +77,7 @@ NO_COLOR also keeps colour out of the live view. SIGTERM exits 143.
 Example: storm-queue watch --root ~/storms/spring --interval 5
 
 Example: storm-queue watch --once | grep '^next:'""",
-            epilog((0, "left with q or Ctrl-C, or the one frame was printed"), READ, 3, (4, "crashed")),
+            epilog((0, "left with q, or the one frame was printed"), READ, 3, (4, "crashed"), (130, "left with Ctrl-C")),
             (Param("interval", "--interval", "float", "SECONDS",
                    "How often to check the storm for change and redraw the time left on leases.", 2.0,
                    low=0.1, high=3600, show_default=True),
