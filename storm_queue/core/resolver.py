@@ -89,9 +89,9 @@ def cycles(snap: Snapshot) -> dict[str, tuple[str, ...]]:
     none), each edge a dependency still pending (Tarjan's, without recursion)."""
     waits = {}
     for slug in snap.lanes:
-        state, _ = _state(snap, slug, None)
-        if state in (WAITING, BLOCKED, SCHEDULED, READY):
-            waits[slug] = [d for d in _pending(snap, slug) if d in snap.lanes]
+        deps = [d for d in _pending(snap, slug) if d in snap.lanes]
+        if deps and _state(snap, slug, None)[0] in (WAITING, BLOCKED):  # a lane waiting for none is in no cycle
+            waits[slug] = deps
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 from .. import wall
 from ..core.outcome import Listing, Outcome  # noqa: F401 -- the answers, where the package's names point
 from ..core.resolver import resolve
+from ..roots import shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -125,8 +126,9 @@ class Storm:
             warnings.append(f"{decl.sources_error}: every request is refused until storm.toml is fixed (see storm.toml.example)")
         from ..core.resolver import cycle_note
 
-        if cycle_note(snap, view):
-            warnings.append(cycle_note(snap, view))
+        cycle = cycle_note(snap, view)
+        if cycle:
+            warnings.append(cycle)
         if view.stale:
             warnings.append(
                 "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "
@@ -140,7 +142,7 @@ class Storm:
         from ..core.lane import keepers
 
         return Listing(self.root, view, snap.skipped, warnings, log.state.marks, log.seq, found, decl.starving_after,
-                       keepers(snap), _shown(log.state.moved_to))
+                       keepers(snap), shown(log.state.moved_to))
 
     def why(self, slug: str) -> why.Why:
         """Where the lane ``slug`` stands and why, as plain data; reads only."""
@@ -172,7 +174,7 @@ class Storm:
         from ..core.errors import StormError
 
         try:
-            return _shown(self.store.read(self.store.declaration()).state.moved_to)
+            return shown(self.store.read(self.store.declaration()).state.moved_to)
         except StormError:
             return ""
 
@@ -184,15 +186,6 @@ class Storm:
     def verify(self, progress: Callable[[int], None] | None = None) -> Audit:
         """The full audit of the log (``Store.verify``); reads only."""
         return self.store.verify(progress)
-
-
-def _shown(url: str) -> str:
-    """A URL as printed (its password masked); '' stays ''."""
-    if not url:
-        return ""
-    from ..roots import shown
-
-    return shown(url)
 
 
 def moved_note(url: str) -> str:

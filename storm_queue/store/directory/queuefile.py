@@ -43,10 +43,10 @@ def append_line(path: str, line: str) -> None:
         created = True
     try:
         size = os.fstat(fd).st_size
-        old = os.pread(fd, size, 0) if size else b""
-        newline = b"\r\n" if old.partition(b"\n")[0].endswith(b"\r") and b"\n" in old else b"\n"
-        data = line.rstrip("\n").encode("utf-8") + newline  # the file's own line ending: CRLF stays CRLF
-        if size and not old.endswith(b"\n"):
+        first = os.pread(fd, min(size, 1 << 16), 0).partition(b"\n")  # the first line's ending is the file's
+        newline = b"\r\n" if first[1] and first[0].endswith(b"\r") else b"\n"
+        data = line.rstrip("\n").encode("utf-8") + newline  # CRLF stays CRLF
+        if size and os.pread(fd, 1, size - 1) != b"\n":
             data = newline + data
         try:
             write_all(fd, data)
