@@ -148,11 +148,16 @@ Example: storm-queue declare storm.toml --root postgresql://operator@db.example/
 
 Operator only, and refused while the log replays.
 
-The old log and witness are kept beside it under new names.
+The old log and witness are kept beside it under new names. With
+--keep-intact (a directory storm) the new log begins with the old one's
+longest prefix that verifies from line 1, and so with its lanes' order
+and leases.
 
-Example: storm-queue reset --reason "log lost in a disk move\"""",
-            epilog((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, or a usage error"), 4, 5),
-            (*REQUEST, JSON, ROOT), "handlers:reset"),
+Example: storm-queue reset --keep-intact --reason "log cut short by a full disk\"""",
+            epilog((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, a database "
+                                                     "storm, or a usage error"), 4, 5),
+            (Param("keep_intact", "--keep-intact", "flag", help="Begin the new log with the old one's lines that "
+                   "verify from line 1 (a directory storm)."), *REQUEST, JSON, ROOT), "handlers:reset"),
     Command("adopt", """Take over a priority log written by the earlier priority tool.
 
 Operator only. The old log is checked line by line, kept byte for byte

@@ -46,8 +46,9 @@ def upgrade(root: str | None, as_json: bool, url: str, reason: str | None, key: 
     return answer(storm(url, wait).upgrade(reason=reason, key=key), as_json)
 
 
-def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).reset(reason, source=source, key=key), as_json)
+def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
+          keep_intact: bool = False) -> int:
+    return answer(storm(root, wait).reset(reason, source=source, key=key, keep_intact=keep_intact), as_json)
 
 
 def adopt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,

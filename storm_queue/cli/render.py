@@ -176,6 +176,10 @@ def event_text(event: dict[str, Any]) -> str:
         body += f" {outcome}" + _lanes("moved", event.get("moved", [])) + _lanes("removed", event.get("removed", []))
     elif action == "reset":
         body = f"reset: a new log, abandoning {event['abandons']} bytes of the old one"
+        if "kept" in event:  # --keep-intact
+            body += (f"; kept its first {event['kept']} line(s), the last with digest "
+                     f"{printable(str(event.get('kept_digest')))[:16]}, of {printable(str(event.get('abandoned')))}; "
+                     f"{event['lost']} bytes lost")
     elif action == "adopt":
         if event.get("noop"):
             body = f"adopt noop: {printable(event['noop'])}"

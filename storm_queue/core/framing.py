@@ -59,6 +59,9 @@ SCHEMA: dict[str, dict[str, str]] = {
 }
 OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR,
             "carried": _LIST}  # a migrate's: what it carried in a form of the database's own
+#: the optional fields of one action alone: a reset --keep-intact's (issue 20 item 4) name the old log kept
+#: aside, the lines of it the new log begins with, the last of those lines' digest and the bytes lost
+OPTIONAL_OF = {"reset": {"abandoned": _OPT_STR, "kept": _INT, "kept_digest": _OPT_STR, "lost": _INT}}
 #: the fields of each action that hold lane names (a name becomes a directory and a shell word)
 NAMED = {"push": ("slug", "moved", "removed", "deps"), "bump": ("slug", "moved", "removed", "deps"),
          "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder"), "add": ("slug", "deps"),
@@ -138,7 +141,7 @@ def decode(line: bytes) -> dict[str, Any]:
         for name, kind in fields.items():
             if name not in event or not _is(event[name], kind):
                 raise Malformed(f"field {name!r} is missing or not a {kind}")
-    for name, kind in OPTIONAL.items():
+    for name, kind in (*OPTIONAL.items(), *OPTIONAL_OF.get(action, {}).items()):
         if name in event and not _is(event[name], kind):
             raise Malformed(f"field {name!r} is not a {kind}")
     if action not in ("refused", "reset", "repair"):  # a name enters the lane, a directory and a shell only as a name
@@ -193,7 +196,7 @@ def _learn(values: Any, known: set[str]) -> bool:
 
 def _optional_fit(event: dict[str, Any]) -> bool:
     """The optional fields ``event`` has are of their kind."""
-    for name, kind in OPTIONAL.items():
+    for name, kind in (*OPTIONAL.items(), *OPTIONAL_OF.get(event["action"], {}).items()):
         if name in event and not _is(event[name], kind):
             return False
     return True

@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 RESET_HINT = (
     "the operator can start a new log with: storm-queue reset --reason TEXT "
-    "(the old log is kept beside it)"
+    "(the old log is kept beside it), or keep the lines that verify from line 1 with: "
+    "storm-queue reset --keep-intact --reason TEXT"
 )
 ADOPT_HINT = (
     "the operator takes it over, keeping its order, with: storm-queue adopt --reason TEXT "

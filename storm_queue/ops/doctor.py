@@ -164,7 +164,8 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
 
         out.append(Finding(ERROR, "unknown_order", facts.log_rel, facts.log_error,
                            "take it over, keeping its order: storm-queue adopt --reason TEXT" if OLD_FORMAT in facts.log_error
-                           else "restore the log and its witness from a backup, or: storm-queue reset --reason TEXT"))
+                           else "restore the log and its witness from a backup, or keep the lines that verify from line 1: "
+                           "storm-queue reset --keep-intact --reason TEXT"))
     for seq in facts.passwords:
         out.append(Finding(ERROR, "password_recorded", f"{facts.log_rel}:{seq}",
                            f"line {seq} records a database password (the URL a migrate moved the storm to, written by "

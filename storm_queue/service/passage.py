@@ -251,13 +251,22 @@ def _refused(req: Request, by: str, refusal: Refusal, authorised: bool, recorded
 
 
 def _start_new_log(fx: Effects, req: Request, by: str, at: str) -> Outcome:
-    """The operator's reset of an unreadable log: keep it aside, begin anew."""
+    """The operator's reset of an unreadable log: keep it aside, begin anew
+    (with ``--keep-intact`` among its arguments, from the old log's longest
+    prefix that verifies)."""
     body = {"action": "reset", "reason": req.reason, "abandons": None}
     if req.key is not None:
         body.update(key=req.key, fingerprint=req.fingerprint())
-    event = fx.start_over(body, at, by)
-    out = Outcome("done", "reset", None, by, recorded=True, event=event,
-                  message=f"started a new log; the old one is kept beside it ({event['abandons']} bytes abandoned)")
+    keep = KEEP_INTACT in req.args
+    event = fx.start_over(body, at, by, keep)
+    if keep:
+        words = (f"started a new log from the {event['kept']} line(s) of the old one that verify from line 1 "
+                 f"(the state they replay to), {event['lost']} bytes lost; "
+                 + (f"the old one is kept beside it as {event['abandoned']}" if event["abandoned"] else
+                    "there was no old log file to keep"))
+    else:
+        words = f"started a new log; the old one is kept beside it ({event['abandons']} bytes abandoned)"
+    out = Outcome("done", "reset", None, by, recorded=True, event=event, message=words)
     fx.say(at, _progress_words(out, req), None)
     return out
 
@@ -344,6 +353,8 @@ def _repeated(req: Request, by: str, keyed: fold.Keyed, dry_run: bool, log: logr
 
 
 DRY_RUN = "dry run: nothing recorded"
+#: the argument of a reset that keeps the old log's intact prefix
+KEEP_INTACT = "--keep-intact"
 
 LOG_READABLE = Refusal("log_readable", "the priority log replays fine, so there is nothing to reset; "
                        "use bump and unbump to change the lane")

@@ -245,9 +245,16 @@ def _halt_or_resume(storm: Storm, verb: str, reason: str | None, source: str | N
     return storm.request(req, refusal, plan, dry_run, operator_only=True)
 
 
-def reset(storm: Storm, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
-    """Start a new log when the old one cannot be replayed; operator only."""
-    req = Request("reset", None, optional_text(reason), optional_text(source), optional_text(key))
+def reset(storm: Storm, reason: str | None, source: str | None = None, key: str | None = None,
+          keep_intact: bool = False) -> Outcome:
+    """Start a new log when the old one cannot be replayed; operator only.
+    ``keep_intact``: the new log begins with the longest prefix of the old
+    one that verifies from line 1, and so with the state it replays to (a
+    directory storm's; a database storm's log is never set aside)."""
+    from .passage import KEEP_INTACT
+
+    req = Request("reset", None, optional_text(reason), optional_text(source), optional_text(key),
+                  (KEEP_INTACT,) if keep_intact else ())
     refusal = shape_names(None, (), req.source)
     if refusal is None and not (req.reason or "").strip():
         refusal = Refusal("blank_reason", "reset needs --reason TEXT saying why the old log is abandoned")

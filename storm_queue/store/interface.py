@@ -147,7 +147,10 @@ class Effects(Protocol):
         the request's lock; False when it already is (nothing written).
         ``NotHere`` where a file is the declaration."""
 
-    def start_over(self, body: dict[str, Any], at: str, by: str) -> dict[str, Any]:
+    def start_over(self, body: dict[str, Any], at: str, by: str, keep_intact: bool = False) -> dict[str, Any]:
         """Keep the unreadable log aside and begin a new one whose first
         line is ``body`` (``reset``) with its ``abandons`` set to the bytes
-        kept aside; return that event. ``NotHere`` where the store cannot."""
+        kept aside; return that event. ``keep_intact``: the new log begins
+        with the old one's longest prefix that verifies from line 1, and
+        ``body`` after it says what was kept and lost. ``NotHere`` where
+        the store cannot."""

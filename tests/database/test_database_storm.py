@@ -210,10 +210,11 @@ def test_reset_of_a_database_log_that_cannot_be_read_says_it_cannot(pg_server, d
         conn.execute("UPDATE storm_queue.state SET body = 'not a state'")
     assert cli(db, "list").returncode == 3
     before = events(pg_server, db)
-    reset = cli(db, "reset", "--reason", "start again")
-    assert reset.returncode == 2, reset.stderr
-    assert "verify says where it breaks" in reset.stderr and "Traceback" not in reset.stderr
-    assert events(pg_server, db) == before
+    for keep in ((), ("--keep-intact",)):  # issue 20 item 4: a database's rows are never set aside, kept or not
+        reset = cli(db, "reset", *keep, "--reason", "start again")
+        assert reset.returncode == 2, reset.stderr
+        assert "verify says where it breaks" in reset.stderr and "Traceback" not in reset.stderr
+        assert events(pg_server, db) == before
 
 
 def test_next_marks_a_lane_blocked_in_a_row_not_a_file(pg_server, db, tmp_path) -> None:

@@ -77,28 +77,42 @@ class Files:
         """Never: ``declare`` refuses a directory storm before it plans."""
         raise NotHere(f"the declaration of a directory storm is {os.path.join(self.root, 'storm.toml')}")
 
-    def start_over(self, body: dict[str, Any], at: str, by: str) -> dict[str, Any]:
+    def start_over(self, body: dict[str, Any], at: str, by: str, keep_intact: bool = False) -> dict[str, Any]:
         """Move the unreadable log, its witness and checkpoint aside (named
-        ``.abandoned-STAMP``) and write the new log's first line."""
-        from .log import writer
+        ``.abandoned-STAMP``) and write the new log's first line. With
+        ``keep_intact`` the new log first holds, byte for byte, the longest
+        prefix of the old one that verifies from line 1 (``salvage``), and
+        the reset line, after it, names the file kept aside (``abandoned``),
+        the lines kept (``kept``), the last kept line's digest
+        (``kept_digest``) and the bytes lost (``lost``)."""
+        from .log import salvage, writer
 
-        body = {**body, "abandons": _abandon(self.log_path, at)}
+        kept = salvage.intact(self.log_path) if keep_intact else None
+        abandons, aside = _abandon(self.log_path, at)
+        body = {**body, "abandons": abandons}
+        log = logread.LogRead(self.log_path, fresh=True)
         try:
-            event = writer.append(logread.LogRead(self.log_path, fresh=True), [body], at, by)[-1]
-        except writer.AppendFailed as exc:
-            if exc.state != "nothing":
+            if kept is not None:
+                body.update(abandoned=aside and os.path.basename(aside), kept=kept.seq, kept_digest=kept.digest,
+                            lost=abandons - kept.length)
+                log = salvage.begin(self.log_path, kept, aside, at) if kept.seq else log
+            event = writer.append(log, [body], at, by)[-1]
+        except (OSError, writer.AppendFailed) as exc:
+            if getattr(exc, "state", "nothing") != "nothing":
                 raise
             raise RecordFailed(
                 f"the reset kept the old log beside it as {os.path.basename(self.log_path)}.abandoned-"
-                f"{at.replace(':', '')}, but the new log's first line could not be written ({exc}); the storm now "
-                "reads as one with nothing prioritised, without the reset's record; fix the cause and go on",
+                f"{at.replace(':', '')}, but the new log could not be written ({exc}); the storm now "
+                "reads as one with nothing prioritised (or with the lines the reset kept), without the reset's "
+                "record; fix the cause and go on",
                 recorded=False) from None
         return event
 
 
-def _abandon(log_path: str, at: str) -> int:
+def _abandon(log_path: str, at: str) -> tuple[int, str | None]:
     """Move the unreadable log and its witness aside; return the larger of
-    the bytes on disk and the witnessed length."""
+    the bytes on disk and the witnessed length, and where the log now is
+    (None: there was none)."""
     from .fsutil import fsync_dir
     from .log.checkpoint import checkpoint_path
 
@@ -114,11 +128,14 @@ def _abandon(log_path: str, at: str) -> int:
     except UnknownOrder:
         pass
     stamp = at.replace(":", "")
+    aside = None
     for path in (log_path, reader.witness_path(log_path), checkpoint_path(log_path)):
         if os.path.lexists(path):
             os.rename(path, f"{path}.abandoned-{stamp}")
+            if path == log_path:
+                aside = f"{path}.abandoned-{stamp}"
     fsync_dir(os.path.dirname(log_path) or ".")
-    return max(size, witnessed)
+    return max(size, witnessed), aside
 
 
 def news(view: View, skipped: tuple[Skipped, ...], log_path: str, reload: bool = False) -> list[tuple[str, str]]:

@@ -143,7 +143,9 @@ class Writes:
         self.store.conn.execute(q("write_declaration"), (text, sha256))
         return True
 
-    def start_over(self, body: dict[str, Any], at: str, by: str) -> dict[str, Any]:
+    def start_over(self, body: dict[str, Any], at: str, by: str, keep_intact: bool = False) -> dict[str, Any]:
+        """Never: a database's log is rows, never set aside (``reset`` and
+        ``reset --keep-intact`` alike)."""
         from ...core.errors import NotHere
 
         raise NotHere(f"reset starts a new priority log in a directory storm; the log of {self.store.root} is rows, "
