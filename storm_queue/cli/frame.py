@@ -11,9 +11,9 @@ Outside text (holders, reasons, notes, log events) is escaped with
 from __future__ import annotations
 
 from ..core import clock
-from ..core.names import printable, quote
+from ..core.names import printable
 from ..core.records import dataclass
-from .render import event_text, mark_words
+from .render import event_text, last_attempt, mark_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -131,12 +131,7 @@ def _held_words(r: Row, now: float | None) -> str:
     if r.state == "blocked":
         return f"depends on abandoned {', '.join(r.waits_on)}: never runs until that changes"
     words = f"after {r.run.attempts} attempts; storm-queue unpark {r.slug} --reason TEXT returns it"
-    if r.run.history:
-        last = r.run.history[-1]
-        words += f"; last attempt: token {last.token} {printable(last.end or 'not ended')}"
-        if last.note is not None:
-            words += f", note {quote(last.note)}"
-    return words
+    return "; ".join(w for w in (words, last_attempt(r)) if w)
 
 
 def _when(at: str) -> str:

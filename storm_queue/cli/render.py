@@ -94,11 +94,26 @@ def mark_words(mark: Mark | None, slug: str, needs: tuple[str, ...] = ()) -> str
     return words
 
 
+def last_attempt(r: Row) -> str:
+    """How a quarantined lane's last attempt ended, with the failure's own
+    note (quoted: outside text); nothing for any other lane."""
+    if r.state != "quarantined" or not r.run.history:
+        return ""
+    last = r.run.history[-1]
+    words = f"last attempt: token {last.token} {printable(last.end or 'not ended')}"
+    if last.note is not None:
+        words += f", note {quote(last.note)}"
+    return words
+
+
 def _plain_row(r: Row, listing: Listing, widths: tuple[int, int, int]) -> str:
     from ..core.starving import starving_detail
 
     mark = listing.marks.get(r.slug) if r.prioritised else None
-    detail = "; ".join(w for w in (printable(r.status), mark_words(mark, r.slug, listing.needs.get(r.slug, ())), starving_detail(listing, r.slug)) if w)
+    why = mark_words(mark, r.slug, listing.needs.get(r.slug, ()))
+    if r.state == "quarantined" and why.startswith("reason "):  # after the failure's note, never read as its reason
+        why = f"prioritised with {why}"
+    detail = "; ".join(w for w in (printable(r.status), last_attempt(r), why, starving_detail(listing, r.slug)) if w)
     by, at = (printable(mark.by) or "-", printable(mark.at) or "-") if mark else ("-", "-")
     pos = str(r.position) if r.position else "-"
     sw, iw, bw = widths

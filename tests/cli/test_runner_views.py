@@ -292,6 +292,26 @@ def test_a_quarantined_lane_is_shown_with_its_attempt_history_until_unparked(sto
     assert "attempts: 1 of 2 spent since it was last unparked (2 before that)" in why_lines(root, "a")
 
 
+def test_the_quarantine_line_shows_the_failures_note_not_the_bumps_reason(store) -> None:
+    """Issue 20 item 11: the plain line of a quarantined lane said the bump's
+    reason where the failure's note belonged; now it says how the last
+    attempt ended, with its note, and the reason as the prioritising one."""
+    root = made(store)
+    ok(root, "bump", "a", "--reason", "customer outage")
+    assert ok(root, "claim", "--holder", "r1") == "run a 1 1\n"
+    ok(root, "finish", "a", "--token", "1", "--result", "failed", "--note", "flaky test")
+    assert ok(root, "claim", "--holder", "r2") == "run a 1 2\n"
+    ok(root, "finish", "a", "--token", "2", "--result", "failed", "--note", "disk full")
+    line = plain(root)["a"]
+    assert line.split()[4] == "quarantined"
+    detail = line.split("quarantined after 2 attempts", 1)[1]
+    assert detail == (" (the operator's unpark a --reason TEXT returns it); last attempt: token 2 failed, "
+                      'note "disk full"; prioritised with reason "customer outage"'), line
+    assert "flaky test" not in line  # the last attempt's note, not an earlier one's
+    ok(root, "unpark", "a", "--reason", "disk replaced")  # no longer quarantined: the line is as before
+    assert plain(root)["a"].endswith('ready; reason "customer outage"')
+
+
 # -- a schedule ------------------------------------------------------------------------
 
 
