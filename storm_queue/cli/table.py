@@ -14,7 +14,7 @@ from ..core.halt import halt_note
 from ..core.names import printable, quote
 from ..core.resolver import Row
 from ..service.storm import Listing
-from .render import mark_words
+from .render import kept_words, last_attempt
 
 STATE_STYLES = {
     "ready": "bold green", "running": "bold cyan", "finished": "magenta",
@@ -39,82 +39,104 @@ def _when(at: str) -> str:
 COLUMNS = (("#", {"justify": "right"}), ("", {}), ("lane", {}), ("issue", {}),
            ("state", {}), ("prioritised by", {}), ("waits on", {}))
 #: the columns a narrow terminal drops, least useful first, until the rest
-#: fit without cutting a word; the lane and its state are never dropped
+#: fit; the lane and its state are never dropped
 DROP_ORDER = ("#", "issue", "prioritised by", "waits on")
-#: who gets the room left once every kept column holds its widest word
-GROW_ORDER = ("waits on", "prioritised by", "lane", "state", "issue", "#", "")
+#: who gets the room left once every kept column has its least width, in
+#: turn (column, up to what): the detail up to ``DETAIL_FIRST``,
+#: "prioritised by" up to when ("dated"), the detail whole, then
+#: "prioritised by" whole (a named lane's reason)
+GROW_ORDER = ((6, "first"), (5, "dated"), (6, "most"), (5, "most"))
+#: the least width of the detail ("waits on"), whose cells are cut with an ellipsis past it
+DETAIL_LEAST = 8
+DETAIL_FIRST = 40
 
 
-def _row(r: Row, listing: Listing) -> tuple[Text, ...]:
-    """One lane's cells, one per column of ``COLUMNS``."""
-    mark = listing.marks.get(r.slug) if r.prioritised else None
-    who = Text()
-    if mark is not None:
-        who.append(printable(mark.by))
-        who.append(f"\n{_when(mark.at)}", style="dim")
-        extra = mark_words(mark, r.slug, listing.needs.get(r.slug, ()))
-        if extra:
-            who.append("\n" + extra, style="italic")
+def _cell(text: str = "", style: str = "") -> Text:
+    """A cell of one line: cut with an ellipsis where it does not fit."""
+    return Text(text, style=style, no_wrap=True, overflow="ellipsis")
+
+
+def _row(r: Row, listing: Listing) -> tuple[tuple[Text, ...], tuple[int, int]]:
+    """One lane's cells, one per column of ``COLUMNS``, each one line; and
+    the widths of its "prioritised by" cell up to for whom (never cut) and
+    up to when."""
+    who, whole = _who(r, listing)
     return (
-        Text(str(r.position) if r.position else "-"),
-        Text("*" if r.prioritised else "", style="bold yellow"),
-        Text(r.slug, style="bold"),
-        Text(r.issue),
+        _cell(str(r.position) if r.position else "-"),
+        _cell("*" if r.prioritised else "", style="bold yellow"),
+        _cell(r.slug, style="bold"),
+        _cell(r.issue),
         _state(r, listing),
         who,
         _status(r),
-    )
+    ), whole
+
+
+def _who(r: Row, listing: Listing) -> tuple[Text, tuple[int, int]]:
+    """Who put a prioritised lane there; for a lane that was not named, for
+    whom, once (never that lane's reason again); then when, and a named
+    lane's reason. With the cell's widths up to for whom and up to when."""
+    mark = listing.marks.get(r.slug) if r.prioritised else None
+    who = _cell()
+    if mark is None:
+        return who, (0, 0)
+    who.append(printable(mark.by))
+    if mark.slug != r.slug:
+        who.append(" " + kept_words(mark, listing.needs.get(r.slug, ())).removeprefix("pulled forward "),
+                   style="italic")
+    whole = who.cell_len
+    who.append(f", {_when(mark.at)}", style="dim")
+    dated = who.cell_len
+    if mark.slug == r.slug and mark.reason is not None:
+        who.append(f", reason {quote(mark.reason)}", style="italic")
+    return who, (whole, dated)
 
 
 def _state(r: Row, listing: Listing | None = None) -> Text:
-    """The state word in its colour; a running lane's kind under it when
-    it is an orphan or a marker with no lease, a quarantined lane's
-    attempts, a starving lane's mark (``STARVING``)."""
-    state = Text()
+    """The state word in its colour; a running lane's kind after it when it
+    is an orphan or a marker with no lease, a starving lane's mark
+    (``STARVING``). One line: a quarantined lane's attempts are in its
+    detail."""
+    state = _cell()
     state.append(r.state, style=STATE_STYLES.get(r.state, ""))
     wait = listing.waits.get(r.slug) if listing is not None else None
     if wait is not None and wait.starving:
-        state.append(f"\n{STARVING}", style="bold red")
+        state.append(f" {STARVING}", style="bold red")
     if r.running in RUNNING_STYLES:
         word, style = RUNNING_STYLES[r.running]
-        state.append(f"\n{word}", style=style)
-    elif r.state == "quarantined":
-        state.append(f"\n{r.run.attempts} attempts", style="dim")
+        state.append(f" {word}", style=style)
     return state
 
 
 def _status(r: Row) -> Text:
-    """The state in words; for a quarantined lane, how its last attempt
-    ended (with its note, quoted: outside text)."""
-    status = Text(printable(r.status))
-    if r.state == "quarantined" and r.run.history:
-        last = r.run.history[-1]
-        words = f"last attempt: token {last.token} {printable(last.end or 'not ended')}"
-        if last.note is not None:
-            words += f", note {quote(last.note)}"
-        status.append("\n" + words, style="italic")
+    """The state in words; for a quarantined lane, first how its last
+    attempt ended (with its note, quoted: outside text)."""
+    status = _cell()
+    last = last_attempt(r)
+    if last:
+        status.append(last + "; ", style="italic")
+    status.append(printable(r.status))
     return status
 
 
-def _widest(heading: str, cells: list[Text], unit: str | None) -> int:
-    """The widest word (``unit`` None: split on whitespace) or line
-    (``unit`` "\\n") of a column, its heading included."""
-    pieces = heading.split(unit) + [piece for cell in cells for piece in cell.plain.split(unit)]
-    return max((cell_len(piece) for piece in pieces), default=1)
-
-
-def _fit(rows: list[tuple[Text, ...]], width: int) -> tuple[dict[int, int | None], list[str]]:
+def _fit(rows: list[tuple[Text, ...]], widest: tuple[int, int], width: int) -> tuple[dict[int, int | None], list[str]]:
     """Each column kept (an index into ``COLUMNS``) with its width, and the
     headings dropped. A column costs its width plus three (padding and a
-    rule), the table one more. Every kept column gets at least its widest
-    word, so none is cut; columns are dropped in ``DROP_ORDER`` until that
-    fits, and the room left goes to the columns whose lines are longer, in
-    ``GROW_ORDER``. When even the lane and its state cannot have their
-    widest words, the widths are rich's (None), and words are folded."""
+    rule), the table one more. Each kept column gets at least its least
+    width: its widest cell, but for "prioritised by" only who and for whom
+    (and one more for the ellipsis after them) and for "waits on"
+    ``DETAIL_LEAST``, past which their cells are cut with an ellipsis;
+    columns are dropped in ``DROP_ORDER`` until that fits, and the room left
+    goes to the two columns that can be cut, in ``GROW_ORDER`` (``widest``:
+    the widest of the "prioritised by" cells up to for whom, and up to when). When even the lane and its state cannot have
+    their widest cells, the widths are rich's (None), and cells are folded."""
     kept = list(range(len(COLUMNS)))
-    cells = [[row[i] for row in rows] for i in kept]
-    least = [_widest(COLUMNS[i][0], cells[i], None) for i in kept]
-    most = [_widest(COLUMNS[i][0], cells[i], "\n") for i in kept]
+    word = [max(map(cell_len, COLUMNS[i][0].split() or [""])) for i in kept]  # a heading may wrap
+    most = [max([word[i]] + [row[i].cell_len for row in rows]) for i in kept]
+    least = list(most)
+    whole, dated = widest
+    least[5] = min(most[5], max(word[5], whole + 1))
+    least[6] = min(most[6], max(word[6], DETAIL_LEAST))
     dropped: list[str] = []
     for heading in DROP_ORDER:
         if sum(least[i] + 3 for i in kept) + 1 <= width:
@@ -125,22 +147,25 @@ def _fit(rows: list[tuple[Text, ...]], width: int) -> tuple[dict[int, int | None
     if room < 0:
         return {i: None for i in kept}, dropped
     widths = {i: least[i] for i in kept}
-    for heading in GROW_ORDER:
-        for i in kept:
-            if COLUMNS[i][0] == heading:
-                more = min(room, most[i] - widths[i])
-                widths[i] += more
-                room -= more
+    for i, upto in GROW_ORDER:
+        if i in widths:
+            target = min(most[i], {"first": DETAIL_FIRST, "dated": dated, "most": most[i]}[upto])
+            more = max(0, min(room, target - widths[i]))
+            widths[i] += more
+            room -= more
     return widths, dropped
 
 
 def listing_table(listing: Listing, show_settled: bool = False, width: int | None = None) -> Group:
     """The renderable of ``list`` at a terminal: the run order as a table,
     then the skipped lines, the stray slugs and the settled count. On a
-    terminal ``width`` columns wide no word is cut: long cells wrap, and when
-    even that does not fit, columns are dropped in ``DROP_ORDER`` (and the
-    listing says which); a word wider than the whole terminal is folded,
-    never cut short with an ellipsis."""
+    terminal ``width`` columns wide each lane is one line (issue 20 item
+    10): a pulled-forward lane says for whom, once, and a cell that does not
+    fit is cut with an ellipsis ("prioritised by" after who and for whom,
+    the detail after ``DETAIL_LEAST``); when even that does not fit, columns
+    are dropped in ``DROP_ORDER`` (and the listing says which). A lane name
+    wider than the whole terminal is folded, never cut (``list --plain``
+    and ``why`` say everything a cut cell held)."""
     view = listing.view
     title = Text(f"storm {printable(listing.root)}")
     parts: list = [title, Text.assemble("next: ", (view.decision, "bold"))]
@@ -148,8 +173,14 @@ def listing_table(listing: Listing, show_settled: bool = False, width: int | Non
         parts.append(Text(f"halted: {halt_note(view.halt)}", style="bold red"))
     rows = view.rows + (view.settled if show_settled else ())
     if rows:
-        cells = [_row(r, listing) for r in rows]
-        widths, dropped = _fit(cells, width) if width is not None else ({i: None for i in range(len(COLUMNS))}, [])
+        made = [_row(r, listing) for r in rows]
+        cells = [row for row, _ in made]
+        widest = (max(n[0] for _, n in made), max(n[1] for _, n in made))
+        widths, dropped = _fit(cells, widest, width) if width is not None else ({i: None for i in range(len(COLUMNS))}, [])
+        if any(w is None for w in widths.values()):  # not even the lane fits: fold every cell
+            for row in cells:
+                for cell in row:
+                    cell.no_wrap, cell.overflow = False, "fold"
         table = Table(header_style="bold", show_lines=False)
         for i, column_width in widths.items():
             name, kw = COLUMNS[i]

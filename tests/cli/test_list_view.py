@@ -133,7 +133,11 @@ def test_terminal_gets_a_table(storm) -> None:
     lane_rows = [cells for cells in (row.split("│") for row in table_rows) if len(cells) == 9]  # 7 columns
     slugs = [cells[3].strip() for cells in lane_rows if cells[3].strip()]
     assert slugs == ["c", "d", "a", "b", "e"]
-    assert "customer outage" in text and "pulled forward for d" in text
+    cells = {c[3].strip(): c for c in lane_rows}
+    assert cells["c"][6].strip().startswith("operator:") and " for d, " in cells["c"][6]  # for whom, once
+    assert "customer outage" not in cells["c"][6]  # not d's reason again
+    assert 'reason "customer outage"' in cells["d"][6]
+    assert len(lane_rows) == 5 and all(cells[3].strip() for cells in lane_rows)  # one line a lane
     stray = text.split("Stray", 1)[1]
     assert "gone" in stray and "operator:" in stray
     assert "Skipped queue.txt lines" in text and '"bad line here x"' in text
@@ -203,14 +207,14 @@ def test_plain_paths_never_import_rich(storm) -> None:
     assert done.stderr.strip().splitlines()[-1] == "NO-RICH", done.stderr
 
 
-# issue 13 item 12: a narrow terminal keeps every column readable
+# issue 13 item 12: a narrow terminal keeps every column readable; issue 20
+# item 10: each lane one line, a cell that does not fit cut with an ellipsis
 
 NARROW_QUEUE = "setup 1\nschema 2 setup\nhotfix 3\ndocs 4\napi 5 schema\n"
 
 
 def table_cells(text: str) -> list[list[str]]:
-    """The body rows of the lane table, as cells (a lane's later lines are
-    rows whose first cells are blank)."""
+    """The body rows of the lane table, as cells (each lane one row)."""
     return [[c.strip() for c in line.split("│")[1:-1]] for line in text.splitlines() if line.startswith("│")]
 
 
@@ -221,25 +225,24 @@ def narrow_storm(storm) -> tuple[Path, str]:
     return root, by
 
 
-def test_at_60_columns_the_principal_and_every_word_are_whole(storm) -> None:
+def test_at_60_columns_each_lane_is_one_line_who_and_for_whom_whole(storm) -> None:
     """A real process: its stdout is a pseudo-terminal."""
     root, by = narrow_storm(storm)
     code, out = run_in_pty(root, "list", columns=60)
     assert code == 0
     text = SGR.sub("", out)
-    assert "…" not in text, text
     assert max(len(line) for line in text.splitlines()) <= 60
     header = [line for line in text.splitlines() if line.startswith("┃")]
-    assert "prioritised" in "".join(header) and "waits on" in "".join(header) and "issue" in "".join(header)
-    rows = table_cells(text)  # "#" is dropped first: *, lane, issue, state, prioritised by, waits on
-    lanes = [r for r in rows if r[1]]
-    assert [(r[1], r[2], r[3]) for r in lanes] == [("setup", "1", "ready"), ("schema", "2", "waiting"),
-                                                   ("api", "5", "waiting"), ("hotfix", "3", "ready"),
-                                                   ("docs", "4", "ready")]
-    assert lanes[0][4] == by, "the principal is whole, on its own line"
-    reason = " ".join(r[4] for r in rows[:rows.index(lanes[1])])
-    assert 'reason "customer outage on the payments page"' in reason
-    assert 'narrow terminal: not shown: "#"' in text
+    assert "prioritised" in "".join(header) and "waits on" in "".join(header)
+    rows = table_cells(text)  # "#" and "issue" are dropped first: *, lane, state, prioritised by, waits on
+    assert len(rows) == 5, text  # one line a lane
+    assert [(r[1], r[2]) for r in rows] == [("setup", "ready"), ("schema", "waiting"), ("api", "waiting"),
+                                            ("hotfix", "ready"), ("docs", "ready")]
+    assert rows[0][3].startswith(f"{by} for api") and rows[0][3].endswith("…"), "who and for whom are whole"
+    assert "customer outage" not in rows[0][3] and "customer outage" not in rows[1][3]
+    assert rows[2][3].startswith(by) and rows[2][3].endswith("…")  # api's own reason, cut
+    assert rows[2][4].startswith("waits") and rows[2][4].endswith("…")  # the detail, cut
+    assert 'narrow terminal: not shown: "#", "issue"' in text
 
 
 def test_a_narrower_terminal_drops_the_least_useful_columns_never_the_lane_or_state(storm) -> None:
@@ -249,8 +252,7 @@ def test_a_narrower_terminal_drops_the_least_useful_columns_never_the_lane_or_st
         code, out = run_in_pty(root, "list", columns=columns)
         assert code == 0
         text = SGR.sub("", out)
-        assert "…" not in text, text
-        lanes = [r for r in table_cells(text) if r[1]]
+        lanes = table_cells(text)
         assert [(r[1], r[2]) for r in lanes] == [("setup", "ready"), ("schema", "waiting"), ("api", "waiting"),
                                                  ("hotfix", "ready"), ("docs", "ready")], text
         assert f"narrow terminal: not shown: {dropped}" in " ".join(text.split()), text
@@ -268,11 +270,39 @@ def test_a_slug_wider_than_the_terminal_is_folded_never_cut(storm) -> None:
     assert "".join(pieces) == slug, text
 
 
-def test_a_wide_terminal_is_unchanged_all_seven_columns(storm) -> None:
+def test_a_wide_terminal_shows_all_seven_columns_whole(storm) -> None:
     """A real process: its stdout is a pseudo-terminal."""
     root, by = narrow_storm(storm)
     code, out = run_in_pty(root, "list", columns=200)
     text = SGR.sub("", out)
     assert code == 0 and "not shown" not in text and "…" not in text
-    assert [len(r) for r in table_cells(text)][0] == 7
-    assert table_cells(text)[0][5] == by
+    rows = table_cells(text)
+    assert [len(r) for r in rows] == [7] * 5
+    at = json.loads(run_cli(root, "list", "--json").stdout)["rows"][0]["mark"]["at"]
+    when = at[:16].replace("T", " ") + "Z"
+    assert rows[0][5] == f"{by} for api, {when}"
+    assert rows[2][5] == f'{by}, {when}, reason "customer outage on the payments page"'
+
+
+def test_at_80_columns_eight_pulled_forward_lanes_take_eight_lines(storm) -> None:
+    """Issue 20 item 10: 8 lanes pulled forward for mobile, with a long
+    reason, took 64 lines of table at 80 columns; each lane is one line, and
+    a pulled-forward lane says for whom, once. A real process: its stdout
+    is a pseudo-terminal."""
+    deps = ["auth", "schema", "billing", "api", "search", "notify", "web", "sdk"]
+    root = storm("".join(f"{d} {n}\n" for n, d in enumerate(deps, 11)) + f"mobile 19 {','.join(deps)}\nother 20\n")
+    reason = "app store deadline on friday for the release of the new payments screen"
+    assert run_cli(root, "bump", "mobile", "--reason", reason).returncode == 0
+    by = json.loads(run_cli(root, "list", "--json").stdout)["rows"][0]["mark"]["by"]
+    code, out = run_in_pty(root, "list", columns=80)
+    assert code == 0
+    text = SGR.sub("", out)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    rows = table_cells(text)
+    assert len(rows) == 10, text  # 10 lanes, 10 lines
+    assert [r[2] for r in rows] == deps + ["mobile", "other"]
+    assert "not shown" not in text  # every column kept
+    for r in rows[:8]:
+        assert r[5].startswith(f"{by} for mobile"), r
+    assert "app store" not in text.split("mobile  ", 1)[0]  # no pulled-forward lane repeats the reason
+    assert text.count("for mobile") == 8
