@@ -100,19 +100,19 @@ class Files:
         except (OSError, writer.AppendFailed) as exc:
             if getattr(exc, "state", "nothing") != "nothing":
                 raise
+            now = f"the {log.seq} line(s) it kept" if log.seq else "nothing prioritised"
             raise RecordFailed(
                 f"the reset kept the old log beside it as {os.path.basename(self.log_path)}.abandoned-"
-                f"{at.replace(':', '')}, but the new log could not be written ({exc}); the storm now "
-                "reads as one with nothing prioritised (or with the lines the reset kept), without the reset's "
-                "record; fix the cause and go on",
+                f"{at.replace(':', '')}, but the new log could not be written ({getattr(exc, 'cause', None) or exc}); "
+                f"the storm now reads as one with {now}, without the reset's record; fix the cause and go on",
                 recorded=False) from None
         return event
 
 
 def _abandon(log_path: str, at: str) -> tuple[int, str | None]:
-    """Move the unreadable log and its witness aside; return the larger of
-    the bytes on disk and the witnessed length, and where the log now is
-    (None: there was none)."""
+    """Move the unreadable log, its witness and checkpoint aside, all or
+    none (``OSError``); return the larger of the bytes on disk and the
+    witnessed length, and where the log now is (None: there was none)."""
     from .fsutil import fsync_dir
     from .log.checkpoint import checkpoint_path
 
@@ -128,14 +128,30 @@ def _abandon(log_path: str, at: str) -> tuple[int, str | None]:
     except UnknownOrder:
         pass
     stamp = at.replace(":", "")
-    aside = None
-    for path in (log_path, reader.witness_path(log_path), checkpoint_path(log_path)):
-        if os.path.lexists(path):
-            os.rename(path, f"{path}.abandoned-{stamp}")
-            if path == log_path:
-                aside = f"{path}.abandoned-{stamp}"
-    fsync_dir(os.path.dirname(log_path) or ".")
-    return max(size, witnessed), aside
+    moved: list[str] = []
+    try:  # the log last: while it is in place, a reset that failed can be asked again
+        for path in (checkpoint_path(log_path), reader.witness_path(log_path), log_path):
+            if os.path.lexists(path):
+                os.rename(path, f"{path}.abandoned-{stamp}")
+                moved.append(path)
+        fsync_dir(os.path.dirname(log_path) or ".")
+    except OSError as exc:  # all or nothing: what was moved goes back, and the reset did not happen
+        stuck = [path for path in reversed(moved) if not _put_back(f"{path}.abandoned-{stamp}", path)]
+        if stuck:
+            raise RecordFailed(
+                f"the reset did not happen: the old log could not be set aside ({exc.strerror or exc}), and "
+                f"{', '.join(os.path.basename(p) + ' stays as ' + os.path.basename(p) + '.abandoned-' + stamp for p in stuck)}"
+                "; nothing was recorded: move it back, then ask again", recorded=False) from None
+        raise
+    return max(size, witnessed), (f"{log_path}.abandoned-{stamp}" if log_path in moved else None)
+
+
+def _put_back(aside: str, path: str) -> bool:
+    try:
+        os.rename(aside, path)
+    except OSError:
+        return False
+    return True
 
 
 def news(view: View, skipped: tuple[Skipped, ...], log_path: str, reload: bool = False) -> list[tuple[str, str]]:

@@ -84,6 +84,18 @@ def _walk(f: Any, lines: LineCheck, witness: Witness, progress: Callable[[int], 
             progress(told)
 
 
+def chain(f: Any, lines: LineCheck) -> bytes:
+    """Give ``lines`` the whole lines of ``f`` from where it stands, as a read
+    does but with no witness to compare (``Bad`` at the first line that
+    fails); return the bytes after the last whole line."""
+    return _walk(f, lines, Witness("", 0, 0, None, ""), None)
+
+
+def open_log(path: str) -> Any:
+    """``path`` opened to read bytes, never through a link."""
+    return _open_nofollow(path)
+
+
 def read_witness(log_path: str) -> Witness | None:
     """The witness, ``None`` when it does not exist; ``UnknownOrder`` when it
     cannot be read or is not a witness."""

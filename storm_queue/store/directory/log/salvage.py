@@ -18,7 +18,7 @@ import os
 from ....core import fold
 from ....core.errors import UnknownOrder
 from ....core.framing import digest
-from ....core.logread import LogRead, Witness
+from ....core.logread import LogRead
 from ....core.stream import Bad, LineCheck
 from ..fsutil import fsync_dir, replace_atomically, write_all
 from . import reader
@@ -26,6 +26,8 @@ from . import reader
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
+
+    from ....core.logread import Witness
 
 #: the bytes copied at a time into the new log
 COPY = 1 << 20
@@ -79,12 +81,12 @@ def intact(log_path: str) -> LogRead:
         witness = None
     prefix = _Prefix(witness)
     try:
-        f = reader._open_nofollow(log_path)
+        f = reader.open_log(log_path)
     except OSError:
         return LogRead(log_path)
     with f:
         try:
-            reader._walk(f, LineCheck(each=prefix.each), Witness("", 0, 0, None, ""), None)
+            reader.chain(f, LineCheck(each=prefix.each))
             prefix.keep()
         except Bad as bad:
             if not bad.what.startswith(f"line {bad.line} breaks the chain"):
@@ -102,14 +104,17 @@ def begin(log_path: str, kept: LogRead, source: str, at: str) -> LogRead:
     empty log first (as a new log's first append writes it), then the
     lines, fsynced. Returns the read of the new log for the append that
     follows, which witnesses it. A crash before that append leaves a log
-    whose lines follow its witness, which every reader accepts."""
+    whose lines follow its witness, which every reader accepts. An I/O
+    error raises ``OSError`` once the new log is taken away again (a line
+    whose fsync failed is never left to be witnessed later): what is left
+    is the empty log's witness, a storm with nothing prioritised."""
     from .writer import witness_bytes
 
+    directory = os.path.dirname(log_path) or "."
     replace_atomically(reader.witness_path(log_path), witness_bytes(log_path, 0, 0, None, at))
     fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
-        fsync_dir(os.path.dirname(log_path) or ".")
-        with reader._open_nofollow(source) as f:
+        with reader.open_log(source) as f:
             left = kept.length
             while left:
                 block = f.read(min(COPY, left))
@@ -118,6 +123,14 @@ def begin(log_path: str, kept: LogRead, source: str, at: str) -> LogRead:
                 write_all(fd, block)
                 left -= len(block)
         os.fsync(fd)
+        fsync_dir(directory)
+    except OSError:
+        try:
+            os.unlink(log_path)
+            fsync_dir(directory)
+        except OSError:
+            pass
+        raise
     finally:
         os.close(fd)
     return LogRead(log_path, kept.state, kept.seq, kept.digest, kept.length, log_exists=True)
