@@ -45,7 +45,7 @@ class _Prefix:
     def __init__(self, witness: Witness | None):
         self.witness = witness
         self.folder = fold.Fold()
-        self.lines, self.length, self.digest = 0, 0, None
+        self.lines, self.length, self.last = 0, 0, b""  # the lines kept, their bytes, the last of them
         self.pending: tuple[bytes, dict[str, Any]] | None = None
         self.reached = 0  # the bytes walked so far: where the next line starts
 
@@ -63,7 +63,7 @@ class _Prefix:
         if self.pending is not None:
             line, event = self.pending
             self.folder.step(event)
-            self.lines, self.length, self.digest = event["seq"], self.length + len(line), digest(line)
+            self.lines, self.length, self.last = event["seq"], self.length + len(line), line
             self.pending = None
 
 
@@ -86,7 +86,7 @@ def intact(log_path: str) -> LogRead:
         return LogRead(log_path)
     with f:
         try:
-            reader.chain(f, LineCheck(each=prefix.each))
+            reader.chain(f, LineCheck(each=prefix.each, bulk=True))
             prefix.keep()
         except Bad as bad:
             if not bad.what.startswith(f"line {bad.line} breaks the chain"):
@@ -95,7 +95,8 @@ def intact(log_path: str) -> LogRead:
             prefix.keep()
         except OSError:  # a read that fails part way keeps what was read before it
             prefix.keep()
-    return LogRead(log_path, prefix.folder.state(), prefix.lines, prefix.digest, prefix.length)
+    return LogRead(log_path, prefix.folder.state(), prefix.lines, digest(prefix.last) if prefix.lines else None,
+                   prefix.length)
 
 
 def begin(log_path: str, kept: LogRead, source: str, at: str) -> LogRead:
