@@ -48,6 +48,7 @@ DROP_ORDER = ("#", "issue", "prioritised by", "waits on")
 GROW_ORDER = ((6, "first"), (5, "dated"), (6, "most"), (5, "most"))
 #: the least width of the detail ("waits on"), whose cells are cut with an ellipsis past it
 DETAIL_LEAST = 8
+#: how wide the detail grows before "prioritised by" gets room for when
 DETAIL_FIRST = 40
 
 
