@@ -9,6 +9,10 @@ from ...core.errors import unreadable
 from ...core.queuetext import QueueFile, parse
 from .fsutil import fsync_dir, write_all
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
 
 def read(path: str) -> QueueFile:
     """Read and parse ``queue.txt``; a missing file is an empty queue."""
@@ -29,12 +33,14 @@ def missing(root: str) -> str:
             "create it empty (touch queue.txt)")
 
 
-def append_line(path: str, line: str) -> None:
-    """Append one whole line to ``queue.txt`` (starting a new line when the
-    file has no final newline), ended as the file's first line is (CRLF
-    stays CRLF), and make it durable before returning. On an
-    I/O error, what was written of the line is cut back off (a part of a line
-    could read as a lane of another issue), and the error raised."""
+def append_line(path: str, line: str) -> Callable[[], None]:
+    """Append one whole line, or several (each ended by a newline), to
+    ``queue.txt`` in one write (starting a new line when the file has no
+    final newline), each ended as the file's first line is (CRLF stays
+    CRLF), and make them durable before returning. Returns what takes
+    them back off, unless the file has changed since. On an I/O error,
+    what was written is cut back off (a part of a line could read as a
+    lane of another issue), and the error raised."""
     created = False
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
@@ -45,7 +51,7 @@ def append_line(path: str, line: str) -> None:
         size = os.fstat(fd).st_size
         first = os.pread(fd, min(size, 1 << 16), 0).partition(b"\n")  # the first line's ending is the file's
         newline = b"\r\n" if first[1] and first[0].endswith(b"\r") else b"\n"
-        data = line.rstrip("\n").encode("utf-8") + newline  # CRLF stays CRLF
+        data = b"".join(one.encode("utf-8") + newline for one in line.rstrip("\n").split("\n"))  # CRLF stays CRLF
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = newline + data
         try:
@@ -58,6 +64,19 @@ def append_line(path: str, line: str) -> None:
         os.close(fd)
     if created:
         fsync_dir(os.path.dirname(path) or ".")
+    return lambda: _take_back(path, size, size + len(data))
+
+
+def _take_back(path: str, size: int, end: int) -> None:
+    """Cut ``queue.txt`` back to ``size`` when it is still ``end`` bytes long
+    (what was appended, and nothing since)."""
+    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    try:
+        if os.fstat(fd).st_size == end:
+            os.ftruncate(fd, size)
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _cut_back(fd: int, size: int, most: int) -> None:
