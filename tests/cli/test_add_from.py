@@ -142,6 +142,20 @@ def test_a_batch_from_standard_input_with_a_bom_and_crlf(store, tmp_path) -> Non
     assert bad.returncode == 2 and "standard input line 3: slug c is listed twice" in json.loads(bad.stdout)["message"]
 
 
+def test_standard_input_takes_the_quick_path_and_click_answers_the_same(tmp_path) -> None:
+    from storm_queue.cli import entry
+
+    command, words = entry.quick_form(["add", "--from", "-", "--reason-file", "-"]) or (None, {})
+    assert command is not None and (words["from_file"], words["reason_file"]) == ("-", "-")
+    answers = []
+    for click in (False, True):
+        store = DirectoryStorm(tmp_path / str(click))
+        store.make("")
+        done = run_main(["add", "--from", "-", "--root", store.root], stdin=b"a 1\nb 2 a\n", click=click)
+        answers.append((done.returncode, done.stdout, done.stderr, store.lanes()))
+    assert answers[0] == answers[1] == (0, "queued 2 lane(s): a b\n", "", ["a", "b"])
+
+
 def test_a_crlf_queue_txt_stays_crlf(tmp_path) -> None:
     store = DirectoryStorm(tmp_path)
     store.make("")
