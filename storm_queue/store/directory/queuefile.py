@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ...core.errors import unreadable
+from ...core.errors import LinesKept, unreadable
 from ...core.queuetext import QueueFile, parse
 from .fsutil import fsync_dir, write_all
 
@@ -40,7 +40,8 @@ def append_line(path: str, line: str) -> Callable[[], None]:
     CRLF), and make them durable before returning. Returns what takes
     them back off, unless the file has changed since. On an I/O error,
     what was written is cut back off (a part of a line could read as a
-    lane of another issue), and the error raised."""
+    lane of another issue), and the error raised: ``LinesKept`` when that
+    could not be done either."""
     created = False
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
@@ -57,8 +58,9 @@ def append_line(path: str, line: str) -> Callable[[], None]:
         try:
             write_all(fd, data)
             os.fsync(fd)
-        except OSError:
-            _cut_back(fd, size, size + len(data))
+        except OSError as exc:
+            if not _cut_back(fd, size, size + len(data)):
+                raise LinesKept(exc.errno, exc.strerror, path) from exc
             raise
     finally:
         os.close(fd)
@@ -79,12 +81,15 @@ def _take_back(path: str, size: int, end: int) -> None:
         os.close(fd)
 
 
-def _cut_back(fd: int, size: int, most: int) -> None:
+def _cut_back(fd: int, size: int, most: int) -> bool:
     """Cut ``queue.txt`` back to ``size`` unless something other than our
-    write made it longer than ``most`` (a hand edit is never cut)."""
+    write made it longer than ``most`` (a hand edit is never cut); whether
+    it no longer carries our write."""
     try:
-        if os.fstat(fd).st_size <= most:
-            os.ftruncate(fd, size)
-            os.fsync(fd)
+        if os.fstat(fd).st_size > most:
+            return False
+        os.ftruncate(fd, size)
+        os.fsync(fd)
     except OSError:
-        pass
+        return False
+    return True
