@@ -116,9 +116,9 @@ Example: storm-queue unbump e
 Example: storm-queue unbump e --dry-run --json""", REQUEST_CODES, (SLUG, *REQUEST, DRY_RUN, JSON, ROOT), "answer:unbump"),
     Command("add", """Enqueue SLUG ISSUE, or --from FILE's lanes.
 
-Not prioritised. On a directory storm it appends the line to queue.txt, as push does; on
-a database storm it adds the lane's row. A slug already queued is a
-recorded no-op.
+Not prioritised. On a directory storm it appends the line to queue.txt,
+as push does; on a database storm it adds the lane's row. A slug already
+queued is a recorded no-op.
 
 With --from FILE (- for standard input), FILE holds lines as queue.txt
 does, and is taken all or nothing: one bad line (a slug, issue or
