@@ -1,6 +1,7 @@
 """Benchmarks of a storm in PostgreSQL, against floors measured in the same run.
 
-    python bench/database.py [--lanes 80] [--long-lanes 2000] [--events 1000000] [--runners 8] [--profile FILE]
+    python bench/database.py [--lanes 80] [--long-lanes 2000] [--events 1000000] [--runners 8] [--batch-lanes 1000]
+                             [--profile FILE] [--only MEASURE]
 
 It starts a throwaway server (tests/pgserver.py) and reports:
 - runners, two ways, each against N connections running the bare claim of
@@ -15,6 +16,10 @@ It starts a throwaway server (tests/pgserver.py) and reports:
   two requests; each mode checks that every lane was claimed once, in run
   order, finished once, and that verify passes;
 - bump on a database storm / bump on a directory storm (median wall time);
+- add --from FILE of LANES lanes (issue 21, item 5; goal: 1,000 lanes in at
+  most 2 s on a database storm), a whole process on a fresh empty storm of
+  each store (median wall time), beside one add of one lane; every lane
+  is then queued in order and verify passes;
 - next at EVENTS log lines / next at line 1 alone on a database storm of
   the same 100 lanes, both built by bench/build.py (real planned requests,
   framed and chained, COPY'd into the table); verify passes on the big one.
@@ -228,6 +233,53 @@ def bumps(server: PgServer, n: int = 15) -> dict:
     return {"bump_database_ms": round(db * 1000, 1), "bump_directory_ms": round(fs * 1000, 1), "ratio": round(db / fs, 3)}
 
 
+def batch(server: PgServer, lanes: int, n: int = 5) -> dict:
+    """``add --from FILE`` of LANES lanes (every tenth with no dependency,
+    the rest needing the lane before), each run a whole process on a fresh
+    storm of each store, against one ``add`` of one lane (``ratio``: the
+    batch on a database over the one lane there)."""
+    import psycopg
+
+    work = Path(tempfile.mkdtemp())
+    lines = work / "lanes.txt"
+    lines.write_text("".join(f"b{i:05d} {i}" + (f" b{i - 1:05d}" if i % 10 else "") + "\n" for i in range(lanes)))
+    order = [f"b{i:05d}" for i in range(lanes)]
+
+    def empty(kind: str) -> str:
+        if kind == "database":
+            return fresh(server, "batch")
+        root = Path(tempfile.mkdtemp(dir=work))
+        (root / "queue.txt").write_text("")
+        return str(root)
+
+    def added(root: str) -> float:
+        t = time.perf_counter()
+        done = sq(root, "add", "--from", str(lines))
+        took = time.perf_counter() - t
+        assert done.returncode == 0, done.stderr
+        return took
+
+    made: dict[str, list[str]] = {"database": [], "directory": []}
+    times: dict[str, list[float]] = {"database": [], "directory": [], "one_database": [], "one_directory": []}
+    for _ in range(n):
+        for kind in ("database", "directory"):
+            made[kind].append(empty(kind))
+            times[kind].append(added(made[kind][-1]))
+            times[f"one_{kind}"].append(timed(lambda: sq(made[kind][-1], "add", f"one{next(_FRESH)}", "1"), 1))
+    with psycopg.connect(made["database"][0], autocommit=True) as conn:
+        rows = [r[0] for r in conn.execute("SELECT slug FROM storm_queue.lane ORDER BY pos")]
+    queued = (Path(made["directory"][0]) / "queue.txt").read_text().split("\n")
+    assert rows[:lanes] == order and [line.split(" ")[0] for line in queued[:lanes]] == order, "not every lane, in order"
+    assert all(sq(root, "verify").returncode == 0 for root in (made["database"][0], made["directory"][0]))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {"lanes": lanes, "runs": n, "database_s": round(med["database"], 3), "directory_s": round(med["directory"], 3),
+            "one_add_database_ms": round(med["one_database"] * 1000, 1),
+            "one_add_directory_ms": round(med["one_directory"] * 1000, 1),
+            "ratio": round(med["database"] / med["one_database"], 3),  # LANES lanes at once / one lane
+            "database_runs_s": [round(t, 3) for t in times["database"]], "goal_database_s": 2.0,
+            "in_order_and_verified": True}
+
+
 def history(server: PgServer, events: int, lanes: int = 100, n: int = 15) -> dict:
     """``next`` on a database storm of EVENTS lines after line 1 / on one of
     line 1 alone, the same LANES lanes (both built by bench/build.py)."""
@@ -262,14 +314,16 @@ def main() -> None:
     ap.add_argument("--events", type=int, default=1000000)
     ap.add_argument("--profile", default="", help="write the first long-lived runner's cProfile stats here")
     ap.add_argument("--smoke", action="store_true", help="the smallest sizes, to check that it runs")
-    ap.add_argument("--only", choices=("bump", "next", "runners", "long_lived"), action="append",
+    ap.add_argument("--batch-lanes", type=int, default=1000, help="lanes of one add --from FILE")
+    ap.add_argument("--only", choices=("bump", "batch", "next", "runners", "long_lived"), action="append",
                     help="run only this measure (may be repeated)")
     args = ap.parse_args()
     if args.smoke:
-        args.lanes, args.long_lanes, args.runners, args.events = 4, 6, 2, 40
+        args.lanes, args.long_lanes, args.runners, args.events, args.batch_lanes = 4, 6, 2, 40, 12
     server = PgServer().start()
     try:
         measures = {"bump": lambda: bumps(server, 3 if args.smoke else 15),
+                    "batch": lambda: batch(server, args.batch_lanes, 1 if args.smoke else 5),
                     "next": lambda: history(server, args.events, n=3 if args.smoke else 15),
                     "runners": lambda: runners(server, args.lanes, args.runners),
                     "long_lived": lambda: long_lived(server, args.long_lanes, args.runners, args.profile)}

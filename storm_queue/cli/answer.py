@@ -280,16 +280,23 @@ def reason_from(path: str, given: str | None) -> str:
     if given is not None:
         raise BadArgument("give the reason once: --reason TEXT or --reason-file FILE, not both; nothing was done")
     try:
-        if path == "-":
-            raw = sys.stdin.buffer.read()
-        else:
-            with open(path, "rb") as f:
-                raw = f.read()
-        return raw.decode("utf-8").removesuffix("\n").removesuffix("\r")
-    except OSError as exc:
-        raise BadArgument(f"--reason-file {path}: cannot read it ({exc.strerror}); nothing was done") from None
+        return read_arg(path, "--reason-file").decode("utf-8").removesuffix("\n").removesuffix("\r")
     except UnicodeDecodeError:
         raise BadArgument(f"--reason-file {path}: not UTF-8 text; nothing was done") from None
+
+
+def read_arg(path: str, flag: str) -> bytes:
+    """The bytes of the file ``flag PATH`` names (``-``: standard input);
+    ``BadArgument`` (exit 2) when it cannot be read."""
+    from ..core.errors import BadArgument
+
+    try:
+        if path == "-":
+            return sys.stdin.buffer.read()
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise BadArgument(f"{flag} {path}: cannot read it ({exc.strerror}); nothing was done") from None
 
 
 def say_moved(url: str) -> None:

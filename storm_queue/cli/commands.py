@@ -9,8 +9,8 @@ from __future__ import annotations
 from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
 from .params import (  # noqa: F401 -- Command and Param: the names of the table's parts, where app and tests look
-    DEPS, DRY_RUN, ISSUE, JSON, JSON_HELP, KEY, MEMBERSHIP, NOT_BEFORE, READ, REQUEST, REQUEST_CODES, ROOT, ROOT_HELP,
-    RUNNER_CODES, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
+    ADD_LANE, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, MEMBERSHIP, NOT_BEFORE, READ, REQUEST, REQUEST_CODES,
+    ROOT, ROOT_HELP, RUNNER_CODES, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
 )
 
 COMMANDS = (
@@ -114,13 +114,23 @@ Everything that no other prioritised lane requires leaves with it.
 Example: storm-queue unbump e
 
 Example: storm-queue unbump e --dry-run --json""", REQUEST_CODES, (SLUG, *REQUEST, DRY_RUN, JSON, ROOT), "answer:unbump"),
-    Command("add", """Enqueue SLUG ISSUE, not prioritised.
+    Command("add", """Enqueue SLUG ISSUE, or --from FILE's lanes.
 
-On a directory storm it appends the line to queue.txt, as push does; on
-a database storm it adds the lane's row. A slug already queued is a
-recorded no-op.
+Not prioritised. On a directory storm it appends the line to queue.txt,
+as push does; on a database storm it adds the lane's row. A slug already
+queued is a recorded no-op.
 
-Example: storm-queue add api 13 --deps schema""", REQUEST_CODES, (SLUG, ISSUE, DEPS, *REQUEST, JSON, ROOT), "handlers:add"),
+With --from FILE (- for standard input), FILE holds lines as queue.txt
+does, and is taken all or nothing: one bad line (a slug, issue or
+dependency that is not one, a slug listed twice or already queued, a
+dependency on no lane queued, settled or in FILE) refuses the whole batch,
+naming the line (exit 2, recorded); else every lane is added in order,
+one log line each, at once (one transaction on a database storm).
+
+Example: storm-queue add api 13 --deps schema
+
+Example: storm-queue add --from lanes.txt --key import-2026-12-02""", REQUEST_CODES,
+            (*ADD_LANE, DEPS, FROM, *REQUEST, JSON, ROOT), "handlers:add"),
     Command("settle", """Settle SLUG as integrated or abandoned.
 
 LEDGER is integrated or abandoned. On a directory storm it appends SLUG to integrated.txt or

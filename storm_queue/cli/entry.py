@@ -107,7 +107,7 @@ def _parse(command: Command, rest: list[str]) -> dict[str, object] | None:
                 words[p.name] = True
                 continue
             if not eq:
-                if at >= len(rest) or rest[at].startswith("-"):
+                if at >= len(rest) or (rest[at].startswith("-") and rest[at] != "-"):  # "-": standard input
                     return None
                 inline, at = rest[at], at + 1
             value = _value(p, inline)

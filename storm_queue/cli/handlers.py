@@ -18,9 +18,19 @@ if TYPE_CHECKING:
 LONG_LOG = 32 << 20
 
 
-def add(root: str | None, as_json: bool, slug: str, issue: str, deps: str | None, reason: str | None,
-        source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).add(slug, issue, deps, reason=reason, source=source, key=key), as_json)
+def add(root: str | None, as_json: bool, slug: str | None, issue: str | None, deps: str | None, from_file: str | None,
+        reason: str | None, source: str | None, wait: float, key: str | None) -> int:
+    from ..core.errors import BadArgument
+    from .answer import read_arg
+
+    if from_file is None:
+        if issue is None:
+            raise BadArgument("add takes SLUG ISSUE (or --from FILE, the lanes of FILE); nothing was done")
+        return answer(storm(root, wait).add(slug, issue, deps, reason=reason, source=source, key=key), as_json)
+    if slug is not None or deps is not None:
+        raise BadArgument("add takes SLUG ISSUE [--deps] or --from FILE, not both; nothing was done")
+    text = read_arg(from_file, "--from").decode("utf-8", "replace")
+    return answer(storm(root, wait).add_batch(text, from_file, reason=reason, source=source, key=key), as_json)
 
 
 def settle(root: str | None, as_json: bool, slug: str, ledger: str, force: bool, reason: str | None,

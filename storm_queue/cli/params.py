@@ -76,6 +76,10 @@ ROOT = Param("root", "--root", "root", "ROOT", help=ROOT_HELP)
 SLUG = Param("slug", required=True, complete="slug")
 ISSUE = Param("issue", required=True)
 DEPS = Param("deps", "--deps", metavar="A,B", help="The lane's dependencies, comma-separated.", complete="deps")
+#: add's lane, which --from FILE replaces
+ADD_LANE = (Param("slug", complete="slug"), Param("issue"))
+FROM = Param("from_file", "--from", "file", "FILE", "Add every lane of FILE (- for standard input), lines as in "
+             "queue.txt, all or nothing.")
 WAIT = Param("wait", "--wait", "float", "SECONDS", "How long to wait for another writer.", 30.0, low=0, show_default=True)
 KEY = Param("key", "--key", metavar="KEY", help="An idempotency key: asked again with the same key and arguments, "
             "the first outcome is returned and nothing is recorded.")

@@ -29,6 +29,12 @@ class NoStorm(StormError):
     exit_code = ERRORS["NoStorm"]
 
 
+class LinesKept(OSError):
+    """A file's lines could not be appended durably, and what was written
+    could not be cut back off either: the file may carry them. An
+    ``OSError`` with the first error's ``errno``, ``strerror`` and file."""
+
+
 class Busy(StormError):
     """Another writer held the lock for longer than the caller would wait."""
 

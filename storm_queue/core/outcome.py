@@ -85,6 +85,8 @@ class Outcome:
     adopted: dict[str, Any] | None = None
     #: the operator's halt a claim met (it then leased nothing and its decision is ``halted``)
     halt: fold.Act | None = None
+    #: the lanes a batch (``add --from``) queued, in order
+    added: list[str] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -132,7 +134,7 @@ class Outcome:
         if self.dry_run:
             out["dry_run"] = True
             out["order"] = self.order
-        for name in ("decision", "holder", "token", "expires", "repeat", "adopted"):
+        for name in ("decision", "holder", "token", "expires", "repeat", "adopted", "added"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         if self.action == "claim" and self.outcome != "refused":

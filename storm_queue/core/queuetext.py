@@ -12,6 +12,10 @@ from __future__ import annotations
 from .names import is_issue, is_name, quote, why_not_name
 from .records import dataclass
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterator
+
 
 @dataclass(frozen=True)
 class Lane:
@@ -47,22 +51,23 @@ def split_deps(text: str) -> tuple[str, ...]:
     return () if deps == (NO_DEPS,) else deps
 
 
-def _lane(fields: list[str], number: int) -> Lane | str:
-    """A lane from a line's fields, or why the line is not one."""
+def lane(fields: list[str], number: int) -> Lane | tuple[str, str]:
+    """A lane from a line's fields (``number`` is its line), or why the line
+    is not one: ``(code, words)``, the code a request refuses such a line with."""
     slug = fields[0]
     if not is_name(slug):
-        return f"slug {quote(slug)} is not a name: {why_not_name(slug)}"
+        return "invalid_slug", f"slug {quote(slug)} is not a name: {why_not_name(slug)}"
     if len(fields) < 2:
-        return f"lane {slug} has no issue (write '-' for none)"
+        return "invalid_issue", f"lane {slug} has no issue (write '-' for none)"
     issue = fields[1]
     if not is_issue(issue):
-        return f"issue {quote(issue)} is not ASCII digits or '-'"
+        return "invalid_issue", f"issue {quote(issue)} is not ASCII digits or '-'"
     deps = split_deps(" ".join(fields[2:]))
     for dep in deps:
         if dep == NO_DEPS:
-            return f"'{NO_DEPS}' means no dependencies, so it cannot stand among them"
+            return "invalid_dependency", f"'{NO_DEPS}' means no dependencies, so it cannot stand among them"
         if not is_name(dep):
-            return f"dependency {quote(dep)} is not a name: {why_not_name(dep)}"
+            return "invalid_dependency", f"dependency {quote(dep)} is not a name: {why_not_name(dep)}"
     return Lane(slug, issue, tuple(dict.fromkeys(deps)), number)
 
 
@@ -70,26 +75,32 @@ def _lane(fields: list[str], number: int) -> Lane | str:
 BOM = "\ufeff"
 
 
+def lines(text: str) -> Iterator[tuple[int, str, list[str]]]:
+    """Each line of ``text`` that is not blank nor a comment: its number,
+    its text as written and its fields. A UTF-8 byte order mark before the
+    first line (which Windows editors write) is not part of it, and a line
+    may end in CRLF."""
+    for number, raw in enumerate(text.removeprefix(BOM).split("\n"), start=1):
+        line = raw.strip()
+        if line and not line.startswith("#"):
+            yield number, raw, line.split()
+
+
 def parse(text: str) -> QueueFile:
-    """Parse ``queue.txt`` text into lanes in file order and skipped lines;
-    a UTF-8 byte order mark before the first line (which Windows editors
-    write) is not part of it."""
-    text = text.removeprefix(BOM)
+    """Parse ``queue.txt`` text into lanes in file order and skipped lines."""
     lanes: list[Lane] = []
     skipped: list[Skipped] = []
     seen: dict[str, int] = {}
-    for number, raw in enumerate(text.split("\n"), start=1):
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        lane = _lane(line.split(), number)
-        if isinstance(lane, str):
-            skipped.append(Skipped(number, raw, lane))
-        elif lane.slug in seen:
-            skipped.append(Skipped(number, raw, f"duplicate of line {seen[lane.slug]}: the first line is kept"))
+    for number, raw, fields in lines(text):
+        found = lane(fields, number)
+        if isinstance(found, tuple):
+            skipped.append(Skipped(number, raw, found[1]))
+        elif found.slug in seen:
+            skipped.append(Skipped(number, raw, f"duplicate of line {seen[found.slug]}: the first line is kept"))
         else:
-            seen[lane.slug] = number
-            lanes.append(lane)
+            seen[found.slug] = number
+            lanes.append(found)
+    text = text.removeprefix(BOM)
     return QueueFile(tuple(lanes), tuple(skipped), True, text == "" or text.endswith("\n"))
 
 

@@ -18,7 +18,7 @@ from .passage import cached
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
     from ..store.interface import Effects
     from .storm import Storm
@@ -92,6 +92,81 @@ def add(storm: Storm, slug: str, issue: str, deps: str | tuple[str, ...] | None 
                     queuetext.format_line(req.slug, issue, deps))
 
     return storm.request(req, refusal, plan)
+
+def add_batch(storm: Storm, text: str, name: str = "-", reason: str | None = None, source: str | None = None,
+              key: str | None = None) -> Outcome:
+    """Enqueue the lanes of ``text`` (lines in queue.txt's grammar, read
+    from ``name``, ``-`` for standard input), not prioritised, all or
+    nothing (``core.batch`` says what refuses a batch). Admitted, each lane
+    is recorded as ``add`` records one, every line with the reason, in one
+    append (one transaction on a database); the key, if any, binds the
+    whole batch and rides on its last line. Refused, one refusal line names
+    the first bad line, and nothing is added."""
+    from ..core import batch
+    from ..core.errors import RecordFailed
+
+    found = batch.shape(as_text(text))
+    where = batch.source_name(name)
+    req = Request("add", None, optional_text(reason), optional_text(source), optional_text(key), ("from", found.fields))
+    refusal = shape_names(None, (), req.source)
+    if refusal is None and (found.bad or not found.lanes):
+        refusal = batch.refusal(found.bad, where)
+    slugs = [lane.slug for lane in found.lanes]
+    kept: list[OSError] = []  # why queue.txt could not be cut back when the record failed
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        bad = batch.lookups(found.lanes, snap.lanes, snap.ledgers.settled)
+        if bad:
+            return batch.refusal(bad, where)
+        extra = {} if req.reason is None else {"reason": req.reason}
+        bodies = [{"action": "add", "slug": lane.slug, "issue": lane.issue, "deps": list(lane.deps), "appended": True,
+                   **extra} for lane in found.lanes]
+        text = "".join(queuetext.format_line(lane.slug, lane.issue, lane.deps) for lane in found.lanes)
+        return Step(Outcome("done", "add", None, by, message=_queued(slugs), added=slugs), bodies,
+                    before=lambda: _queue(fx, text, kept))
+
+    try:
+        out = storm.request(req, refusal, plan)
+    except RecordFailed as exc:
+        if exc.recorded is False and kept:
+            raise RecordFailed(f"{exc}; but queue.txt may still carry (some of) the batch's {len(slugs)} lane(s), "
+                               f"unrecorded: what was written could not be cut back off ({kept[0].strerror or kept[0]});"
+                               " check it (storm-queue list) and take those lines out before adding them again") from None
+        raise
+    if out.repeat is not None and out.outcome != "refused":
+        out.added = slugs
+        out.message = f"{_queued(slugs)} (a repeat of line {out.repeat} (key {quote(req.key or '')}): nothing new recorded)"
+    return out
+
+
+def _queue(fx: Effects, text: str, kept: list[OSError]) -> Callable[[], None] | None:
+    """Enqueue a batch's lines; return what takes them back off. Why they
+    stay when they could not be taken back off goes in ``kept``."""
+    from ..core.errors import LinesKept
+
+    try:
+        undo = fx.queue(text)
+    except LinesKept as exc:
+        kept.append(exc)
+        raise
+    if undo is None:  # the store's transaction takes them back
+        return None
+
+    def take_back() -> None:
+        try:
+            undo()
+        except OSError as exc:
+            kept.append(exc)
+            raise
+
+    return take_back
+
+
+def _queued(slugs: list[str]) -> str:
+    """What an admitted batch says it did."""
+    if len(slugs) <= 10:
+        return f"queued {len(slugs)} lane(s): {' '.join(slugs)}"
+    return f"queued {len(slugs)} lanes: {' '.join(slugs[:5])} ... {' '.join(slugs[-5:])}"
 
 def settle(storm: Storm, slug: str, ledger_name: str, reason: str | None = None, source: str | None = None,
            key: str | None = None, force: bool = False) -> Outcome:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 #: each request kind, and the module whose function of that name serves it
 #: (loaded on a kind's first use, so a command pays only for its own)
 KINDS = {
-    **dict.fromkeys(("bump", "unbump", "push", "add", "settle", "waive", "declare", "reset", "halt", "resume"),
+    **dict.fromkeys(("bump", "unbump", "push", "add", "add_batch", "settle", "waive", "declare", "reset", "halt", "resume"),
                     "storm_queue.service.requests"),
     **dict.fromkeys(("claim", "renew", "finish", "recover", "unpark", "schedule"), "storm_queue.service.leases"),
     "adopt": "storm_queue.ops.adopt",
@@ -41,7 +41,7 @@ class Storm:
 
     The requests are its methods, each the function of that name in the
     module ``KINDS`` gives, taking the storm first: ``bump``, ``unbump``,
-    ``push``, ``add``, ``settle``, ``waive``, ``declare``, ``reset``,
+    ``push``, ``add``, ``add_batch``, ``settle``, ``waive``, ``declare``, ``reset``,
     ``halt``, ``resume`` (``service.requests``); ``claim``, ``renew``,
     ``finish``, ``recover``, ``unpark``, ``schedule`` (``service.leases``);
     ``adopt`` (``ops.adopt``); ``upgrade`` (``ops.upgrade``); ``grant``,

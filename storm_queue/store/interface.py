@@ -111,8 +111,10 @@ class Effects(Protocol):
     retry of the request completes when the record does not follow; the
     rest only cache what the log records, and go after it."""
 
-    def queue(self, line: str) -> None:
-        """Enqueue the lane of one whole queue.txt ``line``."""
+    def queue(self, line: str) -> Callable[[], None] | None:
+        """Enqueue the lanes of ``line``: one whole queue.txt line, or
+        several (each ended by a newline), in their order, at once; return
+        how to undo it (None: the store's transaction undoes it)."""
 
     def settle(self, slug: str, how: str) -> None:
         """Write ``slug`` into the ledger ``how`` (integrated, abandoned)."""

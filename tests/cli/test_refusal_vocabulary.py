@@ -184,6 +184,24 @@ def _dependency_unknown(make: Make) -> Answer:
     return cli(make("a 1\n"), "push", "z", "5", "--deps", "a,nosuch")
 
 
+def _batch(make: Make, queue: str, lines: str) -> Answer:
+    """``add --from FILE`` of ``lines`` on a storm of ``queue`` (FILE in a directory of its own)."""
+    import tempfile
+
+    root = make(queue)
+    path = Path(tempfile.mkdtemp()) / "lanes.txt"
+    path.write_text(lines)
+    return cli(root, "add", "--from", str(path))
+
+
+def _duplicate_slug(make: Make) -> Answer:
+    return _batch(make, "a 1\n", "z 5\na 1\n")
+
+
+def _empty_batch(make: Make) -> Answer:
+    return _batch(make, "a 1\n", "# nothing yet\n\n")
+
+
 def _dependency_cycle(make: Make) -> Answer:
     return cli(make("a 1 z\n"), "push", "z", "5", "--deps", "a")
 
@@ -333,6 +351,8 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
     "unknown_slug": _unknown_slug,
     "dependency_abandoned": _dependency_abandoned,
     "dependency_unknown": _dependency_unknown,
+    "duplicate_slug": _duplicate_slug,
+    "empty_batch": _empty_batch,
     "dependency_cycle": _dependency_cycle,
     "needed_by_named": _needed_by_named,
     "not_prioritised": _not_prioritised,

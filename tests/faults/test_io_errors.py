@@ -174,3 +174,57 @@ def test_an_io_error_at_each_step(tmp_path, scenario, error, sticky):
         assert True in seen, seen
     if sticky:  # a disk that fails the log's fsync and then the cut back too: the answer says it cannot tell
         assert None in seen, seen
+
+
+BATCH = "y 24\nz 26 y\n"
+
+
+@pytest.mark.parametrize("sticky", [False, True], ids=["once", "from-then-on"])
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EIO], ids=["ENOSPC", "EIO"])
+def test_an_io_error_at_each_step_of_a_batch(tmp_path, error, sticky):
+    """``add --from`` (issue 21, item 5): at each durable step, the whole
+    batch is on the log or none of it; queue.txt carries its lanes exactly
+    when the log does, or the answer says it may still carry them
+    unrecorded (the disk failed to cut them back off too); and after the fault the
+    storm lists, takes requests and verifies."""
+    steps = _durable_steps(tmp_path, _with_log, lambda s: s.add_batch(BATCH, reason=TOKEN))
+    seen = set()
+    for step in range(1, steps + 1):
+        root = make_storm(tmp_path / f"b{step}", QUEUE)
+        _with_log(root)
+        queue_before = (root / "queue.txt").read_bytes()
+        outcome, failure = None, None
+        with pytest.MonkeyPatch.context() as mp:
+            t = Tracer(mp, fail_at=step, error=error, sticky=sticky)
+            t.on = True
+            try:
+                outcome = Storm(str(root), env=_env()).add_batch(BATCH, reason=TOKEN)
+            except RecordFailed as exc:
+                failure = exc
+            finally:
+                t.stop()
+        where = f"{os.strerror(error)} at durable step {step} of {steps} ({next(c for c in t.calls if c.failed)})\n{t}"
+        counted = [e["slug"] for e in _counted(root) if e.get("reason") == TOKEN]
+        queued = [ln.slug for ln in queuefile.read(str(root / "queue.txt")).lanes]
+        assert counted in ([], ["y", "z"]), where
+        if failure is None:
+            assert outcome.recorded and outcome.added == ["y", "z"] and counted, where
+        else:
+            seen.add(failure.recorded)
+            assert failure.exit_code == 4 and os.strerror(error) in str(failure), where
+            assert failure.recorded is not False or not counted, where
+        if "may still carry (some of) the batch's 2 lane(s), unrecorded" in str(failure):
+            seen.add("kept")
+            assert not counted, where
+            assert queued[-2:] == ["y", "z"] or (root / "queue.txt").read_bytes() == queue_before, where
+        elif counted or (failure is not None and failure.recorded is None):
+            assert queued[-2:] == ["y", "z"], where
+        else:
+            assert (root / "queue.txt").read_bytes() == queue_before, where
+        storm = Storm(str(root), env=_env())
+        storm.listing()
+        assert storm.bump("a", reason="after the fault").recorded, where
+        assert [e["slug"] for e in _check_log(root) if e.get("reason") == TOKEN] == counted, where
+    assert {False, True} <= seen, seen
+    if sticky:
+        assert "kept" in seen, seen

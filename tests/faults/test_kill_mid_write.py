@@ -88,3 +88,39 @@ def test_killed_after_its_line_but_before_the_witness_leaves_a_log_that_reads(tm
     state = reader.read(str(root / "priority.log"))
     assert state.warnings == []
     assert (state.witness.seq, state.witness.length) == (3, (root / "priority.log").stat().st_size)
+
+
+def test_a_batch_killed_halfway_through_its_log_lines_leaves_every_lane_queued(tmp_path):
+    """``add --from`` (issue 21, item 5) on a directory storm, killed with
+    SIGKILL halfway through writing its log lines (one write, after
+    queue.txt's): queue.txt carries every lane of the batch (it was
+    written, and made durable, first); the log counts the whole lines the
+    write left past the witness, as it does for any request, so a prefix
+    of the batch's adds, in order, and ignores the part of a line after
+    them (a torn tail, which the next writer keeps aside). A retry is
+    refused naming the first lane already queued. (A database's batch is
+    one transaction: all or nothing.)
+    A real process: it kills itself with SIGKILL mid-write."""
+    root = _storm(tmp_path)
+    lanes = tmp_path / "lanes.txt"
+    lanes.write_text("".join(f"n{k} {k}\n" for k in range(5)))  # half of five lines ends in the third
+    log_before = (root / "priority.log").read_bytes()
+    assert _killed(KILL_IN_WRITE, root, "add", "--from", str(lanes), "--reason", "never acknowledged") == -9
+    written = (root / "priority.log").read_bytes()[len(log_before):]
+    assert written.count(b"\n") == 2 and not written.endswith(b"\n")  # two whole lines, then a part of one
+
+    listed = run_cli(root, "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    doc = json.loads(listed.stdout)
+    assert any("torn" in w for w in doc["warnings"])
+    assert [r["slug"] for r in doc["rows"]] == ["a", "b", "c", "n0", "n1", "n2", "n3", "n4"]
+    state = reader.read(str(root / "priority.log"), keep_events=True)
+    assert [(e["action"], e.get("slug")) for e in state.events] == [("bump", "a"), ("add", "n0"), ("add", "n1")]
+
+    again = run_cli(root, "add", "--from", str(lanes), "--json")
+    assert again.returncode == 2, again.stdout
+    assert json.loads(again.stdout)["code"] == "duplicate_slug" and "line 1: slug n0 is already queued" in again.stdout
+    events = log_events(root)
+    assert [e["action"] for e in events] == ["bump", "add", "add", "repair", "refused"]
+    assert (root / events[3]["side"]).read_bytes() == written[written.rindex(b"\n") + 1:]
+    assert run_cli(root, "verify").returncode == 0

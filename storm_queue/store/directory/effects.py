@@ -38,9 +38,9 @@ class Files:
 
         writer.check_writable(self.log_path)
 
-    def queue(self, line: str) -> None:
+    def queue(self, line: str) -> Callable[[], None]:
         self._writable()
-        queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
+        return queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
 
     def settle(self, slug: str, how: str) -> None:
         """A crash after this and before the record leaves a settled lane,

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import os
 
-from ...core.errors import unreadable
+from ...core.errors import LinesKept, unreadable
 from ...core.queuetext import QueueFile, parse
 from .fsutil import fsync_dir, write_all
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
 
 
 def read(path: str) -> QueueFile:
@@ -29,12 +33,15 @@ def missing(root: str) -> str:
             "create it empty (touch queue.txt)")
 
 
-def append_line(path: str, line: str) -> None:
-    """Append one whole line to ``queue.txt`` (starting a new line when the
-    file has no final newline), ended as the file's first line is (CRLF
-    stays CRLF), and make it durable before returning. On an
-    I/O error, what was written of the line is cut back off (a part of a line
-    could read as a lane of another issue), and the error raised."""
+def append_line(path: str, line: str) -> Callable[[], None]:
+    """Append one whole line, or several (each ended by a newline), to
+    ``queue.txt`` in one write (starting a new line when the file has no
+    final newline), each ended as the file's first line is (CRLF stays
+    CRLF), and make them durable before returning. Returns what takes
+    them back off, unless the file has changed since. On an I/O error,
+    what was written is cut back off (a part of a line could read as a
+    lane of another issue), and the error raised: ``LinesKept`` when that
+    could not be done either."""
     created = False
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
@@ -45,27 +52,44 @@ def append_line(path: str, line: str) -> None:
         size = os.fstat(fd).st_size
         first = os.pread(fd, min(size, 1 << 16), 0).partition(b"\n")  # the first line's ending is the file's
         newline = b"\r\n" if first[1] and first[0].endswith(b"\r") else b"\n"
-        data = line.rstrip("\n").encode("utf-8") + newline  # CRLF stays CRLF
+        data = b"".join(one.encode("utf-8") + newline for one in line.rstrip("\n").split("\n"))  # CRLF stays CRLF
         if size and os.pread(fd, 1, size - 1) != b"\n":
             data = newline + data
         try:
             write_all(fd, data)
             os.fsync(fd)
-        except OSError:
-            _cut_back(fd, size, size + len(data))
+        except OSError as exc:
+            if not _cut_back(fd, size, size + len(data)):
+                raise LinesKept(exc.errno, exc.strerror, path) from exc
             raise
     finally:
         os.close(fd)
     if created:
         fsync_dir(os.path.dirname(path) or ".")
+    return lambda: _take_back(path, size, size + len(data))
 
 
-def _cut_back(fd: int, size: int, most: int) -> None:
-    """Cut ``queue.txt`` back to ``size`` unless something other than our
-    write made it longer than ``most`` (a hand edit is never cut)."""
+def _take_back(path: str, size: int, end: int) -> None:
+    """Cut ``queue.txt`` back to ``size`` when it is still ``end`` bytes long
+    (what was appended, and nothing since)."""
+    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
     try:
-        if os.fstat(fd).st_size <= most:
+        if os.fstat(fd).st_size == end:
             os.ftruncate(fd, size)
             os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _cut_back(fd: int, size: int, most: int) -> bool:
+    """Cut ``queue.txt`` back to ``size`` unless something other than our
+    write made it longer than ``most`` (a hand edit is never cut); whether
+    it no longer carries our write."""
+    try:
+        if os.fstat(fd).st_size > most:
+            return False
+        os.ftruncate(fd, size)
+        os.fsync(fd)
     except OSError:
-        pass
+        return False
+    return True

@@ -99,9 +99,12 @@ class Writes:
         self.runner = runner  # a runner role's request: its writes go through the operator's functions
 
     def queue(self, line: str) -> None:
-        fields = line.split()
-        deps = split_deps(fields[2]) if len(fields) > 2 else ()
-        self.store.conn.execute(q("insert_lane"), (fields[0], fields[1], list(deps)))
+        rows = []
+        for one in line.rstrip("\n").split("\n"):
+            fields = one.split()
+            rows.append((fields[0], fields[1], list(split_deps(fields[2]) if len(fields) > 2 else ())))
+        with self.store.conn.cursor() as cur:  # in order: a lane's pos is its place
+            cur.executemany(q("insert_lane"), rows)
 
     def settle(self, slug: str, how: str) -> None:
         self.store.conn.execute(q("insert_settled"), (slug, how, now()))
