@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -374,6 +375,23 @@ def test_a_connection_that_died_unseen_is_asked_again_once_on_a_new_one(pg_serve
     assert looked and storm.store.conn.info.backend_pid != pid
     evs = assert_sound_and_derived(pg_server, db)
     assert [on_log(evs, "reason", r) for r in ("r-first", "r-after")] == [1, 1]
+
+
+def test_looking_whether_an_idle_connection_lives_loses_no_notification(pg_server, db) -> None:
+    """``alive`` reads what waits on the socket: a notification among it
+    still reaches ``notifies()`` at once (a waiting claim is woken by one)."""
+    from storm_queue.store.postgres.store import Database
+
+    store = Database(db, env=clean_env())
+    listening = store.conn
+    listening.execute("LISTEN storm_probe")
+    with pg_server.admin(dbname(db)) as other:
+        other.execute("NOTIFY storm_probe, 'hello'")
+    assert select.select([listening.fileno()], [], [], 20)[0]  # it has arrived, unread
+    assert store.conn is listening  # looked, read it, and found the connection alive
+    got = [(n.channel, n.payload) for n in listening.notifies(timeout=5, stop_after=1)]
+    assert got == [("storm_probe", "hello")]
+    store.close()
 
 
 # -- 6. a server that cannot be reached: exit 5, never 2 -----------------------

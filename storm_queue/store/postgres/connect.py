@@ -98,12 +98,18 @@ def alive(conn) -> bool:
         return True
     import select
 
+    pgconn = conn.pgconn
     try:
-        if select.select([conn.fileno()], [], [], 0)[0]:
-            conn.pgconn.consume_input()  # a notification stays queued for the driver
+        waiting = select.poll()
+        waiting.register(conn.fileno(), select.POLLIN)
+        if waiting.poll(0):
+            pgconn.consume_input()
+            while note := pgconn.notifies():  # a notification read here goes where the driver's own go
+                if pgconn.notify_handler:
+                    pgconn.notify_handler(note)
     except Exception:  # noqa: BLE001 -- the driver's OperationalError, or a socket already gone
         return False
-    return conn.pgconn.status == pq.ConnStatus.OK
+    return pgconn.status == pq.ConnStatus.OK
 
 
 def insert_state(conn, seq: int, last: str | None, state: fold.LaneState) -> None:
