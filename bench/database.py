@@ -15,11 +15,13 @@ It starts a throwaway server (tests/pgserver.py) and reports:
   no review, as the UNATTENDED file says on a directory storm), so a lane is
   two requests; each mode checks that every lane was claimed once, in run
   order, finished once, and that verify passes;
-- bump on a database storm / bump on a directory storm (median wall time);
 - add --from FILE of LANES lanes (issue 21, item 5; goal: 1,000 lanes in at
   most 2 s on a database storm), a whole process on a fresh empty storm of
   each store (median wall time), beside one add of one lane; every lane
   is then queued in order and verify passes;
+- bump then unbump, two whole CLI processes, on a database storm / on a
+  directory storm (median of the rounds' ratios; goal 2.5, issue 21 item 6),
+  with what `import psycopg` alone costs a process, measured in the same rounds;
 - next at EVENTS log lines / next at line 1 alone on a database storm of
   the same 100 lanes, both built by bench/build.py (real planned requests,
   framed and chained, COPY'd into the table); verify passes on the big one.
@@ -222,15 +224,49 @@ def long_lived(server: PgServer, lanes: int, n: int, profile: str = "") -> dict:
             **checked}
 
 
+#: the ratio issue 21 (item 6) asks of bump then unbump, database storm over directory storm
+BUMP_PAIR_GOAL = 2.5
+
+
+def _run_ms(argv: list[str], env: dict[str, str]) -> float:
+    t = time.perf_counter()
+    done = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert done.returncode == 0, (argv, done.stderr)
+    return (time.perf_counter() - t) * 1000
+
+
 def bumps(server: PgServer, n: int = 15) -> dict:
+    """``bump a`` then ``unbump a`` as two whole CLI processes, on a database
+    storm and on a directory storm, alternated in each of N rounds (the
+    ratio is the median of the rounds' ratios); and, in the same rounds,
+    ``python -c "import psycopg"`` against ``python -c pass``: what the
+    driver's import alone costs a process. The processes write and use
+    bytecode, as an installed command does (pip compiles it), whatever
+    PYTHONDONTWRITEBYTECODE says here."""
     url = fresh(server, "bumps")
     root = Path(tempfile.mkdtemp()) / "storm"
     root.mkdir()
     (root / "queue.txt").write_text("a 1\n")
     assert sq(url, "add", "a", "1").returncode == 0
-    db = timed(lambda: (sq(url, "bump", "a"), sq(url, "unbump", "a")), n) / 2
-    fs = timed(lambda: (sq(str(root), "bump", "a"), sq(str(root), "unbump", "a")), n) / 2
-    return {"bump_database_ms": round(db * 1000, 1), "bump_directory_ms": round(fs * 1000, 1), "ratio": round(db / fs, 3)}
+    env = {k: v for k, v in os.environ.items() if k not in ("STORM_QUEUE_ROOT", "STORM_QUEUE_LANE", "PYTHONDONTWRITEBYTECODE")}
+    env["PYTHONPATH"] = str(REPO)
+    cli = [sys.executable, "-m", "storm_queue"]
+
+    def pair(where: str) -> float:
+        return sum(_run_ms([*cli, verb, "a", "--root", where], env) for verb in ("bump", "unbump"))
+
+    rounds = []
+    for i in range(n + 1):  # the first round writes the bytecode, and is not counted
+        db, fs = pair(url), pair(str(root))
+        bare, driver = _run_ms([sys.executable, "-c", "pass"], env), _run_ms([sys.executable, "-c", "import psycopg"], env)
+        if i:
+            rounds.append((db, fs, bare, driver))
+    med = [statistics.median(r[k] for r in rounds) for k in range(4)]
+    ratio = statistics.median(r[0] / r[1] for r in rounds)
+    return {"bump_unbump_database_ms": round(med[0], 1), "bump_unbump_directory_ms": round(med[1], 1),
+            "ratio": round(ratio, 3), "goal": BUMP_PAIR_GOAL, "met": ratio <= BUMP_PAIR_GOAL,
+            "python_ms": round(med[2], 1), "import_psycopg_ms": round(med[3] - med[2], 1),
+            "ratio_without_the_driver_import": round(statistics.median((r[0] - 2 * (r[3] - r[2])) / r[1] for r in rounds), 3)}
 
 
 def batch(server: PgServer, lanes: int, n: int = 5) -> dict:

@@ -16,8 +16,9 @@ The Python API (the command line is built on it)::
 
 Errors are raised as ``StormError`` subclasses, each with the CLI's
 ``exit_code``: ``NoStorm`` and ``StormUnreadable`` (2), ``UnknownOrder``
-(3), ``RecordFailed`` (4), ``Busy`` (5); ``Refused`` (1 or 2) only from
-``Outcome.check()``.
+(3), ``RecordFailed`` (4), ``Busy`` (5: nothing changed, a retry is safe;
+a database storm's server that cannot be reached too); ``Refused`` (1 or
+2) only from ``Outcome.check()``.
 
 The names below load on first use, so that a command importing one module
 of the package does not pay for all of them.

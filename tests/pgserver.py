@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
 
@@ -163,6 +164,23 @@ class PgServer:
         if not self.running:
             raise RuntimeError("restart: the server is not running")
         self._run("pg_ctl", "restart", "-D", self.data, "-m", mode, "-l", self.log, "-w", "-t", str(TIMEOUT))
+
+    @contextmanager
+    def stopped(self, mode: str = "fast"):
+        """``pg_ctl stop -m MODE`` for the ``with`` block, started again
+        after it (committed data stay): a server that cannot be reached.
+        Skips the calling test on a server we did not start."""
+        if self.external_url is not None:
+            import pytest
+
+            pytest.skip("cannot stop a server it did not start (STORM_QUEUE_TEST_URL names it)")
+        if not self.running:
+            raise RuntimeError("stopped: the server is not running")
+        self._run("pg_ctl", "stop", "-D", self.data, "-m", mode, "-w", "-t", str(TIMEOUT))
+        try:
+            yield self
+        finally:
+            self._run("pg_ctl", "start", "-D", self.data, "-l", self.log, "-w", "-t", str(TIMEOUT))
 
     def log_text(self) -> str:
         """The server's log so far; empty for a server we did not start."""

@@ -117,15 +117,17 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
 def storm(root: str | None, wait: float = 30.0, reads: bool = False):
     """The storm at ``root`` (or found as ``Storm.find`` finds it). A
     command that only ``reads`` never waits for the writers' lock; one that
-    writes says, at a terminal, who holds the lock it waits for. A request
+    writes to a directory storm says, at a terminal, who holds the lock it
+    waits for. A request
     kind loads its own module on first use (``service.storm.KINDS``)."""
     from ..service.storm import Storm
 
-    if not reads:
+    found = Storm.find(root, wait=wait)
+    if not reads and found.keeps_files:  # a directory's lock (a database storm waits in its server)
         from ..store.directory.log import lock
 
         lock.on_wait = _waiting
-    return Storm.find(root, wait=wait)
+    return found
 
 
 def _waiting(who: str, path: str, wait: float) -> None:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
 from .params import (  # noqa: F401 -- Command and Param: the names of the table's parts, where app and tests look
-    ADD_LANE, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, MEMBERSHIP, NOT_BEFORE, READ, REQUEST, REQUEST_CODES,
-    ROOT, ROOT_HELP, RUNNER_CODES, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
+    ADD_LANE, AWAY, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, MEMBERSHIP, NOT_BEFORE, READ, REQUEST,
+    REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
 )
 
 COMMANDS = (
@@ -23,7 +23,7 @@ BY AT DETAIL (see docs/commands.md).
 Example: storm-queue list --root ~/storms/spring
 
 Example: storm-queue list --plain | awk '$2 == "*" {print $3}'""",
-            epilog((0, "the listing was printed"), READ, 3, 4),
+            epilog((0, "the listing was printed"), READ, 3, 4, AWAY),
             (Param("plain", "--plain", "flag", help="Plain text, one lane a line, even at a terminal."),
              Param("show_all", "--all", "flag", help="List settled lanes too (by default they are counted)."),
              Param("states", "--state", metavar="STATE[,STATE...]",
@@ -40,7 +40,7 @@ Example: storm-queue log --refused --since 2026-11-30
 
 Example: storm-queue log --slug billing --last 5""",
             epilog((0, "the matching events were printed"), READ,
-                       (3, "the log is damaged: the lines before the damage, then the damage"), 4),
+                       (3, "the log is damaged: the lines before the damage, then the damage"), 4, AWAY),
             (Param("slugs", "--slug", metavar="SLUG", multiple=True, complete="slug",
                    help="Only events that name SLUG (as the lane asked for, or among those moved or removed). Repeatable."),
              Param("by", "--by", metavar="WHO", multiple=True,
@@ -59,7 +59,8 @@ Its state, its position, what runs before it, the dependencies it waits
 on, who prioritised it and why, and whether it is stray or skipped.
 
 Example: storm-queue why billing""",
-            epilog((0, "the answer was printed"), (2, "SLUG is unknown or not a name; no storm here; or a usage error"), 3, 4),
+            epilog((0, "the answer was printed"), (2, "SLUG is unknown or not a name; no storm here; or a usage error"), 3, 4,
+                   AWAY),
             (SLUG, JSON, ROOT), "handlers:show_why"),
     Command("watch", """Show the storm live, full screen, until q or Ctrl-C.
 
@@ -77,7 +78,7 @@ NO_COLOR also keeps colour out of the live view. SIGTERM exits 143.
 Example: storm-queue watch --root ~/storms/spring --interval 5
 
 Example: storm-queue watch --once | grep '^next:'""",
-            epilog((0, "left with q, or the one frame was printed"), READ, 3, (4, "crashed"), (130, "left with Ctrl-C")),
+            epilog((0, "left with q, or the one frame was printed"), READ, 3, (4, "crashed"), AWAY, (130, "left with Ctrl-C")),
             (Param("interval", "--interval", "float", "SECONDS",
                    "How often to check the storm for change and redraw the time left on leases.", 2.0,
                    low=0.1, high=3600, show_default=True),
@@ -88,7 +89,7 @@ Example: storm-queue watch --once | grep '^next:'""",
 One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty.
 
 Example: storm-queue next""",
-            epilog((0, "the decision was printed"), READ, 3, 4), (JSON, ROOT), "answer:next_decision"),
+            epilog((0, "the decision was printed"), READ, 3, 4, AWAY), (JSON, ROOT), "answer:next_decision"),
     Command("bump", """Prioritise SLUG to run next after what is running.
 
 It runs after lanes prioritised earlier, ahead of every other lane; its
@@ -268,7 +269,7 @@ Exit 0 when sound, 3 when not. Reads only.
 
 Example: storm-queue verify --json""",
             epilog((0, "the log is sound"), (2, "no storm here, or a usage error"),
-                       (3, "the log is not sound (the first bad line is named), or its place is unknown"), 4),
+                       (3, "the log is not sound (the first bad line is named), or its place is unknown"), 4, AWAY),
             (JSON, ROOT), "handlers:verify"),
     Command("demo", """Tell the whole story on a throwaway example storm.
 
@@ -295,7 +296,8 @@ database that holds a storm already is refused (exit 2).
 Example: storm-queue init ~/storms/spring
 
 Example: storm-queue init postgresql://operator@db.example/storm""",
-            epilog((0, "the storm was created"), (2, "refused: a file exists, or DIR cannot be a storm; or a usage error"), 4),
+            epilog((0, "the storm was created"), (2, "refused: a file exists, or DIR cannot be a storm; or a usage error"), 4,
+                   AWAY),
             (Param("directory", metavar="[DIR|URL]", default="."), JSON), "handlers:init", top=("json",)),
     Command("migrate", """Carry the directory storm DIR into the empty database URL.
 
@@ -308,7 +310,7 @@ connecting role becomes the operator.
 
 Example: storm-queue migrate ~/storms/spring postgresql://operator@db.example/storm""",
             epilog((0, "the storm was carried into the database"), (1, "refused: not the directory's operator"),
-                       (2, "the database is not empty or cannot be reached, DIR is not a storm, or a usage error"),
+                       (2, "the database is not empty or refuses the login, DIR is not a storm, or a usage error"),
                        (3, "DIR's log cannot be replayed"), 4, 5),
             (Param("directory", metavar="DIR", required=True), Param("url", metavar="URL", required=True), JSON, WAIT),
             "handlers:migrate", top=()),
@@ -366,7 +368,7 @@ Doctor only reads.
 
 Example: storm-queue doctor --running-hours 6""",
             epilog((0, "no findings: the storm is sound"), (1, "findings, one a line (not a refusal)"),
-                       (2, "no storm here, or a usage error"), 4),
+                       (2, "no storm here, or a usage error"), 4, AWAY),
             (Param("running_hours", "--running-hours", "float", "HOURS", "Report lanes marked running for longer than HOURS "
                    "(default: storm.toml [doctor] running_hours, else 24).", low=0, low_open=True), JSON, ROOT), "handlers:doctor"),
     Command("completion", """Print the shell completion script for bash, zsh or fish.

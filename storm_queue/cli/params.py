@@ -103,6 +103,8 @@ RUNNER_CODES = epilog((0, "done; for claim, a decision was printed"), 1,
                           (2, "refused: a stale token, a TTL out of range, a lane not in that state; or a usage error"),
                           3, 4, 5)
 READ = (2, "no storm here, a storm file cannot be read, or a usage error")
+#: a reader's and an init's 5: only a database storm is ever away
+AWAY = (5, "a database storm's server cannot be reached; nothing was done, a retry is safe")
 
 
 #: a grant's and a revoke's: the kind of role, the role, and the request's own

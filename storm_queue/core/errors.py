@@ -41,6 +41,15 @@ class Busy(StormError):
     exit_code = ERRORS["Busy"]
 
 
+class Unreachable(Busy):
+    """A database storm's server could not be reached, or dropped the
+    connection before the request was sent: nothing changed, and a retry
+    is safe (exit 5, as ``Busy``; ``recorded`` is False)."""
+
+    exit_code = ERRORS["Unreachable"]
+    recorded = False
+
+
 class RecordFailed(StormError):
     """The request was decided but its record could not be written whole (an
     I/O error such as a full disk). ``recorded`` says what is true: False

@@ -80,7 +80,7 @@ MEANINGS = {
     2: "refused: cannot be carried out as asked; or a usage error",
     3: "the priority order is unknown: the log cannot be replayed",
     4: "crashed, or the record could not be written",
-    5: "busy: another writer held the lock for longer than --wait",
+    5: "busy: nothing changed, a retry is safe (the lock was held for longer than --wait, or the database cannot be reached)",
 }
 
 
@@ -105,6 +105,7 @@ ERRORS = {
     "InitRefused": 2,
     "BadArgument": 2,
     "Busy": 5,
+    "Unreachable": 5,  # a database that cannot be reached, or dropped the connection before the request was sent
 }
 #: an error storm-queue did not expect: a bug
 CRASHED = 4

@@ -149,8 +149,9 @@ def test_a_wrong_url_is_a_clear_refusal_without_the_password(pg_server, db) -> N
     done = cli(bad, "list")
     assert done.returncode == 2 and "cannot connect" in done.stderr
     assert "s3cret-pw" not in done.stderr + done.stdout and "Traceback" not in done.stderr
-    unreachable = cli("postgresql://op:s3cret-pw@127.0.0.1:1/storm", "bump", "a", "--json")
-    assert unreachable.returncode == 2 and "s3cret-pw" not in unreachable.stderr + unreachable.stdout
+    unreachable = cli("postgresql://op:s3cret-pw@127.0.0.1:1/storm", "bump", "a", "--json")  # not a refusal: exit 5
+    assert unreachable.returncode == 5 and "s3cret-pw" not in unreachable.stderr + unreachable.stdout
+    assert json.loads(unreachable.stdout)["recorded"] is False and "a retry is safe" in unreachable.stderr
 
 
 def test_many_claimers_at_once_take_the_first_lanes_each_once(pg_server, db, tmp_path) -> None:

@@ -5,7 +5,7 @@ the schema, and ``init URL`` (``create``)."""
 from __future__ import annotations
 
 from ...core import fold
-from ...core.errors import InitRefused, NoStorm, StormError
+from ...core.errors import InitRefused, NoStorm, StormError, Unreachable
 from ...core.framing import digest, frame
 from ...core.records import dataclass
 from ...core.statebody import dump_state
@@ -23,11 +23,21 @@ def _words(exc: BaseException, url: str) -> str:
 
 
 def _driver():
+    """The driver, imported on first use, its logger quieted: psycopg logs
+    what it ignores while closing a broken connection ("error ignored
+    terminating Pipeline"), and with no handler of the application's,
+    Python would print that on stderr; the storm's own error says what
+    happened instead."""
     try:
         import psycopg
     except ImportError:
         raise NoStorm("this root is a database URL, and storm-queue's PostgreSQL support is not installed: "
                       "install storm-queue[postgresql]") from None
+    import logging
+
+    logger = logging.getLogger("psycopg")
+    if not any(type(h) is logging.NullHandler for h in logger.handlers):
+        logger.addHandler(logging.NullHandler())
     return psycopg
 
 
@@ -47,18 +57,59 @@ def _connect_timeout(url: str) -> dict[str, int]:
     return {} if given not in (None, "") else {"connect_timeout": CONNECT_TIMEOUT}
 
 
+#: what a failed connection says when it can never work as given: a login
+#: the server refuses, a role or database it does not know, a URL that is
+#: not one, a host name that does not exist (libpq's and the server's
+#: words, in English); anything else is a server away for now
+NEVER = ("authentication", "password", "does not exist", "pg_hba.conf", "permission denied", "invalid", "missing",
+         "Name or service not known", "does not support SSL", "certificate")
+
+
 def connect(url: str):
-    """A connection (autocommit; transactions are explicit); ``NoStorm``
-    (exit 2) saying why when the server cannot be reached or refuses.
-    A ``connect_timeout`` in the URL bounds the wait for the server
-    (default ``CONNECT_TIMEOUT`` seconds)."""
+    """A connection (autocommit; transactions are explicit). A server that
+    refuses (a wrong password, a role or database it does not know) or a
+    URL that can never work is ``NoStorm`` (exit 2); a server that cannot
+    be reached now (down, restarting, full, a refused or timed-out
+    connection) is ``Unreachable`` (exit 5: nothing changed, a retry is
+    safe). A ``connect_timeout`` in the URL bounds the wait for the
+    server (default ``CONNECT_TIMEOUT`` seconds)."""
     psycopg = _driver()
     try:
         return psycopg.connect(url, autocommit=True, application_name="storm-queue", **_connect_timeout(url))
-    except psycopg.Error as exc:
-        raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
+    except psycopg.OperationalError as exc:
+        why = _words(exc, url)
+        if not any(words in why for words in NEVER):
+            raise Unreachable(f"cannot connect to the database storm {shown(url)}: {why}; nothing changed, "
+                              "a retry is safe") from None
+        raise NoStorm(f"cannot connect to the database storm {shown(url)}: {why}") from None
     except Exception as exc:  # noqa: BLE001 -- a malformed URL is the driver's ProgrammingError or ValueError
         raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
+
+
+def alive(conn) -> bool:
+    """Whether ``conn`` is open, asked of its socket without a round trip:
+    an idle connection the server ended (a terminated backend, a restart)
+    has the server's last words, or the socket's end, waiting to be read.
+    A connection in a transaction is left to its own statements."""
+    if conn.closed:
+        return False
+    pq = _driver().pq
+    if conn.info.transaction_status != pq.TransactionStatus.IDLE:
+        return True
+    import select
+
+    pgconn = conn.pgconn
+    try:
+        waiting = select.poll()
+        waiting.register(conn.fileno(), select.POLLIN)
+        if waiting.poll(0):
+            pgconn.consume_input()
+            while note := pgconn.notifies():  # a notification read here goes where the driver's own go
+                if pgconn.notify_handler:
+                    pgconn.notify_handler(note)
+    except Exception:  # noqa: BLE001 -- the driver's OperationalError, or a socket already gone
+        return False
+    return pgconn.status == pq.ConnStatus.OK
 
 
 def insert_state(conn, seq: int, last: str | None, state: fold.LaneState) -> None:

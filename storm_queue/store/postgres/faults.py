@@ -5,7 +5,7 @@ path's ``Aborted``, answered as a recorded ``reorder_conflict``."""
 
 from __future__ import annotations
 
-from ...core.errors import RecordFailed
+from ...core.errors import RecordFailed, Unreachable
 from .connect import _words, connect
 from .queries import q
 
@@ -14,15 +14,18 @@ if TYPE_CHECKING:
     from .store import Database
 
 
-def lost(store: Database, verb: str, exc: Exception) -> RecordFailed:
-    """What is true after the connection broke during a request: the line
-    the request was committing (``store._pending``) is on the log, or not,
-    or the server cannot be asked. The broken connection is dropped."""
+def lost(store: Database, verb: str, exc: Exception) -> RecordFailed | Unreachable:
+    """What is true after the connection broke during a request: nothing
+    of its lines was sent (``Unreachable``, exit 5: a retry is safe), or
+    the line the request was committing (``store._pending``) is on the
+    log, or not, or the server cannot be asked (``RecordFailed``, exit
+    4). The broken connection is dropped."""
     why = _words(exc, store.url)
-    pending, store._pending, store._conn = store._pending, None, None
-    if pending is None:
-        return RecordFailed(f"the connection to {store.root} was lost before the {verb} was recorded ({why}), "
-                            "so it did not happen; ask again", recorded=False)
+    pending, store._pending = store._pending, None
+    store.close()
+    if pending is None:  # nothing of the request's lines was sent: exit 5, as for a server not reached
+        return Unreachable(f"the connection to {store.root} was lost before the {verb} was sent ({why}); "
+                           "nothing changed, a retry is safe")
     seq, line = pending
     try:
         conn = connect(store.url)

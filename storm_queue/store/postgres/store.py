@@ -20,7 +20,7 @@ from contextlib import contextmanager
 
 from ...core import config, fold, logread
 from ...core.authority import LANE_ENV, Judged, Verdict, decide
-from ...core.errors import Aborted, Busy, NoStorm, NotHere, RecordFailed, StormUnreadable
+from ...core.errors import Aborted, Busy, NoStorm, NotHere, StormUnreadable, Unreachable
 from ...core.framing import digest, frame
 from ...core.lane import Refusal, Snapshot
 from ...core.statebody import dump_state, load_state
@@ -32,6 +32,7 @@ from .connect import (  # noqa: F401 -- the names others import from here
     _driver,
     _Known,
     _words,
+    alive,
     connect,
     create,
     insert_state,
@@ -121,8 +122,11 @@ class Database:
     @property
     def conn(self):
         """The storm's one connection, reused from request to request; a new
-        one when there is none yet or the last one was closed or broken."""
-        if self._conn is None or self._conn.closed:
+        one when there is none yet, or the last one was closed, or it died
+        while idle (``alive``): nothing of a request was sent on it since,
+        so nothing can be doubled."""
+        if self._conn is None or not alive(self._conn):
+            self.close()
             self._conn, self._session_user, self._version, self._kind = connect(self.url), None, None, None
         return self._conn
 
@@ -145,9 +149,9 @@ class Database:
                                   f"{GRANT_HINT}") from None
         except psycopg.errors.LockNotAvailable:
             raise _busy(self.wait) from None
-        except psycopg.OperationalError as exc:  # before any write: nothing of this command was recorded
-            raise RecordFailed(f"the connection to {self.root} failed ({_words(exc, self.url)}); nothing was recorded",
-                               recorded=False) from None
+        except psycopg.OperationalError as exc:  # before any write: nothing of this command was sent
+            raise Unreachable(f"the connection to {self.root} was lost ({_words(exc, self.url)}); nothing changed, "
+                              "a retry is safe") from None
 
     def _who(self) -> str:
         try:
@@ -162,8 +166,15 @@ class Database:
         settings), read now; parsed again only when its text changed. A
         schema newer than this storm-queue's is refused here, before any
         command reads or writes (``NotHere``, exit 2)."""
+        psycopg = _driver()
         with self._errors():
-            row = self.conn.execute(q("read_declaration")).fetchone()
+            conn = self.conn
+            try:
+                row = conn.execute(q("read_declaration")).fetchone()
+            except psycopg.OperationalError:  # the first statement of a request: a read, so it is asked again
+                if not conn.closed:  # once, on a new connection, when its connection had died unseen by ``alive``
+                    raise
+                row = self.conn.execute(q("read_declaration")).fetchone()
         text = row[0] if row is not None else None
         self._operator_read = row[1] if row is not None else None  # the request's _roles asks no more
         not_newer(self)
@@ -285,16 +296,15 @@ class Database:
         operator, self._operator_read = self._operator_read, None
         if operator is not None:  # read with the declaration this request began with (an operator never changes)
             return who, operator
-        try:
-            if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                row = self.conn.execute(q("read_operator")).fetchone()  # autocommit: one statement
-            else:
-                with self.conn.transaction():  # a savepoint: a refusal must not abort the transaction around it
-                    row = self.conn.execute(q("read_operator")).fetchone()
-        except psycopg.errors.InsufficientPrivilege:
-            return who, None
-        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
-            raise _no_storm(self.root) from None
+        with self._errors():
+            try:
+                if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                    row = self.conn.execute(q("read_operator")).fetchone()  # autocommit: one statement
+                else:
+                    with self.conn.transaction():  # a savepoint: a refusal must not abort the transaction around it
+                        row = self.conn.execute(q("read_operator")).fetchone()
+            except psycopg.errors.InsufficientPrivilege:
+                return who, None
         return who, row[0] if row else None
 
     def judge(self, req: Request, decl: config.Declaration, operator_only: bool) -> Judged:

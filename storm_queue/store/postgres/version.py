@@ -6,8 +6,8 @@ it forward (``current``, ``migrate``)."""
 
 from __future__ import annotations
 
-from ...core.errors import NotHere, StormUnreadable
-from .connect import GRANT_HINT, _driver, _words
+from ...core.errors import NotHere
+from .connect import _driver
 from .queries import migrations, q, schema_version
 
 TYPE_CHECKING = False
@@ -20,18 +20,16 @@ def read(store: Database, fresh: bool = False) -> int:
     recorded one), read once a connection unless ``fresh``."""
     psycopg = _driver()
     if store._version is None or fresh:
-        conn = store.conn
-        try:
-            if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
-                row = conn.execute(q("read_schema_version")).fetchone()
-            else:
-                with conn.transaction():  # a savepoint: a storm of version 0 must not abort the transaction
+        with store._errors():  # a role that may not read it, a lost connection: the storm's errors
+            conn = store.conn
+            try:
+                if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                     row = conn.execute(q("read_schema_version")).fetchone()
-        except psycopg.errors.UndefinedTable:
-            row = (0,)
-        except psycopg.errors.InsufficientPrivilege as exc:
-            raise StormUnreadable(f"role {store._who()} may not read the storm in {store.root} "
-                                  f"({_words(exc, store.url)}); {GRANT_HINT}") from None
+                else:
+                    with conn.transaction():  # a savepoint: a storm of version 0 must not abort the transaction
+                        row = conn.execute(q("read_schema_version")).fetchone()
+            except psycopg.errors.UndefinedTable:
+                row = (0,)
         store._version = row[0]
     return store._version
 
