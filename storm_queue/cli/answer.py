@@ -175,10 +175,11 @@ def next_decision(root: str | None, as_json: bool) -> int:
 
 def claim_decision(root: str | None, as_json: bool, holder: str | None = None, ttl: int | None = None,
                    source: str | None = None, reason: str | None = None, key: str | None = None,
-                   wait: float = 30.0) -> int:
+                   wait: float = 0.0) -> int:
     """``claim``: take back orphans, decide, lease; print the decision line
-    (or the refusal on stderr)."""
-    out = storm(root, wait).claim(holder, ttl, source=source, reason=reason, key=key)
+    (or the refusal on stderr). ``wait``: how long to wait for work
+    (``leases.claim``), and for the writers' lock when longer than 30 s."""
+    out = storm(root, max(30.0, wait)).claim(holder, ttl, source=source, reason=reason, key=key, wait=wait)
     if as_json:
         emit_json(out.to_json())
     elif out.outcome == "refused":

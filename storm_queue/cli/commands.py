@@ -9,8 +9,8 @@ from __future__ import annotations
 from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
 from .params import (  # noqa: F401 -- Command and Param: the names of the table's parts, where app and tests look
-    ADD_LANE, AWAY, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, MEMBERSHIP, NOT_BEFORE, READ, REQUEST,
-    REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
+    ADD_LANE, AWAY, CLAIM_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, MEMBERSHIP, NOT_BEFORE, READ,
+    REQUEST, REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
 )
 
 COMMANDS = (
@@ -202,11 +202,22 @@ One line: run SLUG ISSUE TOKEN | review SLUG... | wait [SLUG...] |
 empty. Only run takes a lease (recorded, with a fencing token greater
 than any before it for that lane); it is wait while storm.toml
 [runner] slots lanes are running. Leases past their expiry are taken
-back first (recorded).
+back first (recorded). With --wait SECONDS, a claim that would answer
+wait or halted waits for a change that can make a lane claimable (a
+finish, add, push, bump, settle, resume, waive, unpark, a lease expiring,
+a schedule coming due), at most SECONDS, then answers as claim does.
 
-Example: storm-queue claim --holder runner-1 --ttl 900""", RUNNER_CODES,
+Example: storm-queue claim --holder runner-1 --ttl 900
+
+Example: storm-queue claim --wait 60""",
+            epilog((0, "done; a decision was printed"), 1,
+                   (2, "refused: a TTL out of range, a holder that is not a name; or a usage error"), 3, 4,
+                   (5, "busy: nothing changed, a retry is safe (the lock was held for longer than 30 s, or --wait "
+                       "when longer, or the database cannot be reached)"),
+                   (130, "interrupted by Ctrl-C (one that waited for work recorded nothing)")),
             (Param("holder", "--holder", metavar="NAME", help="Who holds the lease (default: this host and the runner's pid)."),
-             ttl("storm.toml [runner] ttl, else 600"), *REQUEST, JSON, ROOT), "answer:claim_decision"),
+             ttl("storm.toml [runner] ttl, else 600"), KEY, CLAIM_WAIT, *REQUEST[2:], JSON, ROOT),
+            "answer:claim_decision"),
     Command("renew", """Extend the lease on SLUG held under TOKEN.
 
 Only the live lease's token is accepted (else stale_fence), and no lease

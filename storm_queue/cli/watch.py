@@ -28,14 +28,6 @@ if TYPE_CHECKING:
 
 # -- the edge: reading the storm, noticing change -------------------------
 
-def _stat(path: str) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
 class Source:
     """The storm as the view reads it: the listing, the log's last events
     (read again only when the log has grown), and a signature of the files
@@ -52,36 +44,17 @@ class Source:
 
     def paths(self) -> list[str]:
         """The files whose change changes the view (lane markers included)."""
-        from ..store.directory import ledger
-        from ..store.directory.log.reader import witness_path
+        from ..store.directory.changes import paths
 
-        root = self.storm.root
-        decl = self.storm.declaration()
-        out = [os.path.join(root, name) for name in ("queue.txt", "storm.toml", ledger.INTEGRATED, ledger.ABANDONED,
-                                                     ledger.UNATTENDED)]
-        if not decl.log_error:
-            log = self.storm.store.log_path(decl)
-            out += [log, witness_path(log)]
-        lanes = os.path.join(root, ledger.LANES)
-        out.append(lanes)
-        try:
-            with os.scandir(lanes) as entries:
-                names = sorted(e.name for e in entries)
-        except OSError:
-            names = []
-        for name in names:
-            marks = os.path.join(lanes, name, ledger.MARKS)
-            out += [marks, os.path.join(marks, ledger.RESULT), os.path.join(marks, ledger.RUNNING)]
-        return out
+        return paths(self.storm.store)
 
     def signature(self) -> tuple | None:
         """What the storm's files look like now (None: a database storm)."""
         if not self.files:
             return None
-        try:
-            return tuple((p, _stat(p)) for p in self.paths())
-        except Exception:  # noqa: BLE001 -- an unreadable storm.toml: the read says why
-            return ("unreadable", time.monotonic())
+        from ..store.directory.changes import signature
+
+        return signature(self.storm.store)
 
     def reconnect(self) -> None:
         """After a failed read of a database storm: read the next time over
@@ -117,61 +90,10 @@ class Source:
 
 def boundary(listing: Listing, now: str) -> str | None:
     """The first moment after ``now`` at which time alone changes the
-    listing: a lease expires, a schedule comes due."""
-    times = []
-    for r in listing.view.rows:
-        if r.run.lease is not None and r.run.lease.expires > now:
-            times.append(r.run.lease.expires)
-        if r.run.not_before is not None and r.run.not_before > now:
-            times.append(r.run.not_before)
-    return min(times, default=None)
+    listing: a lease expires, a schedule comes due (``runs.next_due``)."""
+    from ..core.runs import next_due
 
-
-class Waker:
-    """inotify on the storm's directories, where the C library has it: its
-    descriptor turns readable soon after a file there changes, so a change
-    is drawn at once rather than at the next interval. Without it (another
-    system, no ctypes, the watch limit reached) ``fd`` is None and the
-    interval's stat finds the change."""
-
-    #: modify, attrib, close_write, moved from and to, create, delete; only directories
-    MASK = 0x2 | 0x4 | 0x8 | 0x40 | 0x80 | 0x100 | 0x200 | 0x01000000
-
-    def __init__(self) -> None:
-        self.fd: int | None = None
-        self._libc: Any = None
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
-        except (OSError, AttributeError, ImportError):
-            return
-        if fd >= 0:
-            self.fd, self._libc = fd, libc
-
-    def watch(self, paths: Iterable[str]) -> None:
-        """Watch each directory among ``paths`` (and each file's directory)."""
-        if self.fd is None:
-            return
-        dirs = {p if os.path.isdir(p) else os.path.dirname(p) for p in paths}
-        for d in sorted(dirs):
-            if os.path.isdir(d):
-                self._libc.inotify_add_watch(self.fd, os.fsencode(d), self.MASK)
-
-    def drain(self) -> None:
-        if self.fd is None:
-            return
-        try:
-            while os.read(self.fd, 65536):
-                pass
-        except (BlockingIOError, OSError):
-            pass
-
-    def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+    return next_due((r.run for r in listing.view.rows), now)
 
 
 class Keys:
@@ -292,6 +214,8 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
     frame = build(listing, events, wall.now())
     plain = no_color()
     console = Console(no_color=plain, highlight=False)
+    from ..store.directory.changes import Waker
+
     waker = Waker()
     every = (f"redrawn when the storm changes (checked every {interval:g}s)" if source.files
              else f"a database storm: read again every {interval:g}s")

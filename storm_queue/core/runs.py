@@ -16,7 +16,7 @@ from .resolver import LEASE, MARKER, ORPHAN, Row, View, decided, in_run_order, r
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Iterable
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,16 @@ def plan_claim(snap: Snapshot, policy: Policy, holder: str, ttl: int, t: float) 
     events.append({"action": "claim", "slug": slug, "issue": issue, "holder": holder, "token": token, "ttl": ttl,
                    "expires": expires, "attempt": run.attempts + 1})
     return Claim(tuple(events), f"run {slug} {issue} {token}", slug, token, expires, ended, after, seen.to_block)
+
+
+def next_due(runs: Iterable[Run], now: str) -> str | None:
+    """The first moment after ``now`` at which time alone changes what the
+    storm decides: a lease expires (its slot frees, its lane may be taken
+    back) or a schedule comes due. None when time alone changes nothing.
+    A claim that waits for work wakes then, as the live view redraws then."""
+    times = [t for run in runs for t in (run.lease.expires if run.lease is not None else None, run.not_before)
+             if t is not None and t > now]
+    return min(times, default=None)
 
 
 def _fence(snap: Snapshot, slug: str, token: int, verb: str) -> Refusal | None:

@@ -12,7 +12,7 @@ from ..core.lane import Refusal, Snapshot
 from ..core.ledgers import finished_result
 from ..core.names import as_text, quote
 from ..core.outcome import Outcome, Request, Step
-from ..core.runs import plan_claim, plan_finish, plan_recover, plan_renew, plan_schedule, plan_unpark, ttl_refusal
+from ..core.runs import next_due, plan_claim, plan_finish, plan_recover, plan_renew, plan_schedule, plan_unpark, ttl_refusal
 from ..core.shapes import optional_text, parse_when, shape_holder, shape_names, shape_token, when_at
 from .passage import cached, declaration
 
@@ -20,7 +20,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from ..store.interface import Effects
+    from ..store.interface import Changes, Effects
     from .storm import Storm
 
 
@@ -37,14 +37,67 @@ def default_holder() -> str:
     return f"{host[:150]}-{os.getppid()}".replace("..", ".")
 
 
+#: the decisions a claim with ``wait`` waits out: nothing can be leased now, and a change may let a lane be
+WAITED = ("wait", "halted")
+#: the longest a waiting claim goes without reading the wall clock again (it may be set, or a test move it)
+TICK = 1.0
+
+
 def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, source: str | None = None,
-          reason: str | None = None, key: str | None = None) -> Outcome:
+          reason: str | None = None, key: str | None = None, wait: float = 0.0) -> Outcome:
     """Decide as ``next`` does, after taking back orphaned leases; when
     the decision is ``run`` and a slot is free, lease that lane to
     ``holder`` under a new fencing token (``Outcome.decision`` is then
     ``run SLUG ISSUE TOKEN``). Any other decision leases nothing; while
     the operator's halt is in force the decision is ``halted`` and
-    ``Outcome.halt`` says who halted the storm, when and why."""
+    ``Outcome.halt`` says who halted the storm, when and why.
+
+    With ``wait`` seconds, a decision of ``wait`` or ``halted`` is not the
+    answer yet: the claim waits for a change to the storm
+    (``Store.changes``), for the moment time alone changes it (a lease
+    expiring, a schedule coming due: ``runs.next_due``) or for ``wait``
+    seconds to pass, whichever comes first, and asks again; then it
+    answers exactly as a claim asked at that moment. An ask that leases
+    nothing records nothing (but the expiries it found), so a wait adds
+    no line to the log: at most the claim that leases is recorded."""
+    out, due = _claim(storm, holder, ttl, source, reason, key)
+    if wait <= 0 or not _waits(out):
+        return out
+    import time
+
+    end = time.monotonic() + wait
+    with storm.store.changes() as changes:
+        while True:
+            out, due = _claim(storm, holder, ttl, source, reason, key)  # again, watched: no change is missed
+            if not _waits(out) or time.monotonic() >= end:
+                return out
+            _until(changes, end, due)
+
+
+def _waits(out: Outcome) -> bool:
+    """Whether a claim's answer is one a waiting claim waits out (``WAITED``)."""
+    return out.outcome == "done" and out.slug is None and (out.decision or "").split(" ")[0] in WAITED
+
+
+def _until(changes: Changes, end: float, due: str | None) -> None:
+    """Wait for a change, for the stamp ``due`` on the wall clock, or for
+    ``end`` on the monotonic one, whichever comes first."""
+    import time
+
+    from ..core.clock import seconds
+
+    while True:
+        left = end - time.monotonic()
+        if due is not None:
+            left = min(left, seconds(due) - wall.seconds())
+        if left <= 0 or changes.wait(min(left, TICK)):
+            return
+
+
+def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None, reason: str | None,
+           key: str | None) -> tuple[Outcome, str | None]:
+    """One claim, and the first moment after it when time alone changes
+    what the storm decides (None: none is coming, or it was refused)."""
     decl = declaration(storm.store)
     req = Request("claim", None, optional_text(reason), optional_text(source), optional_text(key), (optional_text(holder), ttl))
     name = req.args[0] if req.args[0] is not None else default_holder()
@@ -53,8 +106,11 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     if not decl.error:  # an unreadable declaration says nothing about TTLs: authority refuses it
         refusal = refusal or ttl_refusal(decl.runner, ttl)
 
+    due: list[str | None] = [None]
+
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step:
         claim = plan_claim(snap, decl.runner, name, ttl, wall.seconds())
+        due[0] = next_due(claim.after.state.runs.values(), snap.now)
         halt = claim.after.state.halt if claim.after is not None else None
         if halt is not None:
             out = Outcome("done", "claim", None, by, message=f"nothing leased: the storm is {halt_words(halt)}; "
@@ -82,7 +138,7 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
 
         return Step(out, list(claim.events), after=after, own=-1 if claim.slug is not None else None)
 
-    return storm.request(req, refusal, plan, decl=decl)
+    return storm.request(req, refusal, plan, decl=decl), due[0]
 
 def renew(storm: Storm, slug: str, token: int, ttl: int | None = None, source: str | None = None,
           reason: str | None = None, key: str | None = None) -> Outcome:

@@ -101,6 +101,23 @@ class Store(Protocol):
         and of what the store keeps beside it (a witness, a checkpoint, a
         state row) against it; reads only."""
 
+    def changes(self) -> ContextManager[Changes]:
+        """A wait for the storm to change (``claim --wait``): once the block
+        has begun, ``Changes.wait`` returns soon after any change is whole
+        (a request committed, a file of the storm changed), however it was
+        made; it reads and writes nothing of the storm. A directory is woken
+        by inotify (polling where there is none), a database by LISTEN."""
+
+
+@runtime_checkable
+class Changes(Protocol):
+    """What ``Store.changes`` gives: a wait for the next change."""
+
+    def wait(self, timeout: float) -> bool:
+        """Block until the storm may have changed since the block began or
+        the last ``wait`` returned, or ``timeout`` seconds passed; whether
+        a change was seen (a spurious True costs the caller one look)."""
+
 
 @runtime_checkable
 class Effects(Protocol):

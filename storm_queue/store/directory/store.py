@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ...core.queuetext import Skipped
     from ...core.resolver import View
     from . import accounts
+    from .changes import Changes
     from .effects import Files
 
 
@@ -150,6 +151,12 @@ class Directory:
         decl = self.declaration()
         _known(decl)
         return audit.audit(self.log_path(decl), progress)
+
+    def changes(self) -> Changes:
+        """inotify on the storm's directories, else a poll of its files (``changes``)."""
+        from .changes import Changes
+
+        return Changes(self)
 
 
 def _known(decl: config.Declaration) -> None:

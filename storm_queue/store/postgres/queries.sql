@@ -296,3 +296,11 @@ REVOKE SELECT ON ALL TABLES IN SCHEMA storm_queue FROM {role};
 
 -- revoke_usage --
 REVOKE USAGE ON SCHEMA storm_queue FROM {role};
+
+
+-- == waiting for a change (claim --wait) ====================================
+
+-- listen_changes --
+-- hear of every commit that changes the storm: migrations/0003.sql's
+-- triggers notify this channel (one storm a database, so one channel)
+LISTEN storm_queue;

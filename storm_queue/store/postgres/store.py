@@ -283,6 +283,12 @@ class Database:
             not_newer(self)
         return log.verify(self, progress)
 
+    def changes(self):
+        """A connection of its own, LISTENing for every commit that changes the storm (``changes``)."""
+        from .changes import Changes
+
+        return Changes(self.url)
+
     # -- requests ----------------------------------------------------------
 
     def _roles(self) -> tuple[str, str | None]:

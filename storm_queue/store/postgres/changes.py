@@ -1,0 +1,67 @@
+"""Waiting for a database storm to change (``Store.changes``, for
+``claim --wait``): a connection of its own that LISTENs on the channel
+every writing transaction notifies at its commit (migrations/0003.sql),
+woken by the server, never polling. The driver is imported only here,
+and only once a claim waits."""
+
+from __future__ import annotations
+
+import select
+import time
+
+from .connect import _driver, connect
+from .queries import q
+
+
+class Changes:
+    """From the moment the block begins (LISTEN has returned), ``wait``
+    returns soon after any transaction that changed the storm commits."""
+
+    def __init__(self, url: str):
+        self._url = url
+        self._conn = None
+
+    def __enter__(self) -> Changes:
+        self._listen()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._close()
+
+    def _listen(self) -> None:
+        self._conn = connect(self._url)
+        self._conn.execute(q("listen_changes"))
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    def _heard(self) -> bool:
+        """Read what the server sent; whether it held a notification."""
+        pg = self._conn.pgconn
+        pg.consume_input()
+        heard = False
+        while pg.notifies() is not None:
+            heard = True
+        return heard
+
+    def wait(self, timeout: float) -> bool:
+        """Block until a change commits after the block began (or the last
+        ``wait`` returned), or ``timeout`` seconds passed; whether one did.
+        A connection lost meanwhile counts as a change (one may have been
+        missed): it is made again at the next wait, and the claim that
+        asks again meets the server as it is."""
+        psycopg = _driver()
+        end = time.monotonic() + max(0.0, timeout)
+        try:
+            if self._conn is None:
+                self._listen()
+            while not self._heard():
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                select.select([self._conn.pgconn.socket], [], [], left)
+        except psycopg.OperationalError:
+            self._close()
+        return True

@@ -1,0 +1,26 @@
+-- Version 3: a change to the storm is announced (issue 21, item 4). Every
+-- row a writer adds, changes or takes away in the log, the lanes, the
+-- settled ledgers or the results notifies the channel storm_queue; the
+-- server delivers it when the writing transaction commits (once a
+-- transaction), and never for one rolled back. A claim that waits for work
+-- (claim --wait) LISTENs on that channel rather than polls. The triggers
+-- fire for every writer: the operator's requests, a runner's through
+-- runner_append, init's and migrate's lines, a hand-made row.
+CREATE FUNCTION storm_queue.announce_change()
+RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM pg_notify('storm_queue', '');
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER event_announced AFTER INSERT ON storm_queue.event
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
+CREATE TRIGGER lane_announced AFTER INSERT OR UPDATE OR DELETE ON storm_queue.lane
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
+CREATE TRIGGER settled_announced AFTER INSERT OR UPDATE OR DELETE ON storm_queue.settled
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
+CREATE TRIGGER result_announced AFTER INSERT OR UPDATE OR DELETE ON storm_queue.result
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
+
+UPDATE storm_queue.version SET version = 3;
