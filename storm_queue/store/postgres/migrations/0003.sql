@@ -1,11 +1,12 @@
--- Version 3: a change to the storm is announced (issue 21, item 4). Every
--- row a writer adds, changes or takes away in the log, the lanes, the
--- settled ledgers or the results notifies the channel storm_queue; the
--- server delivers it when the writing transaction commits (once a
+-- Version 3: a change to the storm is announced (issue 21, item 4). A
+-- change to the state row (which every append moves to the log's new head)
+-- or to a lane, settled or result row notifies the channel storm_queue;
+-- the server delivers it when the writing transaction commits (once a
 -- transaction), and never for one rolled back. A claim that waits for work
 -- (claim --wait) LISTENs on that channel rather than polls. The triggers
 -- fire for every writer: the operator's requests, a runner's through
--- runner_append, init's and migrate's lines, a hand-made row.
+-- runner_append, a hand-made row. (The state row rather than the event
+-- table: nothing here locks the log's table, which an upgrade appends to.)
 CREATE FUNCTION storm_queue.announce_change()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -14,7 +15,7 @@ BEGIN
 END
 $$;
 
-CREATE TRIGGER event_announced AFTER INSERT ON storm_queue.event
+CREATE TRIGGER state_announced AFTER INSERT OR UPDATE ON storm_queue.state
     FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
 CREATE TRIGGER lane_announced AFTER INSERT OR UPDATE OR DELETE ON storm_queue.lane
     FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();

@@ -1,0 +1,256 @@
+"""Claims that wait for work (issue 21, item 4): ``claim --wait SECONDS``
+on both stores (tests/stores.py). A claim that would answer ``wait`` or
+``halted`` waits for a change that can make a lane claimable (a finish,
+add, settle, resume, unpark; a lease expiring, a schedule coming due),
+then answers exactly as ``claim`` does; one that times out answers as
+``claim`` would, with the same exit code, and records nothing; Ctrl-C
+exits 130 with nothing recorded.
+
+The waiting claim runs in a thread through the library (an in-process
+call of the command line swaps the process's streams, so only the main
+thread makes those), its store's ``changes`` spied on so the test acts
+only once the claim is really waiting; the change that wakes it is the
+command line's, in this process. Expiries and schedules move the
+injected clock. Ctrl-C is sent to a real process, since the signal to
+the process is what is under test."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+
+import pytest
+
+from tests.conftest import PYTHON_M, clean_env
+
+#: the longest a woken claim may take to return before the test calls it not woken (it waits far longer)
+WOKEN_WITHIN = 60
+#: what a waiting claim under test waits at most: long past WOKEN_WITHIN, so a claim that timed out is told apart
+LONG = 600
+
+
+class Waiting:
+    """A claim with ``wait`` in a thread, through the library: ``ready``
+    is set once it waits for a change (its store's first ``Changes.wait``)."""
+
+    def __init__(self, root: str, wait: float = LONG, **kwargs):
+        from storm_queue.service.storm import Storm
+
+        self.storm = Storm.find(root, env=clean_env())
+        self.ready = threading.Event()
+        self.out = None
+        self.error: BaseException | None = None
+        opened = self.storm.store.changes
+        ready = self.ready
+
+        class Spied:
+            def __init__(self):
+                self.inner = opened()
+
+            def __enter__(self):
+                self.inner.__enter__()
+                return self
+
+            def __exit__(self, *exc):
+                return self.inner.__exit__(*exc)
+
+            def wait(self, timeout):
+                ready.set()
+                return self.inner.wait(timeout)
+
+        self.storm.store.changes = Spied
+        self.thread = threading.Thread(target=self._run, args=(wait, kwargs), daemon=True)
+        self.thread.start()
+        assert self.ready.wait(WOKEN_WITHIN) or self.error, "the claim never began to wait"
+        assert self.error is None, self.error
+
+    def _run(self, wait: float, kwargs: dict) -> None:
+        try:
+            self.out = self.storm.claim(wait=wait, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 -- handed to the test's thread
+            self.error = exc
+            self.ready.set()
+        finally:
+            self.storm.close()
+
+    def answer(self):
+        self.thread.join(WOKEN_WITHIN)
+        assert not self.thread.is_alive(), "the waiting claim was not woken"
+        assert self.error is None, self.error
+        return self.out
+
+
+def ok(store, *args: str) -> dict:
+    done = store.cli(*args, "--json")
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return json.loads(done.stdout)
+
+
+#: how each change is made, on a storm where claim answers wait (or halted), and what claim says after it
+WAKERS = {
+    # a finish frees the one slot
+    "finish": ("a 1\nb 2\n", "[runner]\nslots = 1\n", [("claim",)], ("finish", "a", "--token", "1", "--result", "failed"),
+               "run a 1 2"),
+    # a lane added where a slot is free
+    "add": ("a 1\n", "[runner]\nslots = 2\n", [("claim",)], ("add", "b", "2"), "run b 2 1"),
+    # the dependency settled
+    "settle": ("a 1\nb 2 a\n", "[runner]\nslots = 2\nunattended = true\n",
+               [("claim",), ("finish", "a", "--token", "1", "--result", "ok")], ("settle", "a", "integrated"),
+               "run b 2 1"),
+    # the operator's halt ended
+    "resume": ("a 1\n", None, [("halt", "--reason", "maintenance")], ("resume", "--reason", "done"), "run a 1 1"),
+    # a quarantined lane unparked
+    "unpark": ("a 1\n", "[runner]\nattempts = 1\n", [("claim",), ("finish", "a", "--token", "1", "--result", "failed")],
+               ("unpark", "a", "--reason", "fixed"), "run a 1 2"),
+}
+
+
+@pytest.mark.parametrize("change", sorted(WAKERS))
+def test_a_waiting_claim_is_woken_by_a_change_and_answers_as_claim_does(store, change):
+    queue, toml, before, trigger, decision = WAKERS[change]
+    store.make(queue, toml=toml)
+    for args in before:
+        ok(store, *args)
+    first = ok(store, "claim")
+    assert first["decision"].split()[0] in ("wait", "halted"), first
+    seen = len(store.events())
+    waiting = Waiting(store.root)
+    ok(store, *trigger)
+    out = waiting.answer()
+    assert (out.outcome, out.decision, out.recorded) == ("done", decision, True)
+    events = store.events()
+    assert [e["action"] for e in events[seen:]] == [trigger[0], "claim"], events[seen:]  # the wait added no line
+
+
+@pytest.mark.parametrize("how", ["expiry", "schedule"])
+def test_a_waiting_claim_is_woken_when_a_lease_expires_or_a_schedule_comes_due(store, clock, how):
+    """No change is made: time alone lets a lane run (the injected clock moves on)."""
+    if how == "expiry":
+        store.make("a 1\nb 2\n", toml="[runner]\nslots = 1\n")
+        assert ok(store, "claim", "--ttl", "600")["decision"] == "run a 1 1"
+    else:
+        store.make("a 1\n")
+        ok(store, "schedule", "a", "--not-before", "+1h")
+    seen = len(store.events())
+    waiting = Waiting(store.root)
+    clock.advance(3601 if how == "schedule" else 601)
+    out = waiting.answer()
+    actions = [e["action"] for e in store.events()[seen:]]
+    if how == "expiry":
+        assert out.decision == "run a 1 2" and actions == ["expire", "claim"], (out, actions)
+    else:
+        assert out.decision == "run a 1 1" and actions == ["claim"], (out, actions)
+
+
+@pytest.mark.parametrize("halted", [False, True], ids=["wait", "halted"])
+def test_a_claim_that_waits_in_vain_answers_exactly_as_claim_and_records_nothing(store, halted):
+    store.make("a 1\nb 2\n", toml="[runner]\nslots = 1\n")
+    ok(store, "claim")
+    if halted:
+        ok(store, "halt", "--reason", "maintenance")
+    lines = store.lines()
+    for json_flag in ((), ("--json",)):
+        plain = store.cli("claim", *json_flag)
+        waited = store.cli("claim", "--wait", "0.3", *json_flag)
+        assert (waited.returncode, waited.stdout, waited.stderr) == (plain.returncode, plain.stdout, plain.stderr)
+        assert plain.stdout.startswith("halted" if halted else "wait") or json.loads(plain.stdout)["decision"] == \
+            ("halted" if halted else "wait")
+    assert store.lines() == lines
+
+
+def test_a_claim_that_can_lease_or_is_refused_does_not_wait(store):
+    """Only wait and halted are waited out: run and a refusal answer at once (here --wait is a day)."""
+    store.make("a 1\n")
+    refused = store.cli("claim", "--wait", "86400", "--ttl", "999999")
+    assert refused.returncode == 2 and "lease_ttl_out_of_range" in refused.stderr, refused.stderr
+    done = store.cli("claim", "--wait", "86400")
+    assert (done.returncode, done.stdout) == (0, "run a 1 1\n")
+
+
+def test_a_directory_storm_without_inotify_is_polled(tmp_path, monkeypatch):
+    from storm_queue.store.directory import changes
+    from tests.stores import DirectoryStorm
+
+    monkeypatch.setattr(changes.Waker, "__init__", lambda self: setattr(self, "fd", None))
+    store = DirectoryStorm(tmp_path)
+    store.make("a 1\nb 2\n", toml="[runner]\nslots = 1\n")
+    ok(store, "claim")
+    waiting = Waiting(store.root)
+    ok(store, "finish", "a", "--token", "1", "--result", "failed")
+    assert waiting.answer().decision == "run a 1 2"
+
+
+@pytest.mark.postgresql
+def test_a_runner_roles_finish_wakes_a_waiting_claim(pg_server, pg_url, pg_role, tmp_path):
+    """A runner role writes through the operator's functions: its commit notifies too."""
+    from tests.stores import DatabaseStorm
+
+    store = DatabaseStorm(pg_url, tmp_path / "lanes")
+    store.make("a 1\nb 2\n", toml="[runner]\nslots = 1\n")
+    role = pg_role(prefix="runner")
+    ok(store, "grant", "runner", role)
+    runner = DatabaseStorm(pg_server.url_as(pg_url, role), tmp_path / "lanes")
+    assert ok(runner, "claim")["decision"] == "run a 1 1"
+    waiting = Waiting(pg_url)
+    ok(runner, "finish", "a", "--token", "1", "--result", "failed")
+    assert waiting.answer().decision == "run a 1 2"
+
+
+def _waiting_process(store, argv: list[str]) -> subprocess.Popen:
+    """A real ``claim --wait``, returned once it waits for a change: it
+    holds an inotify descriptor (a directory storm), or its LISTEN
+    connection is open (a database storm)."""
+    import os
+
+    proc = subprocess.Popen([*PYTHON_M, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=clean_env())
+    deadline = time.monotonic() + WOKEN_WITHIN
+    while time.monotonic() < deadline and proc.poll() is None:
+        if store.kind == "directory":
+            fds = os.listdir(f"/proc/{proc.pid}/fd")
+            links = [os.readlink(f"/proc/{proc.pid}/fd/{fd}") for fd in fds if os.path.exists(f"/proc/{proc.pid}/fd/{fd}")]
+            if "anon_inode:inotify" in links:
+                return proc
+        else:
+            import psycopg
+
+            with psycopg.connect(store.root, autocommit=True) as conn:
+                if conn.execute("SELECT 1 FROM pg_stat_activity WHERE query = 'LISTEN storm_queue' "
+                                "AND datname = current_database()").fetchone():
+                    return proc
+        time.sleep(0.02)
+    proc.kill()
+    pytest.fail(f"the claim never began to wait: {proc.communicate()}")
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])
+def test_ctrl_c_while_waiting_exits_130_and_records_nothing(store, as_json):
+    store.make("a 1\nb 2\n", toml="[runner]\nslots = 1\n")
+    ok(store, "claim")
+    lines = store.lines()
+    proc = _waiting_process(store, ["claim", "--wait", str(LONG), "--root", store.root, *(["--json"] if as_json else [])])
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=WOKEN_WITHIN)
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted: nothing was recorded" in err and "Traceback" not in err, err
+    if as_json:
+        assert json.loads(out) == {"outcome": "error", "message": "interrupted: nothing was recorded", "exit": 130,
+                                   "recorded": False}
+    assert store.lines() == lines
+
+
+def test_next_due_is_the_first_expiry_or_schedule_after_now():
+    from storm_queue.core.fold import Lease, Run
+    from storm_queue.core.runs import next_due
+
+    now = "2026-12-02T10:00:00.000000Z"
+    runs = [Run(lease=Lease("h", 1, "operator:o", now, "2026-12-02T10:05:00.000000Z")),
+            Run(not_before="2026-12-02T10:03:00.000000Z"),
+            Run(not_before="2026-12-02T09:00:00.000000Z"),  # past: due already, nothing to wait for
+            Run(lease=Lease("h", 2, "operator:o", now, now))]  # expiring now: the claim asked now sees it
+    assert next_due(runs, now) == "2026-12-02T10:03:00.000000Z"
+    assert next_due(runs[2:], now) is None
+    assert next_due([], now) is None
