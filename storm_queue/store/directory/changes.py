@@ -117,11 +117,18 @@ class Waker:
             pass
         return names
 
-    def close(self) -> None:
+    def close(self, later: bool = False) -> None:
+        """Close the descriptor; ``later``: on a thread of its own, since
+        closing one waits for the kernel to retire its watches (an RCU
+        grace period, some 15 ms), which an answer need not wait for."""
         if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+            fd, self.fd = self.fd, None
+            if later:
+                import threading
 
+                threading.Thread(target=os.close, args=(fd,), daemon=True).start()
+            else:
+                os.close(fd)
 
 
 class Changes:
@@ -136,13 +143,14 @@ class Changes:
         self._waker = Waker()
         self._quiet = {ledger.PROGRESS}
         self._sig: tuple = ()
+        self._stale = False  # the storm changed since its directories were last looked at
 
     def __enter__(self) -> Changes:
         self._look()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._waker.close()
+        self._waker.close(later=True)
 
     def _look(self) -> None:
         """Watch the storm's directories as they are now (lanes come and
@@ -162,6 +170,9 @@ class Changes:
         import select
 
         end = time.monotonic() + max(0.0, timeout)
+        if self._stale:  # here, not when the change was seen: the caller's ask comes first
+            self._stale = False
+            self._look()
         while True:
             left = end - time.monotonic()
             if self._waker.fd is None:
@@ -173,7 +184,7 @@ class Changes:
             else:
                 ready, _, _ = select.select([self._waker.fd], [], [], max(0.0, left))
                 if ready and self._waker.drain() - self._quiet:
-                    self._look()
+                    self._stale = True
                     return True
             if time.monotonic() >= end:
                 return False
