@@ -136,3 +136,16 @@ def test_the_request_benchmark_runs(tmp_path: Path) -> None:
     assert result["imports"]["bump"]["modules"] > result["imports"]["next"]["modules"] > 0
     text = out.read_text()
     assert text.startswith("# kept\n") and "<!-- bench/startup.py: begin -->" in text and "CPU of `bump`" in text
+
+
+def test_the_wait_benchmark_runs_on_both_stores(pg_server) -> None:
+    """A real process: the bench script itself is what is run (its waiting
+    claims are whole processes too; its database, a server of its own)."""
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "wait.py"), "--trials", "3"],
+                          capture_output=True, text=True, env=clean_env(), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert set(result) == {"directory", "database"}
+    for row in result.values():
+        assert row["trials"] == 3 and not row["wrong"], row
+        assert 0 < row["median_ms"] <= row["p90_ms"] <= row["max_ms"] and row["claim_alone_median_ms"] > 0, row
