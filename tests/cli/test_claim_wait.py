@@ -1,8 +1,9 @@
 """Claims that wait for work (issue 21, item 4): ``claim --wait SECONDS``
 on both stores (tests/stores.py). A claim that would answer ``wait`` or
 ``halted`` waits for a change that can make a lane claimable (a finish,
-add, settle, resume, unpark; a lease expiring, a schedule coming due),
-then answers exactly as ``claim`` does; one that times out answers as
+add, push, settle, resume, waive, unpark, a runner role's finish; a lease
+expiring, a schedule coming due), then answers exactly as ``claim`` does;
+a change that leaves nothing claimable (a bump) sends it back to waiting; one that times out answers as
 ``claim`` would, with the same exit code, and records nothing; Ctrl-C
 exits 130 with nothing recorded.
 
@@ -41,10 +42,12 @@ class Waiting:
 
         self.storm = Storm.find(root, env=clean_env())
         self.ready = threading.Event()
+        self.woken: list[bool] = []  # what each wait for a change returned, in turn
+        self.calls = 0  # the waits for a change begun
         self.out = None
         self.error: BaseException | None = None
         opened = self.storm.store.changes
-        ready = self.ready
+        ready, woken, me = self.ready, self.woken, self
 
         class Spied:
             def __init__(self):
@@ -58,8 +61,10 @@ class Waiting:
                 return self.inner.__exit__(*exc)
 
             def wait(self, timeout):
+                me.calls += 1
                 ready.set()
-                return self.inner.wait(timeout)
+                woken.append(self.inner.wait(timeout))
+                return woken[-1]
 
         self.storm.store.changes = Spied
         self.thread = threading.Thread(target=self._run, args=(wait, kwargs), daemon=True)
@@ -96,6 +101,10 @@ WAKERS = {
                "run a 1 2"),
     # a lane added where a slot is free
     "add": ("a 1\n", "[runner]\nslots = 2\n", [("claim",)], ("add", "b", "2"), "run b 2 1"),
+    "push": ("a 1\n", "[runner]\nslots = 2\n", [("claim",)], ("push", "b", "2"), "run b 2 1"),
+    # the dependency still running, waived
+    "waive": ("a 1\nb 2 a\n", "[runner]\nslots = 2\n", [("claim",)], ("waive", "b", "a", "--reason", "ships apart"),
+              "run b 2 1"),
     # the dependency settled
     "settle": ("a 1\nb 2 a\n", "[runner]\nslots = 2\nunattended = true\n",
                [("claim",), ("finish", "a", "--token", "1", "--result", "ok")], ("settle", "a", "integrated"),
@@ -123,6 +132,24 @@ def test_a_waiting_claim_is_woken_by_a_change_and_answers_as_claim_does(store, c
     assert (out.outcome, out.decision, out.recorded) == ("done", decision, True)
     events = store.events()
     assert [e["action"] for e in events[seen:]] == [trigger[0], "claim"], events[seen:]  # the wait added no line
+
+
+def test_a_change_that_leaves_nothing_claimable_sends_the_claim_back_to_waiting(store):
+    """A bump while the one slot is busy wakes the claim; it asks, finds
+    nothing, records nothing, and waits again, until a finish frees the
+    slot (its lane then awaits review: answered at once, not waited out)."""
+    store.make("a 1\nb 2\nc 3\n", toml="[runner]\nslots = 1\n")
+    ok(store, "claim")
+    waiting = Waiting(store.root)
+    ok(store, "bump", "c")
+    seen = len(store.events())
+    deadline = time.monotonic() + WOKEN_WITHIN
+    while not (True in waiting.woken and waiting.calls > len(waiting.woken)):  # woken, and in a wait once more
+        assert time.monotonic() < deadline and waiting.thread.is_alive(), (waiting.woken, waiting.out)
+        time.sleep(0.01)
+    assert len(store.events()) == seen  # its ask after the bump recorded nothing
+    ok(store, "finish", "a", "--token", "1", "--result", "ok")
+    assert waiting.answer().decision == "review a"
 
 
 @pytest.mark.parametrize("how", ["expiry", "schedule"])
