@@ -105,8 +105,8 @@ class Store(Protocol):
         """A wait for the storm to change (``claim --wait``): once the block
         has begun, ``Changes.wait`` returns soon after any change is whole
         (a request committed, a file of the storm changed), however it was
-        made; it reads and writes nothing of the storm. A directory is woken
-        by inotify (polling where there is none), a database by LISTEN."""
+        made; it writes nothing and takes no lock. A directory is woken by
+        inotify (polling where there is none), a database by LISTEN."""
 
 
 @runtime_checkable
