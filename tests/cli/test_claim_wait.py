@@ -226,6 +226,33 @@ def test_a_runner_roles_finish_wakes_a_waiting_claim(pg_server, pg_url, pg_role,
     assert waiting.answer().decision == "run a 1 2"
 
 
+@pytest.mark.postgresql
+def test_a_listening_connection_lost_while_waiting_is_made_again(pg_server, pg_url, tmp_path):
+    """The server ends the claim's LISTEN connection: the claim counts it as
+    a change, asks (nothing), listens on a new connection, and a finish
+    then still wakes it."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from tests.stores import DatabaseStorm
+
+    store = DatabaseStorm(pg_url, tmp_path / "lanes")
+    store.make("a 1\nb 2\n", toml="[runner]\nslots = 1\n")
+    ok(store, "claim")
+    waiting = Waiting(pg_url)
+    with pg_server.admin(conninfo_to_dict(pg_url)["dbname"]) as admin:
+        ended = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN storm_queue' "
+                              "AND datname = current_database()").fetchall()
+        assert ended == [(True,)], ended
+        deadline = time.monotonic() + WOKEN_WITHIN
+        while not (True in waiting.woken and waiting.calls > len(waiting.woken) and admin.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE query = 'LISTEN storm_queue' "
+                "AND datname = current_database()").fetchone()):
+            assert time.monotonic() < deadline and waiting.thread.is_alive(), (waiting.woken, waiting.error)
+            time.sleep(0.01)
+    ok(store, "finish", "a", "--token", "1", "--result", "failed")
+    assert waiting.answer().decision == "run a 1 2"
+
+
 def _waiting_process(store, argv: list[str]) -> subprocess.Popen:
     """A real ``claim --wait``, returned once it waits for a change: it
     holds an inotify descriptor (a directory storm), or its LISTEN
