@@ -153,8 +153,12 @@ def test_a_change_that_leaves_nothing_claimable_sends_the_claim_back_to_waiting(
 
 
 @pytest.mark.parametrize("how", ["expiry", "schedule"])
-def test_a_waiting_claim_is_woken_when_a_lease_expires_or_a_schedule_comes_due(store, clock, how):
-    """No change is made: time alone lets a lane run (the injected clock moves on)."""
+def test_a_waiting_claim_is_woken_when_a_lease_expires_or_a_schedule_comes_due(store, clock, how, monkeypatch):
+    """No change is made: time alone lets a lane run (the injected clock
+    moves on; the claim reads it again every TICK, here 50 ms, not 1 s)."""
+    from storm_queue.service import leases
+
+    monkeypatch.setattr(leases, "TICK", 0.05)
     if how == "expiry":
         store.make("a 1\nb 2\n", toml="[runner]\nslots = 1\n")
         assert ok(store, "claim", "--ttl", "600")["decision"] == "run a 1 1"
