@@ -179,7 +179,8 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
     """``claim``: take back orphans, decide, lease; print the decision line
     (or the refusal on stderr). ``wait``: how long to wait for work
     (``leases.claim``), and for the writers' lock when longer than 30 s."""
-    out = storm(root, max(30.0, wait)).claim(holder, ttl, source=source, reason=reason, key=key, wait=wait)
+    out = storm(root, max(30.0, wait)).claim(holder, ttl, source=source, reason=reason, key=key, wait=wait,
+                                             waiting=_claim_waits(wait) if sys.stderr.isatty() else None)
     if as_json:
         emit_json(out.to_json())
     elif out.outcome == "refused":
@@ -194,6 +195,17 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
     if not as_json:
         warn(out.warnings)
     return out.exit_code
+
+
+def _claim_waits(wait: float) -> Callable[[Any], None]:
+    """What a claim says at a terminal once it begins to wait for work."""
+    def note(out: Any) -> None:
+        sys.stderr.write(f"storm-queue: nothing to lease now ({out.decision.split(' ')[0]}); waiting up to --wait "
+                         f"{wait:g} seconds for a change that can make a lane claimable (Ctrl-C stops, recording "
+                         "nothing)\n")
+        sys.stderr.flush()
+
+    return note
 
 
 def say(text: str) -> None:

@@ -18,7 +18,7 @@ from .passage import cached, declaration
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
     from ..store.interface import Changes, Effects
     from .storm import Storm
@@ -44,7 +44,8 @@ TICK = 1.0
 
 
 def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, source: str | None = None,
-          reason: str | None = None, key: str | None = None, wait: float = 0.0) -> Outcome:
+          reason: str | None = None, key: str | None = None, wait: float = 0.0,
+          waiting: Callable[[Outcome], None] | None = None) -> Outcome:
     """Decide as ``next`` does, after taking back orphaned leases; when
     the decision is ``run`` and a slot is free, lease that lane to
     ``holder`` under a new fencing token (``Outcome.decision`` is then
@@ -59,10 +60,14 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     seconds to pass, whichever comes first, and asks again; then it
     answers exactly as a claim asked at that moment. An ask that leases
     nothing records nothing (but the expiries it found), so a wait adds
-    no line to the log: at most the claim that leases is recorded."""
+    no line to the log: at most the claim that leases is recorded.
+    ``waiting(answer)`` is told once, when the wait begins, what the
+    claim would have answered then."""
     out, due = _claim(storm, holder, ttl, source, reason, key)
     if wait <= 0 or not _waits(out):
         return out
+    if waiting is not None:
+        waiting(out)
     import time
 
     end = time.monotonic() + wait

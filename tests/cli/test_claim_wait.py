@@ -312,3 +312,36 @@ def test_next_due_is_the_first_expiry_or_schedule_after_now():
     assert next_due(runs, now) == "2026-12-02T10:03:00.000000Z"
     assert next_due(runs[2:], now) is None
     assert next_due([], now) is None
+
+
+def test_at_a_terminal_a_waiting_claim_says_once_that_it_waits(tmp_path):
+    """A real process: its stderr is a pseudo-terminal. Not at a terminal it
+    says nothing of the wait (the tests above compare its every byte)."""
+    import os
+    import select
+
+    from tests.stores import DirectoryStorm
+
+    store = DirectoryStorm(tmp_path)
+    store.make("a 1\nb 2\n", toml="[runner]\nslots = 1\n")
+    ok(store, "claim")
+    master, slave = os.openpty()
+    try:
+        done = subprocess.run([*PYTHON_M, "claim", "--wait", "0.5", "--root", store.root], stdout=subprocess.PIPE,
+                              stderr=slave, text=True, env=clean_env(), timeout=WOKEN_WITHIN)
+        os.close(slave)
+        seen = b""
+        while select.select([master], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's other end closed
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        os.close(master)
+    assert (done.returncode, done.stdout) == (0, "wait\n")
+    said = [line for line in seen.decode().replace("\r\n", "\n").splitlines() if line]
+    assert said == ["storm-queue: nothing to lease now (wait); waiting up to --wait 0.5 seconds for a change that can "
+                    "make a lane claimable (Ctrl-C stops, recording nothing)"], said
