@@ -12,7 +12,9 @@ from ..core.lane import Refusal, Snapshot
 from ..core.ledgers import finished_result
 from ..core.names import as_text, quote
 from ..core.outcome import Outcome, Request, Step
-from ..core.runs import next_due, plan_claim, plan_finish, plan_recover, plan_renew, plan_schedule, plan_unpark, ttl_refusal
+from ..core.runs import (
+    next_due, plan_claim, plan_finish, plan_recover, plan_renew, plan_schedule, plan_unpark, ttl_refusal,
+)
 from ..core.shapes import optional_text, parse_when, shape_holder, shape_names, shape_token, when_at
 from .passage import cached, declaration
 
@@ -115,7 +117,7 @@ def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step:
         claim = plan_claim(snap, decl.runner, name, ttl, wall.seconds())
-        due[0] = next_due(claim.after.state.runs.values(), snap.now)
+        due[0] = next_due((claim.after or snap).state.runs.values(), snap.now)
         halt = claim.after.state.halt if claim.after is not None else None
         if halt is not None:
             out = Outcome("done", "claim", None, by, message=f"nothing leased: the storm is {halt_words(halt)}; "
