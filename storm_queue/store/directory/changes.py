@@ -12,6 +12,7 @@ import os
 import sys
 import time
 
+from ..wake import readable
 from . import ledger
 from .log.reader import witness_path
 
@@ -167,8 +168,6 @@ class Changes:
         """Block until the storm may have changed since the block began or
         the last ``wait`` returned, or ``timeout`` seconds passed; whether
         a change was seen."""
-        import select
-
         end = time.monotonic() + max(0.0, timeout)
         if self._stale:  # here, not when the change was seen: the caller's ask comes first
             self._stale = False
@@ -182,8 +181,7 @@ class Changes:
                     self._sig = now
                     return True
             else:
-                ready, _, _ = select.select([self._waker.fd], [], [], max(0.0, left))
-                if ready and self._waker.drain() - self._quiet:
+                if readable(self._waker.fd, left) and self._waker.drain() - self._quiet:
                     self._stale = True
                     return True
             if time.monotonic() >= end:

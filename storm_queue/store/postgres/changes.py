@@ -6,9 +6,9 @@ and only once a claim waits."""
 
 from __future__ import annotations
 
-import select
 import time
 
+from ..wake import readable
 from .connect import _driver, connect
 from .queries import q
 
@@ -61,7 +61,7 @@ class Changes:
                 left = end - time.monotonic()
                 if left <= 0:
                     return False
-                select.select([self._conn.pgconn.socket], [], [], left)
+                readable(self._conn.pgconn.socket, left)
         except psycopg.OperationalError:
             self._close()
         return True
