@@ -1,31 +1,45 @@
-"""Benchmarks of a storm in PostgreSQL, against floors measured in the same run.
+"""Benchmarks of a storm in PostgreSQL, against floors and peer queues measured in the same run.
 
-    python bench/database.py [--lanes 80] [--long-lanes 2000] [--events 1000000] [--runners 8] [--batch-lanes 1000]
-                             [--profile FILE] [--only MEASURE]
+    python bench/database.py [--only MODE]... [--url SUPERUSER_URL] [--runners 8] [--long-lanes 2000]
+                             [--rounds 3] [--no-peers | --peers-python PY] [--lanes 80] [--events 1000000]
+                             [--batch-lanes 1000] [--profile FILE] [--smoke]
 
-It starts a throwaway server (tests/pgserver.py) and reports:
-- runners, two ways, each against N connections running the bare claim of
-  any PostgreSQL queue (UPDATE ... WHERE id = (SELECT ... FOR UPDATE SKIP
-  LOCKED LIMIT 1) RETURNING) over the same number of rows, in lanes/s:
-  - process per command: N processes, each looping `storm-queue claim` +
-    `finish ok` as separate processes;
-  - long-lived: N processes, each holding one `Storm` of the library (one
-    connection, reused) and looping `claim`, `finish`;
-  the storm declares `[runner] unattended = true` (a finished lane waits for
-  no review, as the UNATTENDED file says on a directory storm), so a lane is
-  two requests; each mode checks that every lane was claimed once, in run
-  order, finished once, and that verify passes;
-- add --from FILE of LANES lanes (issue 21, item 5; goal: 1,000 lanes in at
-  most 2 s on a database storm), a whole process on a fresh empty storm of
-  each store (median wall time), beside one add of one lane; every lane
-  is then queued in order and verify passes;
-- bump then unbump, two whole CLI processes, on a database storm / on a
-  directory storm (median of the rounds' ratios; goal 2.5, issue 21 item 6),
-  with what `import psycopg` alone costs a process, measured in the same rounds;
-- next at EVENTS log lines / next at line 1 alone on a database storm of
-  the same 100 lanes, both built by bench/build.py (real planned requests,
-  framed and chained, COPY'd into the table); verify passes on the big one.
-Ratios only mean something within one run: the machine is shared.
+It runs on a throwaway server (tests/pgserver.py), or with ``--url`` on the
+server a superuser's URL names: there it makes its own databases and roles,
+named with this run's own prefix (``stormbench_PID_RANDOM``: two runs on one
+server never collide), and drops them at the end, on failure and on Ctrl-C
+too. It prints one JSON document, a key per MODE:
+
+- ``long_lived``: RUNNERS processes, each holding one ``Storm`` of the library
+  (one connection) and looping claim, finish ok over LONG_LANES lanes, against,
+  in interleaved rounds on the same server, the same number of processes and
+  jobs of: the chained floor (bench/chain.sql: one hash-chained log in total
+  order under one advisory lock, a fencing token per lease, one round trip per
+  request), the bare SKIP LOCKED claim then finish (bench/floors.py), and the
+  peers (bench/peers.py: procrastinate with RUNNERS processes and with one
+  process of concurrency RUNNERS, pgqueuer with batch_size 1 and 10: no-op
+  jobs, each installed in the bench's own environment, never storm-queue's; a
+  peer that cannot be installed is reported so). Each figure is the median of
+  the rounds; each ratio the median of the rounds' ratios, and the two the
+  issue pins carry a goal and whether it is met. The storm declares
+  ``[runner] unattended = true`` (a lane is claim + finish); every round checks
+  that every lane was claimed once, in run order, finished once, and that
+  verify is sound; the floors and peers check that every job was done once.
+- ``runners``: the same loop with a storm-queue process per command, over
+  LANES lanes, against the bare floor.
+- ``bump``: bump then unbump, two whole CLI processes, on a database storm /
+  on a directory storm (median of the rounds' ratios; goal 2.5, issue 21
+  item 6), with what ``import psycopg`` alone costs a process, measured in
+  the same rounds.
+- ``batch``: add --from FILE of BATCH_LANES lanes (issue 21, item 5; goal:
+  1,000 lanes in at most 2 s on a database storm), a whole process on a fresh
+  empty storm of each store (median wall time), beside one add of one lane;
+  every lane is then queued in order and verify passes.
+- ``next``: next at EVENTS log lines / next at line 1 alone on a database storm
+  of the same 100 lanes, both built by bench/build.py; verify passes on the big one.
+
+Exit 1 when a check fails (the JSON is printed first); a goal not met is a
+measure, not a failure. Ratios only mean something within one run.
 """
 
 from __future__ import annotations
@@ -33,7 +47,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
+import secrets
+import signal
 import statistics
 import subprocess
 import sys
@@ -42,15 +59,62 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path[:0] = [str(REPO), str(REPO / "bench")]
+
+import floors  # noqa: E402
+import peers  # noqa: E402
+from race import race  # noqa: E402
 
 from tests.pgserver import PgServer  # noqa: E402
+
+#: the goals of issue 21 item 3: the storm's lanes/s over each, at least
+GOALS = {"chain_floor": 0.5, "procrastinate_8proc": 1.0}
 
 
 def sq(root: str, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("STORM_QUEUE_ROOT", "STORM_QUEUE_LANE")}
     env["PYTHONPATH"] = str(REPO)
     return subprocess.run([sys.executable, "-m", "storm_queue", *args, "--root", root], capture_output=True, text=True, env=env)
+
+
+class Place:
+    """Where a run makes its databases and roles: a throwaway server, or the
+    server of a superuser's URL. Each database is owned by a role of the same
+    name, PREFIX_WHAT_N; close() drops every one this run made (and stops a
+    throwaway server)."""
+
+    def __init__(self, url: str | None = None):
+        self.server = PgServer(url=url)
+        self.prefix = f"stormbench_{os.getpid()}_{secrets.token_hex(3)}"
+        self.made: list[str] = []
+
+    def open(self) -> None:
+        """Start the throwaway server; or check that the URL connects as a
+        superuser (RuntimeError saying so when it does not)."""
+        if self.server.external_url is not None:
+            with self.server.admin() as conn:
+                if not conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").fetchone()[0]:
+                    raise RuntimeError("--url must connect as a superuser: the bench makes databases and roles")
+        self.server.start()
+
+    def database(self, what: str) -> str:
+        """A new empty database and its owner; the owner's URL of it."""
+        name = f"{self.prefix}_{what}_{len(self.made)}"
+        self.made.append(name)
+        self.server.create_role(name)
+        self.server.create_database(name, name)
+        return self.server.url(name, name)
+
+    def close(self) -> None:
+        try:
+            for name in reversed(self.made):
+                try:
+                    self.server.drop_database(name)
+                    self.server.drop_role(name)
+                except Exception as e:  # keep dropping the others; say which is left
+                    print(f"bench: could not drop database and role {name}: {e}", file=sys.stderr)
+        finally:
+            self.server.stop()
 
 
 _FRESH = itertools.count()
@@ -65,34 +129,14 @@ def timed(fn, n: int) -> float:
     return statistics.median(times)
 
 
-def fresh(server: PgServer, name: str) -> str:
-    name = f"{name}_{next(_FRESH)}"
-    role = server.create_role(f"op_{name}")
-    server.create_database(f"db_{name}", role)
-    url = server.url(f"db_{name}", role)
+def fresh(place: Place, what: str) -> str:
+    """A new database with an empty storm in it (``storm-queue init``)."""
+    url = place.database(what)
     done = subprocess.run([sys.executable, "-m", "storm_queue", "init", url], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0, done.stderr
+    if done.returncode:
+        raise RuntimeError(f"storm-queue init failed: {done.stderr}")
     return url
-
-
-def started(argv: list[str], n: int, each=lambda i: []) -> list[subprocess.Popen]:
-    """N processes of ARGV (+ each(i)), each connected and waiting for go()."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [subprocess.Popen(argv + each(i), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-             for i in range(n)]
-    for p in procs:
-        assert p.stdout.readline().strip() == "ready"
-    return procs
-
-
-def go(procs: list[subprocess.Popen]) -> float:
-    """Start every waiting process at once; the time they were started."""
-    t = time.perf_counter()
-    for p in procs:
-        p.stdin.write("go\n")
-        p.stdin.flush()
-    return t
 
 
 def _lanes_table(url: str, lanes: int, slots: int) -> None:
@@ -102,57 +146,30 @@ def _lanes_table(url: str, lanes: int, slots: int) -> None:
 
     toml = Path(tempfile.mkdtemp()) / "storm.toml"
     toml.write_text(f"[runner]\nslots = {slots}\nunattended = true\n")
-    assert sq(url, "declare", str(toml)).returncode == 0
+    if sq(url, "declare", str(toml)).returncode:
+        raise RuntimeError("storm-queue declare failed")
     with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
         cur.executemany("INSERT INTO storm_queue.lane (slug, issue) VALUES (%s, %s)", [(f"l{i:05d}", str(i)) for i in range(lanes)])
 
 
-def _floor(url: str, lanes: int, n: int) -> float:
-    """Lanes/s of N connections running the bare claim loop over LANES rows."""
-    import psycopg
-
-    table = f"bench_jobs_{lanes}_{n}"
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE public.{table} (id bigserial PRIMARY KEY, state text NOT NULL DEFAULT 'ready')")
-        conn.execute(f"INSERT INTO public.{table} (state) SELECT 'ready' FROM generate_series(1, %s)", (lanes,))
-    floor_script = (
-        "import psycopg, sys\n"
-        "with psycopg.connect(sys.argv[1], autocommit=True) as c:\n"
-        "    print('ready', flush=True)\n"
-        "    sys.stdin.readline()\n"
-        f"    while c.execute(\"UPDATE public.{table} SET state = 'done' WHERE id = (SELECT id FROM public.{table} "
-        "WHERE state = 'ready' ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id\").fetchone():\n"
-        "        pass\n")
-    procs = started([sys.executable, "-c", floor_script, url], n)
-    t = go(procs)
-    for p in procs:
-        p.wait()
-    rate = lanes / (time.perf_counter() - t)
-    with psycopg.connect(url, autocommit=True) as conn:
-        assert conn.execute(f"SELECT count(*) FROM public.{table} WHERE state = 'done'").fetchone()[0] == lanes
-    return rate
-
-
 def _check_runs(url: str, lanes: int) -> dict:
-    """Every lane claimed and finished ok exactly once, claims in run order
-    (queue order: no lane is prioritised), and verify says sound."""
+    """Whether every lane was claimed and finished ok exactly once, claims in
+    run order (queue order: no lane is prioritised), no request refused or
+    expired, and verify sound."""
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
         lines = [json.loads(bytes(r[0])) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq")]
     order = [f"l{i:05d}" for i in range(lanes)]
-    claims = [e["slug"] for e in lines if e["action"] == "claim"]
-    finishes = [e["slug"] for e in lines if e["action"] == "finish"]
-    assert claims == order, "the lanes were not claimed once each, in run order"
-    assert sorted(finishes) == order, "a lane was not finished exactly once"
-    assert not [e for e in lines if e["action"] in ("refused", "expire")], "a runner's request was refused or expired"
-    assert sq(url, "verify").returncode == 0
-    return {"claimed_once_in_run_order": True, "finished_once": True, "verify": "sound", "lines": len(lines)}
+    return {"claimed_once_in_run_order": [e["slug"] for e in lines if e["action"] == "claim"] == order,
+            "finished_once": sorted(e["slug"] for e in lines if e["action"] == "finish") == order,
+            "refused_or_expired": sum(e["action"] in ("refused", "expire") for e in lines),
+            "verify": "sound" if sq(url, "verify").returncode == 0 else "unsound", "lines": len(lines)}
 
 
-def runners(server: PgServer, lanes: int, n: int) -> dict:
+def runners(place: Place, lanes: int, n: int) -> dict:
     """N runner processes, each starting a storm-queue process per command."""
-    url = fresh(server, "runners")
+    url = fresh(place, "runners")
     _lanes_table(url, lanes, n)
     script = (
         "import os, subprocess, sys\n"
@@ -169,12 +186,13 @@ def runners(server: PgServer, lanes: int, n: int) -> dict:
         p.wait()
     storm_rate = lanes / (time.perf_counter() - t)
     checked = _check_runs(url, lanes)
-    floor_rate = _floor(url, lanes, n)
+    floor_rate = floors.bare(place.database("runners_bare"), lanes, n)["per_s"]
     return {"lanes": lanes, "runners": n, "storm_lanes_per_s": round(storm_rate, 1),
-            "bare_claims_per_s": round(floor_rate, 1), "ratio": round(storm_rate / floor_rate, 4), **checked}
+            "bare_floor_per_s": round(floor_rate, 1), "ratio": round(storm_rate / floor_rate, 4), **checked}
 
 
 #: one long-lived runner: one Storm (one connection) looping claim, finish ok
+#: (bench/race.py's worker: prints lanes run, first and last, then its wait polls)
 LONG_LIVED = """
 import collections, sys, time
 from storm_queue.service.storm import Storm
@@ -188,12 +206,13 @@ if profile:
     import cProfile
     prof = cProfile.Profile()
     prof.enable()
-polls, done = collections.Counter(), 0
+polls, done, first = collections.Counter(), 0, time.perf_counter()
 while True:
     d = storm.claim(holder=holder).decision.split()
     if d[0] == "run":
         assert storm.finish(d[1], int(d[3]), "ok").outcome == "done"
         done += 1
+        last = time.perf_counter()
     elif d[0] == "wait" and len(d) - 1 < lanes:  # every slot is taken (the rest wait for their batch review)
         polls[d[0]] += 1
         time.sleep(0.002)
@@ -202,26 +221,102 @@ while True:
 if profile:
     prof.disable()
     prof.dump_stats(profile)
-print(done, polls["wait"])
+print(done, first, last if done else first, polls["wait"])
 """
 
 
-def long_lived(server: PgServer, lanes: int, n: int, profile: str = "") -> dict:
+def storm_round(place: Place, lanes: int, n: int, profile: str = "") -> dict:
     """N runner processes, each one ``Storm`` (the library) on one connection,
-    timed from when all are connected (as the floor's connections are)."""
-    url = fresh(server, "longlived")
+    timed as every contender is (bench/race.py); ``per_s`` and the checks."""
+    url = fresh(place, "storm")
     _lanes_table(url, lanes, n)
-    procs = started([sys.executable, "-c", LONG_LIVED, url], n, lambda i: [f"runner-{i}", profile if i == 0 else "", str(lanes)])
-    t = go(procs)
-    outs = [p.communicate()[0].split() for p in procs]
-    storm_rate = lanes / (time.perf_counter() - t)
-    assert all(p.returncode == 0 for p in procs), "a runner failed"
-    checked = _check_runs(url, lanes)
-    floor_rate = _floor(url, lanes, n)
-    return {"lanes": lanes, "runners": n, "storm_lanes_per_s": round(storm_rate, 1),
-            "bare_claims_per_s": round(floor_rate, 1), "ratio": round(storm_rate / floor_rate, 4),
-            "lanes_per_runner": [int(o[0]) for o in outs], "wait_polls": sum(int(o[1]) for o in outs),
-            **checked}
+    raced = race([[sys.executable, "-c", LONG_LIVED, url, f"runner-{i}", profile if i == 0 else "", str(lanes)]
+                  for i in range(n)])
+    return {"per_s": raced["per_s"], "lanes_per_runner": raced["per_process"],
+            "wait_polls": sum(int(e[0]) for e in raced["extra"]), **_check_runs(url, lanes)}
+
+
+def contenders(place: Place, args, versions: dict) -> dict:
+    """Each contender's name: its round (a function of the round's number)."""
+    jobs, n = args.long_lanes, args.runners
+    table = {"storm": lambda r: storm_round(place, jobs, n, args.profile if r == 0 else ""),
+             "chain_floor": lambda r: floors.chain(place.database("chain"), jobs, n),
+             "bare_floor": lambda r: floors.bare(place.database("bare"), jobs, n)}
+    for name, (peer, processes, k) in peers.contenders(n).items():
+        if isinstance(versions.get(peer), str):
+            table[name] = (lambda peer, processes, k, name: lambda r: peers.peer_round(
+                args.python, place.database(name), peer, processes, k, jobs))(peer, processes, k, name)
+    return table
+
+
+def ratio(rounds: dict, over: str, why: str | None) -> dict:
+    """The storm's lanes/s over OVER's jobs/s: the median of the rounds' ratios."""
+    goal = GOALS.get(over)
+    if over not in rounds:
+        return {"measured": None, "goal": goal, "met": None, "why": why}
+    each = [s["per_s"] / o["per_s"] for s, o in zip(rounds["storm"], rounds[over])]
+    measured = statistics.median(each)
+    out = {"measured": round(measured, 4), "each_round": [round(x, 4) for x in each]}
+    return out if goal is None else {**out, "goal": goal, "met": measured >= goal}
+
+
+def long_lived(place: Place, args) -> dict:
+    """Every contender, one after the other, ROUNDS times; the summary."""
+    versions = {}
+    if not args.no_peers:
+        args.python, why = peers.interpreter(args.peers_python)
+        versions = peers.versions(args.python, why)
+    table = contenders(place, args, versions)
+    rounds: dict[str, list[dict]] = {name: [] for name in table}
+    for r in range(args.rounds):
+        for name, measure in table.items():
+            rounds[name].append(measure(r))
+    storm = rounds["storm"]
+
+    def median(name: str) -> float:
+        return round(statistics.median(x["per_s"] for x in rounds[name]), 1)
+
+    def checks(name: str) -> dict:
+        keys = [k for k, v in rounds[name][0].items() if isinstance(v, bool)]
+        return {k: all(x[k] for x in rounds[name]) for k in keys}
+
+    shown = {}
+    for name in table:
+        if name != "storm":
+            shown[name] = {"jobs_per_s": median(name), "rounds_per_s": [round(x["per_s"], 1) for x in rounds[name]],
+                           **checks(name)}
+    for peer, version in versions.items():
+        for name, (of, _, _) in peers.contenders(args.runners).items():
+            if of == peer:
+                shown[name] = {"version": version, **shown[name]} if isinstance(version, str) else version
+    why = "not run (--no-peers)" if args.no_peers else (versions.get("procrastinate") or {}).get("unavailable")
+    ratios = {f"storm_over_{over}": ratio(rounds, over, why if over.startswith("procrastinate") else None)
+              for over in ("chain_floor", "procrastinate_8proc", "bare_floor")}
+    sound = {**checks("storm"), "refused_or_expired": sum(x["refused_or_expired"] for x in storm),
+             "verify": "sound" if all(x["verify"] == "sound" for x in storm) else "unsound"}
+    met = [v["met"] for v in ratios.values() if "goal" in v]
+    return {"lanes": args.long_lanes, "runners": args.runners, "rounds": args.rounds,
+            "storm_lanes_per_s": median("storm"), "storm_rounds_per_s": [round(x["per_s"], 1) for x in storm],
+            **sound, "lines": storm[-1]["lines"], "lanes_per_runner": storm[-1]["lanes_per_runner"],
+            "wait_polls": sum(x["wait_polls"] for x in storm), "contenders": shown, "ratios": ratios,
+            "goals_met": None if None in met else all(met) and sound["verify"] == "sound"
+            and sound["claimed_once_in_run_order"] and sound["finished_once"]}
+
+
+def failed_checks(out: dict) -> list[str]:
+    """What did not hold: a storm's or a contender's check."""
+    bad = []
+    for mode, result in out.items():
+        if not isinstance(result, dict):
+            continue
+        for key in ("claimed_once_in_run_order", "finished_once"):
+            if result.get(key) is False:
+                bad.append(f"{mode}: {key}")
+        if result.get("verify", "sound") != "sound" or result.get("refused_or_expired"):
+            bad.append(f"{mode}: verify {result.get('verify')}, {result.get('refused_or_expired')} refused or expired")
+        for name, c in result.get("contenders", {}).items():
+            bad += [f"{mode}: {name}: {k}" for k, v in c.items() if v is False]
+    return bad
 
 
 #: the ratio issue 21 (item 6) asks of bump then unbump, database storm over directory storm
@@ -235,7 +330,7 @@ def _run_ms(argv: list[str], env: dict[str, str]) -> float:
     return (time.perf_counter() - t) * 1000
 
 
-def bumps(server: PgServer, n: int = 15) -> dict:
+def bumps(place: Place, n: int = 15) -> dict:
     """``bump a`` then ``unbump a`` as two whole CLI processes, on a database
     storm and on a directory storm, alternated in each of N rounds (the
     ratio is the median of the rounds' ratios); and, in the same rounds,
@@ -243,7 +338,7 @@ def bumps(server: PgServer, n: int = 15) -> dict:
     driver's import alone costs a process. The processes write and use
     bytecode, as an installed command does (pip compiles it), whatever
     PYTHONDONTWRITEBYTECODE says here."""
-    url = fresh(server, "bumps")
+    url = fresh(place, "bumps")
     root = Path(tempfile.mkdtemp()) / "storm"
     root.mkdir()
     (root / "queue.txt").write_text("a 1\n")
@@ -269,7 +364,7 @@ def bumps(server: PgServer, n: int = 15) -> dict:
             "ratio_without_the_driver_import": round(statistics.median((r[0] - 2 * (r[3] - r[2])) / r[1] for r in rounds), 3)}
 
 
-def batch(server: PgServer, lanes: int, n: int = 5) -> dict:
+def batch(place: Place, lanes: int, n: int = 5) -> dict:
     """``add --from FILE`` of LANES lanes (every tenth with no dependency,
     the rest needing the lane before), each run a whole process on a fresh
     storm of each store, against one ``add`` of one lane (``ratio``: the
@@ -283,7 +378,7 @@ def batch(server: PgServer, lanes: int, n: int = 5) -> dict:
 
     def empty(kind: str) -> str:
         if kind == "database":
-            return fresh(server, "batch")
+            return fresh(place, "batch")
         root = Path(tempfile.mkdtemp(dir=work))
         (root / "queue.txt").write_text("")
         return str(root)
@@ -316,16 +411,13 @@ def batch(server: PgServer, lanes: int, n: int = 5) -> dict:
             "in_order_and_verified": True}
 
 
-def history(server: PgServer, events: int, lanes: int = 100, n: int = 15) -> dict:
+def history(place: Place, events: int, lanes: int = 100, n: int = 15) -> dict:
     """``next`` on a database storm of EVENTS lines after line 1 / on one of
     line 1 alone, the same LANES lanes (both built by bench/build.py)."""
-    sys.path.insert(0, str(REPO / "bench"))
     from build import build_database
 
-    def made(name: str, count: int) -> tuple[str, float]:
-        role = server.create_role(f"op_{name}")
-        server.create_database(f"db_{name}", role)
-        url = server.url(f"db_{name}", role)
+    def made(what: str, count: int) -> tuple[str, float]:
+        url = place.database(what)
         t = time.perf_counter()
         build_database(url, count, lanes)
         return url, time.perf_counter() - t
@@ -342,31 +434,66 @@ def history(server: PgServer, events: int, lanes: int = 100, n: int = 15) -> dic
             "next_small_ms": round(t0 * 1000, 1), "next_big_ms": round(t1 * 1000, 1), "ratio": round(t1 / t0, 3)}
 
 
-def main() -> None:
+MODES = ("bump", "batch", "next", "runners", "long_lived")
+
+
+def arguments() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", choices=MODES, action="append", metavar="MODE",
+                    help=f"run only this measure ({', '.join(MODES)}; may be repeated)")
+    ap.add_argument("--url", help="a superuser's URL: run on that server (making and dropping this run's own "
+                                  "databases and roles) instead of a throwaway one")
+    ap.add_argument("--runners", type=int, default=8, help="runner processes (and each contender's processes)")
+    ap.add_argument("--long-lanes", type=int, default=2000, help="lanes (jobs) of the long-lived runners and contenders")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of long_lived's contenders")
+    ap.add_argument("--no-peers", action="store_true", help="leave procrastinate and pgqueuer out")
+    ap.add_argument("--peers-python", help=f"the interpreter that has the peers (default: made at {peers.VENV})")
     ap.add_argument("--lanes", type=int, default=80, help="lanes of the process-per-command runners")
-    ap.add_argument("--long-lanes", type=int, default=2000, help="lanes of the long-lived runners")
-    ap.add_argument("--runners", type=int, default=8)
     ap.add_argument("--events", type=int, default=1000000)
-    ap.add_argument("--profile", default="", help="write the first long-lived runner's cProfile stats here")
-    ap.add_argument("--smoke", action="store_true", help="the smallest sizes, to check that it runs")
     ap.add_argument("--batch-lanes", type=int, default=1000, help="lanes of one add --from FILE")
-    ap.add_argument("--only", choices=("bump", "batch", "next", "runners", "long_lived"), action="append",
-                    help="run only this measure (may be repeated)")
+    ap.add_argument("--profile", default="", help="write the first long-lived runner's cProfile stats here (round 1)")
+    ap.add_argument("--smoke", action="store_true", help="the smallest sizes, to check that it runs")
     args = ap.parse_args()
     if args.smoke:
-        args.lanes, args.long_lanes, args.runners, args.events, args.batch_lanes = 4, 6, 2, 40, 12
-    server = PgServer().start()
+        args.lanes, args.long_lanes, args.runners, args.events, args.rounds, args.batch_lanes = 4, 6, 2, 40, 1, 12
+    if min(args.runners, args.long_lanes, args.rounds, args.lanes) < 1:
+        ap.error("--runners, --long-lanes, --rounds and --lanes take a number of at least 1")
+    return args
+
+
+def measured(place: Place, args: argparse.Namespace) -> dict:
+    """Each MODE asked for (all by default): its figures."""
+    measures = {"bump": lambda: bumps(place, 3 if args.smoke else 15),
+                "batch": lambda: batch(place, args.batch_lanes, 1 if args.smoke else 5),
+                "next": lambda: history(place, args.events, n=3 if args.smoke else 15),
+                "runners": lambda: runners(place, args.lanes, args.runners),
+                "long_lived": lambda: long_lived(place, args)}
+    return {name: measure() for name, measure in measures.items() if not args.only or name in args.only}
+
+
+def main() -> None:
+    args = arguments()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # drop what was made, as Ctrl-C does
+    place = Place(args.url)
     try:
-        measures = {"bump": lambda: bumps(server, 3 if args.smoke else 15),
-                    "batch": lambda: batch(server, args.batch_lanes, 1 if args.smoke else 5),
-                    "next": lambda: history(server, args.events, n=3 if args.smoke else 15),
-                    "runners": lambda: runners(server, args.lanes, args.runners),
-                    "long_lived": lambda: long_lived(server, args.long_lanes, args.runners, args.profile)}
-        out = {name: measure() for name, measure in measures.items() if not args.only or name in args.only}
+        place.open()
+    except Exception as e:
+        place.close()
+        sys.exit(f"bench: cannot use {'--url' if args.url else 'a throwaway'} server: {e}")
+    out = None
+    try:
+        out = measured(place, args)
+    except KeyboardInterrupt:
+        pass
     finally:
-        server.stop()
+        place.close()
+    if out is None:
+        sys.exit(f"bench: interrupted; this run's databases and roles ({place.prefix}_*) were dropped")
+    out["place"] = {"server": "--url" if args.url else "throwaway", "prefix": place.prefix}
     print(json.dumps(out, indent=2))
+    bad = failed_checks(out)
+    if bad:
+        sys.exit("bench: checks failed: " + "; ".join(bad))
 
 
 if __name__ == "__main__":

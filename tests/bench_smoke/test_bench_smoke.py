@@ -109,20 +109,6 @@ def test_build_writes_a_database_storm_that_verifies(pg_url) -> None:
     assert again.returncode != 0 and "already holds a storm" in again.stderr
 
 
-def test_the_database_benchmark_runs_its_smallest_sizes(pg_server) -> None:
-    """A real process: the bench script itself is what is run."""
-    done = subprocess.run([sys.executable, str(REPO / "bench" / "database.py"), "--smoke"],
-                          capture_output=True, text=True, env=clean_env(), timeout=600)
-    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    result = json.loads(done.stdout)
-    assert set(result) == {"bump", "batch", "next", "runners", "long_lived"}
-    assert all(result[k]["ratio"] > 0 for k in result)
-    assert result["batch"]["in_order_and_verified"] and result["batch"]["lanes"] == 12
-    for runs in (result["runners"], result["long_lived"]):
-        assert runs["claimed_once_in_run_order"] and runs["finished_once"] and runs["verify"] == "sound"
-    assert sum(result["long_lived"]["lanes_per_runner"]) == result["long_lived"]["lanes"]
-
-
 def test_the_request_benchmark_runs(tmp_path: Path) -> None:
     """A real process: the bench script itself is what is run."""
     out = tmp_path / "README.md"
