@@ -46,8 +46,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import functools
 import json
-import math
 import os
 import secrets
 import signal
@@ -243,10 +243,13 @@ def contenders(place: Place, args, versions: dict) -> dict:
              "chain_floor": lambda r: floors.chain(place.database("chain"), jobs, n),
              "bare_floor": lambda r: floors.bare(place.database("bare"), jobs, n)}
     for name, (peer, processes, k) in peers.contenders(n).items():
-        if isinstance(versions.get(peer), str):
-            table[name] = (lambda peer, processes, k, name: lambda r: peers.peer_round(
-                args.python, place.database(name), peer, processes, k, jobs))(peer, processes, k, name)
+        if isinstance(versions.get(peer), str):  # its version: installed
+            table[name] = functools.partial(_peer_round, place, args.python, name, peer, processes, k, jobs)
     return table
+
+
+def _peer_round(place: Place, python: str, name: str, peer: str, processes: int, k: int, jobs: int, r: int) -> dict:
+    return peers.peer_round(python, place.database(name), peer, processes, k, jobs)
 
 
 def ratio(rounds: dict, over: str, why: str | None) -> dict:
@@ -271,6 +274,12 @@ def long_lived(place: Place, args) -> dict:
     for r in range(args.rounds):
         for name, measure in table.items():
             rounds[name].append(measure(r))
+    return summarised(rounds, versions, args)
+
+
+def summarised(rounds: dict[str, list[dict]], versions: dict, args) -> dict:
+    """long_lived's JSON: the storm's median and checks, each contender's
+    (or why it is unavailable), the ratios and whether the goals are met."""
     storm = rounds["storm"]
 
     def median(name: str) -> float:
@@ -281,7 +290,7 @@ def long_lived(place: Place, args) -> dict:
         return {k: all(x[k] for x in rounds[name]) for k in keys}
 
     shown = {}
-    for name in table:
+    for name in rounds:
         if name != "storm":
             shown[name] = {"jobs_per_s": median(name), "rounds_per_s": [round(x["per_s"], 1) for x in rounds[name]],
                            **checks(name)}
@@ -289,7 +298,8 @@ def long_lived(place: Place, args) -> dict:
         for name, (of, _, _) in peers.contenders(args.runners).items():
             if of == peer:
                 shown[name] = {"version": version, **shown[name]} if isinstance(version, str) else version
-    why = "not run (--no-peers)" if args.no_peers else (versions.get("procrastinate") or {}).get("unavailable")
+    procrastinate = versions.get("procrastinate")
+    why = "not run (--no-peers)" if args.no_peers else None if isinstance(procrastinate, str) else procrastinate["unavailable"]
     ratios = {f"storm_over_{over}": ratio(rounds, over, why if over.startswith("procrastinate") else None)
               for over in ("chain_floor", "procrastinate_8proc", "bare_floor")}
     sound = {**checks("storm"), "refused_or_expired": sum(x["refused_or_expired"] for x in storm),

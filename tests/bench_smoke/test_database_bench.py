@@ -30,6 +30,12 @@ def left_behind(pg_server, prefix: str) -> list[str]:
             "UNION ALL SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)", (prefix, prefix))]
 
 
+def connected(pg_server, prefix: str) -> int:
+    """The sessions open on the server's databases whose name starts with PREFIX."""
+    with pg_server.admin() as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE starts_with(datname, %s)", (prefix,)).fetchone()[0]
+
+
 def test_every_mode_runs_its_smallest_sizes_and_a_peer_that_cannot_be_imported_is_reported(tmp_path: Path) -> None:
     # an interpreter that sees no site-packages: neither peer can be imported by it
     python = tmp_path / "python"
@@ -85,14 +91,14 @@ def test_ctrl_c_drops_what_the_run_made_on_the_server(pg_server) -> None:
     run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env())
     prefix = f"stormbench_{run.pid}_"
     deadline = time.monotonic() + 120
-    while not left_behind(pg_server, prefix) and run.poll() is None and time.monotonic() < deadline:
+    while connected(pg_server, prefix) < 2 and run.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert left_behind(pg_server, prefix), "the run made no database"
+    assert connected(pg_server, prefix) >= 2, "the runners never connected"  # the race is on
     run.send_signal(signal.SIGINT)
     out, err = run.communicate(timeout=120)
     assert run.returncode == 1 and out == "", err[-3000:]
     assert f"interrupted; this run's databases and roles ({prefix}" in err
-    assert left_behind(pg_server, prefix) == []
+    assert left_behind(pg_server, prefix) == [] and connected(pg_server, prefix) == 0
 
 
 def test_a_url_that_is_not_a_superuser_is_refused_without_its_password(pg_server) -> None:
