@@ -2,7 +2,7 @@
 
     python bench/database.py [--only MODE]... [--url SUPERUSER_URL] [--runners 8] [--long-lanes 2000]
                              [--rounds 3] [--no-peers | --peers-python PY] [--lanes 80] [--events 1000000]
-                             [--batch-lanes 1000] [--profile FILE] [--smoke]
+                             [--batch-lanes 1000] [--profile FILE] [--smoke] [--out FILE]
 
 It runs on a throwaway server (tests/pgserver.py), or with ``--url`` on the
 server a superuser's URL names: there it makes its own databases and roles,
@@ -38,6 +38,7 @@ too. It prints one JSON document, a key per MODE:
 - ``next``: next at EVENTS log lines / next at line 1 alone on a database storm
   of the same 100 lanes, both built by bench/build.py; verify passes on the big one.
 
+``--out FILE`` writes long_lived's table into FILE (bench/report.py).
 Exit 1 when a check fails (the JSON is printed first); a goal not met is a
 measure, not a failure. Ratios only mean something within one run.
 """
@@ -463,6 +464,8 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--batch-lanes", type=int, default=1000, help="lanes of one add --from FILE")
     ap.add_argument("--profile", default="", help="write the first long-lived runner's cProfile stats here (round 1)")
     ap.add_argument("--smoke", action="store_true", help="the smallest sizes, to check that it runs")
+    ap.add_argument("--out", metavar="FILE", help="write long_lived's table into this markdown file "
+                                                  "(between its markers, the rest kept)")
     args = ap.parse_args()
     if args.smoke:
         args.lanes, args.long_lanes, args.runners, args.events, args.rounds, args.batch_lanes = 4, 6, 2, 40, 1, 12
@@ -482,7 +485,7 @@ def measured(place: Place, args: argparse.Namespace) -> dict:
 
 
 def main() -> None:
-    args = arguments()
+    args, started, load = arguments(), time.time(), os.getloadavg()[0]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # drop what was made, as Ctrl-C does
     place = Place(args.url)
     try:
@@ -501,6 +504,10 @@ def main() -> None:
         sys.exit(f"bench: interrupted; this run's databases and roles ({place.prefix}_*) were dropped")
     out["place"] = {"server": "--url" if args.url else "throwaway", "prefix": place.prefix}
     print(json.dumps(out, indent=2))
+    if args.out and "long_lived" in out:
+        import report
+
+        report.write(args.out, out["long_lived"], sys.argv[1:], started, (load, os.getloadavg()[0]))
     bad = failed_checks(out)
     if bad:
         sys.exit("bench: checks failed: " + "; ".join(bad))

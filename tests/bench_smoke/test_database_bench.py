@@ -41,7 +41,9 @@ def test_every_mode_runs_its_smallest_sizes_and_a_peer_that_cannot_be_imported_i
     python = tmp_path / "python"
     python.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
     python.chmod(0o755)
-    done = bench("--smoke", "--peers-python", str(python))
+    out = tmp_path / "performance.md"
+    out.write_text("# kept\n")
+    done = bench("--smoke", "--peers-python", str(python), "--out", str(out))
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert set(result) == {"bump", "batch", "next", "runners", "long_lived", "place"}
@@ -65,6 +67,11 @@ def test_every_mode_runs_its_smallest_sizes_and_a_peer_that_cannot_be_imported_i
     assert versus_peer["goal"] == 1.0 and versus_peer["measured"] is None and versus_peer["met"] is None
     assert "cannot import procrastinate" in versus_peer["why"]
     assert long["goals_met"] is None  # one goal could not be measured
+    text = out.read_text()
+    assert text.startswith("# kept\n") and "<!-- bench/database.py: begin -->" in text
+    assert "| storm-queue's database store (bench/database.py, 2 long-lived runners) |" in text
+    assert "| procrastinate, 2 processes / 1 process with concurrency 2 | not measured: cannot import procrastinate" in text
+    assert "| storm-queue / procrastinate, 2 processes |  | ≥ 1 | not measured |" in text
 
 
 def test_two_runs_on_one_server_given_by_url_collide_not_and_leave_nothing(pg_server) -> None:
