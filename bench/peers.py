@@ -62,7 +62,11 @@ def versions(python: str | None, why: str | None) -> dict[str, str | dict]:
         if python is None:
             out[peer] = {"unavailable": why}
             continue
-        done = subprocess.run([python, WORKER, "version", peer], capture_output=True, text=True)
+        try:
+            done = subprocess.run([python, WORKER, "version", peer], capture_output=True, text=True)
+        except OSError as e:
+            out[peer] = {"unavailable": f"cannot run {python}: {e.strerror}"}
+            continue
         err = (done.stderr.strip().splitlines() or ["no output"])[-1]
         out[peer] = done.stdout.strip() if done.returncode == 0 else {"unavailable": f"cannot import {peer}: {err}"}
     return out
