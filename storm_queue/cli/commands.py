@@ -235,16 +235,42 @@ quarantined. A token that is not the live lease's is refused
 Example: storm-queue finish e --token 3 --result ok""", RUNNER_CODES,
             (SLUG, TOKEN, Param("result", "--result", "choice", help="How the lane's work ended.", required=True, choices=("ok", "failed")),
              Param("note", "--note", metavar="TEXT", help="A note on the result; recorded."), *REQUEST, JSON, ROOT), "handlers:finish"),
+    Command("release", """Give back the live lease on SLUG held under TOKEN.
+
+For a runner that stops before the lane's work is done (examples/runner.sh
+on SIGINT or SIGTERM): recorded; the lane may be claimed again at once,
+and the attempt stays spent (the last one quarantines the lane). A token
+that is not the live lease's is refused (stale_fence).
+
+Example: storm-queue release e --token 3 --reason "runner stopped by SIGTERM\"""", RUNNER_CODES,
+            (SLUG, TOKEN, *REQUEST, JSON, ROOT), "handlers:release"),
     Command("recover", """Take back orphaned leases (every one, or SLUG's).
 
 A lease past its expiry is an orphan: its lane may be claimed again.
 With SLUG (operator only), also end a running marker that has no lease
-behind it (written by hand or by an older runner).
+behind it (written by hand or by an older runner); with --force and
+--reason, end SLUG's live lease whose holder is gone: recorded, and its
+token is refused from then on (stale_fence). --force changes nothing for
+a lane without a live lease.
 
 Example: storm-queue recover
 
-Example: storm-queue recover e --reason "runner host lost\"""", RUNNER_CODES,
-            (Param("slug", complete="slug"), *REQUEST, JSON, ROOT), "handlers:recover"),
+Example: storm-queue recover e --reason "runner host lost\"
+
+Example: storm-queue recover e --force --reason "host r1 was reinstalled\"""", RUNNER_CODES,
+            (Param("slug", complete="slug"),
+             Param("force", "--force", "flag", help="End SLUG's live lease too (its holder is gone); needs --reason."),
+             *REQUEST, JSON, ROOT), "handlers:recover"),
+    Command("cancel", """Cancel SLUG: it will not run, or stops running.
+
+The operator or a declared source, with --reason; recorded as a cancel
+line. A lane not yet settled is settled abandoned; a running lane's
+lease is revoked too, and its holder's next renew or finish is refused
+(lane_cancelled, exit 2), which tells the runner to stop the lane's work.
+Cancelling a settled lane is a recorded no-op.
+
+Example: storm-queue cancel e --reason "superseded by #42\"""", REQUEST_CODES,
+            (SLUG, *REQUEST, JSON, ROOT), "handlers:cancel"),
     Command("unpark", """Return quarantined SLUG to the queue with fresh attempts.
 
 Operator only, with --reason. The lane's attempt history stays.

@@ -81,9 +81,19 @@ def finish(root: str | None, as_json: bool, slug: str, token: int, result: str, 
     return answer(storm(root, wait).finish(slug, token, result, note, source=source, reason=reason, key=key), as_json)
 
 
-def recover(root: str | None, as_json: bool, slug: str | None, reason: str | None, source: str | None,
+def release(root: str | None, as_json: bool, slug: str, token: int, reason: str | None, source: str | None,
             wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).recover(slug, source=source, reason=reason, key=key), as_json)
+    return answer(storm(root, wait).release(slug, token, source=source, reason=reason, key=key), as_json)
+
+
+def recover(root: str | None, as_json: bool, slug: str | None, force: bool, reason: str | None, source: str | None,
+            wait: float, key: str | None) -> int:
+    return answer(storm(root, wait).recover(slug, source=source, reason=reason, key=key, force=force), as_json)
+
+
+def cancel(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
+           key: str | None) -> int:
+    return answer(storm(root, wait).cancel(slug, reason, source=source, key=key), as_json)
 
 
 def unpark(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None,

@@ -44,7 +44,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "lease": None if lease is None else {"holder": lease.holder, "token": lease.token, "by": lease.by,
                                              "claimed": lease.claimed, "expires": lease.expires, "ttl": lease.ttl},
         "attempts": run.attempts, "quarantined": run.quarantined, "not_before": run.not_before,
-        "unparked": act_json(run.unparked),
+        "unparked": act_json(run.unparked), "cancelled": act_json(run.cancelled),
         "history": [{"token": a.token, "holder": a.holder, "at": a.at, "end": a.end, "ended": a.ended, "note": a.note}
                     for a in run.history],
     }
@@ -244,7 +244,11 @@ _RUNNER_WORDS = {
     "renew": lambda e: f": token {e['token']} until {printable(e['expires'])}",
     "finish": lambda e: f": token {e['token']} {printable(e['result'])}" + (f"; note {quote(e['note'])}" if e.get("note") is not None else ""),
     "expire": lambda e: f": token {e['token']}, lease expired at {printable(e['expired'])}",
-    "recover": lambda e: f": a running marker with no lease (token {e['token'] if e['token'] is not None else 'none'})",
+    "recover": lambda e: (f": the live lease of token {e['token']}, its holder gone (--force)" if e.get("force") else
+                          f": a running marker with no lease (token {e['token'] if e['token'] is not None else 'none'})"),
+    "release": lambda e: f": token {e['token']} given back by its holder",
+    "cancel": lambda e: (f" noop: {printable(e['noop'])}" if e.get("noop") else
+                         ": settled abandoned" + ("" if e["token"] is None else f"; the lease of token {e['token']} revoked")),
     "quarantine": lambda e: f": after {e['attempts']} attempts (budget {e['budget']})",
     "waive": lambda e: (f": waiver of {printable(e['dep'])} ended" if e["undo"] else f": {printable(e['dep'])} waived")
     + (f" (noop: {printable(e['noop'])})" if e.get("noop") else "") + _lanes("moved", e.get("moved", []))
@@ -329,7 +333,8 @@ def why_text(why: Why) -> str:
 
 
 _ENDS = {"ok": "finished ok", "failed": "failed", "expired": "its lease expired and was taken back",
-         "recovered": "taken back by the operator's recover"}
+         "recovered": "taken back by the operator's recover", "released": "released by its holder",
+         "cancelled": "its lease revoked by a cancel"}
 
 
 def _run_lines(why: Why) -> list[str]:
@@ -368,6 +373,10 @@ def _run_lines(why: Why) -> list[str]:
         u = run.unparked
         lines.append(f"unparked: by {printable(u.by)} at {printable(u.at)} (unpark #{u.seq})"
                      + (f", reason {quote(u.reason)}" if u.reason is not None else ""))
+    if run.cancelled is not None:
+        c = run.cancelled
+        lines.append(f"cancelled: by {printable(c.by)} at {printable(c.at)} (cancel #{c.seq})"
+                     + (f", reason {quote(c.reason)}" if c.reason is not None else ""))
     if run.quarantined is not None:
         lines.append(f"quarantined: since {printable(run.quarantined)}, after {run.attempts} attempts; it is never "
                      f"claimed until the operator, having looked at its attempts, runs: "

@@ -39,6 +39,7 @@ class Judged:
 
 #: what a request would have done, as a refusal of it says (else: change the priority lane)
 DOES = {"claim": "claim a lane", "renew": "renew a lease", "finish": "finish a lane", "recover": "take back leases",
+        "release": "release a lease", "cancel": "cancel a lane",
         "reset": "reset the priority log", "settle": "settle a lane", "add": "add a lane", "schedule": "schedule a lane",
         "unpark": "unpark a lane", "halt": "halt the storm", "resume": "resume the storm", "adopt": "adopt a log",
         "declare": "declare the storm", "upgrade": "upgrade the storm", "grant": "admit a runner or a reader",

@@ -60,7 +60,8 @@ class Lease:
 @dataclass(frozen=True)
 class Attempt:
     """One claim of a lane and how it ended: ``ok``, ``failed``, ``expired``,
-    ``recovered``, or None while it is held."""
+    ``recovered``, ``released`` (its holder gave it back), ``cancelled``
+    (the lane was cancelled while it ran), or None while it is held."""
 
     token: int
     holder: str
@@ -86,6 +87,8 @@ class Run:
     not_before: str | None = None
     #: the operator's last unpark of the lane: who, when and why (None: never unparked)
     unparked: Act | None = None
+    #: the cancel that settled the lane abandoned: who, when and why (None: never cancelled)
+    cancelled: Act | None = None
 
 
 NO_RUN = Run()
@@ -328,15 +331,17 @@ class Fold:
             lease = Lease(event["holder"], token, event["by"], at, event["expires"], event["ttl"])
             run = replace(run, token=max(run.token, token), lease=lease, attempts=run.attempts + 1,
                           history=run.history + (Attempt(token, event["holder"], at),))
-        elif action in ("renew", "finish", "expire", "recover"):
+        elif action in _LEASE_ENDS or action == "renew":
             if token is not None and token > run.token:
                 run = replace(run, token=token)
+            if action == "cancel" and not event.get("noop"):
+                run = replace(run, cancelled=act(event))
             lease = run.lease
             if lease is not None and lease.token == token:
                 if action == "renew":
                     run = replace(run, lease=replace(lease, expires=event["expires"], ttl=event["ttl"]))
                 else:
-                    end = event["result"] if action == "finish" else "expired" if action == "expire" else "recovered"
+                    end = event["result"] if action == "finish" else _LEASE_ENDS[action]
                     history = run.history
                     if history and history[-1].token == token and history[-1].end is None:
                         history = history[:-1] + (replace(history[-1], end=end, ended=at, note=event.get("note")),)
@@ -364,7 +369,10 @@ class Fold:
 
 
 #: the actions of runners and of the operator over runs
-RUNNER_ACTIONS = ("claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule")
+RUNNER_ACTIONS = ("claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule", "release",
+                  "cancel")
+#: the actions that end the lease whose token they name, and how each ends its attempt (a finish: its result)
+_LEASE_ENDS = {"finish": "", "expire": "expired", "recover": "recovered", "release": "released", "cancel": "cancelled"}
 _RUNNER = frozenset(RUNNER_ACTIONS)
 _LANE_ACTIONS = frozenset(("push", "bump", "unbump"))
 #: the operator's halt of the whole storm and its end (a no-op changes nothing)

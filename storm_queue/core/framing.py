@@ -21,7 +21,7 @@ VERSION = 1
 ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair",
            "claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule",
            "init", "declare", "add", "settle", "migrate", "adopt", "waive", "halt", "resume", "upgrade",
-           "grant", "revoke")
+           "grant", "revoke", "release", "cancel")
 
 _STR, _INT, _BOOL, _LIST, _OPT_STR, _OPT_INT, _OBJ = "str", "int", "bool", "list", "str?", "int?", "object"
 _ROWS = "lane rows"  # an adopt's lane: objects naming a slug, whether it is named, and the old line's by and at
@@ -56,18 +56,25 @@ SCHEMA: dict[str, dict[str, str]] = {
     "upgrade": {"from": _INT, "to": _INT},  # a database storm's schema, carried from one version to another
     "grant": {"kind": _STR, "role": _STR},  # a database role admitted as a runner or a reader
     "revoke": {"kind": _STR, "role": _STR},
+    "release": {"slug": _STR, "token": _INT},  # the holder gave its live lease back (issue 20 item 6)
+    "cancel": {"slug": _STR, "token": _OPT_INT},  # the lane settled abandoned; the lease of token revoked (item 7)
 }
 OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR,
             "carried": _LIST}  # a migrate's: what it carried in a form of the database's own
 #: the optional fields of one action alone: a reset --keep-intact's (issue 20 item 4) name the old log kept
 #: aside, the lines of it the new log begins with, the last of those lines' digest and the bytes lost
-OPTIONAL_OF = {"reset": {"abandoned": _OPT_STR, "kept": _INT, "kept_digest": _OPT_STR, "lost": _INT}}
+OPTIONAL_OF = {"reset": {"abandoned": _OPT_STR, "kept": _INT, "kept_digest": _OPT_STR, "lost": _INT},
+               "recover": {"force": _BOOL}}  # a recover's that ended a live lease (issue 20 item 6)
 #: the fields of each action that hold lane names (a name becomes a directory and a shell word)
 NAMED = {"push": ("slug", "moved", "removed", "deps"), "bump": ("slug", "moved", "removed", "deps"),
          "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder"), "add": ("slug", "deps"),
          "init": (), "declare": (), "migrate": (), "adopt": (),  # an adopt's names are checked in its rows
          "waive": ("slug", "dep", "moved", "removed"), "halt": (), "resume": (), "upgrade": (),
          "grant": (), "revoke": ()}
+
+
+#: the actions whose token is always a positive number
+_TOKEN_ACTIONS = ("claim", "renew", "finish", "expire", "release")
 
 
 class Malformed(ValueError):
@@ -152,7 +159,7 @@ def decode(line: bytes) -> dict[str, Any]:
             bad = [v for v in ([value] if isinstance(value, str) else value) if not is_name(v)]
             if bad:
                 raise Malformed(f"field {name!r} holds {dumps(bad[0])}, which is not a name")
-    if action in ("claim", "renew", "finish", "expire") and event["token"] < 1:
+    if action in _TOKEN_ACTIONS and event["token"] < 1:
         raise Malformed("field 'token' is not a positive number")
     if action == "settle" and event["ledger"] not in ("integrated", "abandoned"):
         raise Malformed("field 'ledger' is neither 'integrated' nor 'abandoned'")
@@ -179,7 +186,6 @@ _TEST = {_STR: "type({v}) is str", _OPT_STR: "({v} is None or type({v}) is str)"
          _INT: "type({v}) is int", _OPT_INT: "({v} is None or type({v}) is int)",
          _BOOL: "type({v}) is bool", _LIST: "type({v}) is list and all(type(item) is str for item in {v})",
          _OBJ: "type({v}) is dict", _ROWS: "_rows_ok({v})"}
-_TOKEN_ACTIONS = ("claim", "renew", "finish", "expire")
 
 
 def _learn(values: Any, known: set[str]) -> bool:

@@ -1,5 +1,5 @@
-"""Pure planning of what runners ask: claim, renew, finish, recover, unpark
-and schedule. Each plan takes a snapshot (its ``now`` is the time the
+"""Pure planning of what runners ask: claim, renew, finish, release,
+recover, cancel, unpark and schedule. Each plan takes a snapshot (its ``now`` is the time the
 request is answered), the runner policy and the request, and returns the
 events to record (without their common fields) or a ``Refusal``. No file,
 clock or uid is touched; times are stamps, or POSIX seconds where a lease's
@@ -126,18 +126,26 @@ def next_due(runs: Iterable[Run], now: str) -> str | None:
 
 
 def _fence(snap: Snapshot, slug: str, token: int, verb: str) -> Refusal | None:
-    """``stale_fence`` unless ``token`` is the live lease's on ``slug``."""
+    """Whether ``token`` may act on ``slug``'s lease: None when it is the
+    live lease's; ``lane_cancelled`` when a cancel revoked the lease of
+    that token; else ``stale_fence`` (no lease, another token's, or one
+    past its expiry). The one fence of renew, finish and release."""
     run = snap.state.run(slug)
     lease = run.lease
+    if lease is not None and lease.token == token and running(snap, slug) != ORPHAN:
+        return None
+    if run.cancelled is not None and any(a.token == token and a.end == "cancelled" for a in run.history):
+        c = run.cancelled
+        return Refusal("lane_cancelled", f"{slug} was cancelled by {c.by} at {c.at}"
+                       + (f" ({c.reason})" if c.reason else "") + f", which revoked the lease of token {token}; "
+                       f"a runner may not {verb} it: stop its work (the lane is settled abandoned)")
     if lease is None:
         why = f"{slug} holds no lease" + (f" (its last token was {run.token})" if run.token else "")
     elif lease.token != token:
         age = "older" if token < lease.token else "newer"
         why = f"token {token} is {age} than the live lease's token {lease.token} on {slug}"
-    elif running(snap, slug) == ORPHAN:
-        why = f"the lease of token {token} on {slug} expired at {lease.expires}"
     else:
-        return None
+        why = f"the lease of token {token} on {slug} expired at {lease.expires}"
     return Refusal("stale_fence", f"{why}; a runner that lost its lease may not {verb} the lane: stop its work "
                    "and claim again")
 
@@ -175,11 +183,22 @@ def plan_finish(snap: Snapshot, policy: Policy, slug: str, token: int, result: s
     return _ended(snap, policy, slug, snap.state.run(slug), event)
 
 
-def plan_recover(snap: Snapshot, policy: Policy, slug: str | None) -> list[dict[str, Any]] | Refusal:
+def plan_release(snap: Snapshot, policy: Policy, slug: str, token: int) -> list[dict[str, Any]] | Refusal:
+    """The holder gives its live lease back: the lane may be claimed again
+    at once, and the attempt stays spent (so one that spent the last
+    attempt quarantines the lane, as a failed finish does)."""
+    refusal = _fence(snap, slug, token, "release")
+    if refusal:
+        return refusal
+    return _ended(snap, policy, slug, snap.state.run(slug), {"action": "release", "slug": slug, "token": token})
+
+
+def plan_recover(snap: Snapshot, policy: Policy, slug: str | None, force: bool = False) -> list[dict[str, Any]] | Refusal:
     """Without ``slug``: take back every orphaned lease. With it: take back
     that lane's orphaned lease, or end a running marker that has no lease
     (the marker's token, when it has one, is observed so that no later
-    token repeats it)."""
+    token repeats it); with ``force``, also end its live lease (its holder
+    is gone, the operator says), whose token is refused from then on."""
     if slug is None:
         return expiries(snap, policy)
     if slug not in snap.lanes and slug not in snap.state.runs and slug not in snap.ledgers.running:
@@ -191,10 +210,33 @@ def plan_recover(snap: Snapshot, policy: Policy, slug: str | None) -> list[dict[
                                                 "expired": run.lease.expires})
     if how == MARKER:
         return [{"action": "recover", "slug": slug, "token": snap.ledgers.running[slug], "marker": True}]
+    if how == LEASE and force:
+        return _ended(snap, policy, slug, run, {"action": "recover", "slug": slug, "token": run.lease.token,
+                                                "marker": False, "force": True})
     if how == LEASE:
         return Refusal("lease_live", f"{slug} is leased to {run.lease.holder} (token {run.lease.token}) until "
-                       f"{run.lease.expires}; it can be recovered once that lease expires")
+                       f"{run.lease.expires}; it can be recovered once that lease expires, or now with --force "
+                       "--reason TEXT when its holder is gone")
     return Refusal("not_running", f"{slug} is not running, so there is nothing to recover")
+
+
+def plan_cancel(snap: Snapshot, slug: str) -> list[dict[str, Any]] | Refusal:
+    """Cancel ``slug``: a lane not yet settled is settled abandoned, and
+    its lease (live or past its expiry), if it holds one, is revoked: the
+    holder's renew, finish and release of that token are refused
+    ``lane_cancelled``. A settled lane is a no-op (unless it still holds a
+    lease, which is revoked); one ``queue.txt`` does not carry,
+    ``unknown_slug``."""
+    lease = snap.state.run(slug).lease
+    event: dict[str, Any] = {"action": "cancel", "slug": slug, "token": None if lease is None else lease.token}
+    if snap.ledgers.settled(slug):
+        if lease is None:  # a lane settled (by hand) while it held a lease still has that lease revoked
+            was = "integrated" if slug in snap.ledgers.integrated else "abandoned"
+            event["noop"] = f"{slug} is already {was}"
+        return [event]
+    if slug not in snap.lanes:
+        return Refusal("unknown_slug", f"no lane {slug} is queued, so there is nothing to cancel")
+    return [event]
 
 
 def plan_unpark(snap: Snapshot, slug: str) -> dict[str, Any] | Refusal:

@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-FORMAT = 4  # 3: the lane state gained waivers and touched; 4: halt and Run.unparked (issue 12)
+FORMAT = 5  # 3: the lane state gained waivers and touched; 4: halt and Run.unparked (issue 12); 5: Run.cancelled
 
 
 class Table:
@@ -167,7 +167,7 @@ def sound_run(run: object) -> bool:
 
     if not (isinstance(run, fold.Run) and type(run.token) is int and type(run.attempts) is int
             and text(run.quarantined, run.not_before, empty=True) and isinstance(run.history, tuple)
-            and sound_act(run.unparked)):
+            and sound_act(run.unparked) and sound_act(run.cancelled)):
         return False
     lease = run.lease
     if lease is not None and not (isinstance(lease, fold.Lease) and type(lease.token) is int and type(lease.ttl) is int

@@ -1,5 +1,6 @@
-"""The runners' requests: claim, renew, finish, recover, unpark and
-schedule, planned by ``core.runs`` and recorded by ``passage.request``.
+"""The runners' requests: claim, renew, finish, release, recover, cancel,
+unpark and schedule, planned by ``core.runs`` and recorded by
+``passage.request``.
 Each is a function of the storm, and its method (``storm.KINDS``)."""
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from ..core.ledgers import finished_result
 from ..core.names import as_text, quote
 from ..core.outcome import Outcome, Request, Step
 from ..core.runs import (
-    next_due, plan_claim, plan_finish, plan_recover, plan_renew, plan_schedule, plan_unpark, ttl_refusal,
+    next_due, plan_cancel, plan_claim, plan_finish, plan_recover, plan_release, plan_renew, plan_schedule,
+    plan_unpark, ttl_refusal,
 )
 from ..core.shapes import optional_text, parse_when, shape_holder, shape_names, shape_token, when_at
 from .passage import cached, declaration
@@ -201,37 +203,98 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
 
     return storm.request(req, refusal, plan, decl=decl)
 
-def recover(storm: Storm, slug: str | None = None, source: str | None = None, reason: str | None = None,
+def release(storm: Storm, slug: str, token: int, source: str | None = None, reason: str | None = None,
             key: str | None = None) -> Outcome:
-    """Take back orphaned leases (every one, or ``slug``'s); with
-    ``slug``, also end a running marker that has no lease. Naming a
-    lane is the operator's alone."""
+    """Give back the live lease on ``slug`` held under ``token`` (its
+    holder stops): the lane may be claimed again at once; the attempt
+    stays spent, and one that spent the last attempt quarantines the lane."""
     decl = declaration(storm.store)
-    req = Request("recover", None if slug is None else as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
-    refusal = shape_names(req.slug, (), req.source)
+    req = Request("release", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token,))
+    refusal = shape_names(req.slug, (), req.source) or shape_token(token)
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
-        events = plan_recover(snap, decl.runner, req.slug)
+        events = plan_release(snap, decl.runner, req.slug, token)
+        if isinstance(events, Refusal):
+            return events
+        run = snap.state.run(req.slug)
+        words = (f"{req.slug} is quarantined: released (token {token}) after {run.attempts} attempts" if len(events) > 1
+                 else f"released {req.slug} (token {token}); it may be claimed again (attempt {run.attempts} of "
+                 f"{decl.runner.attempts} spent)")
+        return Step(Outcome("done", "release", req.slug, by, message=words, token=token), events, own=0,
+                    after=lambda _: cached(lambda: fx.unmark_running(req.slug, token), "running marker", req.slug))
+
+    return storm.request(req, refusal, plan, decl=decl)
+
+def recover(storm: Storm, slug: str | None = None, source: str | None = None, reason: str | None = None,
+            key: str | None = None, force: bool = False) -> Outcome:
+    """Take back orphaned leases (every one, or ``slug``'s); with
+    ``slug``, also end a running marker that has no lease, and with
+    ``force`` (and a reason) a live lease whose holder is gone. Naming
+    a lane is the operator's alone; ``force`` without ``slug`` is
+    ``BadArgument``."""
+    if force and slug is None:
+        from ..core.errors import BadArgument
+
+        raise BadArgument("recover --force ends one lane's live lease: name it (storm-queue recover SLUG --force "
+                          "--reason TEXT); nothing was done")
+    decl = declaration(storm.store)
+    req = Request("recover", None if slug is None else as_text(slug), optional_text(reason), optional_text(source),
+                  optional_text(key), (True,) if force else ())
+    refusal = shape_names(req.slug, (), req.source)
+    if refusal is None and force and not (req.reason or "").strip():
+        refusal = Refusal("blank_reason", "recover --force needs --reason TEXT saying why the holder is gone")
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        events = plan_recover(snap, decl.runner, req.slug, force)
         if isinstance(events, Refusal):
             return events
         taken = [e["slug"] for e in events if e["action"] in ("expire", "recover")]
         parked = [e["slug"] for e in events if e["action"] == "quarantine"]
         words = f"took back {' '.join(taken)}" if taken else "no orphaned lease to take back"
+        if events and events[0].get("force"):
+            words = f"ended the live lease on {req.slug} (token {events[0]['token']}); that token is refused from now on"
         if parked:
             words += f"; quarantined {' '.join(parked)}"
         out = Outcome("done" if events else "noop", "recover", req.slug, by, message=words)
-
-        def after(recorded: list[dict[str, Any]]) -> list[str]:
-            notes = []
-            for e in events:
-                if e["action"] in ("expire", "recover"):
-                    notes += cached(lambda: fx.unmark_running(e["slug"], e["token"]),
-                                         "running marker", e["slug"])
-            return notes
-
-        return Step(out, events, after=after, own=0 if events else None)
+        return Step(out, events, after=lambda _: _unmark(fx, events), own=0 if events else None)
 
     return storm.request(req, refusal, plan, decl=decl, operator_only=req.slug is not None)
+
+def _unmark(fx: Effects, events: list[dict[str, Any]]) -> list[str]:
+    """Take away the running marker of each lease ``events`` ended (a cache: a failure is a note)."""
+    notes = []
+    for e in events:
+        if e["action"] in ("expire", "recover", "cancel") and e.get("token") is not None and not e.get("noop"):
+            notes += cached(lambda: fx.unmark_running(e["slug"], e["token"]), "running marker", e["slug"])
+    return notes
+
+def cancel(storm: Storm, slug: str, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
+    """Cancel ``slug``, with a reason (the operator, or a declared
+    source): a lane not settled is settled abandoned, and its lease, if
+    it holds one, is revoked: its holder's next renew or finish is refused
+    ``lane_cancelled``, which tells the runner to stop the lane's work.
+    A settled lane is a recorded no-op."""
+    req = Request("cancel", as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
+    refusal = shape_names(req.slug, (), req.source)
+    if refusal is None and not (req.reason or "").strip():
+        refusal = Refusal("blank_reason", "cancel needs --reason TEXT saying why the lane is not to run")
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        events = plan_cancel(snap, req.slug)
+        if isinstance(events, Refusal):
+            return events
+        event = events[0]
+        if event.get("noop"):
+            return Step(Outcome("noop", "cancel", req.slug, by, message=f"nothing to do: {event['noop']}"), events)
+        token = event["token"]
+        words = f"{req.slug} is cancelled: settled abandoned" + (
+            "" if token is None else f"; the lease of token {token} is revoked, and its holder is told to stop "
+            "at its next renew or finish (lane_cancelled)")
+        before = None if snap.ledgers.settled(req.slug) else lambda: fx.settle(req.slug, "abandoned")
+        return Step(Outcome("done", "cancel", req.slug, by, message=words, token=token), events, before=before,
+                    after=lambda _: _unmark(fx, events))
+
+    return storm.request(req, refusal, plan)
 
 def unpark(storm: Storm, slug: str, reason: str | None, source: str | None = None, key: str | None = None) -> Outcome:
     """Return a quarantined lane to the queue with a fresh retry budget;

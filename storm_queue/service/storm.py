@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 KINDS = {
     **dict.fromkeys(("bump", "unbump", "push", "add", "add_batch", "settle", "waive", "declare", "reset", "halt", "resume"),
                     "storm_queue.service.requests"),
-    **dict.fromkeys(("claim", "renew", "finish", "recover", "unpark", "schedule"), "storm_queue.service.leases"),
+    **dict.fromkeys(("claim", "renew", "finish", "release", "recover", "cancel", "unpark", "schedule"),
+                    "storm_queue.service.leases"),
     "adopt": "storm_queue.ops.adopt",
     "upgrade": "storm_queue.ops.upgrade",
     "grant": "storm_queue.ops.grants", "revoke": "storm_queue.ops.grants",
@@ -43,7 +44,8 @@ class Storm:
     module ``KINDS`` gives, taking the storm first: ``bump``, ``unbump``,
     ``push``, ``add``, ``add_batch``, ``settle``, ``waive``, ``declare``, ``reset``,
     ``halt``, ``resume`` (``service.requests``); ``claim``, ``renew``,
-    ``finish``, ``recover``, ``unpark``, ``schedule`` (``service.leases``);
+    ``finish``, ``release``, ``recover``, ``cancel``, ``unpark``,
+    ``schedule`` (``service.leases``);
     ``adopt`` (``ops.adopt``); ``upgrade`` (``ops.upgrade``); ``grant``,
     ``revoke`` (``ops.grants``). Each returns an ``Outcome``.
     """

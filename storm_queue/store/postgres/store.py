@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 #: a writer rewrites the state row's body once the log is this many lines past it
 STATE_EVERY = 32
 #: what a runner role may ask; its every other request is refused (``not_operator``), recorded
-RUNNER_VERBS = ("claim", "renew", "finish", "recover")
+RUNNER_VERBS = ("claim", "renew", "finish", "release", "recover")
 #: a storm object folds the lines after the state it knows, rather than read the body, up to this many
 FOLD_AT_MOST = 4 * STATE_EVERY
 
@@ -316,7 +316,7 @@ class Database:
     def judge(self, req: Request, decl: config.Declaration, operator_only: bool) -> Judged:
         """The session's role against the role that ran ``init``; a role
         the operator granted as a runner may claim, renew, finish and
-        recover expired leases (``RUNNER_VERBS``), as ``runner:ROLE``, and
+        release leases and recover expired ones (``RUNNER_VERBS``), as ``runner:ROLE``, and
         its other requests are refused ``not_operator``, recorded."""
         who, op = self._roles()
         verdict = decide(self.env.get(LANE_ENV), who == op, who, op or "unknown to this role",
@@ -327,8 +327,8 @@ class Database:
             if req.verb in RUNNER_VERBS and req.source is None and not operator_only:
                 return Judged(Verdict(f"runner:{who}", None), None, "", who)
             return Judged(Verdict(f"runner:{who}", Refusal(
-                "not_operator", f"role {who} is a runner of this storm: it may claim, renew, finish and recover "
-                f"expired leases, and nothing more; only the operator ({op}) or a source the operator declares "
+                "not_operator", f"role {who} is a runner of this storm: it may claim, renew, finish and release "
+                f"leases and recover expired ones, and nothing more; only the operator ({op}) or a source the operator declares "
                 "may change the priority lane")), None, "", who)
         unrecordable = "" if who == op else f"role {who} cannot write the storm of {op or 'another role'}"
         return Judged(verdict, None, unrecordable, who)
