@@ -353,7 +353,7 @@ Example: storm-queue migrate ~/storms/spring postgresql://operator@db.example/st
             "handlers:migrate", top=()),
     Command("grant", """Admit a database ROLE as a runner or a reader (operator only).
 
-KIND is runner or reader. A runner may claim, renew and finish leases by their token, recover
+KIND is runner or reader. A runner may claim, renew, finish and release leases by their token, recover
 expired leases, and read; its lines are by runner:ROLE, and its other
 requests are refused (not_operator, exit 1) and recorded. It holds no
 write privilege on any table: it writes through functions the operator

@@ -264,7 +264,7 @@ def _unmark(fx: Effects, events: list[dict[str, Any]]) -> list[str]:
     """Take away the running marker of each lease ``events`` ended (a cache: a failure is a note)."""
     notes = []
     for e in events:
-        if e["action"] in ("expire", "recover", "cancel") and e.get("token") is not None and not e.get("noop"):
+        if e["action"] in ("expire", "recover") or (e["action"] == "cancel" and e["token"] is not None):
             notes += cached(lambda: fx.unmark_running(e["slug"], e["token"]), "running marker", e["slug"])
     return notes
 

@@ -235,6 +235,12 @@ def _stale_fence(make: Make) -> Answer:
     return cli(claimed(make), "renew", "a", "--token", "2")
 
 
+def _lane_cancelled(make: Make) -> Answer:
+    root = claimed(make)
+    ok(root, "cancel", "a", "--reason", "not wanted")
+    return cli(root, "finish", "a", "--token", "1", "--result", "ok")
+
+
 def _lease_live(make: Make) -> Answer:
     return cli(claimed(make), "recover", "a")
 
@@ -360,6 +366,7 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
     "deps_mismatch": _deps_mismatch,
     "log_readable": _log_readable,
     "stale_fence": _stale_fence,
+    "lane_cancelled": _lane_cancelled,
     "lease_live": _lease_live,
     "not_running": _not_running,
     "not_quarantined": _not_quarantined,
