@@ -246,7 +246,7 @@ _RUNNER_WORDS = {
     "expire": lambda e: f": token {e['token']}, lease expired at {printable(e['expired'])}",
     "recover": lambda e: (f": the live lease of token {e['token']}, its holder gone (--force)" if e.get("force") else
                           f": a running marker with no lease (token {e['token'] if e['token'] is not None else 'none'})"),
-    "release": lambda e: f": token {e['token']} given back by its holder",
+    "release": lambda e: f": token {e['token']} given back by its holder {printable(e['holder'])}",
     "cancel": lambda e: (f" noop: {printable(e['noop'])}" if e.get("noop") else
                          ": settled abandoned" + ("" if e["token"] is None else f"; the lease of token {e['token']} revoked")),
     "quarantine": lambda e: f": after {e['attempts']} attempts (budget {e['budget']})",

@@ -56,7 +56,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     "upgrade": {"from": _INT, "to": _INT},  # a database storm's schema, carried from one version to another
     "grant": {"kind": _STR, "role": _STR},  # a database role admitted as a runner or a reader
     "revoke": {"kind": _STR, "role": _STR},
-    "release": {"slug": _STR, "token": _INT},  # the holder gave its live lease back (issue 20 item 6)
+    "release": {"slug": _STR, "token": _INT, "holder": _STR},  # the holder gave its live lease back (issue 20 item 6)
     "cancel": {"slug": _STR, "token": _OPT_INT},  # the lane settled abandoned; the lease of token revoked (item 7)
 }
 OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR,
@@ -70,7 +70,7 @@ NAMED = {"push": ("slug", "moved", "removed", "deps"), "bump": ("slug", "moved",
          "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder"), "add": ("slug", "deps"),
          "init": (), "declare": (), "migrate": (), "adopt": (),  # an adopt's names are checked in its rows
          "waive": ("slug", "dep", "moved", "removed"), "halt": (), "resume": (), "upgrade": (),
-         "grant": (), "revoke": ()}
+         "grant": (), "revoke": (), "release": ("slug", "holder")}
 
 
 #: the actions whose token is always a positive number

@@ -190,7 +190,9 @@ def plan_release(snap: Snapshot, policy: Policy, slug: str, token: int) -> list[
     refusal = _fence(snap, slug, token, "release")
     if refusal:
         return refusal
-    return _ended(snap, policy, slug, snap.state.run(slug), {"action": "release", "slug": slug, "token": token})
+    run = snap.state.run(slug)
+    return _ended(snap, policy, slug, run, {"action": "release", "slug": slug, "token": token,
+                                            "holder": run.lease.holder})
 
 
 def plan_recover(snap: Snapshot, policy: Policy, slug: str | None, force: bool = False) -> list[dict[str, Any]] | Refusal:

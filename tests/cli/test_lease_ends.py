@@ -39,7 +39,9 @@ def test_release_gives_the_live_lease_back_the_lane_is_claimable_at_once_and_the
     done = answer(store, "release", "a", "--token", "1", "--reason", "stopped by SIGINT")
     assert (done["outcome"], done["token"], done["recorded"]) == ("done", 1, True)
     event = store.events()[-1]
-    assert (event["action"], event["slug"], event["token"], event["reason"]) == ("release", "a", 1, "stopped by SIGINT")
+    assert (event["action"], event["slug"], event["token"], event["holder"], event["reason"]) == (
+        "release", "a", 1, "r1", "stopped by SIGINT")
+    assert "release a: token 1 given back by its holder r1" in store.cli("log", "--action", "release").stdout
     seen = why(store, "a")
     assert (seen["state"], seen["lease"], seen["attempts"]) == ("ready", None, 1)
     assert [(h["token"], h["end"]) for h in seen["history"]] == [(1, "released")]

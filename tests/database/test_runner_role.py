@@ -225,7 +225,7 @@ def test_a_storm_at_schema_version_2_takes_a_runners_release_once_upgraded(pg_se
         seq, digest = conn.execute("SELECT seq, digest FROM storm_queue.state").fetchone()
     refused = run_cli(runner, "release", "a", "--token", "1")
     assert refused.returncode == 2 and "schema version 2" in refused.stderr, refused.stderr
-    line = frame([{"action": "release", "slug": "a", "token": 1}], seq, digest, "2026-12-02T00:00:00.000000Z",
+    line = frame([{"action": "release", "slug": "a", "token": 1, "holder": "r1"}], seq, digest, "2026-12-02T00:00:00.000000Z",
                  f"runner:{role}")[0][1]
     with psycopg.connect(runner, autocommit=True) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute("SELECT storm_queue.runner_append(%s, '[]')", ([line],))
