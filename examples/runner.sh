@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # examples/runner.sh: a small but complete storm runner.
 #
-#   examples/runner.sh [--once] [STORM_ROOT]  (default: $STORM_QUEUE_ROOT, else
-#                                            the current directory)
+# usage: examples/runner.sh [--once] [--help] [STORM_ROOT]
+#   STORM_ROOT defaults to $STORM_QUEUE_ROOT, else the current directory;
+#   --help prints this text and exits 0.
 #
 # STORM_ROOT is a storm directory or a database storm's URL
 # (postgresql://... or postgres://...). On a database storm there are no
@@ -48,6 +49,24 @@
 # fencing token. The dead runner's token is then refused (`stale_fence`), so
 # a runner that lost its lease can never overwrite the lane's result.
 #
+# Every line the runner prints (on stderr) starts "runner HOLDER:", HOLDER
+# being the name it claims leases under, so the lines of several runners
+# can be told apart; storm-queue's own words are passed on the same way.
+# The lane's work prints as it likes.
+#
+# Stopping: on SIGINT (Ctrl-C) or SIGTERM the runner stops the lane's work
+# (SIGTERM to the lane's process and every process under it; SIGKILL to
+# what is left after $RUNNER_GRACE seconds), gives its lease back with
+# `storm-queue release SLUG --token T` (recorded: the lane may be claimed
+# again at once, by any runner; the attempt stays spent) and exits 130
+# (SIGINT) or 143 (SIGTERM). Idle, it just exits so.
+#
+# Cancelling: the runner renews its lease at least every third of its TTL.
+# When a renew (or the finish) is refused `lane_cancelled` (the operator
+# ran `storm-queue cancel SLUG --reason TEXT`: the lane is settled
+# abandoned), it stops the lane's work as above, reports nothing for it and
+# goes on to the next lane.
+#
 # Environment:
 #   STORM_QUEUE    how to call storm-queue (default: storm-queue); it is
 #                  split into words, so "python3 -m storm_queue" works
@@ -57,14 +76,16 @@
 #                  storm is busy (exit 5) (default: 1)
 #   RUNNER_LOG     if set, a file that gets one slug a line as each lane starts
 #   RUNNER_HOLDER  if set, the name this runner claims leases under
-#                  (`claim --holder`); default: storm-queue's own,
-#                  "<hostname>-<pid>"
+#                  (`claim --holder`) and names itself by; default
+#                  "<hostname>-<pid>", the pid being this runner's
 #   RUNNER_TTL     if set, the lease length in whole seconds asked for on
 #                  claim and on every renew (`--ttl`; storm.toml [runner]
 #                  ttl_min..ttl_max); default: the storm's `[runner] ttl`
-#   RUNNER_RENEW   seconds between renewals while a lane runs (default: a
-#                  third of the lease length, so two renewals can fail, e.g.
-#                  on a busy storm, before the lease runs out)
+#   RUNNER_RENEW   seconds between renewals while a lane runs (default, and
+#                  at most: a third of the lease length, so two renewals can
+#                  fail, e.g. on a busy storm, before the lease runs out)
+#   RUNNER_GRACE   seconds a stopped lane's processes have to end after
+#                  SIGTERM before they get SIGKILL (default: 10)
 #   RUNNER_RETRY_DELAY  whole seconds a lane waits after its first failed
 #                  attempt, doubled after each further one (default: 30;
 #                  0 retries a failed lane at once)
@@ -77,21 +98,37 @@
 # carried out); otherwise storm-queue's own status (3: the priority order is
 # unknown, and a runner must not guess at it; the operator repairs it with
 # `storm-queue reset`; 2 for a decision or answer this runner does not
-# understand, or a usage error).
+# understand, or a usage error); 130 or 143 when stopped by SIGINT or
+# SIGTERM.
 
 set -euo pipefail
+
+# The name this runner claims leases under and names itself by: a name as
+# storm-queue takes one (this host's name made one, and this runner's pid).
+host="$(uname -n 2>/dev/null || true)"
+host="${host//[^A-Za-z0-9._-]/-}"
+while [[ "$host" == [.-]* ]]; do host="${host:1}"; done
+while [[ "$host" == *[.-] ]]; do host="${host%?}"; done
+host="${host:0:150}"
+HOLDER="${RUNNER_HOLDER:-${host:-host}-$$}"
+HOLDER="${HOLDER//../.}"
+RUNNER_PID=$$
+
+say() { printf 'runner %s: %s\n' "$HOLDER" "$*" >&2; }
+usage() { sed -n '2,/^$/s/^# \{0,1\}//p' "$0"; }
 
 ONCE=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --once) ONCE=1; shift ;;
+        -h | --help) usage; exit 0 ;;
         --) shift; break ;;
-        -*) printf 'runner: unknown option %q (usage: runner.sh [--once] [STORM_ROOT])\n' "$1" >&2; exit 2 ;;
+        -*) say "$(printf 'unknown option %q (usage: runner.sh [--once] [--help] [STORM_ROOT])' "$1")"; exit 2 ;;
         *) break ;;
     esac
 done
 if [[ $# -gt 1 ]]; then
-    printf 'runner: one storm root at most (usage: runner.sh [--once] [STORM_ROOT])\n' >&2
+    say 'one storm root at most (usage: runner.sh [--once] [--help] [STORM_ROOT])'
     exit 2
 fi
 ROOT="${1:-${STORM_QUEUE_ROOT:-.}}"
@@ -108,25 +145,34 @@ fi
 POLL="${RUNNER_POLL:-1}"
 RETRY_DELAY="${RUNNER_RETRY_DELAY:-30}"
 RETRY_MAX="${RUNNER_RETRY_MAX:-600}"
-for setting in "RUNNER_RETRY_DELAY=$RETRY_DELAY" "RUNNER_RETRY_MAX=$RETRY_MAX"; do
+GRACE="${RUNNER_GRACE:-10}"
+for setting in "RUNNER_RETRY_DELAY=$RETRY_DELAY" "RUNNER_RETRY_MAX=$RETRY_MAX" "RUNNER_GRACE=$GRACE"; do
     if ! [[ "${setting#*=}" =~ ^[0-9]{1,9}$ ]]; then
-        printf 'runner: %s is not a whole number of seconds\n' "$setting" >&2
+        say "$setting is not a whole number of seconds"
         exit 2
     fi
 done
 # storm-queue's command line, split into words once.
 read -r -a STORM_QUEUE_CMD <<<"${STORM_QUEUE:-storm-queue}"
-RUNNER_PID=$$
 
-say() { printf 'runner: %s\n' "$*" >&2; }
-sq() { "${STORM_QUEUE_CMD[@]}" "$@"; }
+# storm-queue, its stdout as it is, each line it says on stderr said again
+# as this runner's (in a file of this process's own while it runs).
+ERRORS="$(mktemp -d "${TMPDIR:-/tmp}/storm-runner.XXXXXX")"
+# (A subshell signalled before it set its own traps may run this one: only the runner removes it.)
+trap '[[ $BASHPID != "$RUNNER_PID" ]] || rm -rf "$ERRORS"' EXIT
+sq() {
+    local err="$ERRORS/$BASHPID" rc=0 line
+    "${STORM_QUEUE_CMD[@]}" "$@" 2>"$err" || rc=$?
+    while IFS= read -r line || [[ -n "$line" ]]; do
+        say "$line"
+    done <"$err"
+    rm -f "$err"
+    return "$rc"
+}
 
 # The flags every claim and renew carries, from the environment.
-CLAIM_FLAGS=()
+CLAIM_FLAGS=(--holder "$HOLDER")
 TTL_FLAGS=()
-if [[ -n "${RUNNER_HOLDER:-}" ]]; then
-    CLAIM_FLAGS+=(--holder "$RUNNER_HOLDER")
-fi
 if [[ -n "${RUNNER_TTL:-}" ]]; then
     TTL_FLAGS+=(--ttl "$RUNNER_TTL")
 fi
@@ -184,10 +230,10 @@ settle_in_database() {
     while true; do
         local rc=0
         answer="$(sq settle "$slug" "$ledger" --root "$ROOT" --json \
-            --reason "runner: reviewed by its result alone")" || rc=$?
+            --reason "runner $HOLDER: reviewed by its result alone")" || rc=$?
         case "$rc" in
             0) break ;;
-            5) say "storm busy; settling $slug again"; sleep "$POLL" ;;
+            5) say "storm busy; settling $slug again"; nap "$POLL" ;;
             *) say "settle $slug refused: $answer"; exit "$rc" ;;
         esac
     done
@@ -225,17 +271,100 @@ lease_seconds() {
     fi
 }
 
+# Stopping. The traps only take note (and stop the lane's work, if it runs);
+# the runner acts on the note where it can: giving back the lease it holds
+# (`release`), then exiting 130 (SIGINT) or 143 (SIGTERM). A lane's work
+# runs in the background and the runner `wait`s for it, so a signal is
+# acted on at once, not when the work ends.
+STOP=0       # 130 or 143 once SIGINT or SIGTERM came
+CANCELLED=0  # 1 once the renewer was told the lane was cancelled (SIGUSR1)
+LANE_PID=""  # the lane's work while it runs
+KILLER=""    # what sends SIGKILL to a stopped lane's processes left after $GRACE seconds
+trap 'STOP=130; stop_lane' INT
+trap 'STOP=143; stop_lane' TERM
+trap 'CANCELLED=1; stop_lane' USR1
+
+# The pid $1 and every process under it, as ps(1) lists them now.
+process_tree() {
+    ps -e -o pid= -o ppid= 2>/dev/null | awk -v root="$1" '
+        { kids[$2] = kids[$2] " " $1 }
+        END {
+            queue = root; out = ""
+            while (queue != "") {
+                n = split(queue, now, " "); queue = ""
+                for (i = 1; i <= n; i++) { out = out " " now[i]; queue = queue kids[now[i]] }
+            }
+            print out
+        }'
+}
+
+# Stop the lane's work, if it runs: SIGTERM to it and every process under
+# it, SIGKILL to those left after $GRACE seconds.
+stop_lane() {
+    [[ -n "$LANE_PID" && -z "$KILLER" && $BASHPID == "$RUNNER_PID" ]] || return 0
+    local tree
+    tree="$(process_tree "$LANE_PID")"
+    # shellcheck disable=SC2086 # a list of pids
+    kill -TERM $tree 2>/dev/null || true
+    (sleep "$GRACE" </dev/null >/dev/null 2>&1; kill -KILL $tree 2>/dev/null) &
+    KILLER=$!
+}
+
+# Wait until the child $1 has ended (a trap interrupts `wait`; the child may
+# still run then, so wait again); its exit status in $REAPED.
+reap() {
+    REAPED=0
+    while true; do
+        wait "$1" && REAPED=0 || REAPED=$?
+        if ((REAPED > 128)) && kill -0 "$1" 2>/dev/null; then
+            continue
+        fi
+        return 0
+    done
+}
+
+# Sleep $1 seconds, waking for a signal.
+nap() {
+    sleep "$1" </dev/null >/dev/null 2>&1 &
+    reap $!
+}
+
+# When SIGINT or SIGTERM came: give back the lease on $1 held under token $2
+# (when given), say so, and exit 130 or 143.
+stop_now() {
+    [[ $STOP -ne 0 ]] || return 0
+    local signal=INT rc tries
+    [[ $STOP -eq 130 ]] || signal=TERM
+    if [[ -n "${1:-}" ]]; then
+        for tries in 1 2 3 4 5; do
+            rc=0
+            sq release "$1" --token "$2" --root "$ROOT" --reason "runner $HOLDER: stopped by SIG$signal" >/dev/null || rc=$?
+            [[ $rc -eq 5 ]] || break
+        done
+        if [[ $rc -eq 0 ]]; then
+            say "stopped by SIG$signal: released the lease on $1 (token $2); it may be claimed again at once"
+        else
+            say "stopped by SIG$signal: could not release the lease on $1 (token $2, exit $rc); it ends when it expires"
+        fi
+    else
+        say "stopped by SIG$signal"
+    fi
+    exit "$STOP"
+}
+
 # Keep a lease alive: renew it every $1 seconds until told to stop (SIGTERM),
 # until the lease is lost, or until this runner itself is gone. It runs in the
 # background while the lane works. A renewal in flight when the stop comes is
 # finished first (bash runs the trap after the foreground command), so it can
-# never land after `finish` and be refused.
+# never land after `finish` and be refused. Told the lane was cancelled, it
+# tells the runner (SIGUSR1), which stops the lane's work.
 keep_alive() {
-    local slug="$1" token="$2" every="$3" nap="" rc
+    local slug="$1" token="$2" every="$3" nap="" rc answer
     # Every nap this renewer started goes with it (`jobs -p`: also one whose
     # $! was not yet taken when the stop came), and a nap holds none of the
     # runner's streams, so nothing it leaves keeps a reader of them waiting.
     trap 'kill $(jobs -p) 2>/dev/null || true; exit 0' TERM
+    trap - INT USR1
     while true; do
         sleep "$every" </dev/null >/dev/null 2>&1 &
         nap=$!
@@ -247,11 +376,16 @@ keep_alive() {
             exit 0
         fi
         rc=0
-        sq renew "$slug" --token "$token" --root "$ROOT" --wait "$every" "${TTL_FLAGS[@]}" >/dev/null || rc=$?
+        answer="$(sq renew "$slug" --token "$token" --root "$ROOT" --wait "$every" "${TTL_FLAGS[@]}" --json)" || rc=$?
         case "$rc" in
             0) ;;
             5) say "storm busy; renewing $slug again in ${every}s" ;;
             *)
+                if [[ "$answer" == *'"code": "lane_cancelled"'* ]]; then
+                    say "$slug was cancelled (its renew was refused lane_cancelled): stopping its work"
+                    kill -USR1 "$RUNNER_PID" 2>/dev/null || true
+                    exit 0
+                fi
                 # 2: stale_fence (the lease expired and was taken over, or
                 # was recovered by the operator) or the lease reached
                 # [runner] max_lease_age; anything else is storm-queue's own
@@ -264,9 +398,10 @@ keep_alive() {
     done
 }
 
-# Run one claimed lane: start renewing its lease, do its work with
-# STORM_QUEUE_LANE set, stop renewing, report the result with `finish`, and
-# settle it when it succeeded.
+# Run one claimed lane: start its work (with STORM_QUEUE_LANE set) and keep
+# its lease renewed, wait for the work, stop renewing, report the result
+# with `finish`, and settle it when it succeeded. Stopped by a signal, give
+# the lease back; told the lane was cancelled, stop its work and go on.
 run_lane() {
     local slug="$1" issue="$2" token="$3"
     local lane="$LANES/$slug"
@@ -280,28 +415,50 @@ run_lane() {
     fi
     say "running $slug (issue $issue, token $token)"
 
-    # 1. Keep the lease alive in the background while the work runs.
-    local every renewer
-    every="${RUNNER_RENEW:-$(awk -v t="$(lease_seconds "$slug")" 'BEGIN { printf "%.3f\n", t / 3 }')}"
-    keep_alive "$slug" "$token" "$every" &
-    renewer=$!
+    # 1. Renew at least every third of the lease's length.
+    local ttl every renewer
+    ttl="$(lease_seconds "$slug")"
+    every="$(awk -v t="$ttl" -v r="${RUNNER_RENEW:-}" 'BEGIN { e = t / 3; if (r != "" && r + 0 > 0 && r + 0 < e) e = r + 0; printf "%.3f\n", e }')"
+    stop_now "$slug" "$token"
 
     # 2. Do the work, in the lane's directory, with STORM_QUEUE_LANE exported:
     #    storm-queue refuses any priority request from a process that carries
-    #    it, so a lane cannot reorder the queue it runs in. A failing lane
-    #    must not stop the runner: `|| status=$?` keeps its exit status.
-    local status=0
+    #    it, so a lane cannot reorder the queue it runs in. It runs in the
+    #    background (so its stdin is /dev/null), and the runner waits for it.
     mkdir -p "$lane"
+    CANCELLED=0
     if [[ -x "$lane/run.sh" ]]; then
-        (cd "$lane" && export STORM_QUEUE_LANE="$slug" && ./run.sh) || status=$?
+        (cd "$lane" && export STORM_QUEUE_LANE="$slug" && exec ./run.sh) &
     else
-        (cd "$lane" && export STORM_QUEUE_LANE="$slug" && bash -c "${LANE_COMMAND:-true}") || status=$?
+        (cd "$lane" && export STORM_QUEUE_LANE="$slug" && exec bash -c "${LANE_COMMAND:-true}") &
+    fi
+    LANE_PID=$!
+    keep_alive "$slug" "$token" "$every" &
+    renewer=$!
+    if [[ $STOP -ne 0 ]]; then  # a signal that came before LANE_PID was known
+        stop_lane
+    fi
+    reap "$LANE_PID"
+    local status=$REAPED
+    LANE_PID=""
+    if [[ -n "$KILLER" ]]; then
+        kill "$KILLER" 2>/dev/null || true
+        reap "$KILLER"
+        KILLER=""
     fi
 
     # 3. Stop renewing, and wait until the renewer has really gone, before
     #    finishing: the token is spent once `finish` is accepted.
     kill -TERM "$renewer" 2>/dev/null || true
-    wait "$renewer" 2>/dev/null || true
+    reap "$renewer"
+
+    # Stopped by a signal: the work was cut short; give the lease back.
+    stop_now "$slug" "$token"
+    if [[ $CANCELLED -eq 1 ]]; then
+        say "stopped the work of $slug: the lane was cancelled (storm-queue why $slug --root $ROOT_WORD says by whom and why)"
+        CANCELLED=0
+        return 0
+    fi
 
     # 4. Report the result. `finish --result ok` writes result.json and
     #    removes the running marker in one step: the lane goes from running
@@ -320,9 +477,13 @@ run_lane() {
             5)
                 # Busy: nothing was recorded, so asking again is safe.
                 say "storm busy; finishing $slug again"
-                sleep "$POLL"
+                nap "$POLL"
                 ;;
             2)
+                if [[ "$answer" == *'"code": "lane_cancelled"'* ]]; then
+                    say "$slug was cancelled while it ran: its result is not recorded (storm-queue why $slug --root $ROOT_WORD says by whom and why)"
+                    return 0
+                fi
                 if [[ "$answer" == *stale_fence* ]]; then
                     # Our lease expired (we were too slow to renew, or were
                     # stopped) and the lane was handed out again, or the
@@ -337,6 +498,7 @@ run_lane() {
             *) exit "$rc" ;;
         esac
     done
+    stop_now
 
     # 5. Settle it (the review step; see settle above), or let it wait
     #    before its next attempt.
@@ -373,7 +535,7 @@ retry_later() {
     done
     ((delay <= RETRY_MAX)) || delay=$RETRY_MAX
     if sq schedule "$slug" --not-before "+${delay}s" --root "$ROOT" \
-        --reason "runner: attempt $attempts of ${budget:-?} failed (exit $status); retry after ${delay}s" >/dev/null; then
+        --reason "runner $HOLDER: attempt $attempts of ${budget:-?} failed (exit $status); retry after ${delay}s" >/dev/null; then
         say "$slug failed (exit $status), attempt $attempts of ${budget:-?}: retrying it in ${delay}s; other lanes run meanwhile"
     else
         say "$slug failed (exit $status), and it could not be scheduled for later: claim hands it out again at once"
@@ -455,14 +617,14 @@ STUCK_SAID=""
 HALT_SAID=""
 say_if_stuck() {
     local report
-    report="$(stuck_report)"
+    report="$(stuck_report)" || return 0  # a signal ended it: the loop acts on the signal
     if [[ -z "$report" ]]; then
         STUCK_SAID=""
         return 0
     fi
     if [[ "$report" != "$STUCK_SAID" ]]; then
         say "nothing can run, and nothing will change by itself: the storm waits for you"
-        printf '%s\n' "$report" | sed 's/^/runner: /' >&2
+        while IFS= read -r line; do say "$line"; done <<<"$report"
         if [[ $ONCE -eq 1 ]]; then
             say "exiting (--once)"
         else
@@ -476,11 +638,17 @@ while true; do
     # Ask for the one decision. Busy (5) is asked again; any other failure
     # (unknown order: 3, no storm: 2, a crash: 4) stops the runner with its
     # status, storm-queue having said why on stderr.
+    stop_now
     rc=0
     decision="$(sq claim --root "$ROOT" "${CLAIM_FLAGS[@]}" "${TTL_FLAGS[@]}")" || rc=$?
+    if [[ $STOP -ne 0 && $rc -eq 0 && "$decision" == "run "* ]]; then
+        read -r _ slug _ token <<<"$decision"
+        stop_now "$slug" "$token"  # the lease just taken goes back at once
+    fi
+    stop_now
     if [[ $rc -eq 5 ]]; then
         say "storm busy; claiming again"
-        sleep "$POLL"
+        nap "$POLL"
         continue
     elif [[ $rc -ne 0 ]]; then
         exit "$rc"
@@ -513,7 +681,7 @@ while true; do
             if [[ $ONCE -eq 1 ]]; then
                 exit 0
             fi
-            sleep "$POLL"
+            nap "$POLL"
             ;;
         halted)
             # The operator halted the storm (storm-queue halt): nothing is
@@ -526,7 +694,7 @@ while true; do
             if [[ $ONCE -eq 1 ]]; then
                 exit 0
             fi
-            sleep "$POLL"
+            nap "$POLL"
             continue
             ;;
         empty)

@@ -29,14 +29,18 @@ if TYPE_CHECKING:
 
 RUNNER = REPO / "examples" / "runner.sh"
 STORM_QUEUE = f"{sys.executable} -m storm_queue"
+#: the holder a test's runner claims under, unless it says otherwise: each of its lines starts "runner r1: "
+HOLDER = "r1"
 
 
 def runner_env(log: Path, store: DirectoryStorm | DatabaseStorm | None = None, **extra: str) -> dict[str, str]:
-    """The runner's environment; on a database STORE, RUNNER_LANES names
+    """The runner's environment, its holder ``HOLDER`` unless EXTRA names
+    another; on a database STORE, RUNNER_LANES names
     where this host keeps the lanes' work (on a directory storm the runner's
     default, the storm's own lanes/, is what is tested)."""
     lanes = {"RUNNER_LANES": str(store.lanes_dir)} if isinstance(store, DatabaseStorm) else {}
-    return clean_env(**{"STORM_QUEUE": STORM_QUEUE, "RUNNER_LOG": str(log), "RUNNER_POLL": "0.05", **lanes, **extra})
+    return clean_env(**{"STORM_QUEUE": STORM_QUEUE, "RUNNER_LOG": str(log), "RUNNER_POLL": "0.05",
+                        "RUNNER_HOLDER": HOLDER, **lanes, **extra})
 
 
 def start_runner(root: Path | str, env: dict[str, str]) -> subprocess.Popen:

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_runner import RUNNER, finish, lines, listed, root_word, run_sh, runner_env
-from tests.conftest import log_events, make_storm, run_cli
+from tests.conftest import clean_env, log_events, make_storm, run_cli
 
-STUCK = "runner: nothing can run, and nothing will change by itself: the storm waits for you"
+STUCK = "runner r1: nothing can run, and nothing will change by itself: the storm waits for you"
 
 
 def seconds(stamp: str) -> float:
@@ -76,7 +76,7 @@ def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarant
         assert [e["slug"] for e in schedules] == ["a", "a", "a"]
         assert [round(seconds(e["not_before"]) - seconds(e["at"])) for e in schedules] == [2, 4, 4]
         assert [e["reason"] for e in schedules] == [
-            f"runner: attempt {n} of 4 failed (exit 7); retry after {d}s" for n, d in ((1, 2), (2, 4), (3, 4))]
+            f"runner r1: attempt {n} of 4 failed (exit 7); retry after {d}s" for n, d in ((1, 2), (2, 4), (3, 4))]
         # and no attempt of a was claimed before its time
         claims = [e for e in events if e["action"] == "claim" and e["slug"] == "a"]
         assert len(claims) == 4
@@ -93,11 +93,11 @@ def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarant
     assert said.count(STUCK) == 1, err
     at = said.index(STUCK)
     word = root_word(root)
-    assert said[at + 1] == (f"runner:   a: quarantined after 4 attempts; look at its attempts (storm-queue why a --root {word}), "
+    assert said[at + 1] == (f"runner r1:   a: quarantined after 4 attempts; look at its attempts (storm-queue why a --root {word}), "
                             f"then: storm-queue unpark a --reason TEXT --root {word}")
-    assert said[at + 2] == "runner:   b: waits on a (quarantined)"
-    assert said[at + 3] == "runner: waiting, asking again every 0.05s; this is said once, until it changes"
-    assert "runner: a failed (exit 7), attempt 1 of 4: retrying it in 2s; other lanes run meanwhile" in said
+    assert said[at + 2] == "runner r1:   b: waits on a (quarantined)"
+    assert said[at + 3] == "runner r1: waiting, asking again every 0.05s; this is said once, until it changes"
+    assert "runner r1: a failed (exit 7), attempt 1 of 4: retrying it in 2s; other lanes run meanwhile" in said
 
 
 def test_unparking_the_lane_it_named_lets_the_runner_go_on_to_an_empty_storm(store, tmp_path):
@@ -117,7 +117,7 @@ def test_unparking_the_lane_it_named_lets_the_runner_go_on_to_an_empty_storm(sto
     assert code == 0, err
     assert lines(log) == ["a", "a", "b"]
     assert err.count(STUCK) == 1
-    assert "runner: storm is empty" in err
+    assert "runner r1: storm is empty" in err
 
 
 def test_retry_delay_0_retries_at_once_as_before(store, tmp_path):
@@ -141,7 +141,7 @@ def test_a_retry_setting_that_is_not_whole_seconds_is_a_usage_error(store, tmp_p
     name, value = setting.split("=")
     result = run_once(store.root, runner_env(tmp_path / "ran.txt", store, **{name: value}))
     assert result.returncode == 2
-    assert result.stderr == f"runner: {setting} is not a whole number of seconds\n"
+    assert result.stderr == f"runner r1: {setting} is not a whole number of seconds\n"
     assert store.events() == before
 
 
@@ -157,13 +157,13 @@ def test_what_holds_the_storm_up_is_named_with_what_unblocks_it(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
         STUCK,
-        "runner:   a: waits on zz (unknown to queue.txt): add the missing lane to queue.txt, or correct the line of a",
-        f"runner:   b: finished, awaits review (UNATTENDED is set, so runners leave it to you): settle it by adding b to "
+        "runner r1:   a: waits on zz (unknown to queue.txt): add the missing lane to queue.txt, or correct the line of a",
+        f"runner r1:   b: finished, awaits review (UNATTENDED is set, so runners leave it to you): settle it by adding b to "
         f"{root}/integrated.txt or {root}/abandoned.txt",
-        "runner:   c: waits on b (finished, awaits review)",
-        "runner:   m: running by a marker with no lease (only the operator's recover m takes it back); if no runner is "
+        "runner r1:   c: waits on b (finished, awaits review)",
+        "runner r1:   m: running by a marker with no lease (only the operator's recover m takes it back); if no runner is "
         f"working on it: storm-queue recover m --root {root}",
-        "runner: exiting (--once)",
+        "runner r1: exiting (--once)",
     ]
     assert log_events(root) == [], "a wait leases nothing"
 
@@ -197,10 +197,10 @@ def test_what_holds_the_storm_up_is_named_with_what_unblocks_it_on_either_store(
                  f"--root {word} (or abandoned)"]
     assert result.stderr.splitlines() == [
         STUCK,
-        f"runner:   a: waits on zz (unknown to queue.txt): {fixes[0]}",
-        f"runner:   b: finished, awaits review {fixes[1]}",
-        "runner:   c: waits on b (finished, awaits review)",
-        "runner: exiting (--once)",
+        f"runner r1:   a: waits on zz (unknown to queue.txt): {fixes[0]}",
+        f"runner r1:   b: finished, awaits review {fixes[1]}",
+        "runner r1:   c: waits on b (finished, awaits review)",
+        "runner r1: exiting (--once)",
     ]
     assert store.events() == before, "a wait leases nothing"
 
@@ -237,16 +237,17 @@ def test_once_settles_the_lanes_to_review_and_exits(store, tmp_path):
     root = store.root
     result = run_once(root, runner_env(tmp_path / "ran.txt", store))
     assert result.returncode == 0, result.stderr
-    assert "runner: settled a: integrated" in result.stderr
+    assert "runner r1: settled a: integrated" in result.stderr
     assert store.settled("integrated") == ["a"]
     assert lines(tmp_path / "ran.txt") == [] and listed(root)["decision"] == "run b 2"
 
 
 def test_an_unknown_option_is_a_usage_error(tmp_path):
     """A real process: examples/runner.sh, a shell script calling the installed command."""
-    result = subprocess.run(["bash", str(RUNNER), "--twice", str(tmp_path)], capture_output=True, text=True)
+    result = subprocess.run(["bash", str(RUNNER), "--twice", str(tmp_path)], capture_output=True, text=True,
+                            env=clean_env(RUNNER_HOLDER="r1"))
     assert result.returncode == 2
-    assert result.stderr == "runner: unknown option --twice (usage: runner.sh [--once] [STORM_ROOT])\n"
+    assert result.stderr == "runner r1: unknown option --twice (usage: runner.sh [--once] [--help] [STORM_ROOT])\n"
 
 
 def test_a_ready_lane_held_back_by_a_marker_with_no_lease_in_the_only_slot_is_stuck(tmp_path):
@@ -260,10 +261,10 @@ def test_a_ready_lane_held_back_by_a_marker_with_no_lease_in_the_only_slot_is_st
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
         STUCK,
-        "runner:   m: running by a marker with no lease (only the operator's recover m takes it back); if no runner is "
+        "runner r1:   m: running by a marker with no lease (only the operator's recover m takes it back); if no runner is "
         f"working on it: storm-queue recover m --root {root}",
-        "runner:   x: ready, but every [runner] slot is taken",
-        "runner: exiting (--once)",
+        "runner r1:   x: ready, but every [runner] slot is taken",
+        "runner r1: exiting (--once)",
     ]
 
 
@@ -280,7 +281,7 @@ def test_a_lane_marked_blocked_by_the_claim_that_answered_wait_is_not_said_to_ho
     assert listed(root)["decision"] == "review h"
     second = run_once(root, runner_env(tmp_path / "ran.txt", store))
     assert second.returncode == 0, second.stderr
-    assert second.stderr == "runner: settled h: abandoned\n"
+    assert second.stderr == "runner r1: settled h: abandoned\n"
     assert store.settled("abandoned") == ["lost", "h"]
     assert store.result("h")["blocked_on"] == "lost"
 
