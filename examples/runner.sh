@@ -315,7 +315,7 @@ stop_lane() {
 reap() {
     REAPED=0
     while true; do
-        wait "$1" && REAPED=0 || REAPED=$?
+        wait "$1" 2>/dev/null && REAPED=0 || REAPED=$?  # (bash's own "Killed" note is not ours to print)
         if ((REAPED > 128)) && kill -0 "$1" 2>/dev/null; then
             continue
         fi
