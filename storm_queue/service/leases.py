@@ -255,7 +255,8 @@ def recover(storm: Storm, slug: str | None = None, source: str | None = None, re
             words = f"ended the live lease on {req.slug} (token {events[0]['token']}); that token is refused from now on"
         if parked:
             words += f"; quarantined {' '.join(parked)}"
-        out = Outcome("done" if events else "noop", "recover", req.slug, by, message=words)
+        forced = events[0]["token"] if events and events[0].get("force") else None
+        out = Outcome("done" if events else "noop", "recover", req.slug, by, message=words, token=forced)
         return Step(out, events, after=lambda _: _unmark(fx, events), own=0 if events else None)
 
     return storm.request(req, refusal, plan, decl=decl, operator_only=req.slug is not None)

@@ -81,6 +81,8 @@ REQUESTS: dict[str, tuple[str | None, tuple[str, ...], Callable[[Path], None] | 
     "waive": (None, (), lambda root: (root / "queue.txt").write_text("a 1\nb 2 a\n"), ["waive", "b", "a", "--reason", "why"]),
     "halt": (None, (), None, ["halt", "--reason", "why"]),
     "resume": (None, (), lambda root: ok(root, "halt", "--reason", "a freeze"), ["resume", "--reason", "why"]),
+    "release": (None, (), _claimed, ["release", "a", "--token", "1", "--reason", "why"]),
+    "cancel": (None, (), _claimed, ["cancel", "a", "--reason", "why"]),
 }
 
 #: more requests whose repeats must answer as the first did
@@ -88,6 +90,8 @@ VARIANTS = {
     # a failure that spends the last attempt: the finish and the quarantine are one write
     "finish-failed-quarantines": ("[runner]\nattempts = 1\n", (), _claimed,
                                   ["finish", "a", "--token", "1", "--result", "failed", "--reason", "why"]),
+    # a forced recover of a live lease
+    "recover-force": (None, (), _claimed, ["recover", "a", "--force", "--reason", "its host is gone"]),
 }
 
 #: what a repeat must answer as the first request did (its message says it is a repeat)
