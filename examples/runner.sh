@@ -582,7 +582,7 @@ stuck_report() {
             out = out sprintf("  %s: ready, but every [runner] slot is taken\n", slug); next
         }
         state == "quarantined" {
-            sub(/ \(the operator.s unpark .*\)$/, "", detail)
+            sub(/ \(the operator.s unpark [^)]*\)/, "", detail)
             out = out sprintf("  %s: %s; look at its attempts (storm-queue why %s --root %s), then: storm-queue unpark %s --reason TEXT --root %s\n", slug, detail, slug, root, slug, root); next
         }
         state == "running" {

@@ -93,7 +93,8 @@ def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarant
     assert said.count(STUCK) == 1, err
     at = said.index(STUCK)
     word = root_word(root)
-    assert said[at + 1] == (f"runner r1:   a: quarantined after 4 attempts; look at its attempts (storm-queue why a --root {word}), "
+    assert said[at + 1] == (f"runner r1:   a: quarantined after 4 attempts; last attempt: token 4 failed, note \"exit 7\"; "
+                            f"look at its attempts (storm-queue why a --root {word}), "
                             f"then: storm-queue unpark a --reason TEXT --root {word}")
     assert said[at + 2] == "runner r1:   b: waits on a (quarantined)"
     assert said[at + 3] == "runner r1: waiting, asking again every 0.05s; this is said once, until it changes"

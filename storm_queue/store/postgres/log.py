@@ -75,6 +75,12 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
         try:
             folded = fold_on(store.conn, _Known(body_seq, body_digest, load_state(body)), seq, last)
         except ValueError:
+            from .store import _older_format
+
+            if _older_format(body):  # an earlier storm-queue's row: read past, as the readers do, until rewritten
+                out.checkpoint, out.checkpoint_why = "ignored", ("the state row is of an earlier storm-queue's format; "
+                                                                  "the next request rewrites it")
+                return out
             folded = None
     out.checkpoint_line = body_seq
     agrees = last == out.digest and folded == out.state
