@@ -1,7 +1,7 @@
 """``storm-queue grant runner|reader ROLE`` and ``revoke``: the operator
 admits a database role as a runner (it may claim, renew, finish and
 release leases and recover expired ones, writing only through the
-operator's functions: ``migrations/0002.sql``, ``0003.sql``) or as a reader (it may read), or ends that.
+operator's functions: ``migrations/0002.sql``, ``0004.sql``) or as a reader (it may read), or ends that.
 Each is a recorded request; granting what is granted, or revoking what
 is not, a recorded no-op; a role the server does not know, a recorded
 refusal (``unknown_role``, exit 2)."""

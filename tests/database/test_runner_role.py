@@ -183,7 +183,7 @@ def test_grant_on_a_directory_storm_says_it_takes_a_database(tmp_path):
 def test_a_runner_releases_its_lease_but_may_not_cancel_or_force_a_recover(pg_server, db, pg_role):
     """Issue 20 item 6: release is the holder's request, as renew and
     finish are, so a runner role may make it (its line goes through
-    ``runner_append``, which admits release lines from schema version 3);
+    ``runner_append``, which admits release lines from schema version 4);
     cancel and recover --force are the operator's (cancel: or a source's)."""
     role = pg_role(prefix="runner")
     answer(db, "grant", "runner", role)
@@ -202,11 +202,11 @@ def test_a_runner_releases_its_lease_but_may_not_cancel_or_force_a_recover(pg_se
     assert json.loads(run_cli(db, "verify", "--json").stdout)["sound"] is True
 
 
-def test_a_storm_at_schema_version_2_takes_a_runners_release_once_upgraded(pg_server, db, pg_role):
-    """Version 2's runner_append admits no release line: a storm an earlier
+def test_a_storm_at_schema_version_3_takes_a_runners_release_once_upgraded(pg_server, db, pg_role):
+    """Version 3's runner_append (version 2's) admits no release line: a storm an earlier
     release made refuses the release (every write waits for upgrade), its
     function refuses the line even when called directly, and after
-    ``upgrade`` (migrations/0003.sql) the runner's release is recorded."""
+    ``upgrade`` (migrations/0004.sql) the runner's release is recorded."""
     import re
 
     import psycopg
@@ -219,17 +219,17 @@ def test_a_storm_at_schema_version_2_takes_a_runners_release_once_upgraded(pg_se
     runner = pg_server.url_as(db, role)
     assert answer(runner, "claim", "--holder", "r1")["decision"] == "run a 1 1"
     version_2 = re.search(r"CREATE FUNCTION storm_queue\.runner_append.*?\$\$;", dict(migrations())[2], re.S).group(0)
-    with pg_server.admin(dbname(db)) as conn:  # the storm as version 2 left it
+    with pg_server.admin(dbname(db)) as conn:  # the storm as version 3 left it
         conn.execute(version_2.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
-        conn.execute("UPDATE storm_queue.version SET version = 2")
+        conn.execute("UPDATE storm_queue.version SET version = 3")
         seq, digest = conn.execute("SELECT seq, digest FROM storm_queue.state").fetchone()
     refused = run_cli(runner, "release", "a", "--token", "1")
-    assert refused.returncode == 2 and "schema version 2" in refused.stderr, refused.stderr
+    assert refused.returncode == 2 and "schema version 3" in refused.stderr, refused.stderr
     line = frame([{"action": "release", "slug": "a", "token": 1, "holder": "r1"}], seq, digest, "2026-12-02T00:00:00.000000Z",
                  f"runner:{role}")[0][1]
     with psycopg.connect(runner, autocommit=True) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
         conn.execute("SELECT storm_queue.runner_append(%s, '[]')", ([line],))
     upgraded = json.loads(run_cli(None, "upgrade", db, "--json").stdout)
-    assert (upgraded["outcome"], events(pg_server, db)[-1]["from"]) == ("done", 2)
+    assert (upgraded["outcome"], events(pg_server, db)[-1]["from"]) == ("done", 3)
     assert answer(runner, "release", "a", "--token", "1")["outcome"] == "done"
     assert events(pg_server, db)[-1]["action"] == "release"
