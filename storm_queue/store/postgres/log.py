@@ -57,6 +57,19 @@ def _checked(store: Database) -> Iterator[tuple[bytes, dict[str, Any]]]:
         prev, offset, expected = digest(line), offset + len(line), expected + 1
 
 
+def older_format(body: str) -> bool:
+    """Whether a state row's body is a state of an earlier format (which an
+    upgrade leaves behind), rather than a damaged one."""
+    from ...core.jsoncodec import loads
+    from ...core.statebody import FORMAT
+
+    try:
+        v = loads(body).get("v")
+    except (ValueError, AttributeError):
+        return False
+    return type(v) is int and 1 <= v < FORMAT
+
+
 def verify(store: Database, progress: Callable[[int], None] | None = None):
     """Check every line from the first (``verify.check_lines``, the rules
     a directory log is checked by), and that the state row's body with
@@ -75,9 +88,7 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
         try:
             folded = fold_on(store.conn, _Known(body_seq, body_digest, load_state(body)), seq, last)
         except ValueError:
-            from .store import _older_format
-
-            if _older_format(body):  # an earlier storm-queue's row: read past, as the readers do, until rewritten
+            if older_format(body):  # an earlier storm-queue's row: read past, as the readers do, until rewritten
                 out.checkpoint, out.checkpoint_why = "ignored", ("the state row is of an earlier storm-queue's format; "
                                                                   "the next request rewrites it")
                 return out

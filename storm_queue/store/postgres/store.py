@@ -38,7 +38,7 @@ from .connect import (  # noqa: F401 -- the names others import from here
     insert_state,
     shown,
 )
-from .log import fold_on
+from .log import fold_on, older_format
 from .queries import lock_keys, q
 from .rows import Rows, Writes
 from .version import current, not_newer
@@ -58,19 +58,6 @@ STATE_EVERY = 32
 RUNNER_VERBS = ("claim", "renew", "finish", "release", "recover")
 #: a storm object folds the lines after the state it knows, rather than read the body, up to this many
 FOLD_AT_MOST = 4 * STATE_EVERY
-
-
-def _older_format(body: str) -> bool:
-    """Whether a state row's body is a state of an earlier format (which an
-    upgrade leaves behind), rather than a damaged one."""
-    from ...core.jsoncodec import loads
-    from ...core.statebody import FORMAT
-
-    try:
-        v = loads(body).get("v")
-    except (ValueError, AttributeError):
-        return False
-    return type(v) is int and 1 <= v < FORMAT
 
 
 def _busy(wait: float) -> Busy:
@@ -208,7 +195,7 @@ class Database:
             try:
                 base = _Known(body_seq, body_digest, load_state(body))
             except ValueError as exc:
-                if not _older_format(body):
+                if not older_format(body):
                     raise logread.Damage(self.root, f"the state row cannot be read ({exc}); "
                                         "storm-queue verify checks the log") from None
                 # written by an earlier storm-queue: fold the whole log, and let the next writer rewrite the row
