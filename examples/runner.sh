@@ -54,12 +54,15 @@
 # can be told apart; storm-queue's own words are passed on the same way.
 # The lane's work prints as it likes.
 #
-# Stopping: on SIGINT (Ctrl-C) or SIGTERM the runner stops the lane's work
-# (SIGTERM to the lane's process and every process under it; SIGKILL to
-# what is left after $RUNNER_GRACE seconds), gives its lease back with
-# `storm-queue release SLUG --token T` (recorded: the lane may be claimed
-# again at once, by any runner; the attempt stays spent) and exits 130
-# (SIGINT) or 143 (SIGTERM). Idle, it just exits so.
+# Stopping: on SIGINT (Ctrl-C) or SIGTERM (or SIGHUP) the runner stops the
+# lane's work (the lane runs in a process group of its own: SIGTERM to the
+# group, SIGKILL to what is left of it after $RUNNER_GRACE seconds), gives
+# its lease back with `storm-queue release SLUG --token T` (recorded: the
+# lane may be claimed again at once, by any runner; the attempt stays
+# spent) and exits 130 (SIGINT) or 143 (SIGTERM) (129: SIGHUP). Idle, it
+# just exits so. A runner killed with SIGKILL can do none of this: its
+# lane's work runs on, its lease expires, and `storm-queue recover SLUG
+# --force --reason TEXT` ends it sooner.
 #
 # Cancelling: the runner renews its lease at least every third of its TTL.
 # When a renew (or the finish) is refused `lane_cancelled` (the operator
@@ -156,13 +159,16 @@ done
 read -r -a STORM_QUEUE_CMD <<<"${STORM_QUEUE:-storm-queue}"
 
 # storm-queue, its stdout as it is, each line it says on stderr said again
-# as this runner's (in a file of this process's own while it runs).
+# as this runner's (in a file of this process's own while it runs). It
+# ignores SIGINT: Ctrl-C at a terminal signals the whole process group, and
+# a claim or finish cut short could take or keep a lease no one gives back;
+# the runner hears the Ctrl-C and acts on it once the command has answered.
 ERRORS="$(mktemp -d "${TMPDIR:-/tmp}/storm-runner.XXXXXX")"
 # (A subshell signalled before it set its own traps may run this one: only the runner removes it.)
 trap '[[ $BASHPID != "$RUNNER_PID" ]] || rm -rf "$ERRORS"' EXIT
 sq() {
     local err="$ERRORS/$BASHPID" rc=0 line
-    "${STORM_QUEUE_CMD[@]}" "$@" 2>"$err" || rc=$?
+    (trap '' INT && exec "${STORM_QUEUE_CMD[@]}" "$@") 2>"$err" || rc=$?
     while IFS= read -r line || [[ -n "$line" ]]; do
         say "$line"
     done <"$err"
@@ -282,31 +288,21 @@ LANE_PID=""  # the lane's work while it runs
 KILLER=""    # what sends SIGKILL to a stopped lane's processes left after $GRACE seconds
 trap 'STOP=130; stop_lane' INT
 trap 'STOP=143; stop_lane' TERM
+trap 'STOP=129; stop_lane' HUP
 trap 'CANCELLED=1; stop_lane' USR1
 
-# The pid $1 and every process under it, as ps(1) lists them now.
-process_tree() {
-    ps -e -o pid= -o ppid= 2>/dev/null | awk -v root="$1" '
-        { kids[$2] = kids[$2] " " $1 }
-        END {
-            queue = root; out = ""
-            while (queue != "") {
-                n = split(queue, now, " "); queue = ""
-                for (i = 1; i <= n; i++) { out = out " " now[i]; queue = queue kids[now[i]] }
-            }
-            print out
-        }'
-}
-
-# Stop the lane's work, if it runs: SIGTERM to it and every process under
-# it, SIGKILL to those left after $GRACE seconds.
+# Stop the lane's work, if it runs: SIGTERM to its process group (the
+# lane runs in a group of its own), SIGKILL to what is left of the group
+# after $GRACE seconds.
 stop_lane() {
     [[ -n "$LANE_PID" && -z "$KILLER" && $BASHPID == "$RUNNER_PID" ]] || return 0
-    local tree
-    tree="$(process_tree "$LANE_PID")"
-    # shellcheck disable=SC2086 # a list of pids
-    kill -TERM $tree 2>/dev/null || true
-    (sleep "$GRACE" </dev/null >/dev/null 2>&1; kill -KILL $tree 2>/dev/null) &
+    kill -TERM -- "-$LANE_PID" 2>/dev/null || kill -TERM "$LANE_PID" 2>/dev/null || true
+    (
+        trap 'kill $(jobs -p) 2>/dev/null || true; exit 0' TERM  # stopped: its nap goes with it
+        sleep "$GRACE" </dev/null >/dev/null 2>&1 &
+        wait $! || true
+        kill -KILL -- "-$LANE_PID" 2>/dev/null || true
+    ) &
     KILLER=$!
 }
 
@@ -333,8 +329,8 @@ nap() {
 # (when given), say so, and exit 130 or 143.
 stop_now() {
     [[ $STOP -ne 0 ]] || return 0
-    local signal=INT rc tries
-    [[ $STOP -eq 130 ]] || signal=TERM
+    local signal rc tries
+    case "$STOP" in 130) signal=INT ;; 129) signal=HUP ;; *) signal=TERM ;; esac
     if [[ -n "${1:-}" ]]; then
         for tries in 1 2 3 4 5; do
             rc=0
@@ -364,7 +360,8 @@ keep_alive() {
     # $! was not yet taken when the stop came), and a nap holds none of the
     # runner's streams, so nothing it leaves keeps a reader of them waiting.
     trap 'kill $(jobs -p) 2>/dev/null || true; exit 0' TERM
-    trap - INT USR1
+    trap '' INT HUP  # the runner acts on these; the renewer is stopped by it
+    trap - USR1
     while true; do
         sleep "$every" </dev/null >/dev/null 2>&1 &
         nap=$!
@@ -424,15 +421,19 @@ run_lane() {
     # 2. Do the work, in the lane's directory, with STORM_QUEUE_LANE exported:
     #    storm-queue refuses any priority request from a process that carries
     #    it, so a lane cannot reorder the queue it runs in. It runs in the
-    #    background (so its stdin is /dev/null), and the runner waits for it.
+    #    background, in a process group of its own (`set -m`: so a stop can
+    #    reach every process it started, and Ctrl-C at a terminal reaches
+    #    only the runner, which stops it), and the runner waits for it.
     mkdir -p "$lane"
     CANCELLED=0
+    set -m
     if [[ -x "$lane/run.sh" ]]; then
-        (cd "$lane" && export STORM_QUEUE_LANE="$slug" && exec ./run.sh) &
+        (cd "$lane" && export STORM_QUEUE_LANE="$slug" && exec ./run.sh) </dev/null &
     else
-        (cd "$lane" && export STORM_QUEUE_LANE="$slug" && exec bash -c "${LANE_COMMAND:-true}") &
+        (cd "$lane" && export STORM_QUEUE_LANE="$slug" && exec bash -c "${LANE_COMMAND:-true}") </dev/null &
     fi
     LANE_PID=$!
+    set +m
     keep_alive "$slug" "$token" "$every" &
     renewer=$!
     if [[ $STOP -ne 0 ]]; then  # a signal that came before LANE_PID was known

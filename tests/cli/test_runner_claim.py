@@ -127,13 +127,14 @@ def test_two_runners_with_two_slots_run_every_lane_once_in_the_predicted_order(s
 
 
 def stuck_once_run_sh(store, flags: Path, slug: str) -> None:
-    """First attempt: hang (until killed). Second: wait for the test's go."""
+    """First attempt: hang (until killed; its pid in attempt-1.pid). Second: wait for the test's go."""
     run_sh(
         store, slug,
         "#!/usr/bin/env bash\n"
         "set -u\n"
         f'flags="{flags}"\n'
         'if [ ! -e "$flags/attempt-1" ]; then\n'
+        '    echo $$ > "$flags/attempt-1.pid"\n'
         '    touch "$flags/attempt-1"\n'
         "    exec sleep 3600\n"
         "fi\n"
@@ -182,8 +183,10 @@ def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(sto
             assert not (flags / "attempt-2").exists()
             assert lines(doomed_log) == ["slow"]
 
-            # Kill the doomed runner, its renewer and its lane's work at once.
+            # Kill the doomed runner, its renewer and its lane's work at once
+            # (the lane runs in a process group of its own).
             os.killpg(doomed.pid, signal.SIGKILL)
+            os.killpg(int((flags / "attempt-1.pid").read_text()), signal.SIGKILL)
             doomed.communicate()
             assert doomed.returncode == -signal.SIGKILL
 

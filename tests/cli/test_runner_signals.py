@@ -22,7 +22,9 @@ import pytest
 from tests.cli.test_runner import RUNNER, finish, lines, run_sh, runner_env, start_runner, wait_for
 from tests.conftest import clean_env
 
-SIGNALS = [pytest.param(signal.SIGINT, 130, id="SIGINT"), pytest.param(signal.SIGTERM, 143, id="SIGTERM")]
+SIGNALS = [pytest.param(signal.SIGINT, 130, False, id="SIGINT"), pytest.param(signal.SIGTERM, 143, False, id="SIGTERM"),
+           # Ctrl-C at a terminal: SIGINT to the runner's whole process group (the renewer, the lane, storm-queue)
+           pytest.param(signal.SIGINT, 130, True, id="Ctrl-C")]
 
 
 def hanging_run_sh(store, flags: Path, slug: str) -> None:
@@ -72,8 +74,9 @@ def said_by(err: str, holder: str) -> None:
         assert line.startswith(f"runner {holder}: "), line
 
 
-@pytest.mark.parametrize(("signum", "code"), SIGNALS)
-def test_a_signal_stops_the_lanes_processes_releases_its_lease_and_exits_130_or_143(store, tmp_path, signum, code):
+@pytest.mark.parametrize(("signum", "code", "group"), SIGNALS)
+def test_a_signal_stops_the_lanes_processes_releases_its_lease_and_exits_130_or_143(store, tmp_path, signum, code,
+                                                                                      group):
     store.make("a 1\nb 2\n", toml="[runner]\nttl_min = 1\n")
     flags = tmp_path / "flags"
     flags.mkdir()
@@ -85,7 +88,10 @@ def test_a_signal_stops_the_lanes_processes_releases_its_lease_and_exits_130_or_
         wait_for(flags / "a.kid", proc)
         pids = lane_pids(flags, "a")
         assert all(alive(p) for p in pids)
-        proc.send_signal(signum)  # the runner alone, as kill(1) or a service manager sends it
+        if group:
+            os.killpg(proc.pid, signum)
+        else:
+            proc.send_signal(signum)  # the runner alone, as kill(1) or a service manager sends it
         status, out, err = finish(proc)
         assert status == code, err
         assert gone(pids), "the lane's processes outlived the runner"
