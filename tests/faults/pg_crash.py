@@ -1,34 +1,37 @@
 """The crash harness on a database storm (issue 21 item 7): clients killed
 with SIGKILL mid-request, their server backends ended with
 ``pg_terminate_backend``, and the server itself restarted with ``pg_ctl
-restart -m immediate``, trial after trial, each trial on a fresh storm in a
-database of its own; after each, the promises checked.
+restart -m immediate``, trial after trial, each trial on a fresh storm;
+after each, the promises checked.
 
-A trial makes a database, ``init``s a storm in it, declares ``[runner]``
-(``ttl_min = 1``, ``ttl = 2``, 1 or 2 slots, 1 to 3 attempts, unattended),
-adds six lanes and grants a runner role. Then, at once, three to five
-client processes (forked from this one, which has imported the tool, so a
-client starts in a millisecond; a forked client is a real process the
-kernel kills like any other):
+A trial drops the storm the last one left (the schema; a failed trial's
+database is kept, and the next makes a new one), ``init``s a storm,
+declares ``[runner]`` (``ttl_min = 1``, ``ttl = 2``, 1 or 2 slots, 1 to 3
+attempts, unattended), adds six lanes and grants a runner role. Then three
+to five client processes (forked from this one, which has imported the
+tool, so a client starts in a millisecond; a forked client is a real
+process the kernel kills like any other), each starting within 0.7 s:
 
 - a *writer* runs 1 to 3 requests through the real command line
   (``storm_queue.cli.entry.main``): ``bump``, ``unbump``, ``push``, ``add``
   or ``settle`` of a random lane, as the operator;
-- a *runner* runs ``claim --ttl 1|2``, perhaps ``renew``, perhaps first a
-  ``finish`` with a token not its own, then ``finish ok|failed`` through
-  the command line, as the operator or the runner role;
-- a *long-lived runner* keeps one ``Storm`` (the library, one connection
-  for all its requests) and claims, renews and finishes two to five lanes,
-  idling 50 to 400 ms between requests, so that a backend ended or a
-  server restarted while it waits meets its idle connection.
+- a *runner* perhaps runs ``recover``, then ``claim --ttl 1|2``, perhaps
+  first a ``finish`` with a token not its own, perhaps ``renew``, then
+  ``finish ok|failed``, through the command line, as the operator or the
+  runner role;
+- a *long-lived runner* does the same two or three times with one
+  ``Storm`` (the library, one connection for all its requests), idling 30
+  to 250 ms between requests, so that a backend ended or a server
+  restarted while it waits meets its idle connection; some outlive their
+  lease (ttl 1, then 1.1 s of work) and meet another runner's claim.
 
 Every request carries a ``--key`` of its own; a client asks again under the
 same key (at most four times) when the answer is exit 4 or 5, or exit 2
 without a refusal (the server could not be reached), unless the answer said
 the request was committed. Meanwhile this process kills some clients
-(SIGKILL after 0 to 600 ms, a long-lived runner up to 2 s), ends zero to
-three random ``storm-queue`` backends of the trial's database, and in a
-quarter of the trials restarts the server (immediate: no shutdown
+(SIGKILL up to 0.5 s after they start, a long-lived runner up to 2 s), ends
+zero to three random ``storm-queue`` backends of the storm's database, and
+in a quarter of the trials restarts the server (immediate: no shutdown
 checkpoint, crash recovery on start).
 
 A request whose client printed its answer and exit status is *answered*; one
@@ -303,7 +306,7 @@ def _check(cluster: Cluster, dbname: str, url: str, number: int, clients: list, 
     """The promises, after a trial (the module's points 1 to 5)."""
     storm = Storm.find(url, env=pg_clients.ENV)
     try:
-        after = storm.bump(rng_slug(number), key=f"t{number}-after")  # re-derives the lane after any add or settle
+        after = storm.bump(SLUGS[number % len(SLUGS)], key=f"t{number}-after")  # re-derives the lane after any add or settle
         if after.exit_code not in (0, 2) or not after.recorded:
             raise AssertionError(f"the bump after the trial answered {after.to_json()}")
         code, answer = verify_cli(url)
@@ -348,10 +351,6 @@ def _label(client, a) -> str:
     else:
         what = f"{doc.get('outcome')}, recorded {doc.get('recorded', '(not said)')}"
     return f"{a.code} {what} ({via})"
-
-
-def rng_slug(number: int) -> str:
-    return SLUGS[number % len(SLUGS)]
 
 
 def _chain(lines: list[bytes]) -> list[dict]:
