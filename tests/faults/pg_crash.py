@@ -420,10 +420,16 @@ def _unreached(a) -> bool:
 
 
 def _as_told(req, told: dict, evs: list[dict], i: int, fig: Figures) -> None:
+    """The line keyed by ``req`` is what it was told: its refusal, or its
+    action with its slug and token. An answer that said only "committed"
+    (the connection lost at the commit) told neither: the line is the
+    request's own action, or a refusal of it."""
     event, verb = evs[i], req.verb
-    if told.get("outcome") == "refused":
-        ok = (event["action"], event["requested"], event["code"]) == ("refused", verb, told["code"])
-        fig.stale_refused += ok and told["code"] == "stale_fence"
+    if told.get("outcome") == "refused" or (told.get("outcome") == "error" and event["action"] == "refused"):
+        ok = (event["action"], event["requested"]) == ("refused", verb) and told.get("code", event["code"]) == event["code"]
+        fig.stale_refused += ok and event["code"] == "stale_fence"
+    elif verb == "claim" and told.get("outcome") == "error":
+        ok = event["action"] == "claim"
     elif verb == "claim":
         ok = (event["action"], event["slug"], event["token"]) == ("claim", told["slug"], told["token"])
         fig.claims_acknowledged += ok
@@ -431,7 +437,7 @@ def _as_told(req, told: dict, evs: list[dict], i: int, fig: Figures) -> None:
         if event["action"] == "quarantine":  # a failure that spent the last attempt: the key on its last line
             event = evs[i - 1]
         ok = (event["action"], event["slug"], event["token"]) == (verb, req.args[0], req.opts["token"])
-        fig.finishes_acknowledged += ok and verb == "finish"
+        fig.finishes_acknowledged += ok and verb == "finish" and told.get("outcome") == "done"
     elif verb == "recover":
         ok = event["action"] in ("expire", "quarantine")
     else:
