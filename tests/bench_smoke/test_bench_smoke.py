@@ -155,9 +155,8 @@ def test_the_database_crash_run_runs_a_few_trials() -> None:
     assert (fig["trials"], fig["chains_verified"], fig["lanes_derived"]) == (trials, trials, trials), fig["failures"]
     assert (fig["lost"], fig["doubled"], fig["tracebacks"]) == (0, 0, 0), fig["failures"]
     assert fig["acknowledged"] == fig["acknowledged_on_log"] + fig["acknowledged_unrecorded"] > trials
-    # ... the only failures the driver's noise on stderr (issue 21 item 8 quiets it), counted, never hidden
-    assert all("wrote on stderr" in f for f in fig["failures"]), fig["failures"]
-    assert len(fig["failures"]) == fig["noise"] and done.returncode == (1 if fig["noise"] else 0), done.stderr[-3000:]
+    # ... no client wrote on stderr but storm-queue's own lines (the driver's noise is quiet since issue 21 item 8)
+    assert (fig["failures"], fig["noise"], done.returncode) == ([], 0, 0), done.stderr[-3000:]
     # ... under the chaos it promises: kills, ended backends, an immediate restart, answers of each kind
     assert fig["kills"] > 0 and fig["terminated"] > 0 and fig["restarts"] > 0, fig
     assert fig["claims_acknowledged"] > 0 and fig["finishes_acknowledged"] > 0 and fig["stale_refused"] > 0

@@ -351,6 +351,10 @@ def _label(client, a) -> str:
         what = doc["outcome"]
     elif "cannot connect" in doc.get("message", ""):
         what = "cannot connect"
+    elif "connection to" in doc.get("message", "") and "lost" in doc.get("message", ""):
+        what = f"connection lost, recorded {doc.get('recorded', '(not said)')}"
+    elif "held the storm" in doc.get("message", ""):
+        what = "busy (the storm's lock)"
     else:
         what = f"{doc.get('outcome')}, recorded {doc.get('recorded', '(not said)')}"
     return f"{a.code} {what} ({via})"
