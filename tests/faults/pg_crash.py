@@ -398,7 +398,7 @@ def _on_log(req, evs: list[dict], i: int | None, fig: Figures) -> None:
     ok = next((a for a in answered if a.code == 0), None)
     committed = any(a.doc.get("recorded") is True for a in answered if a.code != 0)
     refused = next((a for a in answered if a.doc.get("outcome") == "refused" and a.doc.get("recorded")), None)
-    fig.told_committed += committed and any(a.code == 4 for a in answered)
+    fig.told_committed += sum(1 for a in answered if a.code == 4 and a.doc.get("recorded") is True)
     if ok is None and refused is None and not committed:
         if i is not None and all(a.code is not None and a.doc.get("recorded") is False or _unreached(a)
                                  for a in req.attempts):
