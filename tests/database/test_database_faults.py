@@ -438,3 +438,50 @@ def test_a_port_nobody_listens_on_is_exit_5_and_a_database_that_does_not_exist_i
     done = run_cli(missing, "bump", "a", "--json")
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert 'database "no_such_storm_db" does not exist' in json.loads(done.stdout)["message"]
+
+
+# -- 7. a backend ended between a request's first query and its second ---------
+
+@pytest.mark.parametrize("how", ["library", "command line"])
+def test_a_backend_ended_between_the_declaration_and_the_schema_version_is_no_crash(pg_server, db, monkeypatch,
+                                                                                    how) -> None:
+    """Issue 21 item 7: the database crash harness (bench/crash.py --store
+    postgresql) met a request whose backend was ended by
+    pg_terminate_backend right after it read the declaration, before it
+    read the schema's version (read once a connection): the driver's
+    OperationalError escaped, a crash (exit 4 "crashed", a traceback from
+    the library), until issue 21 item 8 read the version under the storm's
+    errors. Here the backend is ended at exactly that moment: nothing was
+    sent of the request, so it is Unreachable (exit 5, recorded false), and
+    asking again under its key works."""
+    from storm_queue.core.errors import Unreachable
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres import version
+
+    ok(db, "add", "a", "1")
+    before = events(pg_server, db)
+    real = version.read
+
+    def ended_first(store, fresh=False):
+        pid = store.conn.info.backend_pid
+        with pg_server.admin(dbname(db)) as watcher:
+            assert watcher.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0] is True
+            backend_gone(watcher, pid)
+        monkeypatch.setattr(version, "read", real)  # once
+        return real(store, fresh)
+
+    monkeypatch.setattr(version, "read", ended_first)
+    if how == "library":
+        storm = Storm.find(db, env=clean_env())
+        with pytest.raises(Unreachable, match="a retry is safe") as lost:
+            storm.bump("a", key="k-ended")
+        assert lost.value.recorded is False
+        assert storm.bump("a", key="k-ended").outcome == "done"  # asked again under its key, on a new connection
+    else:
+        done = run_cli(db, "bump", "a", "--key", "k-ended", "--json")
+        assert done.returncode == 5, (done.stdout, done.stderr)
+        assert "crashed" not in done.stderr and json.loads(done.stdout)["recorded"] is False, done.stdout
+        assert events(pg_server, db) == before
+        assert ok(db, "bump", "a", "--key", "k-ended")["outcome"] == "done"
+    evs = assert_sound_and_derived(pg_server, db)
+    assert on_log(evs, "key", "k-ended") == 1

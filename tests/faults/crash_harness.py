@@ -762,8 +762,34 @@ def _on_log(r: Request, events: list[dict], i: int | None, fig: Figures) -> None
 
 def check_runs(root: Path, events: list[dict], policy: config.Policy, state) -> tuple[dict[str, tuple[int, str]], int, int]:
     """Replay the runs line by line and check the runner invariants (see the
-    module's point 5); return the leases the log leaves (slug -> token,
-    expiry), and how many quarantines and unparks it has."""
+    module's point 5), the markers and results on disk too; return the
+    leases the log leaves (slug -> token, expiry), and how many quarantines
+    and unparks it has."""
+    leases, quarantines, unparks, tokens = replay_runs(events, policy, state)
+    # the markers are caches of the log, never its only record
+    led = ledger.read(str(root))
+    for slug, token in led.running.items():
+        if token is None or token not in tokens.get(slug, ()):
+            raise AssertionError(f"the running marker of {slug} carries token {token}, which no claim on the log gave")
+    for slug in led.finished:
+        body = json.loads((root / ledger.LANES / slug / ledger.MARKS / ledger.RESULT).read_bytes())
+        if body.get("status") == "ok" and body.get("token") not in tokens.get(slug, ()):
+            raise AssertionError(f"the result.json of {slug} carries token {body.get('token')}, which no claim gave")
+    queue = queuefile.read(str(root / "queue.txt"))
+    view = resolve(Snapshot({ln.slug: ln for ln in queue.lanes}, led, state, wall.now()))
+    for row in view.rows:
+        if row.running == MARKER:
+            raise AssertionError(f"{row.slug} runs by a marker with no lease: {row.status}")
+    return leases, quarantines, unparks
+
+
+def replay_runs(events: list[dict], policy: config.Policy, state) -> tuple[dict[str, tuple[int, str]], int, int,
+                                                                          dict[str, set[int]]]:
+    """Replay the runs line by line, check the runner invariants of either
+    store (the module's point 5, the files aside) and that the fold
+    ``state`` agrees; return the leases the log leaves (slug -> token,
+    expiry), how many quarantines and unparks it has, and each lane's
+    claim tokens."""
     tokens: dict[str, set[int]] = {}
     top: dict[str, int] = {}
     leases: dict[str, list] = {}
@@ -842,21 +868,7 @@ def check_runs(root: Path, events: list[dict], policy: config.Policy, state) -> 
         if mine != folded:
             raise AssertionError(f"the fold has {slug} at (attempts, token, lease, quarantined, history) {folded}, "
                                  f"the log {mine}")
-    # the markers are caches of the log, never its only record
-    led = ledger.read(str(root))
-    for slug, token in led.running.items():
-        if token is None or token not in tokens.get(slug, ()):
-            raise AssertionError(f"the running marker of {slug} carries token {token}, which no claim on the log gave")
-    for slug in led.finished:
-        body = json.loads((root / ledger.LANES / slug / ledger.MARKS / ledger.RESULT).read_bytes())
-        if body.get("status") == "ok" and body.get("token") not in tokens.get(slug, ()):
-            raise AssertionError(f"the result.json of {slug} carries token {body.get('token')}, which no claim gave")
-    queue = queuefile.read(str(root / "queue.txt"))
-    view = resolve(Snapshot({ln.slug: ln for ln in queue.lanes}, led, state, wall.now()))
-    for row in view.rows:
-        if row.running == MARKER:
-            raise AssertionError(f"{row.slug} runs by a marker with no lease: {row.status}")
-    return {slug: (token, expires) for slug, (token, expires) in leases.items()}, quarantines, unparks
+    return {slug: (token, expires) for slug, (token, expires) in leases.items()}, quarantines, unparks, tokens
 
 
 def reaped(reap: Reap) -> Figures:
