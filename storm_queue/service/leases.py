@@ -152,9 +152,12 @@ def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None
 def renew(storm: Storm, slug: str, token: int, ttl: int | None = None, source: str | None = None,
           reason: str | None = None, key: str | None = None) -> Outcome:
     """Extend the live lease on ``slug`` held under ``token``."""
-    decl = declaration(storm.store)
     req = Request("renew", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, ttl))
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
+    served = None if refusal else storm.store.serve(req, wall.seconds())
+    if served is not None:
+        return served
+    decl = declaration(storm.store)
     if refusal is None and ttl is not None and not decl.error:
         refusal = ttl_refusal(decl.runner, ttl)
 
@@ -176,11 +179,14 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
     """End the live lease on ``slug`` held under ``token``: ``ok``
     leaves the lane finished, awaiting review; ``failed`` makes it
     claimable again, or quarantines it once its attempts are spent."""
-    decl = declaration(storm.store)
     req = Request("finish", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, result, optional_text(note)))
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
     if refusal is None and result not in ("ok", "failed"):
         refusal = Refusal("invalid_result", f"result {quote(as_text(result))} is neither ok nor failed")
+    served = None if refusal else storm.store.serve(req, wall.seconds())
+    if served is not None:
+        return served
+    decl = declaration(storm.store)
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
         events = plan_finish(snap, decl.runner, req.slug, token, result, req.args[2])

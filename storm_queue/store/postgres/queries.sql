@@ -284,12 +284,16 @@ GRANT USAGE ON SCHEMA storm_queue TO {role};
 GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO {role};
 
 -- grant_runner_functions --
-GRANT EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb), storm_queue.runner_mark_blocked(text, jsonb)
+GRANT EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb), storm_queue.runner_mark_blocked(text, jsonb),
+storm_queue.serve_renew(text, bigint, integer, text, double precision, integer),
+storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer)
 TO {role};
 
 -- revoke_runner_functions --
 REVOKE EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb),
-storm_queue.runner_mark_blocked(text, jsonb) FROM {role};
+storm_queue.runner_mark_blocked(text, jsonb),
+storm_queue.serve_renew(text, bigint, integer, text, double precision, integer),
+storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer) FROM {role};
 
 -- revoke_select --
 REVOKE SELECT ON ALL TABLES IN SCHEMA storm_queue FROM {role};
@@ -304,3 +308,32 @@ REVOKE USAGE ON SCHEMA storm_queue FROM {role};
 -- hear of every commit that changes the storm: migrations/0003.sql's
 -- triggers notify this channel (one storm a database, so one channel)
 LISTEN storm_queue;
+
+-- == runner requests the server serves in one round trip (migrations/0003.sql)
+
+-- write_runner_policy --
+-- the declaration's [runner] policy as JSON (NULL: none the server may use),
+-- for the declaration the storm row holds now
+UPDATE storm_queue.storm
+SET runner = %s, runner_for = declaration_sha256;
+
+-- serve_renew --
+-- slug, token, ttl (NULL: the lease's own), reason, the time (POSIX seconds), the lock wait (ms)
+SELECT storm_queue.serve_renew(%s::text, %s::bigint, %s::integer, %s::text, %s::double precision, %s::integer);
+
+-- serve_finish --
+-- slug, token, result, note, reason, the time (POSIX seconds), the lock wait (ms)
+SELECT storm_queue.serve_finish(%s::text, %s::bigint, %s::text, %s::text, %s::text, %s::double precision,
+                                %s::integer);
+
+-- read_runs --
+-- the runs the server folded from the log (migrations/0003.sql)
+SELECT slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attempts, last_token, last_end,
+       quarantined, not_before
+FROM storm_queue.run
+ORDER BY slug;
+
+-- read_runs_at --
+-- the token floor and the halt the server folded from the log
+SELECT token_floor, halted
+FROM storm_queue.runs_at;

@@ -234,6 +234,15 @@ class Database:
         return Snapshot(dict(rows.lanes), rows.ledgers(unattended), log.state, at or now(), tokens, (),
                         (self._created or "", self._created or ""))
 
+    def serve(self, req: Request, t: float) -> Any:
+        """A runner request the server decides in one round trip (``served``), or None."""
+        from .served import serve
+
+        try:
+            return serve(self, req, t)
+        except _driver().errors.LockNotAvailable:
+            raise _busy(self.wait) from None
+
     def effects(self, decl: config.Declaration) -> Writes:
         return Writes(self, self._runner)
 

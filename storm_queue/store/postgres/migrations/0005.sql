@@ -1,0 +1,454 @@
+-- Version 5: runner requests in one round trip (issue 21, item 1). A
+-- runner's renew and finish are each one call to a function below, which
+-- takes the storm's lock inside the server, decides, appends the chained
+-- line(s) and writes the rows, and returns what the command prints: the
+-- lock is never held while the client runs. The lines are those the
+-- Python writer (core/framing.py) would write, byte for byte; what the
+-- functions decide is what core/runs.py decides (a property test holds
+-- them to it). A function answers NULL, having written nothing, for what
+-- it leaves to the Python request path: a caller that is neither the
+-- operator nor a runner, a declaration the server has no policy of, a TTL
+-- asked for outside the declared window.
+
+-- the declaration's [runner] policy as JSON (core/config.Policy), written by
+-- the Python that parsed it, and the declaration_sha256 it was parsed from
+-- (NULL for none); a policy of another declaration (or none) is not used
+ALTER TABLE storm_queue.storm ADD COLUMN runner jsonb, ADD COLUMN runner_for text;
+
+-- what runners have done with each lane, as core/fold.py folds the log's
+-- lines into a Run (its history kept as the last attempt's token and end),
+-- folded by the trigger below from every line any writer inserts
+CREATE TABLE storm_queue.run (
+    slug text PRIMARY KEY,
+    token bigint NOT NULL DEFAULT 0,
+    holder text,
+    lease_token bigint,
+    lease_by text,
+    claimed text,
+    expires text,
+    ttl integer,
+    attempts integer NOT NULL DEFAULT 0,
+    last_token bigint,
+    last_end text,
+    quarantined text,
+    not_before text
+);
+
+-- what the fold keeps of the whole storm for runners: the token floor (a
+-- reset's), and whether the operator's halt is in force
+CREATE TABLE storm_queue.runs_at (
+    id integer PRIMARY KEY CHECK (id = 1),
+    token_floor bigint NOT NULL DEFAULT 0,
+    halted boolean NOT NULL DEFAULT false
+);
+INSERT INTO storm_queue.runs_at (id) VALUES (1);
+
+-- One line of the log folded into storm_queue.run and runs_at, as
+-- core/fold.py Fold.step folds it (the runner actions, a push or bump
+-- that schedules, a reset's floor, a halt and its end).
+CREATE FUNCTION storm_queue.fold_line(p_line bytea) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_text text := convert_from(p_line, 'UTF8');
+    v_action text := substring(v_text FROM '"action":"([a-z]+)"');
+    e jsonb;
+    r storm_queue.run%ROWTYPE;
+    v_token bigint;
+BEGIN
+    IF v_action IS NULL OR v_action NOT IN ('claim', 'renew', 'finish', 'expire', 'recover', 'quarantine', 'unpark',
+                                            'schedule', 'push', 'bump', 'reset', 'halt', 'resume') THEN
+        RETURN;
+    END IF;
+    IF position('\u0000' IN v_text) > 0 THEN  -- jsonb holds no NUL; no field folded here carries one
+        v_text := replace(v_text, '\u0000', '\ufffd');
+    END IF;
+    e := v_text::jsonb;
+    IF v_action IN ('push', 'bump', 'halt', 'resume') AND coalesce(e->>'noop', '') <> '' THEN
+        RETURN;
+    ELSIF v_action IN ('push', 'bump') THEN
+        IF e ? 'not_before' THEN
+            INSERT INTO storm_queue.run (slug, not_before) VALUES (e->>'slug', e->>'not_before')
+            ON CONFLICT (slug) DO UPDATE SET not_before = EXCLUDED.not_before;
+        END IF;
+        RETURN;
+    ELSIF v_action = 'reset' THEN
+        UPDATE storm_queue.runs_at SET token_floor = greatest(token_floor, coalesce((e->>'abandons')::bigint, 0));
+        RETURN;
+    ELSIF v_action IN ('halt', 'resume') THEN
+        UPDATE storm_queue.runs_at SET halted = (v_action = 'halt');
+        RETURN;
+    END IF;
+    SELECT * INTO r FROM storm_queue.run WHERE slug = e->>'slug';
+    IF NOT FOUND THEN
+        r.slug := e->>'slug';
+        r.token := 0;
+        r.attempts := 0;
+    END IF;
+    v_token := (e->>'token')::bigint;
+    IF v_action = 'claim' THEN
+        r.token := greatest(r.token, v_token);
+        r.holder := e->>'holder';
+        r.lease_token := v_token;
+        r.lease_by := e->>'by';
+        r.claimed := e->>'at';
+        r.expires := e->>'expires';
+        r.ttl := (e->>'ttl')::integer;
+        r.attempts := r.attempts + 1;
+        r.last_token := v_token;
+        r.last_end := NULL;
+    ELSIF v_action IN ('renew', 'finish', 'expire', 'recover') THEN
+        IF v_token > r.token THEN
+            r.token := v_token;
+        END IF;
+        IF r.lease_token = v_token THEN
+            IF v_action = 'renew' THEN
+                r.expires := e->>'expires';
+                r.ttl := (e->>'ttl')::integer;
+            ELSE
+                IF r.last_token = v_token AND r.last_end IS NULL THEN
+                    r.last_end := CASE v_action WHEN 'finish' THEN e->>'result' WHEN 'expire' THEN 'expired'
+                                  ELSE 'recovered' END;
+                END IF;
+                r.holder := NULL;
+                r.lease_token := NULL;
+                r.lease_by := NULL;
+                r.claimed := NULL;
+                r.expires := NULL;
+                r.ttl := NULL;
+            END IF;
+        END IF;
+    ELSIF v_action = 'quarantine' THEN
+        r.quarantined := e->>'at';
+    ELSIF v_action = 'unpark' THEN
+        r.quarantined := NULL;
+        r.attempts := 0;
+    ELSIF v_action = 'schedule' THEN
+        r.not_before := e->>'not_before';
+    END IF;
+    INSERT INTO storm_queue.run VALUES (r.*)
+    ON CONFLICT (slug) DO UPDATE SET token = EXCLUDED.token, holder = EXCLUDED.holder,
+        lease_token = EXCLUDED.lease_token, lease_by = EXCLUDED.lease_by, claimed = EXCLUDED.claimed,
+        expires = EXCLUDED.expires, ttl = EXCLUDED.ttl, attempts = EXCLUDED.attempts,
+        last_token = EXCLUDED.last_token, last_end = EXCLUDED.last_end, quarantined = EXCLUDED.quarantined,
+        not_before = EXCLUDED.not_before;
+END
+$$;
+
+CREATE FUNCTION storm_queue.event_folded() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    PERFORM storm_queue.fold_line(NEW.line);
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER event_folded AFTER INSERT ON storm_queue.event
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.event_folded();
+
+-- the lines already recorded, folded in order
+DO $$
+DECLARE
+    v_line bytea;
+BEGIN
+    FOR v_line IN SELECT line FROM storm_queue.event ORDER BY seq LOOP
+        PERFORM storm_queue.fold_line(v_line);
+    END LOOP;
+END
+$$;
+
+-- A text as a JSON string exactly as Python's json encoder writes it with
+-- ensure_ascii (core/jsoncodec.dumps): " and \ escaped, \n \r \t \b \f by
+-- name, every other character outside space..~ as \uXXXX (lowercase hex; a
+-- character past U+FFFF as its surrogate pair).
+CREATE FUNCTION storm_queue.json_str(p text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_out text := '"';
+    v_c text;
+    v_n integer;
+BEGIN
+    IF p !~ '[^ -~]|["\\]' THEN
+        RETURN '"' || p || '"';
+    END IF;
+    FOR i IN 1..length(p) LOOP
+        v_c := substr(p, i, 1);
+        v_n := ascii(v_c);
+        v_out := v_out || CASE
+            WHEN v_c = '"' THEN '\"'
+            WHEN v_c = '\' THEN '\\'
+            WHEN v_n = 10 THEN '\n'
+            WHEN v_n = 13 THEN '\r'
+            WHEN v_n = 9 THEN '\t'
+            WHEN v_n = 8 THEN '\b'
+            WHEN v_n = 12 THEN '\f'
+            WHEN v_n BETWEEN 32 AND 126 THEN v_c
+            WHEN v_n < 65536 THEN '\u' || lpad(to_hex(v_n), 4, '0')
+            ELSE '\u' || to_hex(55296 + ((v_n - 65536) >> 10)) || '\u' || to_hex(56320 + ((v_n - 65536) & 1023))
+        END;
+    END LOOP;
+    RETURN v_out || '"';
+END
+$$;
+
+-- The stamp of the POSIX time p_t, as core/clock.stamp makes it (UTC,
+-- microseconds rounded half to even, as Python's round and float8's round).
+CREATE FUNCTION storm_queue.stamp(p_t double precision) RETURNS text
+LANGUAGE plpgsql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_whole bigint := floor(p_t);
+    v_micro bigint := round((p_t - v_whole) * 1000000.0::double precision);
+BEGIN
+    IF v_micro = 1000000 THEN
+        v_whole := v_whole + 1;
+        v_micro := 0;
+    END IF;
+    RETURN to_char(to_timestamp(v_whole) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS') || '.'
+        || lpad(v_micro::text, 6, '0') || 'Z';
+END
+$$;
+
+-- The POSIX time of a stamp, as core/clock.seconds gives it (the whole
+-- microseconds over a million, as one correctly rounded division).
+CREATE FUNCTION storm_queue.stamp_seconds(p_stamp text) RETURNS double precision
+LANGUAGE sql IMMUTABLE STRICT SET search_path = pg_catalog, pg_temp AS $$
+    SELECT (extract(epoch FROM (p_stamp::timestamptz)) * 1000000)::bigint::double precision / 1000000.0::double precision
+$$;
+
+-- The start of a request a function serves: who asks (operator:OPERATOR,
+-- or runner:ROLE for a role the operator granted as a runner), the storm's
+-- lock taken (waiting at most p_wait_ms), and the declared runner policy.
+-- who is NULL, and nothing is locked or written, for anyone else; it is
+-- NULL too when the server has no policy of the declaration in force.
+CREATE FUNCTION storm_queue.serve_begin(p_wait_ms integer, OUT who text, OUT policy jsonb)
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_operator text;
+    v_for text;
+    v_sha text;
+BEGIN
+    SELECT s.operator INTO v_operator FROM storm_queue.storm s;
+    IF session_user = v_operator THEN
+        who := 'operator:' || v_operator;
+    ELSIF EXISTS (SELECT 1 FROM storm_queue.member WHERE role = session_user AND kind = 'runner') THEN
+        who := 'runner:' || session_user;
+    ELSE
+        RETURN;
+    END IF;
+    PERFORM set_config('lock_timeout', p_wait_ms::text, true);
+    PERFORM pg_advisory_xact_lock({lock_keys});
+    SELECT s.runner, s.runner_for, s.declaration_sha256 INTO policy, v_for, v_sha FROM storm_queue.storm s;
+    IF policy IS NULL OR v_for IS DISTINCT FROM v_sha THEN
+        who := NULL;
+    END IF;
+END
+$$;
+
+-- Number, stamp and chain the lines of one request after the log's head,
+-- as core/framing.frame does (each body given as its action and the JSON of
+-- its other fields, each led by a comma), insert them, move the head, and
+-- return the lines.
+CREATE FUNCTION storm_queue.serve_append(p_at text, p_by text, p_actions text[], p_rests text[]) RETURNS text[]
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_seq bigint;
+    v_digest text;
+    v_line text;
+    v_lines text[] := '{}';
+BEGIN
+    SELECT seq, digest INTO v_seq, v_digest FROM storm_queue.state;
+    FOR i IN 1..array_length(p_actions, 1) LOOP
+        v_seq := v_seq + 1;
+        v_line := '{"v":1,"seq":' || v_seq || ',"at":' || storm_queue.json_str(p_at) || ',"action":'
+            || storm_queue.json_str(p_actions[i]) || ',"by":' || storm_queue.json_str(p_by) || ',"prev":'
+            || coalesce(storm_queue.json_str(v_digest), 'null') || p_rests[i] || '}' || chr(10);
+        INSERT INTO storm_queue.event (seq, line) VALUES (v_seq, convert_to(v_line, 'UTF8'));
+        v_digest := encode(sha256(convert_to(v_line, 'UTF8')), 'hex');
+        v_lines := v_lines || v_line;
+    END LOOP;
+    UPDATE storm_queue.state SET seq = v_seq, digest = v_digest;
+    RETURN v_lines;
+END
+$$;
+
+-- A refusal's line (core/passage: action refused, by an admitted caller)
+-- recorded, and the answer: what serve_renew and serve_finish return.
+CREATE FUNCTION storm_queue.serve_refused(p_at text, p_by text, p_verb text, p_slug text, p_code text,
+                                          p_message text, p_reason text) RETURNS jsonb
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_lines text[];
+BEGIN
+    v_lines := storm_queue.serve_append(p_at, p_by, ARRAY['refused'], ARRAY[
+        ',"requested":' || storm_queue.json_str(p_verb) || ',"slug":' || storm_queue.json_str(p_slug)
+        || ',"code":' || storm_queue.json_str(p_code) || ',"message":' || storm_queue.json_str(p_message)
+        || ',"authorised":true' || coalesce(',"reason":' || storm_queue.json_str(p_reason), '')]);
+    RETURN jsonb_build_object('outcome', 'refused', 'code', p_code, 'message', p_message, 'line', v_lines[1]);
+END
+$$;
+
+-- core/runs.py _fence: why a runner's token does not hold the live lease
+-- on the lane (the words of a stale_fence refusal), or NULL when it does.
+CREATE FUNCTION storm_queue.serve_fence(r storm_queue.run, p_slug text, p_token bigint, p_verb text, p_now text)
+RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_why text;
+BEGIN
+    IF r.lease_token IS NULL THEN
+        v_why := p_slug || ' holds no lease'
+            || CASE WHEN coalesce(r.token, 0) <> 0 THEN ' (its last token was ' || r.token || ')' ELSE '' END;
+    ELSIF r.lease_token <> p_token THEN
+        v_why := 'token ' || p_token || ' is ' || CASE WHEN p_token < r.lease_token THEN 'older' ELSE 'newer' END
+            || ' than the live lease''s token ' || r.lease_token || ' on ' || p_slug;
+    ELSIF r.expires COLLATE "C" <= p_now COLLATE "C" THEN
+        v_why := 'the lease of token ' || p_token || ' on ' || p_slug || ' expired at ' || r.expires;
+    ELSE
+        RETURN NULL;
+    END IF;
+    RETURN v_why || '; a runner that lost its lease may not ' || p_verb || ' the lane: stop its work and claim again';
+END
+$$;
+
+-- core/runs.py ttl_refusal: the code and words refusing a TTL outside the
+-- declared window, or NULL.
+CREATE FUNCTION storm_queue.serve_ttl_refusal(p_runner jsonb, p_ttl integer, OUT code text, OUT message text)
+LANGUAGE plpgsql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF NOT p_ttl BETWEEN (p_runner->>'ttl_min')::bigint AND (p_runner->>'ttl_max')::bigint THEN
+        code := 'lease_ttl_out_of_range';
+        message := 'a lease TTL of ' || p_ttl || ' s is outside storm.toml [runner] ttl_min..ttl_max ('
+            || (p_runner->>'ttl_min') || '..' || (p_runner->>'ttl_max') || ' s); ask for a TTL in that range';
+    ELSIF p_ttl > (p_runner->>'max_lease_age')::bigint THEN
+        code := 'lease_age_exceeded';
+        message := 'a lease TTL of ' || p_ttl || ' s is longer than storm.toml [runner] max_lease_age ('
+            || (p_runner->>'max_lease_age') || ' s); ask for a shorter TTL';
+    END IF;
+END
+$$;
+
+-- renew, as core/runs.py plan_renew and service/leases.py renew: extend the
+-- live lease on p_slug held under p_token by p_ttl (NULL: the TTL it was
+-- claimed or last renewed with, else the declared one) from p_t (POSIX
+-- seconds, the caller's clock, as every line's time is), within
+-- max_lease_age of its claim; or record why not.
+CREATE FUNCTION storm_queue.serve_renew(p_slug text, p_token bigint, p_ttl integer, p_reason text,
+                                        p_t double precision, p_wait_ms integer) RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    b record;
+    r storm_queue.run;
+    t record;
+    v_at text := storm_queue.stamp(p_t);
+    v_why text;
+    v_ttl integer;
+    v_limit double precision;
+    v_expires text;
+    v_lines text[];
+BEGIN
+    SELECT * INTO b FROM storm_queue.serve_begin(p_wait_ms);
+    IF b.who IS NULL OR (p_ttl IS NOT NULL AND (storm_queue.serve_ttl_refusal(b.policy, p_ttl)).code IS NOT NULL) THEN
+        RETURN NULL;  -- not a caller it serves, or a TTL the request path refuses as asked
+    END IF;
+    SELECT * INTO r FROM storm_queue.run WHERE slug = p_slug;
+    v_why := storm_queue.serve_fence(r, p_slug, p_token, 'renew', v_at);
+    IF v_why IS NOT NULL THEN
+        RETURN storm_queue.serve_refused(v_at, b.who, 'renew', p_slug, 'stale_fence', v_why, p_reason);
+    END IF;
+    v_ttl := coalesce(p_ttl, nullif(r.ttl, 0), (b.policy->>'ttl')::integer);
+    SELECT * INTO t FROM storm_queue.serve_ttl_refusal(b.policy, v_ttl);
+    IF t.code IS NOT NULL THEN
+        RETURN storm_queue.serve_refused(v_at, b.who, 'renew', p_slug, t.code, t.message, p_reason);
+    END IF;
+    v_limit := storm_queue.stamp_seconds(r.claimed) + (b.policy->>'max_lease_age')::bigint;
+    IF p_t + v_ttl > v_limit THEN
+        RETURN storm_queue.serve_refused(v_at, b.who, 'renew', p_slug, 'lease_age_exceeded',
+            'the lease on ' || p_slug || ' was claimed at ' || r.claimed || ' and may not be renewed past '
+            || storm_queue.stamp(v_limit) || ' (storm.toml [runner] max_lease_age ' || (b.policy->>'max_lease_age')
+            || ' s); finish the lane, or ask for a shorter TTL', p_reason);
+    END IF;
+    v_expires := storm_queue.stamp(p_t + v_ttl);
+    v_lines := storm_queue.serve_append(v_at, b.who, ARRAY['renew'], ARRAY[
+        ',"slug":' || storm_queue.json_str(p_slug) || ',"token":' || p_token || ',"ttl":' || v_ttl
+        || ',"expires":' || storm_queue.json_str(v_expires)
+        || coalesce(',"reason":' || storm_queue.json_str(p_reason), '')]);
+    RETURN jsonb_build_object('outcome', 'done', 'message',
+        'renewed ' || p_slug || ' token ' || p_token || ' until ' || v_expires,
+        'token', p_token, 'expires', v_expires, 'line', v_lines[1]);
+END
+$$;
+
+-- finish, as core/runs.py plan_finish and service/leases.py finish: end the
+-- live lease on p_slug held under p_token with p_result (ok: the lane's
+-- result row, finished, awaiting review; failed: claimable again, or
+-- quarantined once its attempts are spent); or record why not.
+CREATE FUNCTION storm_queue.serve_finish(p_slug text, p_token bigint, p_result text, p_note text, p_reason text,
+                                         p_t double precision, p_wait_ms integer) RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    b record;
+    r storm_queue.run;
+    v_at text := storm_queue.stamp(p_t);
+    v_why text;
+    v_budget bigint;
+    v_parked boolean;
+    v_actions text[] := ARRAY['finish'];
+    v_rests text[];
+    v_lines text[];
+    v_words text;
+BEGIN
+    IF p_result IS NULL OR p_result NOT IN ('ok', 'failed') THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO b FROM storm_queue.serve_begin(p_wait_ms);
+    IF b.who IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT * INTO r FROM storm_queue.run WHERE slug = p_slug;
+    v_why := storm_queue.serve_fence(r, p_slug, p_token, 'finish', v_at);
+    IF v_why IS NOT NULL THEN
+        RETURN storm_queue.serve_refused(v_at, b.who, 'finish', p_slug, 'stale_fence', v_why, p_reason);
+    END IF;
+    v_budget := (b.policy->>'attempts')::bigint;
+    v_parked := r.quarantined IS NULL AND r.attempts >= v_budget AND p_result <> 'ok'
+        AND NOT EXISTS (SELECT 1 FROM storm_queue.settled WHERE slug = p_slug)
+        AND NOT EXISTS (SELECT 1 FROM storm_queue.result WHERE slug = p_slug);
+    v_rests := ARRAY[',"slug":' || storm_queue.json_str(p_slug) || ',"token":' || p_token || ',"result":'
+        || storm_queue.json_str(p_result) || coalesce(',"note":' || storm_queue.json_str(p_note), '')
+        || coalesce(',"reason":' || storm_queue.json_str(p_reason), '')];
+    IF v_parked THEN
+        v_actions := v_actions || 'quarantine'::text;
+        v_rests := v_rests || (',"slug":' || storm_queue.json_str(p_slug) || ',"attempts":' || r.attempts
+            || ',"budget":' || v_budget);
+    END IF;
+    IF p_result = 'ok' THEN  -- core/ledgers.finished_result
+        INSERT INTO storm_queue.result (slug, body)
+        VALUES (p_slug, jsonb_build_object('completed', true, 'status', 'ok', 'token', p_token, 'holder', r.holder,
+                                           'note', p_note, 'at', v_at))
+        ON CONFLICT (slug) DO UPDATE SET body = EXCLUDED.body;
+        v_words := p_slug || ' finished ok (token ' || p_token || '); it awaits review';
+    ELSIF v_parked THEN
+        v_words := p_slug || ' failed (token ' || p_token || ') and is quarantined after ' || r.attempts || ' attempts';
+    ELSE
+        v_words := p_slug || ' failed (token ' || p_token || '); attempt ' || r.attempts || ' of ' || v_budget
+            || ', it will be claimed again';
+    END IF;
+    v_lines := storm_queue.serve_append(v_at, b.who, v_actions, v_rests);
+    RETURN jsonb_build_object('outcome', 'done', 'message', v_words, 'token', p_token, 'line', v_lines[1]);
+END
+$$;
+
+REVOKE ALL ON FUNCTION storm_queue.serve_renew(text, bigint, integer, text, double precision, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer) FROM PUBLIC;
+
+-- the runners granted before this version may call them too
+DO $$
+DECLARE
+    v_role text;
+BEGIN
+    FOR v_role IN SELECT role FROM storm_queue.member WHERE kind = 'runner' LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION storm_queue.serve_renew(text, bigint, integer, text, double precision, '
+                       'integer), storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer) '
+                       'TO %I', v_role);
+    END LOOP;
+END
+$$;
+
+UPDATE storm_queue.version SET version = 5;

@@ -1,0 +1,157 @@
+"""Runner requests a database storm's server decides in one round trip
+(issue 21, item 1; ``migrations/0003.sql``): ``renew`` and ``finish`` are
+each one call of a function that takes the storm's lock inside the
+server, decides as ``core/runs.py`` does, appends the chained line(s) as
+``core/framing.py`` frames them, writes the rows, and returns what the
+command prints. The storm's lock is never held while this process runs.
+
+What the server leaves to the Python request path goes that way, nothing
+written: a request under a key or a source, from a lane process, with a
+reason too long to keep or text the server cannot carry (a NUL); a caller
+that is neither the operator nor a runner; a declaration whose runner
+policy the server does not hold; a TTL asked for outside the declared
+window (the request path refuses it as asked)."""
+
+from __future__ import annotations
+
+from ...core.authority import LANE_ENV
+from ...core.errors import RecordFailed, StormUnreadable
+from ...core.outcome import Outcome
+from .connect import _driver, _words
+from .queries import q, schema_version
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from ...core.outcome import Request
+    from .store import Database
+
+#: the requests the server serves
+SERVED = ("renew", "finish")
+_INT4, _INT8 = 1 << 31, 1 << 63
+
+
+def policy(text: str | None) -> dict[str, Any] | None:
+    """The ``[runner]`` policy of the declaration ``text`` (None: no
+    declaration, the default policy) as the server reads it; None when the
+    declaration cannot be read (every request then takes the Python path,
+    which refuses it)."""
+    from ...core import config
+    from ...core.records import fields
+
+    decl = config.Declaration(False) if text is None else config.parse(text)
+    if decl.error:
+        return None
+    return {name: getattr(decl.runner, name) for name in fields(decl.runner)}
+
+
+def write_policy(conn: Any, text: str | None) -> None:
+    """Record, beside the declaration the storm row holds (``text``), its runner policy."""
+    from .rows import jsonb
+
+    found = policy(text)
+    conn.execute(q("write_runner_policy"), (None if found is None else jsonb(found),))
+
+
+def _carried(*texts: str | None) -> bool:
+    """Whether the server can carry each text as it is (UTF-8, no NUL)."""
+    for text in texts:
+        if text is not None:
+            if "\x00" in text:
+                return False
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+    return True
+
+
+def _args(req: Request, t: float, wait_ms: int) -> tuple | None:
+    """The function's arguments for ``req``, or None when it cannot take them."""
+    if req.verb == "renew":
+        token, ttl = req.args
+        if ttl is not None and not (type(ttl) is int and 0 <= ttl < _INT4):
+            return None
+        args: tuple = (req.slug, token, ttl, req.reason, t, wait_ms)
+        texts: tuple = (req.slug, req.reason)
+    else:
+        token, result, note = req.args
+        args, texts = (req.slug, token, result, note, req.reason, t, wait_ms), (req.slug, note, req.reason, result)
+    if not (type(token) is int and 0 < token < _INT8 and _carried(*texts)):
+        return None
+    return args
+
+
+def serve(store: Database, req: Request, t: float) -> Outcome | None:
+    """The outcome of ``req`` (renew, finish) as the server decided and
+    recorded it at the time ``t`` (POSIX seconds), or None: the request
+    path is to take it (nothing was written). The lock not had in the
+    store's ``wait`` raises the driver's ``LockNotAvailable``."""
+    from ...core.shapes import shape_reason
+
+    if (req.verb not in SERVED or req.key is not None or req.source is not None or LANE_ENV in store.env
+            or shape_reason(req.reason) is not None):
+        return None
+    args = _args(req, t, max(1, int(store.wait * 1000)))
+    if args is None:
+        return None
+    psycopg = _driver()
+    conn = store.conn
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        return None
+    from .version import read as read_version
+
+    try:
+        if read_version(store) != schema_version():
+            return None
+        row = conn.execute(q("serve_renew") if req.verb == "renew" else q("serve_finish"), args).fetchone()
+    except (StormUnreadable, psycopg.errors.UndefinedFunction, psycopg.errors.InsufficientPrivilege,
+            psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedColumn):
+        return None  # the request path says what is wrong
+    except psycopg.OperationalError as exc:
+        store._conn = None
+        raise RecordFailed(f"the connection to {store.root} was lost during the {req.verb} ({_words(exc, store.url)}), "
+                           "and whether the server recorded it is unknown; check storm-queue log before asking again",
+                           recorded=None) from None
+    answer = row[0] if row else None
+    return None if answer is None else outcome(req, answer)
+
+
+def outcome(req: Request, answer: dict[str, Any]) -> Outcome:
+    """The ``Outcome`` of the server's ``answer`` (its outcome, code,
+    message, token, expiry and the request's own line), as the request path
+    makes it for the same decision."""
+    from ...core.jsoncodec import loads
+
+    event = loads(answer["line"])
+    out = Outcome(answer["outcome"], req.verb, req.slug, event["by"], answer.get("code"), answer["message"],
+                  token=answer.get("token"), expires=answer.get("expires"))
+    out.recorded, out.event = True, event
+    return out
+
+
+def folded_runs(state: Any) -> tuple[dict[str, tuple], tuple[int, bool]]:
+    """What the server keeps of the lane state ``state`` (``storm_queue.run``
+    and ``runs_at``, as ``read_runs`` reads them): each run's token, lease,
+    attempts, last attempt (token, end), quarantine and schedule; the
+    token floor, and whether a halt is in force."""
+    runs = {}
+    for slug, run in state.runs.items():
+        lease = run.lease
+        held = None if lease is None else (lease.holder, lease.token, lease.by, lease.claimed, lease.expires, lease.ttl)
+        last = (run.history[-1].token, run.history[-1].end) if run.history else None
+        runs[slug] = (run.token, held, run.attempts, last, run.quarantined, run.not_before)
+    return runs, (state.token_floor, state.halt is not None)
+
+
+def read_runs(conn: Any) -> tuple[dict[str, tuple], tuple[int, bool]]:
+    """The runs the server folded from the log, as ``folded_runs`` gives a state's."""
+    runs = {}
+    for (slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attempts, last_token, last_end,
+         quarantined, not_before) in conn.execute(q("read_runs")).fetchall():
+        held = None if lease_token is None else (holder, lease_token, lease_by, claimed, expires, ttl)
+        runs[slug] = (token, held, attempts, None if last_token is None else (last_token, last_end), quarantined,
+                      not_before)
+    floor, halted = conn.execute(q("read_runs_at")).fetchone()
+    return runs, (floor, halted)
