@@ -45,7 +45,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
     from ..core.errors import Refused, UnknownOrder
     from ..store.directory import accounts, ledger, queuefile
     from ..store.directory.log import lock, writer
-    from ..store.postgres.served import write_policy
+    from ..store.postgres.policy import write_policy
 
     psycopg = _driver()
     src = Directory(directory, env, wait)

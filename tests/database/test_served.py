@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
 START = 1_800_000_000.123456
-LANES = ("a", "b", "c", "d")
+LANES = ("a", "b", "c", "d", "e")
 #: notes and reasons carrying what JSON escapes: quotes, backslashes, controls, DEL, accents, a non-BMP character
 TEXTS = st.one_of(st.none(), st.sampled_from(["", "plain", 'q"uote', "back\\slash", "tab\tnew\nline\r", "\x7f\x01",
                                               "café ü", "emoji \U0001f600 \u2028", "x" * 300, "nul\x00"]),
@@ -53,8 +53,9 @@ def frozen_clock():
         wall.clock = was
 
 
-def twins(pg_server, cleanup, toml: str, tmp_path) -> tuple:
-    """A storm of LANES declared by ``toml``, and its twin copied from it; a ``Storm`` of each."""
+def twins(pg_server, cleanup, toml: str, tmp_path, deps: dict | None = None) -> tuple:
+    """A storm of LANES (each with its ``deps``) declared by ``toml``, and
+    its twin copied from it; a ``Storm`` of each."""
     from psycopg import sql
 
     from storm_queue.service.storm import Storm
@@ -73,7 +74,7 @@ def twins(pg_server, cleanup, toml: str, tmp_path) -> tuple:
     path.write_text(toml)
     assert made.declare(str(path)).outcome == "done"
     for i, slug in enumerate(LANES):
-        assert made.add(slug, str(i + 1)).outcome == "done"
+        assert made.add(slug, str(i + 1), deps=tuple((deps or {}).get(slug, ()))).outcome == "done"
     made.store.close()
     with pg_server.admin() as conn:
         conn.execute(sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE {}").format(
@@ -126,7 +127,15 @@ STEPS = st.lists(st.one_of(
     st.tuples(st.just("settle"), st.sampled_from(LANES), st.sampled_from(["integrated", "abandoned"])),
     st.tuples(st.just("unpark"), st.sampled_from(LANES)),
     st.tuples(st.just("recover"),),
-), min_size=1, max_size=14)
+    st.tuples(st.just("bump"), st.sampled_from(LANES)),
+    st.tuples(st.just("unbump"), st.sampled_from(LANES)),
+    st.tuples(st.just("waive"), st.sampled_from(LANES), st.sampled_from(LANES), st.booleans()),
+    st.tuples(st.just("schedule"), st.sampled_from(LANES), st.sampled_from(["now", "+5s", "+60s"])),
+    st.tuples(st.just("halt"), st.booleans()),
+), min_size=1, max_size=18)
+#: each lane's dependencies: on any lane (itself too: a cycle), or on one queue.txt does not carry
+DEPS = st.fixed_dictionaries({slug: st.lists(st.sampled_from(LANES + ("zz",)), max_size=2, unique=True)
+                              for slug in LANES})
 
 
 def _token(storm, slug: str, pick: int) -> int:
@@ -138,13 +147,13 @@ def _token(storm, slug: str, pick: int) -> int:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
-@given(policy=POLICIES, steps=STEPS)
-def test_the_servers_renew_and_finish_answer_and_write_as_the_python_path(pg_server, _pg_cleanup, tmp_path, policy,
-                                                                           steps) -> None:
+@given(policy=POLICIES, deps=DEPS, steps=STEPS)
+def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(pg_server, _pg_cleanup, tmp_path, policy,
+                                                                                 deps, steps) -> None:
     toml = ("[runner]\nttl_min = 1\nttl_max = 100000\n"
             + "".join(f"{k} = {str(v).lower()}\n" for k, v in policy.items()))
     with frozen_clock() as clock:
-        served, planned = twins(pg_server, _pg_cleanup, toml, tmp_path)
+        served, planned = twins(pg_server, _pg_cleanup, toml, tmp_path, deps)
         try:
             for step in steps:
                 kind = step[0]
@@ -164,16 +173,24 @@ def test_the_servers_renew_and_finish_answer_and_write_as_the_python_path(pg_ser
                     calls = [lambda s: s.settle(step[1], step[2], force=True)]
                 elif kind == "unpark":
                     calls = [lambda s: s.unpark(step[1], "back")]
-                else:
+                elif kind == "recover":
                     calls = [lambda s: s.recover()]
+                elif kind in ("bump", "unbump"):
+                    calls = [lambda s: getattr(s, kind)(step[1])]
+                elif kind == "waive":
+                    calls = [lambda s: s.waive(step[1], step[2], "why", undo=step[3])]
+                elif kind == "schedule":
+                    calls = [lambda s: s.schedule(step[1], step[2])]
+                else:
+                    calls = [lambda s: s.halt("stop") if step[1] else s.resume("go")]
                 for call in calls:
                     asked = len(served.answers)
                     assert answer(lambda: call(served)) == answer(lambda: call(planned)), step
                     assert lines(served) == lines(planned), step
-                    if kind in ("renew", "finish"):  # the server served it, but for what it leaves to Python
-                        ttl_asked = step[3] if kind == "renew" else None
+                    if kind in ("claim", "renew", "finish"):  # the server served it, but for what it leaves to Python
+                        ttl_asked = step[2] if kind == "claim" else step[3] if kind == "renew" else None
                         leaves = ttl_asked is not None and not 1 <= ttl_asked <= policy["max_lease_age"]
-                        leaves = leaves or any("\x00" in (text or "") for text in step[3 + (kind == "renew"):])
+                        leaves = leaves or kind != "claim" and any("\x00" in (text or "") for text in step[3 + (kind == "renew"):])
                         assert (served.answers[asked:] == [None]) == leaves, (step, served.answers[asked:])
                 clock.t += 0.000001
             assert runs(served) == runs(served, folded=True) == runs(planned)

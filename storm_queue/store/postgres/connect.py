@@ -154,7 +154,7 @@ def create(url: str) -> Created:
             at = now()
             (event, line), = frame([{"action": "init", "storm": db, "operator": role}], 0, None, at, f"operator:{role}")
             conn.execute(q("insert_storm"), (role, at))
-            from .served import write_policy
+            from .policy import write_policy
 
             write_policy(conn, None)
             conn.execute(q("insert_event"), (1, line))

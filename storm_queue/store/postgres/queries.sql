@@ -286,14 +286,16 @@ GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO {role};
 -- grant_runner_functions --
 GRANT EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb), storm_queue.runner_mark_blocked(text, jsonb),
 storm_queue.serve_renew(text, bigint, integer, text, double precision, integer),
-storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer)
+storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer),
+storm_queue.serve_claim(text, integer, text, double precision, integer)
 TO {role};
 
 -- revoke_runner_functions --
 REVOKE EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb),
 storm_queue.runner_mark_blocked(text, jsonb),
 storm_queue.serve_renew(text, bigint, integer, text, double precision, integer),
-storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer) FROM {role};
+storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer),
+storm_queue.serve_claim(text, integer, text, double precision, integer) FROM {role};
 
 -- revoke_select --
 REVOKE SELECT ON ALL TABLES IN SCHEMA storm_queue FROM {role};
@@ -321,6 +323,10 @@ SET runner = %s, runner_for = declaration_sha256;
 -- slug, token, ttl (NULL: the lease's own), reason, the time (POSIX seconds), the lock wait (ms)
 SELECT storm_queue.serve_renew(%s::text, %s::bigint, %s::integer, %s::text, %s::double precision, %s::integer);
 
+-- serve_claim --
+-- holder, ttl (NULL: the declared one), reason, the time (POSIX seconds), the lock wait (ms)
+SELECT storm_queue.serve_claim(%s::text, %s::integer, %s::text, %s::double precision, %s::integer);
+
 -- serve_finish --
 -- slug, token, result, note, reason, the time (POSIX seconds), the lock wait (ms)
 SELECT storm_queue.serve_finish(%s::text, %s::bigint, %s::text, %s::text, %s::text, %s::double precision,
@@ -331,9 +337,21 @@ SELECT storm_queue.serve_finish(%s::text, %s::bigint, %s::text, %s::text, %s::te
 SELECT slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attempts, last_token, last_end,
        quarantined, not_before
 FROM storm_queue.run
-ORDER BY slug;
+ORDER BY since;
 
 -- read_runs_at --
--- the token floor and the halt the server folded from the log
-SELECT token_floor, halted
+-- the token floor and the halt in force (its seq, time, principal, reason) the server folded from the log
+SELECT token_floor, halt_seq, halt_at, halt_by, halt_reason
 FROM storm_queue.runs_at;
+
+-- read_priority --
+-- the priority lane the server folded from the log, in its order
+SELECT slug
+FROM storm_queue.priority
+ORDER BY place;
+
+-- read_waivers --
+-- the live waivers the server folded from the log
+SELECT slug, dep
+FROM storm_queue.waiver
+ORDER BY slug, dep;

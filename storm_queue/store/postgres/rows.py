@@ -144,7 +144,7 @@ class Writes:
         if self.store.conn.execute(q("read_declaration_sha256")).fetchone()[0] == sha256:
             return False
         self.store.conn.execute(q("write_declaration"), (text, sha256))
-        from .served import write_policy
+        from .policy import write_policy
 
         write_policy(self.store.conn, text)
         return True

@@ -1,9 +1,10 @@
 """Runner requests a database storm's server decides in one round trip
-(issue 21, item 1; ``migrations/0003.sql``): ``renew`` and ``finish`` are
-each one call of a function that takes the storm's lock inside the
-server, decides as ``core/runs.py`` does, appends the chained line(s) as
-``core/framing.py`` frames them, writes the rows, and returns what the
-command prints. The storm's lock is never held while this process runs.
+(issue 21, item 1; ``migrations/0003.sql``): ``claim``, ``renew`` and
+``finish`` are each one call of a function that takes the storm's lock
+inside the server, decides as ``core/runs.py`` (and the resolver, for a
+claim) does, appends the chained line(s) as ``core/framing.py`` frames
+them, writes the rows, and returns what the command prints. The storm's
+lock is never held while this process runs.
 
 What the server leaves to the Python request path goes that way, nothing
 written: a request under a key or a source, from a lane process, with a
@@ -28,30 +29,8 @@ if TYPE_CHECKING:
     from .store import Database
 
 #: the requests the server serves
-SERVED = ("renew", "finish")
+SERVED = ("claim", "renew", "finish")
 _INT4, _INT8 = 1 << 31, 1 << 63
-
-
-def policy(text: str | None) -> dict[str, Any] | None:
-    """The ``[runner]`` policy of the declaration ``text`` (None: no
-    declaration, the default policy) as the server reads it; None when the
-    declaration cannot be read (every request then takes the Python path,
-    which refuses it)."""
-    from ...core import config
-    from ...core.records import fields
-
-    decl = config.Declaration(False) if text is None else config.parse(text)
-    if decl.error:
-        return None
-    return {name: getattr(decl.runner, name) for name in fields(decl.runner)}
-
-
-def write_policy(conn: Any, text: str | None) -> None:
-    """Record, beside the declaration the storm row holds (``text``), its runner policy."""
-    from .rows import jsonb
-
-    found = policy(text)
-    conn.execute(q("write_runner_policy"), (None if found is None else jsonb(found),))
 
 
 def _carried(*texts: str | None) -> bool:
@@ -69,15 +48,17 @@ def _carried(*texts: str | None) -> bool:
 
 def _args(req: Request, t: float, wait_ms: int) -> tuple | None:
     """The function's arguments for ``req``, or None when it cannot take them."""
-    if req.verb == "renew":
+    if req.verb == "claim":
+        holder, ttl = req.args
+        token, args, texts = 1, (holder, ttl, req.reason, t, wait_ms), (holder, req.reason)
+    elif req.verb == "renew":
         token, ttl = req.args
-        if ttl is not None and not (type(ttl) is int and 0 <= ttl < _INT4):
-            return None
-        args: tuple = (req.slug, token, ttl, req.reason, t, wait_ms)
-        texts: tuple = (req.slug, req.reason)
+        args, texts = (req.slug, token, ttl, req.reason, t, wait_ms), (req.slug, req.reason)
     else:
         token, result, note = req.args
         args, texts = (req.slug, token, result, note, req.reason, t, wait_ms), (req.slug, note, req.reason, result)
+    if req.verb != "finish" and ttl is not None and not (type(ttl) is int and 0 <= ttl < _INT4):
+        return None
     if not (type(token) is int and 0 < token < _INT8 and _carried(*texts)):
         return None
     return args
@@ -105,7 +86,8 @@ def serve(store: Database, req: Request, t: float) -> Outcome | None:
     try:
         if read_version(store) != schema_version():
             return None
-        row = conn.execute(q("serve_renew") if req.verb == "renew" else q("serve_finish"), args).fetchone()
+        statement = {"claim": q("serve_claim"), "renew": q("serve_renew"), "finish": q("serve_finish")}[req.verb]
+        row = conn.execute(statement, args).fetchone()
     except (StormUnreadable, psycopg.errors.UndefinedFunction, psycopg.errors.InsufficientPrivilege,
             psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedColumn):
         return None  # the request path says what is wrong
@@ -115,7 +97,9 @@ def serve(store: Database, req: Request, t: float) -> Outcome | None:
                            "and whether the server recorded it is unknown; check storm-queue log before asking again",
                            recorded=None) from None
     answer = row[0] if row else None
-    return None if answer is None else outcome(req, answer)
+    if answer is None:
+        return None
+    return claimed(store, req, answer) if req.verb == "claim" else outcome(req, answer)
 
 
 def outcome(req: Request, answer: dict[str, Any]) -> Outcome:
@@ -131,27 +115,57 @@ def outcome(req: Request, answer: dict[str, Any]) -> Outcome:
     return out
 
 
-def folded_runs(state: Any) -> tuple[dict[str, tuple], tuple[int, bool]]:
-    """What the server keeps of the lane state ``state`` (``storm_queue.run``
-    and ``runs_at``, as ``read_runs`` reads them): each run's token, lease,
-    attempts, last attempt (token, end), quarantine and schedule; the
-    token floor, and whether a halt is in force."""
+def claimed(store: Database, req: Request, answer: dict[str, Any]) -> Outcome:
+    """The ``Outcome`` of a claim the server decided (``core.runs.claimed``),
+    with the last line it wrote; a claim that met only ``wait`` says, as
+    the request path does, when a dependency cycle is why nothing runs
+    (read afterwards, without the lock: the storm as the claim left it)."""
+    from ...core import fold
+    from ...core.jsoncodec import loads
+    from ...core.runs import claimed as answered
+
+    halt = answer["halt"]
+    halt = None if halt is None else fold.Act(halt["seq"], halt["at"], halt["by"], halt["reason"])
+    out = answered(answer["by"], req.args[0], answer["decision"], answer["slug"], answer["token"], answer["expires"],
+                   halt)
+    if answer["line"] is not None:
+        out.recorded, out.event = True, loads(answer["line"])
+    if answer["decision"] == "wait":
+        from ...core.resolver import cycle_note, resolve
+
+        snap = store.snapshot(store.read(store.declaration()), answer["at"])
+        note = cycle_note(snap, resolve(snap))
+        out.warnings += [note] if note else []
+    return out
+
+
+def folded_runs(state: Any) -> dict[str, Any]:
+    """What the server keeps of the lane state ``state`` (``storm_queue.run``,
+    ``runs_at``, ``priority``, ``waiver``, as ``read_runs`` reads them):
+    each run's token, lease, attempts, last attempt (token, end), quarantine
+    and schedule, in the fold's order; the token floor; the halt in force;
+    the priority lane; the live waivers."""
     runs = {}
     for slug, run in state.runs.items():
         lease = run.lease
         held = None if lease is None else (lease.holder, lease.token, lease.by, lease.claimed, lease.expires, lease.ttl)
         last = (run.history[-1].token, run.history[-1].end) if run.history else None
         runs[slug] = (run.token, held, run.attempts, last, run.quarantined, run.not_before)
-    return runs, (state.token_floor, state.halt is not None)
+    halt = state.halt
+    return {"runs": list(runs.items()), "floor": state.token_floor,
+            "halt": None if halt is None else (halt.seq, halt.at, halt.by, halt.reason), "lane": list(state.lane),
+            "waivers": sorted((slug, dep) for slug, deps in state.waivers.items() for dep in deps)}
 
 
-def read_runs(conn: Any) -> tuple[dict[str, tuple], tuple[int, bool]]:
-    """The runs the server folded from the log, as ``folded_runs`` gives a state's."""
-    runs = {}
+def read_runs(conn: Any) -> dict[str, Any]:
+    """What the server folded from the log, as ``folded_runs`` gives a state's."""
+    runs = []
     for (slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attempts, last_token, last_end,
          quarantined, not_before) in conn.execute(q("read_runs")).fetchall():
         held = None if lease_token is None else (holder, lease_token, lease_by, claimed, expires, ttl)
-        runs[slug] = (token, held, attempts, None if last_token is None else (last_token, last_end), quarantined,
-                      not_before)
-    floor, halted = conn.execute(q("read_runs_at")).fetchone()
-    return runs, (floor, halted)
+        runs.append((slug, (token, held, attempts, None if last_token is None else (last_token, last_end),
+                            quarantined, not_before)))
+    floor, *halt = conn.execute(q("read_runs_at")).fetchone()
+    return {"runs": runs, "floor": floor, "halt": None if halt[0] is None else tuple(halt),
+            "lane": [row[0] for row in conn.execute(q("read_priority")).fetchall()],
+            "waivers": [tuple(row) for row in conn.execute(q("read_waivers")).fetchall()]}

@@ -60,7 +60,7 @@ def migrate(store: Database, was: int) -> None:
         if n > was:
             store.conn.execute(script)
     if was < 3:  # the runner policy the server serves runners by (0003.sql), of the declaration in force
-        from .served import write_policy
+        from .policy import write_policy
 
         write_policy(store.conn, store.conn.execute(q("read_declaration")).fetchone()[0])
     store._version = None  # read again once this transaction ends

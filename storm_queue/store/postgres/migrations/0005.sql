@@ -20,6 +20,7 @@ ALTER TABLE storm_queue.storm ADD COLUMN runner jsonb, ADD COLUMN runner_for tex
 -- folded by the trigger below from every line any writer inserts
 CREATE TABLE storm_queue.run (
     slug text PRIMARY KEY,
+    since bigint NOT NULL,  -- the line that first named the lane: the fold's order of runs
     token bigint NOT NULL DEFAULT 0,
     holder text,
     lease_token bigint,
@@ -35,13 +36,51 @@ CREATE TABLE storm_queue.run (
 );
 
 -- what the fold keeps of the whole storm for runners: the token floor (a
--- reset's), and whether the operator's halt is in force
+-- reset's), and the operator's halt in force (its line's seq, time, principal
+-- and reason; halt_seq NULL: none)
 CREATE TABLE storm_queue.runs_at (
     id integer PRIMARY KEY CHECK (id = 1),
     token_floor bigint NOT NULL DEFAULT 0,
-    halted boolean NOT NULL DEFAULT false
+    halt_seq bigint,
+    halt_at text,
+    halt_by text,
+    halt_reason text
 );
 INSERT INTO storm_queue.runs_at (id) VALUES (1);
+
+-- the priority lane as the log replays it (core/fold.py LaneState.lane):
+-- each slug's place, in the order the lanes entered it
+CREATE TABLE storm_queue.priority (
+    slug text PRIMARY KEY,
+    place bigint NOT NULL UNIQUE
+);
+
+-- the live waivers (LaneState.waivers): the lane, and the dependency it may run without
+CREATE TABLE storm_queue.waiver (
+    slug text NOT NULL,
+    dep text NOT NULL,
+    PRIMARY KEY (slug, dep)
+);
+
+-- core/fold.py Fold._shift: the lanes an event moved join the end of the
+-- priority lane (each keeping its place if it has one), the lanes it removed leave it
+CREATE FUNCTION storm_queue.fold_shift(e jsonb) RETURNS void
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_slug text;
+BEGIN
+    IF jsonb_typeof(e->'moved') = 'array' THEN
+        FOR v_slug IN SELECT value FROM jsonb_array_elements_text(e->'moved') WITH ORDINALITY ORDER BY ordinality LOOP
+            INSERT INTO storm_queue.priority (slug, place)
+            VALUES (v_slug, coalesce((SELECT max(place) FROM storm_queue.priority), 0) + 1)
+            ON CONFLICT (slug) DO NOTHING;
+        END LOOP;
+    END IF;
+    IF jsonb_typeof(e->'removed') = 'array' THEN
+        DELETE FROM storm_queue.priority WHERE slug IN (SELECT jsonb_array_elements_text(e->'removed'));
+    END IF;
+END
+$$;
 
 -- One line of the log folded into storm_queue.run and runs_at, as
 -- core/fold.py Fold.step folds it (the runner actions, a push or bump
@@ -56,31 +95,54 @@ DECLARE
     v_token bigint;
 BEGIN
     IF v_action IS NULL OR v_action NOT IN ('claim', 'renew', 'finish', 'expire', 'recover', 'quarantine', 'unpark',
-                                            'schedule', 'push', 'bump', 'reset', 'halt', 'resume') THEN
+                                            'schedule', 'push', 'bump', 'unbump', 'waive', 'adopt', 'reset', 'halt',
+                                            'resume') THEN
         RETURN;
     END IF;
     IF position('\u0000' IN v_text) > 0 THEN  -- jsonb holds no NUL; no field folded here carries one
         v_text := replace(v_text, '\u0000', '\ufffd');
     END IF;
     e := v_text::jsonb;
-    IF v_action IN ('push', 'bump', 'halt', 'resume') AND coalesce(e->>'noop', '') <> '' THEN
+    IF v_action IN ('push', 'bump', 'unbump', 'waive') THEN
+        PERFORM storm_queue.fold_shift(e);
+    END IF;
+    IF v_action IN ('push', 'bump', 'unbump', 'waive', 'adopt', 'halt', 'resume') AND coalesce(e->>'noop', '') <> '' THEN
+        RETURN;
+    ELSIF v_action = 'waive' THEN
+        IF (e->'undo')::boolean THEN
+            DELETE FROM storm_queue.waiver WHERE slug = e->>'slug' AND dep = e->>'dep';
+        ELSE
+            INSERT INTO storm_queue.waiver (slug, dep) VALUES (e->>'slug', e->>'dep') ON CONFLICT DO NOTHING;
+        END IF;
+        RETURN;
+    ELSIF v_action = 'adopt' THEN
+        DELETE FROM storm_queue.priority;
+        INSERT INTO storm_queue.priority (slug, place)
+        SELECT a.item->>'slug', a.n FROM jsonb_array_elements(e->'lane') WITH ORDINALITY AS a(item, n);
+        RETURN;
+    ELSIF v_action = 'unbump' THEN
         RETURN;
     ELSIF v_action IN ('push', 'bump') THEN
         IF e ? 'not_before' THEN
-            INSERT INTO storm_queue.run (slug, not_before) VALUES (e->>'slug', e->>'not_before')
+            INSERT INTO storm_queue.run (slug, since, not_before) VALUES (e->>'slug', (e->>'seq')::bigint, e->>'not_before')
             ON CONFLICT (slug) DO UPDATE SET not_before = EXCLUDED.not_before;
         END IF;
         RETURN;
     ELSIF v_action = 'reset' THEN
         UPDATE storm_queue.runs_at SET token_floor = greatest(token_floor, coalesce((e->>'abandons')::bigint, 0));
         RETURN;
-    ELSIF v_action IN ('halt', 'resume') THEN
-        UPDATE storm_queue.runs_at SET halted = (v_action = 'halt');
+    ELSIF v_action = 'halt' THEN
+        UPDATE storm_queue.runs_at
+        SET halt_seq = (e->>'seq')::bigint, halt_at = e->>'at', halt_by = e->>'by', halt_reason = e->>'reason';
+        RETURN;
+    ELSIF v_action = 'resume' THEN
+        UPDATE storm_queue.runs_at SET halt_seq = NULL, halt_at = NULL, halt_by = NULL, halt_reason = NULL;
         RETURN;
     END IF;
     SELECT * INTO r FROM storm_queue.run WHERE slug = e->>'slug';
     IF NOT FOUND THEN
         r.slug := e->>'slug';
+        r.since := (e->>'seq')::bigint;
         r.token := 0;
         r.attempts := 0;
     END IF;
@@ -435,8 +497,154 @@ BEGIN
 END
 $$;
 
+-- The token a lane's result row carries when it is a whole positive number
+-- (what store/postgres/rows.py reads of it), else NULL.
+CREATE FUNCTION storm_queue.result_token(p_body jsonb) RETURNS numeric
+LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT CASE WHEN jsonb_typeof(p_body->'token') = 'number' AND (p_body->>'token') ~ '^[0-9]+$'
+                     AND (p_body->>'token')::numeric > 0 THEN (p_body->>'token')::numeric END
+$$;
+
+-- claim, as core/runs.py plan_claim and service/leases.py claim: take back
+-- every orphaned lease (and quarantine what spent its attempts), then
+-- decide as core/resolver.py decided does, walking the run order (the
+-- priority lane, then queue order) only to the first ready lane; lease it
+-- to p_holder for p_ttl seconds (NULL: the declared TTL) under the next fencing token when a slot is
+-- free and no halt is in force, and mark blocked the lanes met before it.
+-- Returns the decision, the lease, the halt met and the last line written.
+CREATE FUNCTION storm_queue.serve_claim(p_holder text, p_ttl integer, p_reason text, p_t double precision,
+                                        p_wait_ms integer) RETURNS jsonb
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    b record;
+    h storm_queue.runs_at;
+    rec record;
+    r storm_queue.run;
+    v_at text := storm_queue.stamp(p_t);
+    v_budget bigint;
+    v_actions text[] := '{}';
+    v_rests text[] := '{}';
+    v_lines text[] := '{}';
+    v_ready text;
+    v_issue text;
+    v_pending boolean := false;
+    v_blocked text[] := '{}';
+    v_gone text[] := '{}';
+    v_finished text[];
+    v_decision text;
+    v_token bigint;
+    v_expires text;
+    v_ttl integer;
+BEGIN
+    SELECT * INTO b FROM storm_queue.serve_begin(p_wait_ms);
+    v_ttl := coalesce(p_ttl, (b.policy->>'ttl')::integer);
+    IF b.who IS NULL OR (storm_queue.serve_ttl_refusal(b.policy, v_ttl)).code IS NOT NULL THEN
+        RETURN NULL;  -- not a caller it serves, or a TTL the request path refuses as asked
+    END IF;
+    v_budget := (b.policy->>'attempts')::bigint;
+    -- core/runs.py expiries, in the fold's order of runs
+    FOR rec IN SELECT u.*, EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = u.slug)
+                          OR EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = u.slug) AS done,
+                          EXISTS (SELECT 1 FROM storm_queue.lane l WHERE l.slug = u.slug) AS queued
+               FROM storm_queue.run u ORDER BY u.since LOOP
+        IF rec.lease_token IS NOT NULL AND rec.expires COLLATE "C" <= v_at COLLATE "C" THEN
+            v_actions := v_actions || 'expire'::text;
+            v_rests := v_rests || (',"slug":' || storm_queue.json_str(rec.slug) || ',"token":' || rec.lease_token
+                                   || ',"expired":' || storm_queue.json_str(rec.expires));
+            IF rec.quarantined IS NULL AND rec.attempts >= v_budget AND NOT rec.done THEN
+                v_actions := v_actions || 'quarantine'::text;
+                v_rests := v_rests || (',"slug":' || storm_queue.json_str(rec.slug) || ',"attempts":' || rec.attempts
+                                       || ',"budget":' || v_budget);
+            END IF;
+        ELSIF rec.lease_token IS NULL AND rec.quarantined IS NULL AND rec.attempts >= v_budget AND rec.queued
+              AND NOT rec.done AND rec.last_end IS DISTINCT FROM 'ok' THEN
+            v_actions := v_actions || 'quarantine'::text;
+            v_rests := v_rests || (',"slug":' || storm_queue.json_str(rec.slug) || ',"attempts":' || rec.attempts
+                                   || ',"budget":' || v_budget);
+        END IF;
+    END LOOP;
+    IF cardinality(v_actions) > 0 THEN  -- folded at once (the trigger): what follows decides on the storm after them
+        v_lines := storm_queue.serve_append(v_at, b.who, v_actions, v_rests);
+    END IF;
+    -- core/resolver.py decided: the run order up to the first ready lane
+    FOR rec IN
+        SELECT l.slug, l.issue, u.lease_token IS NOT NULL AS leased, u.quarantined IS NOT NULL AS parked, u.not_before,
+               x.slug IS NOT NULL AND NOT (u.lease_token IS NOT NULL
+                                           AND storm_queue.result_token(x.body) IS DISTINCT FROM u.lease_token) AS finished,
+               ARRAY(SELECT d.dep FROM unnest(l.deps) WITH ORDINALITY AS d(dep, n)
+                     WHERE NOT EXISTS (SELECT 1 FROM storm_queue.waiver w WHERE w.slug = l.slug AND w.dep = d.dep)
+                       AND EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = d.dep AND s.ledger = 'abandoned')
+                     ORDER BY d.n) AS gone,
+               EXISTS (SELECT 1 FROM unnest(l.deps) AS d(dep)
+                       WHERE NOT EXISTS (SELECT 1 FROM storm_queue.waiver w WHERE w.slug = l.slug AND w.dep = d.dep)
+                         AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s
+                                         WHERE s.slug = d.dep AND s.ledger = 'integrated')) AS waits
+        FROM storm_queue.lane l
+        LEFT JOIN storm_queue.priority p ON p.slug = l.slug
+        LEFT JOIN storm_queue.run u ON u.slug = l.slug
+        LEFT JOIN storm_queue.result x ON x.slug = l.slug
+        WHERE NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
+        ORDER BY p.place IS NULL, p.place, l.pos
+    LOOP
+        v_pending := true;
+        CONTINUE WHEN rec.finished OR rec.leased OR rec.parked;
+        IF cardinality(rec.gone) > 0 THEN
+            v_blocked := v_blocked || rec.slug;
+            v_gone := v_gone || array_to_string(rec.gone, ' ');
+            CONTINUE;
+        END IF;
+        CONTINUE WHEN rec.waits OR (rec.not_before IS NOT NULL AND rec.not_before COLLATE "C" > v_at COLLATE "C");
+        v_ready := rec.slug;
+        v_issue := rec.issue;
+        EXIT;
+    END LOOP;
+    v_finished := ARRAY(
+        SELECT l.slug FROM storm_queue.lane l
+        JOIN storm_queue.result x ON x.slug = l.slug
+        LEFT JOIN storm_queue.priority p ON p.slug = l.slug
+        LEFT JOIN storm_queue.run u ON u.slug = l.slug
+        WHERE NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
+          AND NOT (u.lease_token IS NOT NULL AND storm_queue.result_token(x.body) IS DISTINCT FROM u.lease_token)
+        ORDER BY p.place IS NULL, p.place, l.pos);
+    SELECT * INTO h FROM storm_queue.runs_at;
+    IF h.halt_seq IS NOT NULL THEN
+        v_decision := 'halted';
+    ELSIF cardinality(v_finished) > 0 AND NOT (b.policy->>'unattended')::boolean THEN
+        v_decision := 'review ' || array_to_string(v_finished, ' ');
+    ELSIF v_ready IS NULL THEN
+        v_decision := CASE WHEN v_pending THEN array_to_string('{wait}'::text[] || v_finished, ' ') ELSE 'empty' END;
+    ELSIF (SELECT count(*) FROM storm_queue.run WHERE lease_token IS NOT NULL) >= (b.policy->>'slots')::bigint THEN
+        v_decision := array_to_string('{wait}'::text[] || v_finished, ' ');
+    ELSE
+        SELECT * INTO r FROM storm_queue.run WHERE slug = v_ready;
+        v_token := greatest(coalesce(r.token, 0), h.token_floor) + 1;
+        v_expires := storm_queue.stamp(p_t + v_ttl);
+        v_lines := v_lines || storm_queue.serve_append(v_at, b.who, ARRAY['claim'], ARRAY[
+            ',"slug":' || storm_queue.json_str(v_ready) || ',"issue":' || storm_queue.json_str(v_issue)
+            || ',"holder":' || storm_queue.json_str(p_holder) || ',"token":' || v_token || ',"ttl":' || v_ttl
+            || ',"expires":' || storm_queue.json_str(v_expires) || ',"attempt":' || (coalesce(r.attempts, 0) + 1)
+            || coalesce(',"reason":' || storm_queue.json_str(p_reason), '')]);
+        v_decision := 'run ' || v_ready || ' ' || v_issue || ' ' || v_token;
+    END IF;
+    FOR i IN 1..cardinality(v_blocked) LOOP  -- core/ledgers.py blocked_result, as next marks them
+        INSERT INTO storm_queue.result (slug, body)
+        VALUES (v_blocked[i], jsonb_build_object(
+            'completed', false, 'status', 'blocked', 'blocked_on', split_part(v_gone[i], ' ', 1),
+            'blocked_on_all', to_jsonb(string_to_array(v_gone[i], ' ')), 'at', v_at, 'by', 'storm-queue next'))
+        ON CONFLICT (slug) DO NOTHING;
+    END LOOP;
+    RETURN jsonb_build_object(
+        'decision', v_decision, 'slug', CASE WHEN v_token IS NOT NULL THEN v_ready END, 'token', v_token,
+        'expires', v_expires, 'at', v_at, 'by', b.who,
+        'halt', CASE WHEN h.halt_seq IS NOT NULL THEN jsonb_build_object(
+            'seq', h.halt_seq, 'at', h.halt_at, 'by', h.halt_by, 'reason', h.halt_reason) END,
+        'line', v_lines[cardinality(v_lines)]);
+END
+$$;
+
 REVOKE ALL ON FUNCTION storm_queue.serve_renew(text, bigint, integer, text, double precision, integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION storm_queue.serve_claim(text, integer, text, double precision, integer) FROM PUBLIC;
 
 -- the runners granted before this version may call them too
 DO $$
@@ -445,8 +653,8 @@ DECLARE
 BEGIN
     FOR v_role IN SELECT role FROM storm_queue.member WHERE kind = 'runner' LOOP
         EXECUTE format('GRANT EXECUTE ON FUNCTION storm_queue.serve_renew(text, bigint, integer, text, double precision, '
-                       'integer), storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer) '
-                       'TO %I', v_role);
+                       'integer), storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer), '
+                       'storm_queue.serve_claim(text, integer, text, double precision, integer) TO %I', v_role);
     END LOOP;
 END
 $$;
