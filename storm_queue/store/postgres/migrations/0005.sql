@@ -527,9 +527,10 @@ DECLARE
     v_lines text[] := '{}';
     v_ready text;
     v_issue text;
-    v_pending boolean := false;
+    v_unattended boolean;
     v_blocked text[] := '{}';
-    v_gone text[] := '{}';
+    v_gone text[];
+    v_gones text[] := '{}';
     v_finished text[];
     v_decision text;
     v_token bigint;
@@ -542,12 +543,16 @@ BEGIN
         RETURN NULL;  -- not a caller it serves, or a TTL the request path refuses as asked
     END IF;
     v_budget := (b.policy->>'attempts')::bigint;
-    -- core/runs.py expiries, in the fold's order of runs
+    -- core/runs.py expiries, in the fold's order of runs: the orphaned leases, and the lanes not held that spent
+    -- their attempts (unless settled, finished, gone from the queue, or their last attempt finished ok)
     FOR rec IN SELECT u.*, EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = u.slug)
-                          OR EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = u.slug) AS done,
-                          EXISTS (SELECT 1 FROM storm_queue.lane l WHERE l.slug = u.slug) AS queued
-               FROM storm_queue.run u ORDER BY u.since LOOP
-        IF rec.lease_token IS NOT NULL AND rec.expires COLLATE "C" <= v_at COLLATE "C" THEN
+                          OR EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = u.slug) AS done
+               FROM storm_queue.run u
+               WHERE (u.lease_token IS NOT NULL AND u.expires COLLATE "C" <= v_at COLLATE "C")
+                  OR (u.lease_token IS NULL AND u.quarantined IS NULL AND u.attempts >= v_budget
+                      AND u.last_end IS DISTINCT FROM 'ok' AND EXISTS (SELECT 1 FROM storm_queue.lane l WHERE l.slug = u.slug))
+               ORDER BY u.since LOOP
+        IF rec.lease_token IS NOT NULL THEN
             v_actions := v_actions || 'expire'::text;
             v_rests := v_rests || (',"slug":' || storm_queue.json_str(rec.slug) || ',"token":' || rec.lease_token
                                    || ',"expired":' || storm_queue.json_str(rec.expires));
@@ -556,8 +561,7 @@ BEGIN
                 v_rests := v_rests || (',"slug":' || storm_queue.json_str(rec.slug) || ',"attempts":' || rec.attempts
                                        || ',"budget":' || v_budget);
             END IF;
-        ELSIF rec.lease_token IS NULL AND rec.quarantined IS NULL AND rec.attempts >= v_budget AND rec.queued
-              AND NOT rec.done AND rec.last_end IS DISTINCT FROM 'ok' THEN
+        ELSIF NOT rec.done THEN
             v_actions := v_actions || 'quarantine'::text;
             v_rests := v_rests || (',"slug":' || storm_queue.json_str(rec.slug) || ',"attempts":' || rec.attempts
                                    || ',"budget":' || v_budget);
@@ -566,54 +570,67 @@ BEGIN
     IF cardinality(v_actions) > 0 THEN  -- folded at once (the trigger): what follows decides on the storm after them
         v_lines := storm_queue.serve_append(v_at, b.who, v_actions, v_rests);
     END IF;
-    -- core/resolver.py decided: the run order up to the first ready lane
+    -- core/resolver.py decided: the run order up to the first ready lane, passing over what is settled,
+    -- finished (a result row), held or quarantined; a lane with dependencies is looked at only once met
     FOR rec IN
-        SELECT l.slug, l.issue, u.lease_token IS NOT NULL AS leased, u.quarantined IS NOT NULL AS parked, u.not_before,
-               x.slug IS NOT NULL AND NOT (u.lease_token IS NOT NULL
-                                           AND storm_queue.result_token(x.body) IS DISTINCT FROM u.lease_token) AS finished,
-               ARRAY(SELECT d.dep FROM unnest(l.deps) WITH ORDINALITY AS d(dep, n)
-                     WHERE NOT EXISTS (SELECT 1 FROM storm_queue.waiver w WHERE w.slug = l.slug AND w.dep = d.dep)
-                       AND EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = d.dep AND s.ledger = 'abandoned')
-                     ORDER BY d.n) AS gone,
-               EXISTS (SELECT 1 FROM unnest(l.deps) AS d(dep)
-                       WHERE NOT EXISTS (SELECT 1 FROM storm_queue.waiver w WHERE w.slug = l.slug AND w.dep = d.dep)
-                         AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s
-                                         WHERE s.slug = d.dep AND s.ledger = 'integrated')) AS waits
+        SELECT l.slug, l.issue, l.deps, u.not_before
         FROM storm_queue.lane l
         LEFT JOIN storm_queue.priority p ON p.slug = l.slug
         LEFT JOIN storm_queue.run u ON u.slug = l.slug
-        LEFT JOIN storm_queue.result x ON x.slug = l.slug
-        WHERE NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
+        WHERE l.slug NOT IN (SELECT slug FROM storm_queue.settled)  -- NOT IN: one hashed subplan, not a probe a lane
+          AND l.slug NOT IN (SELECT slug FROM storm_queue.result)
+          AND u.lease_token IS NULL AND u.quarantined IS NULL
         ORDER BY p.place IS NULL, p.place, l.pos
     LOOP
-        v_pending := true;
-        CONTINUE WHEN rec.finished OR rec.leased OR rec.parked;
-        IF cardinality(rec.gone) > 0 THEN
-            v_blocked := v_blocked || rec.slug;
-            v_gone := v_gone || array_to_string(rec.gone, ' ');
-            CONTINUE;
+        IF cardinality(rec.deps) > 0 THEN
+            v_gone := ARRAY(SELECT d.dep FROM unnest(rec.deps) WITH ORDINALITY AS d(dep, n)
+                            WHERE NOT EXISTS (SELECT 1 FROM storm_queue.waiver w WHERE w.slug = rec.slug AND w.dep = d.dep)
+                              AND EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = d.dep AND s.ledger = 'abandoned')
+                            ORDER BY d.n);
+            IF cardinality(v_gone) > 0 THEN
+                v_blocked := v_blocked || rec.slug;
+                v_gones := v_gones || array_to_string(v_gone, ' ');
+                CONTINUE;
+            END IF;
+            CONTINUE WHEN EXISTS (SELECT 1 FROM unnest(rec.deps) AS d(dep)
+                                  WHERE NOT EXISTS (SELECT 1 FROM storm_queue.waiver w WHERE w.slug = rec.slug AND w.dep = d.dep)
+                                    AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s
+                                                    WHERE s.slug = d.dep AND s.ledger = 'integrated'));
         END IF;
-        CONTINUE WHEN rec.waits OR (rec.not_before IS NOT NULL AND rec.not_before COLLATE "C" > v_at COLLATE "C");
+        CONTINUE WHEN rec.not_before IS NOT NULL AND rec.not_before COLLATE "C" > v_at COLLATE "C";
         v_ready := rec.slug;
         v_issue := rec.issue;
         EXIT;
     END LOOP;
-    v_finished := ARRAY(
-        SELECT l.slug FROM storm_queue.lane l
-        JOIN storm_queue.result x ON x.slug = l.slug
-        LEFT JOIN storm_queue.priority p ON p.slug = l.slug
-        LEFT JOIN storm_queue.run u ON u.slug = l.slug
-        WHERE NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
-          AND NOT (u.lease_token IS NOT NULL AND storm_queue.result_token(x.body) IS DISTINCT FROM u.lease_token)
-        ORDER BY p.place IS NULL, p.place, l.pos);
+    v_unattended := (b.policy->>'unattended')::boolean;
+    IF NOT v_unattended OR v_ready IS NULL THEN  -- the finished lanes, in run order, only when the decision names them
+        v_finished := ARRAY(
+            SELECT l.slug FROM storm_queue.lane l
+            JOIN storm_queue.result x ON x.slug = l.slug
+            LEFT JOIN storm_queue.priority p ON p.slug = l.slug
+            LEFT JOIN storm_queue.run u ON u.slug = l.slug
+            WHERE l.slug NOT IN (SELECT slug FROM storm_queue.settled)
+              AND NOT (u.lease_token IS NOT NULL AND storm_queue.result_token(x.body) IS DISTINCT FROM u.lease_token)
+            ORDER BY p.place IS NULL, p.place, l.pos);
+    END IF;
     SELECT * INTO h FROM storm_queue.runs_at;
     IF h.halt_seq IS NOT NULL THEN
         v_decision := 'halted';
-    ELSIF cardinality(v_finished) > 0 AND NOT (b.policy->>'unattended')::boolean THEN
+    ELSIF cardinality(v_finished) > 0 AND NOT v_unattended THEN
         v_decision := 'review ' || array_to_string(v_finished, ' ');
-    ELSIF v_ready IS NULL THEN
-        v_decision := CASE WHEN v_pending THEN array_to_string('{wait}'::text[] || v_finished, ' ') ELSE 'empty' END;
+    ELSIF v_ready IS NULL THEN  -- wait while any lane is left that is not settled
+        v_decision := CASE WHEN EXISTS (SELECT 1 FROM storm_queue.lane l
+                                        WHERE NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug))
+                           THEN array_to_string('{wait}'::text[] || v_finished, ' ') ELSE 'empty' END;
     ELSIF (SELECT count(*) FROM storm_queue.run WHERE lease_token IS NOT NULL) >= (b.policy->>'slots')::bigint THEN
+        v_finished := ARRAY(
+            SELECT l.slug FROM storm_queue.lane l
+            JOIN storm_queue.result x ON x.slug = l.slug
+            LEFT JOIN storm_queue.priority p ON p.slug = l.slug
+            LEFT JOIN storm_queue.run u ON u.slug = l.slug
+            WHERE l.slug NOT IN (SELECT slug FROM storm_queue.settled)
+              AND NOT (u.lease_token IS NOT NULL AND storm_queue.result_token(x.body) IS DISTINCT FROM u.lease_token)
+            ORDER BY p.place IS NULL, p.place, l.pos);
         v_decision := array_to_string('{wait}'::text[] || v_finished, ' ');
     ELSE
         SELECT * INTO r FROM storm_queue.run WHERE slug = v_ready;
@@ -629,8 +646,8 @@ BEGIN
     FOR i IN 1..cardinality(v_blocked) LOOP  -- core/ledgers.py blocked_result, as next marks them
         INSERT INTO storm_queue.result (slug, body)
         VALUES (v_blocked[i], jsonb_build_object(
-            'completed', false, 'status', 'blocked', 'blocked_on', split_part(v_gone[i], ' ', 1),
-            'blocked_on_all', to_jsonb(string_to_array(v_gone[i], ' ')), 'at', v_at, 'by', 'storm-queue next'))
+            'completed', false, 'status', 'blocked', 'blocked_on', split_part(v_gones[i], ' ', 1),
+            'blocked_on_all', to_jsonb(string_to_array(v_gones[i], ' ')), 'at', v_at, 'by', 'storm-queue next'))
         ON CONFLICT (slug) DO NOTHING;
     END LOOP;
     RETURN jsonb_build_object(
