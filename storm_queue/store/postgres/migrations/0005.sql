@@ -1,14 +1,16 @@
 -- Version 5: runner requests in one round trip (issue 21, item 1). A
--- runner's renew and finish are each one call to a function below, which
--- takes the storm's lock inside the server, decides, appends the chained
--- line(s) and writes the rows, and returns what the command prints: the
--- lock is never held while the client runs. The lines are those the
--- Python writer (core/framing.py) would write, byte for byte; what the
--- functions decide is what core/runs.py decides (a property test holds
--- them to it). A function answers NULL, having written nothing, for what
--- it leaves to the Python request path: a caller that is neither the
--- operator nor a runner, a declaration the server has no policy of, a TTL
--- asked for outside the declared window.
+-- runner's claim, renew and finish are each one call to a function below,
+-- which takes the storm's lock inside the server, decides, appends the
+-- chained line(s) and writes the rows, and returns what the command
+-- prints: the lock is never held while the client runs. The lines are
+-- those the Python writer (core/framing.py) would write, byte for byte;
+-- what the functions decide is what core/runs.py and core/resolver.py
+-- decide (a property test holds them to it: tests/database/test_served.py),
+-- from what a trigger folds of every line any writer inserts. A function
+-- answers NULL, having written nothing, for what it leaves to the Python
+-- request path: a caller that is neither the operator nor a runner, a
+-- declaration the server has no policy of, a TTL asked for outside the
+-- declared window.
 
 -- the declaration's [runner] policy as JSON (core/config.Policy), written by
 -- the Python that parsed it, and the declaration_sha256 it was parsed from
