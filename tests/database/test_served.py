@@ -22,6 +22,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from storm_queue.core.outcome import Request
+
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
 START = 1_800_000_000.123456
@@ -91,6 +93,29 @@ def twins(pg_server, cleanup, toml: str, tmp_path, deps: dict | None = None) -> 
     return served, planned
 
 
+def directory_twin(root, toml: str, deps: dict | None = None):
+    """The same storm kept by a directory: queue.txt of LANES (each with its ``deps``), storm.toml."""
+    from storm_queue.service.storm import Storm
+    from tests.conftest import make_storm
+
+    queue = "".join(f"{slug} {i + 1} {','.join((deps or {}).get(slug, ())) or '-'}\n" for i, slug in enumerate(LANES))
+    return Storm(str(make_storm(root, queue, toml=toml)))
+
+
+def alike(answered, by: str):
+    """An answer as any store gives it: its principal ``by`` named PRINCIPAL,
+    its line without the numbering and chain a store's own log gives it."""
+    import re
+
+    if answered[0] != "answered":
+        return answered
+    _, out, words, code, event = answered
+    out = json.loads(json.dumps(out).replace(json.dumps(by)[1:-1], "PRINCIPAL"))
+    if event is not None:
+        event = {k: v for k, v in event.items() if k not in ("seq", "prev")} | {"by": "PRINCIPAL"}
+    return out, re.sub(re.escape(by), "PRINCIPAL", words), code, event
+
+
 def lines(storm) -> list[bytes]:
     return [bytes(r[0]) for r in storm.store.conn.execute("SELECT line FROM storm_queue.event ORDER BY seq")]
 
@@ -154,6 +179,8 @@ def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(
             + "".join(f"{k} = {str(v).lower()}\n" for k, v in policy.items()))
     with frozen_clock() as clock:
         served, planned = twins(pg_server, _pg_cleanup, toml, tmp_path, deps)
+        files = directory_twin(tmp_path / f"dir-{secrets.token_hex(4)}", toml, deps)
+        files_by = files.store.judge(Request("claim", None, None, None), files.declaration(), False).verdict.by
         try:
             for step in steps:
                 kind = step[0]
@@ -162,7 +189,7 @@ def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(
                     continue
                 if kind in ("renew", "finish"):
                     token = _token(planned, step[1], step[2])
-                    assert token == _token(served, step[1], step[2])
+                    assert token == _token(served, step[1], step[2]) == _token(files, step[1], step[2])
                     if kind == "renew":
                         calls = [lambda s: s.renew(step[1], token, step[3], reason=step[4])]
                     else:
@@ -185,7 +212,10 @@ def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(
                     calls = [lambda s: s.halt("stop") if step[1] else s.resume("go")]
                 for call in calls:
                     asked = len(served.answers)
-                    assert answer(lambda: call(served)) == answer(lambda: call(planned)), step
+                    first = answer(lambda: call(served))
+                    assert first == answer(lambda: call(planned)), step
+                    if first[0] == "answered":  # the directory store answers alike (its principal aside)
+                        assert alike(answer(lambda: call(files)), files_by) == alike(first, first[1]["by"]), step
                     assert lines(served) == lines(planned), step
                     if kind in ("claim", "renew", "finish"):  # the server served it, but for what it leaves to Python
                         ttl_asked = step[2] if kind == "claim" else step[3] if kind == "renew" else None
