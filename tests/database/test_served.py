@@ -300,3 +300,39 @@ def test_verify_finds_runs_the_server_folded_that_are_not_the_logs(pg_database) 
     storm.store.conn.execute("UPDATE storm_queue.run SET attempts = 1 WHERE slug = 'a'")
     assert storm.verify().sound
     assert storm.finish("a", lease.token, "ok").outcome == "done"
+
+
+def test_runners_claiming_at_once_take_exactly_the_first_claimable_lanes_in_run_order(
+        pg_server, _pg_cleanup, tmp_path) -> None:
+    """Six connections claim at once (threads) on a storm with a priority
+    lane, dependencies, an abandoned one and a schedule: the leased lanes
+    are the five the Python path leases one after the other, each once,
+    and the sixth claim waits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from storm_queue.service.storm import Storm
+
+    toml = "[runner]\nslots = 6\nunattended = true\n"
+    deps = {"c": ["a"], "d": ["zz"]}
+    served, planned = twins(pg_server, _pg_cleanup, toml, tmp_path, deps)
+    for storm in (served, planned):
+        storm.add("f", "6", deps=("e",)).check()
+        for slug in ("g", "h", "i", "j"):
+            storm.add(slug, "7").check()
+        storm.settle("e", "abandoned").check()
+        storm.bump("h").check()
+        storm.schedule("i", "+1h").check()
+    expected = [planned.claim(holder=f"h{n}").check().slug for n in range(6)]
+    assert expected == ["h", "a", "b", "g", "j", None], expected  # c waits on a, d on zz, f is blocked, i scheduled
+    url = served.store.url
+    runners = [Storm.find(url) for _ in range(6)]
+    with ThreadPoolExecutor(6) as pool:
+        taken = list(pool.map(lambda n: runners[n].claim(holder=f"h{n}").check(), range(6)))
+    assert sorted(str(t.slug) for t in taken) == sorted(map(str, expected)), [t.to_json() for t in taken]
+    assert {t.token for t in taken if t.slug} == {1}
+    assert served.claim(holder="late").check().decision.startswith("wait")
+    claims = [json.loads(line) for line in lines(served) if b'"action":"claim"' in line]
+    assert [c["slug"] for c in claims] == expected[:5]  # in run order, as the lock served them
+    assert served.verify().sound
+    for storm in runners + [served, planned]:
+        storm.store.close()
