@@ -110,9 +110,11 @@ def alike(answered, by: str):
     if answered[0] != "answered":
         return answered
     _, out, words, code, event = answered
-    out = json.loads(json.dumps(out).replace(json.dumps(by)[1:-1], "PRINCIPAL"))
+    out, event = json.loads(json.dumps([out, event]).replace(json.dumps(by)[1:-1], "PRINCIPAL"))
     if event is not None:
-        event = {k: v for k, v in event.items() if k not in ("seq", "prev")} | {"by": "PRINCIPAL"}
+        event = {k: v for k, v in event.items() if k not in ("seq", "prev")}
+    if out.get("halt"):  # the halt's line, numbered by each store's own log
+        out["halt"]["seq"] = None
     return out, re.sub(re.escape(by), "PRINCIPAL", words), code, event
 
 
@@ -336,3 +338,27 @@ def test_runners_claiming_at_once_take_exactly_the_first_claimable_lanes_in_run_
     assert served.verify().sound
     for storm in runners + [served, planned]:
         storm.store.close()
+
+
+def test_the_operators_served_requests_keep_the_state_rows_body_near_the_head(pg_database, tmp_path) -> None:
+    """The server's functions move the log's head, never the state row's
+    body (a JSON of the Python fold); the operator's store rewrites it once
+    it is FOLD_AT_MOST lines behind, so a reader never folds more."""
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres.connect import create
+    from storm_queue.store.postgres.store import FOLD_AT_MOST
+
+    url = pg_database()
+    create(url)
+    storm = Storm.find(url)
+    (tmp_path / "storm.toml").write_text("[runner]\nunattended = true\n")
+    storm.declare(str(tmp_path / "storm.toml")).check()
+    storm.store.conn.execute("INSERT INTO storm_queue.lane (slug, issue) "
+                             "SELECT 'l' || lpad(i::text, 3, '0'), i::text FROM generate_series(1, 90) i")
+    behind = []
+    for _ in range(90):
+        lease = storm.claim(holder="h").check()
+        storm.finish(lease.slug, lease.token, "ok").check()
+        behind.append(storm.store.conn.execute("SELECT seq - body_seq FROM storm_queue.state").fetchone()[0])
+    assert max(behind) <= FOLD_AT_MOST + 2 and behind[-1] < max(behind), behind  # caught up
+    assert storm.verify().sound

@@ -321,16 +321,21 @@ SET runner = %s, runner_for = declaration_sha256;
 
 -- serve_renew --
 -- slug, token, ttl (NULL: the lease's own), reason, the time (POSIX seconds), the lock wait (ms)
-SELECT storm_queue.serve_renew(%s::text, %s::bigint, %s::integer, %s::text, %s::double precision, %s::integer);
+SELECT storm_queue.serve_renew(%s::text, %s::bigint, %s::integer, %s::text, %s::double precision, %s::integer),
+       (SELECT seq - body_seq FROM storm_queue.state);
 
 -- serve_claim --
+-- (each serve_ statement answers, beside the function's answer, how many lines the
+-- state row's body was behind the head when the statement began)
 -- holder, ttl (NULL: the declared one), reason, the time (POSIX seconds), the lock wait (ms)
-SELECT storm_queue.serve_claim(%s::text, %s::integer, %s::text, %s::double precision, %s::integer);
+SELECT storm_queue.serve_claim(%s::text, %s::integer, %s::text, %s::double precision, %s::integer),
+       (SELECT seq - body_seq FROM storm_queue.state);
 
 -- serve_finish --
 -- slug, token, result, note, reason, the time (POSIX seconds), the lock wait (ms)
 SELECT storm_queue.serve_finish(%s::text, %s::bigint, %s::text, %s::text, %s::text, %s::double precision,
-                                %s::integer);
+                                %s::integer),
+       (SELECT seq - body_seq FROM storm_queue.state);
 
 -- read_runs --
 -- the runs the server folded from the log (migrations/0003.sql)

@@ -64,42 +64,43 @@ def _args(req: Request, t: float, wait_ms: int) -> tuple | None:
     return args
 
 
-def serve(store: Database, req: Request, t: float) -> Outcome | None:
-    """The outcome of ``req`` (renew, finish) as the server decided and
-    recorded it at the time ``t`` (POSIX seconds), or None: the request
-    path is to take it (nothing was written). The lock not had in the
-    store's ``wait`` raises the driver's ``LockNotAvailable``."""
+def serve(store: Database, req: Request, t: float) -> tuple[Outcome | None, int | None]:
+    """The outcome of ``req`` (claim, renew, finish) as the server decided
+    and recorded it at the time ``t`` (POSIX seconds), or None: the request
+    path is to take it (nothing was written); and how many lines the state
+    row's body was behind the log's head. The lock not had in the store's
+    ``wait`` raises the driver's ``LockNotAvailable``."""
     from ...core.shapes import shape_reason
 
     if (req.verb not in SERVED or req.key is not None or req.source is not None or LANE_ENV in store.env
             or shape_reason(req.reason) is not None):
-        return None
+        return None, None
     args = _args(req, t, max(1, int(store.wait * 1000)))
     if args is None:
-        return None
+        return None, None
     psycopg = _driver()
     conn = store.conn
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-        return None
+        return None, None
     from .version import read as read_version
 
     try:
         if read_version(store) != schema_version():
-            return None
+            return None, None
         statement = {"claim": q("serve_claim"), "renew": q("serve_renew"), "finish": q("serve_finish")}[req.verb]
         row = conn.execute(statement, args).fetchone()
     except (StormUnreadable, psycopg.errors.UndefinedFunction, psycopg.errors.InsufficientPrivilege,
             psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedColumn):
-        return None  # the request path says what is wrong
+        return None, None  # the request path says what is wrong
     except psycopg.OperationalError as exc:
         store._conn = None
         raise RecordFailed(f"the connection to {store.root} was lost during the {req.verb} ({_words(exc, store.url)}), "
                            "and whether the server recorded it is unknown; check storm-queue log before asking again",
                            recorded=None) from None
-    answer = row[0] if row else None
+    answer, behind = row
     if answer is None:
-        return None
-    return claimed(store, req, answer) if req.verb == "claim" else outcome(req, answer)
+        return None, None
+    return (claimed(store, req, answer) if req.verb == "claim" else outcome(req, answer)), behind
 
 
 def outcome(req: Request, answer: dict[str, Any]) -> Outcome:
@@ -169,3 +170,23 @@ def read_runs(conn: Any) -> dict[str, Any]:
     return {"runs": runs, "floor": floor, "halt": None if halt[0] is None else tuple(halt),
             "lane": [row[0] for row in conn.execute(q("read_priority")).fetchall()],
             "waivers": [tuple(row) for row in conn.execute(q("read_waivers")).fetchall()]}
+
+
+def catch_up(store: Database) -> None:
+    """Rewrite the state row's body at the log's head, under the storm's
+    lock in a transaction of its own (the operator's: only it may write
+    the row): the lines the server's functions append leave the body
+    behind, and every reader folds the lines after it. A storm busy or
+    away now is left for the next time; nothing depends on it."""
+    from ...core.errors import StormError
+    from ...core.statebody import dump_state
+    from .connect import _Known
+
+    try:
+        with store._errors(), store._locked():
+            log = store._load()
+            store.conn.execute(q("move_head_and_body"), (log.seq, log.digest, dump_state(log.state), log.seq,
+                                                         log.digest))
+            store._written, store._body_seq = _Known(log.seq, log.digest, log.state), log.seq
+    except StormError:
+        pass

@@ -236,12 +236,15 @@ class Database:
 
     def serve(self, req: Request, t: float) -> Any:
         """A runner request the server decides in one round trip (``served``), or None."""
-        from .served import serve
+        from .served import catch_up, serve
 
         try:
-            return serve(self, req, t)
+            out, behind = serve(self, req, t)
         except _driver().errors.LockNotAvailable:
             raise _busy(self.wait) from None
+        if out is not None and behind is not None and behind >= FOLD_AT_MOST and out.by.startswith("operator:"):
+            catch_up(self)  # the lines the server appended would leave every reader folding more
+        return out
 
     def effects(self, decl: config.Declaration) -> Writes:
         return Writes(self, self._runner)
