@@ -82,11 +82,11 @@ def twins(pg_server, cleanup, toml: str, tmp_path, deps: dict | None = None) -> 
         conn.execute(sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE {}").format(
             sql.Identifier(second), sql.Identifier(role), sql.Identifier(first)))
     served, planned = Storm.find(url), Storm.find(pg_server.url(second, role))
-    planned.store.serve = lambda req, t: None  # the Python request path, always
+    planned.store.serve = lambda req, clock: None  # the Python request path, always
     serve, served.answers = served.store.serve, []
 
-    def counted(req, t):
-        served.answers.append(serve(req, t))
+    def counted(req, clock):
+        served.answers.append(serve(req, clock))
         return served.answers[-1]
 
     served.store.serve = counted

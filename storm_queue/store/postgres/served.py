@@ -23,7 +23,7 @@ from .queries import q, schema_version
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
     from ...core.outcome import Request
     from .store import Database
@@ -64,9 +64,10 @@ def _args(req: Request, t: float, wait_ms: int) -> tuple | None:
     return args
 
 
-def serve(store: Database, req: Request, t: float) -> tuple[Outcome | None, int | None]:
+def serve(store: Database, req: Request, clock: Callable[[], float]) -> tuple[Outcome | None, int | None]:
     """The outcome of ``req`` (claim, renew, finish) as the server decided
-    and recorded it at the time ``t`` (POSIX seconds), or None: the request
+    and recorded it at the time ``clock()`` gives (POSIX seconds, read once
+    connected, just before the call), or None: the request
     path is to take it (nothing was written); and how many lines the state
     row's body was behind the log's head. The lock not had in the store's
     ``wait`` raises the driver's ``LockNotAvailable``."""
@@ -75,8 +76,7 @@ def serve(store: Database, req: Request, t: float) -> tuple[Outcome | None, int 
     if (req.verb not in SERVED or req.key is not None or req.source is not None or LANE_ENV in store.env
             or shape_reason(req.reason) is not None):
         return None, None
-    args = _args(req, t, max(1, int(store.wait * 1000)))
-    if args is None:
+    if _args(req, 0.0, 0) is None:
         return None, None
     psycopg = _driver()
     conn = store.conn
@@ -87,6 +87,7 @@ def serve(store: Database, req: Request, t: float) -> tuple[Outcome | None, int 
     try:
         if read_version(store) != schema_version():
             return None, None
+        args = _args(req, clock(), max(1, int(store.wait * 1000)))
         statement = {"claim": q("serve_claim"), "renew": q("serve_renew"), "finish": q("serve_finish")}[req.verb]
         row = conn.execute(statement, args).fetchone()
     except (StormUnreadable, psycopg.errors.UndefinedFunction, psycopg.errors.InsufficientPrivilege,

@@ -234,12 +234,12 @@ class Database:
         return Snapshot(dict(rows.lanes), rows.ledgers(unattended), log.state, at or now(), tokens, (),
                         (self._created or "", self._created or ""))
 
-    def serve(self, req: Request, t: float) -> Any:
+    def serve(self, req: Request, clock: Callable[[], float]) -> Any:
         """A runner request the server decides in one round trip (``served``), or None."""
         from .served import catch_up, serve
 
         try:
-            out, behind = serve(self, req, t)
+            out, behind = serve(self, req, clock)
         except _driver().errors.LockNotAvailable:
             raise _busy(self.wait) from None
         if out is not None and behind is not None and behind >= FOLD_AT_MOST and out.by.startswith("operator:"):
