@@ -109,11 +109,14 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
 
 
 def _runs_agree(store: Database, state: fold.LaneState) -> bool:
-    """Whether the runs the server folded are the log's (true before schema version 3, which has none)."""
+    """Whether the runs the server folded are the log's, and its mark of
+    the lanes a claim passes over holds (true before schema version 3)."""
     from .served import folded_runs, read_runs
     from .version import read as read_version
 
-    return read_version(store) < 3 or read_runs(store.conn) == folded_runs(state)
+    if read_version(store) < 3:
+        return True
+    return read_runs(store.conn) == folded_runs(state) and store.conn.execute(q("open_mark_sound")).fetchone()[0]
 
 
 def fold_on(conn: Any, known: _Known, seq: int, last: str | None, rows: list | None = None) -> fold.LaneState | None:

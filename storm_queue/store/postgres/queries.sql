@@ -360,3 +360,11 @@ ORDER BY place;
 SELECT slug, dep
 FROM storm_queue.waiver
 ORDER BY slug, dep;
+
+-- open_mark_sound --
+-- whether every lane before runs_at.open_from is settled or has a result row (a claim passes them over)
+SELECT NOT EXISTS (
+    SELECT 1 FROM storm_queue.lane l, storm_queue.runs_at m
+    WHERE l.pos < m.open_from
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = l.slug));

@@ -46,9 +46,37 @@ CREATE TABLE storm_queue.runs_at (
     halt_seq bigint,
     halt_at text,
     halt_by text,
-    halt_reason text
+    halt_reason text,
+    -- every lane of the queue before this pos is settled or has a result row (a claim passes them over):
+    -- moved on by claims, back to 0 by a row that makes a lane before it neither
+    open_from bigint NOT NULL DEFAULT 0
 );
 INSERT INTO storm_queue.runs_at (id) VALUES (1);
+
+-- A settled or result row deleted (or changed), a lane changed, or a lane
+-- inserted before the mark: the mark goes back to the queue's start.
+CREATE FUNCTION storm_queue.open_again() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.pos >= (SELECT open_from FROM storm_queue.runs_at) THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    UPDATE storm_queue.runs_at SET open_from = 0 WHERE open_from <> 0;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER settled_open AFTER UPDATE OR DELETE ON storm_queue.settled
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.open_again();
+CREATE TRIGGER result_open AFTER UPDATE OR DELETE ON storm_queue.result
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.open_again();
+CREATE TRIGGER lane_open AFTER INSERT OR UPDATE ON storm_queue.lane
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.open_again();
+CREATE TRIGGER settled_open_all AFTER TRUNCATE ON storm_queue.settled
+    FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.open_again();
+CREATE TRIGGER result_open_all AFTER TRUNCATE ON storm_queue.result
+    FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.open_again();
 
 -- the priority lane as the log replays it (core/fold.py LaneState.lane):
 -- each slug's place, in the order the lanes entered it
@@ -507,6 +535,36 @@ LANGUAGE sql IMMUTABLE AS $$  -- no SET clause: inlined into the query that call
                      AND (p_body->>'token')::numeric > 0 THEN (p_body->>'token')::numeric END
 $$;
 
+-- core/resolver.py _state for a lane not settled, finished, held or
+-- quarantined: NULL when it is ready at p_now; else the abandoned
+-- dependencies it is blocked on (not waived, in its line's order), or none
+-- when it waits on a dependency not integrated or on its schedule.
+CREATE FUNCTION storm_queue.serve_waits(p_slug text, p_deps text[], p_not_before text, p_now text) RETURNS text[]
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_gone text[];
+BEGIN
+    IF cardinality(p_deps) > 0 THEN
+        v_gone := ARRAY(SELECT d.dep FROM unnest(p_deps) WITH ORDINALITY AS d(dep, n)
+                        WHERE NOT EXISTS (SELECT 1 FROM storm_queue.waiver w WHERE w.slug = p_slug AND w.dep = d.dep)
+                          AND EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = d.dep AND s.ledger = 'abandoned')
+                        ORDER BY d.n);
+        IF cardinality(v_gone) > 0 THEN
+            RETURN v_gone;
+        END IF;
+        IF EXISTS (SELECT 1 FROM unnest(p_deps) AS d(dep)
+                   WHERE NOT EXISTS (SELECT 1 FROM storm_queue.waiver w WHERE w.slug = p_slug AND w.dep = d.dep)
+                     AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = d.dep AND s.ledger = 'integrated')) THEN
+            RETURN '{}';
+        END IF;
+    END IF;
+    IF p_not_before IS NOT NULL AND p_not_before COLLATE "C" > p_now COLLATE "C" THEN
+        RETURN '{}';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
 -- claim, as core/runs.py plan_claim and service/leases.py claim: take back
 -- every orphaned lease (and quarantine what spent its attempts), then
 -- decide as core/resolver.py decided does, walking the run order (the
@@ -538,6 +596,9 @@ DECLARE
     v_token bigint;
     v_expires text;
     v_ttl integer;
+    v_open bigint;
+    v_from bigint;
+    v_last bigint;
 BEGIN
     SELECT * INTO b FROM storm_queue.serve_begin(p_wait_ms);
     v_ttl := coalesce(p_ttl, (b.policy->>'ttl')::integer);
@@ -573,37 +634,63 @@ BEGIN
         v_lines := storm_queue.serve_append(v_at, b.who, v_actions, v_rests);
     END IF;
     -- core/resolver.py decided: the run order up to the first ready lane, passing over what is settled,
-    -- finished (a result row), held or quarantined; a lane with dependencies is looked at only once met
+    -- finished (a result row), held or quarantined: first the priority lane, then queue order from runs_at.open_from
+    -- (every lane before it is settled or has a result row), each lane's state looked at once met
+    SELECT * INTO h FROM storm_queue.runs_at;
     FOR rec IN
         SELECT l.slug, l.issue, l.deps, u.not_before
-        FROM storm_queue.lane l
-        LEFT JOIN storm_queue.priority p ON p.slug = l.slug
+        FROM storm_queue.priority p
+        JOIN LATERAL (SELECT * FROM storm_queue.lane l WHERE l.slug = p.slug) l ON true
         LEFT JOIN storm_queue.run u ON u.slug = l.slug
-        WHERE l.slug NOT IN (SELECT slug FROM storm_queue.settled)  -- NOT IN: one hashed subplan, not a probe a lane
-          AND l.slug NOT IN (SELECT slug FROM storm_queue.result)
+        WHERE NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
+          AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = l.slug)
           AND u.lease_token IS NULL AND u.quarantined IS NULL
-        ORDER BY p.place IS NULL, p.place, l.pos
+        ORDER BY p.place
     LOOP
-        IF cardinality(rec.deps) > 0 THEN
-            v_gone := ARRAY(SELECT d.dep FROM unnest(rec.deps) WITH ORDINALITY AS d(dep, n)
-                            WHERE NOT EXISTS (SELECT 1 FROM storm_queue.waiver w WHERE w.slug = rec.slug AND w.dep = d.dep)
-                              AND EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = d.dep AND s.ledger = 'abandoned')
-                            ORDER BY d.n);
-            IF cardinality(v_gone) > 0 THEN
+        v_gone := storm_queue.serve_waits(rec.slug, rec.deps, rec.not_before, v_at);
+        IF v_gone IS NULL THEN
+            v_ready := rec.slug;
+            v_issue := rec.issue;
+            EXIT;
+        ELSIF cardinality(v_gone) > 0 THEN
+            v_blocked := v_blocked || rec.slug;
+            v_gones := v_gones || array_to_string(v_gone, ' ');
+        END IF;
+    END LOOP;
+    v_from := h.open_from;
+    WHILE v_ready IS NULL AND v_from IS NOT NULL LOOP  -- queue order, a window of lanes at a time (by pos's index)
+        v_last := NULL;
+        FOR rec IN
+            SELECT w.slug, w.issue, w.deps, w.pos, u.not_before, u.lease_token IS NULL AND u.quarantined IS NULL AS free
+            FROM (SELECT l.slug, l.issue, l.deps, l.pos FROM storm_queue.lane l WHERE l.pos >= v_from
+                  ORDER BY l.pos LIMIT 64) w
+            LEFT JOIN storm_queue.run u ON u.slug = w.slug
+            ORDER BY w.pos
+        LOOP
+            v_last := rec.pos;
+            CONTINUE WHEN rec.free IS FALSE OR EXISTS (SELECT 1 FROM storm_queue.priority p WHERE p.slug = rec.slug)
+                OR EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = rec.slug)
+                OR EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = rec.slug);
+            v_gone := storm_queue.serve_waits(rec.slug, rec.deps, rec.not_before, v_at);
+            IF v_gone IS NULL THEN
+                v_ready := rec.slug;
+                v_issue := rec.issue;
+                EXIT;
+            ELSIF cardinality(v_gone) > 0 THEN
                 v_blocked := v_blocked || rec.slug;
                 v_gones := v_gones || array_to_string(v_gone, ' ');
-                CONTINUE;
             END IF;
-            CONTINUE WHEN EXISTS (SELECT 1 FROM unnest(rec.deps) AS d(dep)
-                                  WHERE NOT EXISTS (SELECT 1 FROM storm_queue.waiver w WHERE w.slug = rec.slug AND w.dep = d.dep)
-                                    AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s
-                                                    WHERE s.slug = d.dep AND s.ledger = 'integrated'));
-        END IF;
-        CONTINUE WHEN rec.not_before IS NOT NULL AND rec.not_before COLLATE "C" > v_at COLLATE "C";
-        v_ready := rec.slug;
-        v_issue := rec.issue;
-        EXIT;
+        END LOOP;
+        v_from := v_last + 1;
     END LOOP;
+    -- the mark moves past the lanes now settled or with a result row (each passed over once, not at every claim)
+    v_open := (SELECT min(l.pos) FROM storm_queue.lane l
+               WHERE l.pos >= h.open_from
+                 AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
+                 AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = l.slug));
+    IF v_open IS DISTINCT FROM h.open_from AND v_open IS NOT NULL THEN
+        UPDATE storm_queue.runs_at SET open_from = v_open;
+    END IF;
     v_unattended := (b.policy->>'unattended')::boolean;
     IF NOT v_unattended OR v_ready IS NULL THEN  -- the finished lanes, in run order, only when the decision names them
         v_finished := ARRAY(
@@ -615,7 +702,6 @@ BEGIN
               AND NOT (u.lease_token IS NOT NULL AND storm_queue.result_token(x.body) IS DISTINCT FROM u.lease_token)
             ORDER BY p.place IS NULL, p.place, l.pos);
     END IF;
-    SELECT * INTO h FROM storm_queue.runs_at;
     IF h.halt_seq IS NOT NULL THEN
         v_decision := 'halted';
     ELSIF cardinality(v_finished) > 0 AND NOT v_unattended THEN
