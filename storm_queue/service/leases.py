@@ -112,7 +112,7 @@ def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None
     refusal = shape_names(None, (), req.source) or shape_holder(name)
     served = None if refusal else storm.store.serve(replace(req, args=(name, ttl)), wall.seconds)
     if served is not None:
-        return served, None  # (the moment time alone changes the decision: a later commit)
+        return served, served.due
     decl = declaration(storm.store)
     ttl = decl.runner.ttl if ttl is None else ttl
     if not decl.error:  # an unreadable declaration says nothing about TTLs: authority refuses it
@@ -142,7 +142,9 @@ def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None
 
         return Step(out, list(claim.events), after=after, own=-1 if claim.slug is not None else None)
 
-    return storm.request(req, refusal, plan, decl=decl), due[0]
+    out = storm.request(req, refusal, plan, decl=decl)
+    out.due = due[0]
+    return out, due[0]
 
 def renew(storm: Storm, slug: str, token: int, ttl: int | None = None, source: str | None = None,
           reason: str | None = None, key: str | None = None) -> Outcome:

@@ -1,5 +1,5 @@
 """Runner requests the server serves in one round trip (issue 21, items 1
-and 2; migrations/0003.sql, store/postgres/served.py): the server's
+and 2; migrations/0004.sql, store/postgres/served.py): the server's
 renew and finish decide what the Python request path decides, and write
 the lines the Python writer writes, byte for byte, chain included.
 
@@ -109,13 +109,13 @@ def alike(answered, by: str):
 
     if answered[0] != "answered":
         return answered
-    _, out, words, code, event = answered
+    _, out, words, code, event, due = answered
     out, event = json.loads(json.dumps([out, event]).replace(json.dumps(by)[1:-1], "PRINCIPAL"))
     if event is not None:
         event = {k: v for k, v in event.items() if k not in ("seq", "prev")}
     if out.get("halt"):  # the halt's line, numbered by each store's own log
         out["halt"]["seq"] = None
-    return out, re.sub(re.escape(by), "PRINCIPAL", words), code, event
+    return out, re.sub(re.escape(by), "PRINCIPAL", words), code, event, due
 
 
 def lines(storm) -> list[bytes]:
@@ -137,7 +137,7 @@ def answer(call):
         out = call()
     except Exception as exc:  # noqa: BLE001 -- an error is an answer too, compared as one
         return ("raised", type(exc).__name__, str(exc))
-    return ("answered", out.to_json(), out.text(), out.exit_code, out.event)
+    return ("answered", out.to_json(), out.text(), out.exit_code, out.event, out.due)
 
 
 POLICIES = st.fixed_dictionaries({

@@ -1,5 +1,5 @@
 """Runner requests a database storm's server decides in one round trip
-(issue 21, item 1; ``migrations/0003.sql``): ``claim``, ``renew`` and
+(issue 21, item 1; ``migrations/0004.sql``): ``claim``, ``renew`` and
 ``finish`` are each one call of a function that takes the storm's lock
 inside the server, decides as ``core/runs.py`` (and the resolver, for a
 claim) does, appends the chained line(s) as ``core/framing.py`` frames
@@ -132,6 +132,7 @@ def claimed(store: Database, req: Request, answer: dict[str, Any]) -> Outcome:
                    halt)
     if answer["line"] is not None:
         out.recorded, out.event = True, loads(answer["line"])
+    out.due = answer["due"]
     if answer["decision"] == "wait":
         from ...core.resolver import cycle_note, resolve
 

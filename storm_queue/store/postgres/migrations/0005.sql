@@ -599,6 +599,7 @@ DECLARE
     v_open bigint;
     v_from bigint;
     v_last bigint;
+    v_due text;
 BEGIN
     SELECT * INTO b FROM storm_queue.serve_begin(p_wait_ms);
     v_ttl := coalesce(p_ttl, (b.policy->>'ttl')::integer);
@@ -702,6 +703,11 @@ BEGIN
               AND NOT (u.lease_token IS NOT NULL AND storm_queue.result_token(x.body) IS DISTINCT FROM u.lease_token)
             ORDER BY p.place IS NULL, p.place, l.pos);
     END IF;
+    -- core/runs.py next_due: the first moment after now that time alone changes the decision (claim --wait)
+    v_due := (SELECT min(x.t COLLATE "C") FROM (
+                  SELECT expires AS t FROM storm_queue.run WHERE lease_token IS NOT NULL
+                  UNION ALL SELECT not_before FROM storm_queue.run WHERE not_before IS NOT NULL) x
+              WHERE x.t COLLATE "C" > v_at COLLATE "C");
     IF h.halt_seq IS NOT NULL THEN
         v_decision := 'halted';
     ELSIF cardinality(v_finished) > 0 AND NOT v_unattended THEN
@@ -740,7 +746,7 @@ BEGIN
     END LOOP;
     RETURN jsonb_build_object(
         'decision', v_decision, 'slug', CASE WHEN v_token IS NOT NULL THEN v_ready END, 'token', v_token,
-        'expires', v_expires, 'at', v_at, 'by', b.who,
+        'expires', v_expires, 'at', v_at, 'by', b.who, 'due', v_due,
         'halt', CASE WHEN h.halt_seq IS NOT NULL THEN jsonb_build_object(
             'seq', h.halt_seq, 'at', h.halt_at, 'by', h.halt_by, 'reason', h.halt_reason) END,
         'line', v_lines[cardinality(v_lines)]);
