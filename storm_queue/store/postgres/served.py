@@ -64,6 +64,21 @@ def _args(req: Request, t: float, wait_ms: int) -> tuple | None:
     return args
 
 
+def answered(store: Database, req: Request, clock: Callable[[], float], busy: Callable[[float], Exception],
+             fold_at_most: int) -> Outcome | None:
+    """``serve``, its lock not had in the store's ``wait`` raised as
+    ``busy(wait)``; an operator's served request that leaves the state
+    row's body ``fold_at_most`` lines or more behind the head catches it
+    up (``catch_up``), or every reader would fold the lines after it."""
+    try:
+        out, behind = serve(store, req, clock)
+    except _driver().errors.LockNotAvailable:
+        raise busy(store.wait) from None
+    if out is not None and behind is not None and behind >= fold_at_most and out.by.startswith("operator:"):
+        catch_up(store)
+    return out
+
+
 def serve(store: Database, req: Request, clock: Callable[[], float]) -> tuple[Outcome | None, int | None]:
     """The outcome of ``req`` (claim, renew, finish) as the server decided
     and recorded it at the time ``clock()`` gives (POSIX seconds, read once

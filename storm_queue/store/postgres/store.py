@@ -236,15 +236,9 @@ class Database:
 
     def serve(self, req: Request, clock: Callable[[], float]) -> Any:
         """A runner request the server decides in one round trip (``served``), or None."""
-        from .served import catch_up, serve
+        from .served import answered
 
-        try:
-            out, behind = serve(self, req, clock)
-        except _driver().errors.LockNotAvailable:
-            raise _busy(self.wait) from None
-        if out is not None and behind is not None and behind >= FOLD_AT_MOST and out.by.startswith("operator:"):
-            catch_up(self)  # the lines the server appended would leave every reader folding more
-        return out
+        return answered(self, req, clock, _busy, FOLD_AT_MOST)
 
     def effects(self, decl: config.Declaration) -> Writes:
         return Writes(self, self._runner)
