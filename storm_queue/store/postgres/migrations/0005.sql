@@ -49,12 +49,13 @@ CREATE TABLE storm_queue.runs_at (
     halt_reason text,
     -- every lane of the queue before this pos is settled or has a result row (a claim passes them over):
     -- moved on by claims, back to 0 by a row that makes a lane before it neither
-    open_from bigint NOT NULL DEFAULT 0
+    open_from bigint NOT NULL DEFAULT -9223372036854775808
 );
 INSERT INTO storm_queue.runs_at (id) VALUES (1);
 
 -- A settled or result row deleted (or changed), a lane changed, or a lane
--- inserted before the mark: the mark goes back to the queue's start.
+-- inserted before the mark: the mark goes back to the queue's start (the
+-- least bigint: a lane's pos may be anything a hand edit gave it).
 CREATE FUNCTION storm_queue.open_again() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -63,7 +64,7 @@ BEGIN
             RETURN NULL;
         END IF;
     END IF;
-    UPDATE storm_queue.runs_at SET open_from = 0 WHERE open_from <> 0;
+    UPDATE storm_queue.runs_at SET open_from = -9223372036854775808 WHERE open_from <> -9223372036854775808;
     RETURN NULL;
 END
 $$;
