@@ -1,5 +1,5 @@
 """Runner requests the server serves in one round trip (issue 21, items 1
-and 2; migrations/0004.sql, store/postgres/served.py): the server's
+and 2; migrations/0005.sql, store/postgres/served.py): the server's
 renew and finish decide what the Python request path decides, and write
 the lines the Python writer writes, byte for byte, chain included.
 
@@ -159,6 +159,9 @@ STEPS = st.lists(st.one_of(
     st.tuples(st.just("waive"), st.sampled_from(LANES), st.sampled_from(LANES), st.booleans()),
     st.tuples(st.just("schedule"), st.sampled_from(LANES), st.sampled_from(["now", "+5s", "+60s"])),
     st.tuples(st.just("halt"), st.booleans()),
+    st.tuples(st.just("release"), st.sampled_from(LANES), st.integers(0, 3)),
+    st.tuples(st.just("cancel"), st.sampled_from(LANES)),
+    st.tuples(st.just("force"), st.sampled_from(LANES)),
 ), min_size=1, max_size=18)
 #: each lane's dependencies: on any lane (itself too: a cycle), or on one queue.txt does not carry
 DEPS = st.fixed_dictionaries({slug: st.lists(st.sampled_from(LANES + ("zz",)), max_size=2, unique=True)
@@ -189,13 +192,19 @@ def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(
                 if kind == "tick":
                     clock.t += step[1]
                     continue
-                if kind in ("renew", "finish"):
+                if kind in ("renew", "finish", "release"):
                     token = _token(planned, step[1], step[2])
                     assert token == _token(served, step[1], step[2]) == _token(files, step[1], step[2])
-                    if kind == "renew":
-                        calls = [lambda s: s.renew(step[1], token, step[3], reason=step[4])]
-                    else:
-                        calls = [lambda s: s.finish(step[1], token, step[3], note=step[4], reason=step[5])]
+                if kind == "renew":
+                    calls = [lambda s: s.renew(step[1], token, step[3], reason=step[4])]
+                elif kind == "finish":
+                    calls = [lambda s: s.finish(step[1], token, step[3], note=step[4], reason=step[5])]
+                elif kind == "release":
+                    calls = [lambda s: s.release(step[1], token)]
+                elif kind == "cancel":
+                    calls = [lambda s: s.cancel(step[1], "no longer wanted")]
+                elif kind == "force":
+                    calls = [lambda s: s.recover(step[1], reason="its host is gone", force=True)]
                 elif kind == "claim":
                     calls = [lambda s: s.claim(holder=step[1], ttl=step[2])]
                 elif kind == "settle":
@@ -362,3 +371,20 @@ def test_the_operators_served_requests_keep_the_state_rows_body_near_the_head(pg
         behind.append(storm.store.conn.execute("SELECT seq - body_seq FROM storm_queue.state").fetchone()[0])
     assert max(behind) <= FOLD_AT_MOST + 2 and behind[-1] < max(behind), behind  # caught up
     assert storm.verify().sound
+
+
+def test_a_cancelled_lanes_late_renew_and_finish_are_refused_lane_cancelled_by_the_server(
+        pg_server, _pg_cleanup, tmp_path) -> None:
+    with frozen_clock():
+        served, planned = twins(pg_server, _pg_cleanup, "[runner]\nttl_min = 1\n", tmp_path)
+        for storm in (served, planned):
+            lease = storm.claim(holder="h").check()
+            storm.cancel(lease.slug, "no longer wanted").check()
+        for call in (lambda s: s.renew("a", lease.token), lambda s: s.finish("a", lease.token, "ok")):
+            asked = len(served.answers)
+            first = answer(lambda: call(served))
+            assert first == answer(lambda: call(planned)) and served.answers[asked:] != [None]
+            assert (first[1]["code"], first[3]) == ("lane_cancelled", 2), first
+        assert lines(served) == lines(planned) and served.verify().sound
+        served.store.close()
+        planned.store.close()

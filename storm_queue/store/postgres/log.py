@@ -74,7 +74,7 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
     """Check every line from the first (``verify.check_lines``, the rules
     a directory log is checked by), and that the state row's body with
     the lines after it folds to what the full replay does, and so do the
-    runs the server folded (``storm_queue.run``, from schema version 4)."""
+    runs the server folded (``storm_queue.run``, from schema version 5)."""
     from ...core.verify import Problem, check_lines
 
     out = check_lines((line for _, line in _lines(store)), store.root, progress)
@@ -110,13 +110,13 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
 
 def _runs_agree(store: Database, state: fold.LaneState) -> bool:
     """Whether the runs the server folded are the log's, and its mark of
-    the lanes a claim passes over holds (true before schema version 4, and
+    the lanes a claim passes over holds (true before schema version 5, and
     where this role may not read a table it needs: doctor says so)."""
     from .connect import _driver
     from .served import folded_runs, read_runs
     from .version import read as read_version
 
-    if read_version(store) < 4:
+    if read_version(store) < 5:
         return True
     try:
         with store.conn.transaction():  # a savepoint: a table this role may not read leaves the audit whole

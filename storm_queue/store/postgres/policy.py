@@ -1,5 +1,5 @@
 """The declaration's ``[runner]`` policy as a database storm's server reads
-it (``storm_queue.storm.runner``, ``migrations/0004.sql``): written beside
+it (``storm_queue.storm.runner``, ``migrations/0005.sql``): written beside
 the declaration whenever the storm row's declaration is (init, declare,
 migrate, upgrade), by the Python that parses storm.toml, so the server's
 runner functions decide by the same policy the request path would."""

@@ -311,7 +311,7 @@ REVOKE USAGE ON SCHEMA storm_queue FROM {role};
 -- triggers notify this channel (one storm a database, so one channel)
 LISTEN storm_queue;
 
--- == runner requests the server serves in one round trip (migrations/0004.sql)
+-- == runner requests the server serves in one round trip (migrations/0005.sql)
 
 -- write_runner_policy --
 -- the declaration's [runner] policy as JSON (NULL: none the server may use),
@@ -338,9 +338,9 @@ SELECT storm_queue.serve_finish(%s::text, %s::bigint, %s::text, %s::text, %s::te
        (SELECT seq - body_seq FROM storm_queue.state);
 
 -- read_runs --
--- the runs the server folded from the log (migrations/0004.sql)
+-- the runs the server folded from the log (migrations/0005.sql)
 SELECT slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attempts, last_token, last_end,
-       quarantined, not_before
+       quarantined, not_before, cancelled_at, cancelled_by, cancelled_reason, cancelled_tokens
 FROM storm_queue.run
 ORDER BY since;
 

@@ -1,5 +1,5 @@
 """Runner requests a database storm's server decides in one round trip
-(issue 21, item 1; ``migrations/0004.sql``): ``claim``, ``renew`` and
+(issue 21, item 1; ``migrations/0005.sql``): ``claim``, ``renew`` and
 ``finish`` are each one call of a function that takes the storm's lock
 inside the server, decides as ``core/runs.py`` (and the resolver, for a
 claim) does, appends the chained line(s) as ``core/framing.py`` frames
@@ -168,7 +168,10 @@ def folded_runs(state: Any) -> dict[str, Any]:
         lease = run.lease
         held = None if lease is None else (lease.holder, lease.token, lease.by, lease.claimed, lease.expires, lease.ttl)
         last = (run.history[-1].token, run.history[-1].end) if run.history else None
-        runs[slug] = (run.token, held, run.attempts, last, run.quarantined, run.not_before)
+        c = run.cancelled
+        cancelled = None if c is None else (c.at, c.by, c.reason)
+        revoked = [a.token for a in run.history if a.end == "cancelled"]
+        runs[slug] = (run.token, held, run.attempts, last, run.quarantined, run.not_before, cancelled, revoked)
     halt = state.halt
     return {"runs": list(runs.items()), "floor": state.token_floor,
             "halt": None if halt is None else (halt.seq, halt.at, halt.by, halt.reason), "lane": list(state.lane),
@@ -179,10 +182,11 @@ def read_runs(conn: Any) -> dict[str, Any]:
     """What the server folded from the log, as ``folded_runs`` gives a state's."""
     runs = []
     for (slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attempts, last_token, last_end,
-         quarantined, not_before) in conn.execute(q("read_runs")).fetchall():
+         quarantined, not_before, *cancel) in conn.execute(q("read_runs")).fetchall():
         held = None if lease_token is None else (holder, lease_token, lease_by, claimed, expires, ttl)
+        cancelled = None if cancel[0] is None else tuple(cancel[:3])
         runs.append((slug, (token, held, attempts, None if last_token is None else (last_token, last_end),
-                            quarantined, not_before)))
+                            quarantined, not_before, cancelled, list(cancel[3]))))
     floor, *halt = conn.execute(q("read_runs_at")).fetchone()
     return {"runs": runs, "floor": floor, "halt": None if halt[0] is None else tuple(halt),
             "lane": [row[0] for row in conn.execute(q("read_priority")).fetchall()],

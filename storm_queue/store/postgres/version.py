@@ -59,7 +59,7 @@ def migrate(store: Database, was: int) -> None:
     for n, script in migrations():
         if n > was:
             store.conn.execute(script)
-    if was < 4:  # the runner policy the server serves runners by (0004.sql), of the declaration in force
+    if was < 5:  # the runner policy the server serves runners by (0005.sql), of the declaration in force
         from .policy import write_policy
 
         write_policy(store.conn, store.conn.execute(q("read_declaration")).fetchone()[0])

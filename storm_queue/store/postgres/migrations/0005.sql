@@ -34,7 +34,12 @@ CREATE TABLE storm_queue.run (
     last_token bigint,
     last_end text,
     quarantined text,
-    not_before text
+    not_before text,
+    -- the cancel that settled the lane abandoned (its time, principal, reason), and the tokens of the leases it revoked
+    cancelled_at text,
+    cancelled_by text,
+    cancelled_reason text,
+    cancelled_tokens bigint[] NOT NULL DEFAULT '{}'
 );
 
 -- what the fold keeps of the whole storm for runners: the token floor (a
@@ -125,7 +130,8 @@ DECLARE
     r storm_queue.run%ROWTYPE;
     v_token bigint;
 BEGIN
-    IF v_action IS NULL OR v_action NOT IN ('claim', 'renew', 'finish', 'expire', 'recover', 'quarantine', 'unpark',
+    IF v_action IS NULL OR v_action NOT IN ('claim', 'renew', 'finish', 'expire', 'recover', 'release', 'cancel',
+                                            'quarantine', 'unpark',
                                             'schedule', 'push', 'bump', 'unbump', 'waive', 'adopt', 'reset', 'halt',
                                             'resume') THEN
         RETURN;
@@ -175,6 +181,7 @@ BEGIN
         r.slug := e->>'slug';
         r.since := (e->>'seq')::bigint;
         r.token := 0;
+        r.cancelled_tokens := '{}';
         r.attempts := 0;
     END IF;
     v_token := (e->>'token')::bigint;
@@ -189,9 +196,14 @@ BEGIN
         r.attempts := r.attempts + 1;
         r.last_token := v_token;
         r.last_end := NULL;
-    ELSIF v_action IN ('renew', 'finish', 'expire', 'recover') THEN
+    ELSIF v_action IN ('renew', 'finish', 'expire', 'recover', 'release', 'cancel') THEN
         IF v_token > r.token THEN
             r.token := v_token;
+        END IF;
+        IF v_action = 'cancel' AND coalesce(e->>'noop', '') = '' THEN
+            r.cancelled_at := e->>'at';
+            r.cancelled_by := e->>'by';
+            r.cancelled_reason := e->>'reason';
         END IF;
         IF r.lease_token = v_token THEN
             IF v_action = 'renew' THEN
@@ -200,7 +212,10 @@ BEGIN
             ELSE
                 IF r.last_token = v_token AND r.last_end IS NULL THEN
                     r.last_end := CASE v_action WHEN 'finish' THEN e->>'result' WHEN 'expire' THEN 'expired'
-                                  ELSE 'recovered' END;
+                                  WHEN 'release' THEN 'released' WHEN 'cancel' THEN 'cancelled' ELSE 'recovered' END;
+                    IF v_action = 'cancel' THEN
+                        r.cancelled_tokens := r.cancelled_tokens || v_token;
+                    END IF;
                 END IF;
                 r.holder := NULL;
                 r.lease_token := NULL;
@@ -223,7 +238,8 @@ BEGIN
         lease_token = EXCLUDED.lease_token, lease_by = EXCLUDED.lease_by, claimed = EXCLUDED.claimed,
         expires = EXCLUDED.expires, ttl = EXCLUDED.ttl, attempts = EXCLUDED.attempts,
         last_token = EXCLUDED.last_token, last_end = EXCLUDED.last_end, quarantined = EXCLUDED.quarantined,
-        not_before = EXCLUDED.not_before;
+        not_before = EXCLUDED.not_before, cancelled_at = EXCLUDED.cancelled_at, cancelled_by = EXCLUDED.cancelled_by,
+        cancelled_reason = EXCLUDED.cancelled_reason, cancelled_tokens = EXCLUDED.cancelled_tokens;
 END
 $$;
 
@@ -379,12 +395,21 @@ END
 $$;
 
 -- core/runs.py _fence: why a runner's token does not hold the live lease
--- on the lane (the words of a stale_fence refusal), or NULL when it does.
+-- on the lane (the words of a stale_fence refusal, or of a lane_cancelled
+-- one led by 'lane_cancelled:'), or NULL when it does.
 CREATE FUNCTION storm_queue.serve_fence(r storm_queue.run, p_slug text, p_token bigint, p_verb text, p_now text)
 RETURNS text LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_why text;
 BEGIN
+    IF r.lease_token = p_token AND r.expires COLLATE "C" > p_now COLLATE "C" THEN
+        RETURN NULL;
+    END IF;
+    IF r.cancelled_at IS NOT NULL AND p_token = ANY (r.cancelled_tokens) THEN  -- lane_cancelled: see serve_refusal
+        RETURN 'lane_cancelled:' || p_slug || ' was cancelled by ' || r.cancelled_by || ' at ' || r.cancelled_at
+            || coalesce(' (' || nullif(r.cancelled_reason, '') || ')', '') || ', which revoked the lease of token '
+            || p_token || '; a runner may not ' || p_verb || ' it: stop its work (the lane is settled abandoned)';
+    END IF;
     IF r.lease_token IS NULL THEN
         v_why := p_slug || ' holds no lease'
             || CASE WHEN coalesce(r.token, 0) <> 0 THEN ' (its last token was ' || r.token || ')' ELSE '' END;
@@ -443,7 +468,9 @@ BEGIN
     SELECT * INTO r FROM storm_queue.run WHERE slug = p_slug;
     v_why := storm_queue.serve_fence(r, p_slug, p_token, 'renew', v_at);
     IF v_why IS NOT NULL THEN
-        RETURN storm_queue.serve_refused(v_at, b.who, 'renew', p_slug, 'stale_fence', v_why, p_reason);
+        RETURN storm_queue.serve_refused(v_at, b.who, 'renew', p_slug,
+            CASE WHEN v_why LIKE 'lane_cancelled:%' THEN 'lane_cancelled' ELSE 'stale_fence' END,
+            regexp_replace(v_why, '^lane_cancelled:', ''), p_reason);
     END IF;
     v_ttl := coalesce(p_ttl, nullif(r.ttl, 0), (b.policy->>'ttl')::integer);
     SELECT * INTO t FROM storm_queue.serve_ttl_refusal(b.policy, v_ttl);
@@ -497,7 +524,9 @@ BEGIN
     SELECT * INTO r FROM storm_queue.run WHERE slug = p_slug;
     v_why := storm_queue.serve_fence(r, p_slug, p_token, 'finish', v_at);
     IF v_why IS NOT NULL THEN
-        RETURN storm_queue.serve_refused(v_at, b.who, 'finish', p_slug, 'stale_fence', v_why, p_reason);
+        RETURN storm_queue.serve_refused(v_at, b.who, 'finish', p_slug,
+            CASE WHEN v_why LIKE 'lane_cancelled:%' THEN 'lane_cancelled' ELSE 'stale_fence' END,
+            regexp_replace(v_why, '^lane_cancelled:', ''), p_reason);
     END IF;
     v_budget := (b.policy->>'attempts')::bigint;
     v_parked := r.quarantined IS NULL AND r.attempts >= v_budget AND p_result <> 'ok'
