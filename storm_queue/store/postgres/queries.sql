@@ -337,6 +337,21 @@ SELECT storm_queue.serve_finish(%s::text, %s::bigint, %s::text, %s::text, %s::te
                                 %s::integer),
        (SELECT seq - body_seq FROM storm_queue.state);
 
+-- try_catch_up --
+-- the catch-up's own session lock ('stor', 'cu'), not waited for: one process at a time
+-- rewrites the state row's body the served requests leave behind (served.catch_up)
+SELECT pg_try_advisory_lock(1937010546, 25461);
+
+-- end_catch_up --
+SELECT pg_advisory_unlock(1937010546, 25461);
+
+-- move_body --
+-- the state the log folds to at a line as the state row's body: the body, the line's seq and digest
+-- (the head stays where it is); nothing when the body is at that line or past it already
+UPDATE storm_queue.state
+SET body = %s, body_seq = %s, body_digest = %s
+WHERE body_seq < %s;
+
 -- read_runs --
 -- the runs the server folded from the log (migrations/0005.sql)
 SELECT slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attempts, last_token, last_end,

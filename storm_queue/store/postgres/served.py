@@ -75,7 +75,7 @@ def answered(store: Database, req: Request, clock: Callable[[], float], busy: Ca
     except _driver().errors.LockNotAvailable:
         raise busy(store.wait) from None
     if out is not None and behind is not None and behind >= fold_at_most and out.by.startswith("operator:"):
-        catch_up(store)
+        catch_up(store, fold_at_most)
     return out
 
 
@@ -193,21 +193,37 @@ def read_runs(conn: Any) -> dict[str, Any]:
             "waivers": [tuple(row) for row in conn.execute(q("read_waivers")).fetchall()]}
 
 
-def catch_up(store: Database) -> None:
-    """Rewrite the state row's body at the log's head, under the storm's
-    lock in a transaction of its own (the operator's: only it may write
-    the row): the lines the server's functions append leave the body
-    behind, and every reader folds the lines after it. A storm busy or
-    away now is left for the next time; nothing depends on it."""
+def catch_up(store: Database, fold_at_most: int) -> None:
+    """Rewrite the state row's body at the log's head (the operator's:
+    only it may write the row): the lines the server's functions append
+    leave the body behind, and every reader folds the lines after it. The
+    state is read and dumped outside the storm's lock, in a snapshot of
+    its own, and written under the lock in a transaction of one statement
+    that leaves a body already there (or past it) alone: the runners'
+    requests are not held up while this process folds. One process at a
+    time does it (a lock of its own, not waited for), and only while the
+    body is still ``fold_at_most`` lines behind; a storm busy or away now
+    is left for the next time: nothing depends on it."""
     from ...core.errors import StormError
     from ...core.statebody import dump_state
-    from .connect import _Known
 
+    conn = store.conn
     try:
-        with store._errors(), store._locked():
-            log = store._load()
-            store.conn.execute(q("move_head_and_body"), (log.seq, log.digest, dump_state(log.state), log.seq,
-                                                         log.digest))
-            store._written, store._body_seq = _Known(log.seq, log.digest, log.state), log.seq
+        with store._errors():
+            if not conn.execute(q("try_catch_up")).fetchone()[0]:
+                return  # another process is at it
+            try:
+                with conn.transaction():
+                    conn.execute(q("read_only_snapshot"))
+                    log = store._load()
+                if log.seq - store._body_seq < fold_at_most:
+                    return  # caught up since
+                body = dump_state(log.state)
+                with store._locked():
+                    conn.execute(q("move_body"), (body, log.seq, log.digest, log.seq))
+                store._body_seq = log.seq
+            finally:
+                if not conn.closed:
+                    conn.execute(q("end_catch_up"))
     except StormError:
         pass
