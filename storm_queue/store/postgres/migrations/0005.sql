@@ -630,6 +630,7 @@ DECLARE
     v_from bigint;
     v_last bigint;
     v_due text;
+    v_slug text;
 BEGIN
     SELECT * INTO b FROM storm_queue.serve_begin(p_wait_ms);
     v_ttl := coalesce(p_ttl, (b.policy->>'ttl')::integer);
@@ -668,16 +669,17 @@ BEGIN
     -- finished (a result row), held or quarantined: first the priority lane, then queue order from runs_at.open_from
     -- (every lane before it is settled or has a result row), each lane's state looked at once met
     SELECT * INTO h FROM storm_queue.runs_at;
-    FOR rec IN
-        SELECT l.slug, l.issue, l.deps, u.not_before
-        FROM storm_queue.priority p
-        JOIN LATERAL (SELECT * FROM storm_queue.lane l WHERE l.slug = p.slug) l ON true
+    FOR v_slug IN SELECT p.slug FROM storm_queue.priority p ORDER BY p.place LOOP
+        -- one lane at a time, by its keys: a join of the whole queue would be planned (tables never analysed) as
+        -- a scan of every lane and run at every claim
+        SELECT l.slug, l.issue, l.deps, u.not_before INTO rec
+        FROM storm_queue.lane l
         LEFT JOIN storm_queue.run u ON u.slug = l.slug
-        WHERE NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
+        WHERE l.slug = v_slug
+          AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
           AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = l.slug)
-          AND u.lease_token IS NULL AND u.quarantined IS NULL
-        ORDER BY p.place
-    LOOP
+          AND u.lease_token IS NULL AND u.quarantined IS NULL;
+        CONTINUE WHEN NOT FOUND;
         v_gone := storm_queue.serve_waits(rec.slug, rec.deps, rec.not_before, v_at);
         IF v_gone IS NULL THEN
             v_ready := rec.slug;
@@ -695,7 +697,7 @@ BEGIN
             SELECT w.slug, w.issue, w.deps, w.pos, u.not_before, u.lease_token IS NULL AND u.quarantined IS NULL AS free
             FROM (SELECT l.slug, l.issue, l.deps, l.pos FROM storm_queue.lane l WHERE l.pos >= v_from
                   ORDER BY l.pos LIMIT 64) w
-            LEFT JOIN storm_queue.run u ON u.slug = w.slug
+            LEFT JOIN LATERAL (SELECT * FROM storm_queue.run u WHERE u.slug = w.slug LIMIT 1) u ON true  -- by its key
             ORDER BY w.pos
         LOOP
             v_last := rec.pos;
@@ -715,10 +717,22 @@ BEGIN
         v_from := v_last + 1;
     END LOOP;
     -- the mark moves past the lanes now settled or with a result row (each passed over once, not at every claim)
-    v_open := (SELECT min(l.pos) FROM storm_queue.lane l
-               WHERE l.pos >= h.open_from
-                 AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
-                 AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = l.slug));
+    -- (walked by pos's index, each lane's rows looked up by key: as one query over the queue, the tables never
+    -- analysed, it is planned as a scan of every lane and result row at every claim)
+    v_from := h.open_from;
+    LOOP
+        v_last := NULL;
+        FOR rec IN SELECT l.slug, l.pos FROM storm_queue.lane l WHERE l.pos >= v_from ORDER BY l.pos LIMIT 64 LOOP
+            v_last := rec.pos;
+            IF NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = rec.slug)
+               AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = rec.slug) THEN
+                v_open := rec.pos;
+                EXIT;
+            END IF;
+        END LOOP;
+        EXIT WHEN v_open IS NOT NULL OR v_last IS NULL;
+        v_from := v_last + 1;
+    END LOOP;
     IF v_open IS DISTINCT FROM h.open_from AND v_open IS NOT NULL THEN
         UPDATE storm_queue.runs_at SET open_from = v_open;
     END IF;
