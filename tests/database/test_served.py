@@ -373,6 +373,49 @@ def test_the_operators_served_requests_keep_the_state_rows_body_near_the_head(pg
     assert storm.verify().sound
 
 
+def test_one_process_at_a_time_rewrites_the_body_and_never_over_a_newer_one(pg_database, tmp_path) -> None:
+    """catch_up reads and dumps the state outside the storm's lock: a
+    process finding another at it (the catch-up's own lock) leaves the body
+    alone, the one that rewrites it writes the body only (the head stays),
+    and a body already at or past the line it read is not written back."""
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres.connect import create
+    from storm_queue.store.postgres.queries import q
+    from storm_queue.store.postgres.served import catch_up, catch_up_at
+    from storm_queue.store.postgres.store import FOLD_AT_MOST
+
+    url = pg_database()
+    create(url)
+    storm, other = Storm.find(url), Storm.find(url)
+    (tmp_path / "storm.toml").write_text("[runner]\nunattended = true\n")
+    storm.declare(str(tmp_path / "storm.toml")).check()
+    storm.store.conn.execute("INSERT INTO storm_queue.lane (slug, issue) "
+                             "SELECT 'l' || lpad(i::text, 3, '0'), i::text FROM generate_series(1, 90) i")
+    other.declaration()
+
+    def state() -> tuple:
+        return storm.store.conn.execute("SELECT seq, body_seq, body FROM storm_queue.state").fetchone()
+
+    for _ in range(3):
+        lease = other.claim(holder="h").check()
+        other.finish(lease.slug, lease.token, "ok").check()
+    seq, body_seq, body = state()
+    assert seq - body_seq >= 6
+    assert storm.store.conn.execute(q("try_catch_up")).fetchone()[0]  # this process is at it
+    catch_up(other.store, 1)
+    assert state() == (seq, body_seq, body)  # the other left it
+    storm.store.conn.execute(q("end_catch_up"))
+    catch_up(other.store, 1)
+    assert state()[:2] == (seq, seq) and state()[2] != body
+    caught = state()
+    storm.store.conn.execute(q("move_body"), ("{}", seq - 1, None, seq - 1))  # an older body: not written
+    assert state() == caught
+    assert storm.verify().sound
+    assert catch_up_at(other.store, FOLD_AT_MOST) == FOLD_AT_MOST  # 3 runs: every FOLD_AT_MOST lines
+    for s in (storm, other):
+        s.store.close()
+
+
 def test_a_cancelled_lanes_late_renew_and_finish_are_refused_lane_cancelled_by_the_server(
         pg_server, _pg_cleanup, tmp_path) -> None:
     with frozen_clock():
