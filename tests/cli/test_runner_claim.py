@@ -25,6 +25,7 @@ Every test runs the same body on a directory storm and on a database storm
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -227,6 +228,10 @@ def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(sto
     finally:
         if doomed.poll() is None:
             os.killpg(doomed.pid, signal.SIGKILL)
+            lane = flags / "attempt-1.pid"  # the lane's own process group holds the runner's streams too
+            if lane.exists():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(int(lane.read_text()), signal.SIGKILL)
             doomed.communicate()
 
     # the recovered lane finished under the rescuer's token and was settled once
