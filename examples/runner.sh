@@ -30,6 +30,12 @@
 # to $RUNNER_RETRY_MAX. Once its `[runner] attempts` are spent the lane is
 # quarantined, as ever.
 #
+# When the answer is `wait` or `halted`, the next claim is `claim --wait
+# $RUNNER_WAIT`: it answers the moment a lane can be claimed (or after
+# RUNNER_WAIT seconds, `wait` again), so the runner never sleeps for work.
+# Exit 5 (busy, or a database storm's server unreachable: nothing changed)
+# is asked again after a pause that doubles each time in a row.
+#
 # When nothing can run and nothing will change by itself (no lane is running
 # under a lease or scheduled: a quarantined lane, a lane blocked or waiting
 # on one, a dependency queue.txt does not know, finished lanes waiting for
@@ -60,7 +66,9 @@
 # its lease back with `storm-queue release SLUG --token T` (recorded: the
 # lane may be claimed again at once, by any runner; the attempt stays
 # spent) and exits 130 (SIGINT) or 143 (SIGTERM) (129: SIGHUP). Idle, it
-# just exits so. A runner killed with SIGKILL can do none of this: its
+# just exits so: a `claim --wait` it waits in (in a process group of its
+# own) is ended at once with SIGTERM, which records nothing. A runner
+# killed with SIGKILL can do none of this: its
 # lane's work runs on, its lease expires, and `storm-queue recover SLUG
 # --force --reason TEXT` ends it sooner.
 #
@@ -75,8 +83,16 @@
 #                  split into words, so "python3 -m storm_queue" works
 #   LANE_COMMAND   the work of a lane without lanes/SLUG/run.sh (default: true),
 #                  run by bash in the lane's directory
-#   RUNNER_POLL    seconds to sleep on `wait`, or before asking again when the
-#                  storm is busy (exit 5) (default: 1)
+#   RUNNER_WAIT    after a `wait` or `halted`, the next claim waits up to this
+#                  many whole seconds for a change that can make a lane
+#                  claimable (`claim --wait`), rather than the runner sleeping;
+#                  it answers the moment the storm changes (default: 60)
+#   RUNNER_POLL    the first pause, in seconds, before asking again when the
+#                  storm is busy or its server unreachable (exit 5: nothing
+#                  changed) (default: 1); each further exit 5 in a row of a
+#                  claim, finish or settle doubles the pause (a renew keeps
+#                  its own interval)
+#   RUNNER_BUSY_MAX     the longest such pause, in seconds (default: 30)
 #   RUNNER_LOG     if set, a file that gets one slug a line as each lane starts
 #   RUNNER_HOLDER  if set, the name this runner claims leases under
 #                  (`claim --holder`) and names itself by; default
@@ -146,15 +162,22 @@ else
     LANES="${RUNNER_LANES:-$ROOT/lanes}"
 fi
 POLL="${RUNNER_POLL:-1}"
+WAIT_FOR="${RUNNER_WAIT:-60}"
+BUSY_MAX="${RUNNER_BUSY_MAX:-30}"
 RETRY_DELAY="${RUNNER_RETRY_DELAY:-30}"
 RETRY_MAX="${RUNNER_RETRY_MAX:-600}"
 GRACE="${RUNNER_GRACE:-10}"
-for setting in "RUNNER_RETRY_DELAY=$RETRY_DELAY" "RUNNER_RETRY_MAX=$RETRY_MAX" "RUNNER_GRACE=$GRACE"; do
+for setting in "RUNNER_RETRY_DELAY=$RETRY_DELAY" "RUNNER_RETRY_MAX=$RETRY_MAX" "RUNNER_GRACE=$GRACE" \
+    "RUNNER_WAIT=$WAIT_FOR"; do
     if ! [[ "${setting#*=}" =~ ^[0-9]{1,9}$ ]]; then
         say "$setting is not a whole number of seconds"
         exit 2
     fi
 done
+if [[ $WAIT_FOR -eq 0 ]]; then
+    say "RUNNER_WAIT=0: a claim must wait at least 1 second for the storm to change"
+    exit 2
+fi
 # storm-queue's command line, split into words once.
 read -r -a STORM_QUEUE_CMD <<<"${STORM_QUEUE:-storm-queue}"
 
@@ -167,14 +190,35 @@ ERRORS="$(mktemp -d "${TMPDIR:-/tmp}/storm-runner.XXXXXX")"
 # (A subshell signalled before it set its own traps may run this one: only the runner removes it.)
 trap '[[ $BASHPID != "$RUNNER_PID" ]] || rm -rf "$ERRORS"' EXIT
 sq() {
-    local err="$ERRORS/$BASHPID" rc=0 line
+    local err="$ERRORS/$BASHPID" rc=0
     (trap '' INT && exec "${STORM_QUEUE_CMD[@]}" "$@") 2>"$err" || rc=$?
-    while IFS= read -r line || [[ -n "$line" ]]; do
-        say "$line"
-    done <"$err"
-    rm -f "$err"
+    say_again "$err"
     return "$rc"
 }
+
+# Each line of the file $1 (what storm-queue said on stderr) said as this
+# runner's; the file is removed.
+say_again() {
+    local line
+    while IFS= read -r line || [[ -n "$line" ]]; do
+        say "$line"
+    done <"$1"
+    rm -f "$1"
+}
+
+# Exit 5 (busy, or a database storm's server cannot be reached: nothing
+# changed, a retry is safe) is asked again after a pause that doubles with
+# each exit 5 in a row, from $POLL up to $BUSY_MAX seconds, so that runners
+# wait out a restarting server instead of hammering it; any other answer
+# resets it (busy_over).
+BUSY_DELAY=""
+busy_again() {
+    local delay="${BUSY_DELAY:-$POLL}"
+    say "storm busy or unreachable (exit 5, nothing changed); $1 again in ${delay}s"
+    nap "$delay"
+    BUSY_DELAY="$(awk -v d="$delay" -v m="$BUSY_MAX" 'BEGIN { d *= 2; print (d > m ? m : d) }')"
+}
+busy_over() { BUSY_DELAY=""; }
 
 # The flags every claim and renew carries, from the environment.
 CLAIM_FLAGS=(--holder "$HOLDER")
@@ -238,8 +282,8 @@ settle_in_database() {
         answer="$(sq settle "$slug" "$ledger" --root "$ROOT" --json \
             --reason "runner $HOLDER: reviewed by its result alone")" || rc=$?
         case "$rc" in
-            0) break ;;
-            5) say "storm busy; settling $slug again"; nap "$POLL" ;;
+            0) busy_over; break ;;
+            5) busy_again "settling $slug" ;;
             *) say "settle $slug refused: $answer"; exit "$rc" ;;
         esac
     done
@@ -279,16 +323,18 @@ lease_seconds() {
 
 # Stopping. The traps only take note (and stop the lane's work, if it runs);
 # the runner acts on the note where it can: giving back the lease it holds
-# (`release`), then exiting 130 (SIGINT) or 143 (SIGTERM). A lane's work
-# runs in the background and the runner `wait`s for it, so a signal is
-# acted on at once, not when the work ends.
+# (`release`), then exiting 130 (SIGINT) or 143 (SIGTERM). A lane's work,
+# a waiting claim and a pause run in the background and the runner `wait`s
+# for them, so a signal is acted on at once, not when they end: the trap
+# stops the lane's work, and ends the claim or pause (stop_waiting).
 STOP=0       # 130 or 143 once SIGINT or SIGTERM came
 CANCELLED=0  # 1 once the renewer was told the lane was cancelled (SIGUSR1)
 LANE_PID=""  # the lane's work while it runs
 KILLER=""    # what sends SIGKILL to a stopped lane's processes left after $GRACE seconds
-trap 'STOP=130; stop_lane' INT
-trap 'STOP=143; stop_lane' TERM
-trap 'STOP=129; stop_lane' HUP
+WAITER=""    # a waiting claim (`claim --wait`), or a pause, while the runner waits for it
+trap 'STOP=130; stop_lane; stop_waiting' INT
+trap 'STOP=143; stop_lane; stop_waiting' TERM
+trap 'STOP=129; stop_lane; stop_waiting' HUP
 trap 'CANCELLED=1; stop_lane' USR1
 
 # Stop the lane's work, if it runs: SIGTERM to its process group (the
@@ -306,6 +352,15 @@ stop_lane() {
     KILLER=$!
 }
 
+# End what the runner waits for between claims ($WAITER: a claim that
+# waits, in a process group of its own, or a pause), if anything: SIGTERM.
+# A waiting claim records nothing when so ended (a request it has begun is
+# recorded whole: the writers' lock holds the signal back until then).
+stop_waiting() {
+    [[ -n "$WAITER" && $BASHPID == "$RUNNER_PID" ]] || return 0
+    kill -TERM -- "-$WAITER" 2>/dev/null || kill -TERM "$WAITER" 2>/dev/null || true
+}
+
 # Wait until the child $1 has ended (a trap interrupts `wait`; the child may
 # still run then, so wait again); its exit status in $REAPED.
 reap() {
@@ -319,10 +374,34 @@ reap() {
     done
 }
 
-# Sleep $1 seconds, waking for a signal.
+# Sleep $1 seconds, or until a signal comes.
 nap() {
     sleep "$1" </dev/null >/dev/null 2>&1 &
-    reap $!
+    WAITER=$!
+    [[ $STOP -eq 0 ]] || stop_waiting  # a signal that came before WAITER was known
+    reap "$WAITER"
+    WAITER=""
+}
+
+# `claim --wait $WAIT_FOR`, its answer in $DECISION, its exit status
+# returned. It runs in the background, in a process group of its own (so
+# Ctrl-C at a terminal reaches only the runner, and a SIGTERM from the
+# runner reaches storm-queue however $STORM_QUEUE starts it), and the
+# runner waits for it: a signal ends it at once (stop_waiting) rather than
+# after up to $WAIT_FOR seconds.
+claim_waiting() {
+    local out="$ERRORS/claim.out" err="$ERRORS/claim.err"
+    set -m
+    (trap '' INT && exec "${STORM_QUEUE_CMD[@]}" claim --wait "$WAIT_FOR" "$@") </dev/null >"$out" 2>"$err" &
+    WAITER=$!
+    set +m
+    [[ $STOP -eq 0 ]] || stop_waiting
+    reap "$WAITER"
+    WAITER=""
+    say_again "$err"
+    DECISION="$(<"$out")"
+    rm -f "$out"
+    return "$REAPED"
 }
 
 # When SIGINT or SIGTERM came: give back the lease on $1 held under token $2
@@ -376,7 +455,7 @@ keep_alive() {
         answer="$(sq renew "$slug" --token "$token" --root "$ROOT" --wait "$every" "${TTL_FLAGS[@]}" --json)" || rc=$?
         case "$rc" in
             0) ;;
-            5) say "storm busy; renewing $slug again in ${every}s" ;;
+            5) say "storm busy or unreachable (exit 5, nothing changed); renewing $slug again in ${every}s" ;;
             *)
                 if [[ "$answer" == *'"code": "lane_cancelled"'* ]]; then
                     say "$slug was cancelled (its renew was refused lane_cancelled): stopping its work"
@@ -474,12 +553,8 @@ run_lane() {
         rc=0
         answer="$(sq finish "$slug" --token "$token" --result "$result" --note "exit $status" --root "$ROOT" --json)" || rc=$?
         case "$rc" in
-            0) break ;;
-            5)
-                # Busy: nothing was recorded, so asking again is safe.
-                say "storm busy; finishing $slug again"
-                nap "$POLL"
-                ;;
+            0) busy_over; break ;;
+            5) busy_again "finishing $slug" ;;  # nothing was recorded: asking again is safe
             2)
                 if [[ "$answer" == *'"code": "lane_cancelled"'* ]]; then
                     say "$slug was cancelled while it ran: its result is not recorded (storm-queue why $slug --root $ROOT_WORD says by whom and why)"
@@ -629,32 +704,42 @@ say_if_stuck() {
         if [[ $ONCE -eq 1 ]]; then
             say "exiting (--once)"
         else
-            say "waiting, asking again every ${POLL}s; this is said once, until it changes"
+            say "waiting for the storm to change (claim --wait ${WAIT_FOR}); this is said once, until it changes"
         fi
         STUCK_SAID="$report"
     fi
 }
 
+# Whether the next claim waits for a change (`claim --wait`): after a
+# `wait` or `halted`, until it is answered otherwise.
+CLAIM_WAITS=0
 while true; do
-    # Ask for the one decision. Busy (5) is asked again; any other failure
-    # (unknown order: 3, no storm: 2, a crash: 4) stops the runner with its
-    # status, storm-queue having said why on stderr.
+    # Ask for the one decision. Busy or unreachable (5) is asked again
+    # after a growing pause; any other failure (unknown order: 3, no storm:
+    # 2, a crash: 4) stops the runner with its status, storm-queue having
+    # said why on stderr.
     stop_now
     rc=0
-    decision="$(sq claim --root "$ROOT" "${CLAIM_FLAGS[@]}" "${TTL_FLAGS[@]}")" || rc=$?
+    if [[ $CLAIM_WAITS -eq 1 ]]; then
+        claim_waiting --root "$ROOT" "${CLAIM_FLAGS[@]}" "${TTL_FLAGS[@]}" || rc=$?
+        decision="$DECISION"
+    else
+        decision="$(sq claim --root "$ROOT" "${CLAIM_FLAGS[@]}" "${TTL_FLAGS[@]}")" || rc=$?
+    fi
     if [[ $STOP -ne 0 && $rc -eq 0 && "$decision" == "run "* ]]; then
         read -r _ slug _ token <<<"$decision"
         stop_now "$slug" "$token"  # the lease just taken goes back at once
     fi
     stop_now
     if [[ $rc -eq 5 ]]; then
-        say "storm busy; claiming again"
-        nap "$POLL"
+        busy_again claiming
         continue
     elif [[ $rc -ne 0 ]]; then
         exit "$rc"
     fi
+    busy_over
     read -r verb rest <<<"$decision" || true
+    CLAIM_WAITS=0
     [[ "$verb" == halted ]] || HALT_SAID=""
     case "$verb" in
         run)
@@ -676,26 +761,27 @@ while true; do
             # all slots taken, waiting on lanes still to be integrated or on
             # their scheduled time, or quarantined until the operator's
             # `storm-queue unpark`) but none can be claimed now; look again
-            # later. An orphaned lease is taken back by a later claim. When
-            # nothing will change by itself, say so (once).
+            # later, with a claim that waits for the storm to change. An
+            # orphaned lease is taken back by a later claim. When nothing
+            # will change by itself, say so (once).
             say_if_stuck
             if [[ $ONCE -eq 1 ]]; then
                 exit 0
             fi
-            nap "$POLL"
+            CLAIM_WAITS=1
             ;;
         halted)
             # The operator halted the storm (storm-queue halt): nothing is
             # leased until storm-queue resume; claim named who halted it,
             # when and why on stderr. Leases this runner holds run on.
             if [[ -z "$HALT_SAID" ]]; then
-                say "the storm is halted by its operator; waiting for storm-queue resume, asking again every ${POLL}s"
+                say "the storm is halted by its operator; waiting for storm-queue resume (claim --wait ${WAIT_FOR})"
                 HALT_SAID=1
             fi
             if [[ $ONCE -eq 1 ]]; then
                 exit 0
             fi
-            nap "$POLL"
+            CLAIM_WAITS=1
             continue
             ;;
         empty)

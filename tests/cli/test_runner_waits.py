@@ -97,7 +97,7 @@ def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarant
                             f"look at its attempts (storm-queue why a --root {word}), "
                             f"then: storm-queue unpark a --reason TEXT --root {word}")
     assert said[at + 2] == "runner r1:   b: waits on a (quarantined)"
-    assert said[at + 3] == "runner r1: waiting, asking again every 0.05s; this is said once, until it changes"
+    assert said[at + 3] == "runner r1: waiting for the storm to change (claim --wait 60); this is said once, until it changes"
     assert "runner r1: a failed (exit 7), attempt 1 of 4: retrying it in 2s; other lanes run meanwhile" in said
 
 
