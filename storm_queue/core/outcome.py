@@ -85,6 +85,9 @@ class Outcome:
     adopted: dict[str, Any] | None = None
     #: the operator's halt a claim met (it then leased nothing and its decision is ``halted``)
     halt: fold.Act | None = None
+    #: a claim's: the first moment after it when time alone changes what the storm decides (a lease
+    #: expiring, a schedule coming due; ``runs.next_due``), for a claim that waits; not in the JSON
+    due: str | None = None
     #: the lanes a batch (``add --from``) queued, in order
     added: list[str] | None = None
 

@@ -18,6 +18,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Iterable
 
+    from .fold import Act
+    from .outcome import Outcome
+
 
 @dataclass(frozen=True)
 class Claim:
@@ -123,6 +126,22 @@ def next_due(runs: Iterable[Run], now: str) -> str | None:
     times = [t for run in runs for t in (run.lease.expires if run.lease is not None else None, run.not_before)
              if t is not None and t > now]
     return min(times, default=None)
+
+
+def claimed(by: str, holder: str, decision: str, slug: str | None, token: int | None, expires: str | None,
+            halt: Act | None) -> Outcome:
+    """A claim's answer: the lease it took, else the decision it met (the
+    operator's halt, which leases nothing, said with who, when and why)."""
+    from .halt import halt_words
+    from .outcome import Outcome
+
+    if halt is not None:
+        return Outcome("done", "claim", None, by, message=f"nothing leased: the storm is {halt_words(halt)}; "
+                       "storm-queue resume ends the halt", decision=decision, halt=halt)
+    if slug is None:
+        return Outcome("done", "claim", None, by, message=decision, decision=decision)
+    return Outcome("done", "claim", slug, by, message=f"{slug} is leased to {holder} with token {token} until {expires}",
+                   decision=decision, holder=holder, token=token, expires=expires)
 
 
 def _fence(snap: Snapshot, slug: str, token: int, verb: str) -> Refusal | None:

@@ -45,6 +45,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
     from ..core.errors import Refused, UnknownOrder
     from ..store.directory import accounts, ledger, queuefile
     from ..store.directory.log import lock, writer
+    from ..store.postgres.policy import write_policy
 
     psycopg = _driver()
     src = Directory(directory, env, wait)
@@ -97,6 +98,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
                 queue = queuefile.read(os.path.join(directory, "queue.txt"))
                 led = ledger.read(directory)
                 conn.execute(q("insert_migrated_storm"), (role, at, *declared))
+                write_policy(conn, declared[0])
                 with conn.cursor() as cur:
                     cur.executemany(q("insert_lane"), [(lane.slug, lane.issue, list(lane.deps)) for lane in queue.lanes])
                     cur.executemany(q("insert_settled"), [(s, "integrated", at) for s in sorted(led.integrated)]

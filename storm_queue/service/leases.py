@@ -8,13 +8,13 @@ from __future__ import annotations
 import os
 
 from .. import wall
-from ..core.halt import halt_words
 from ..core.lane import Refusal, Snapshot
 from ..core.ledgers import finished_result
 from ..core.names import as_text, quote
 from ..core.outcome import Outcome, Request, Step
+from ..core.records import replace
 from ..core.runs import (
-    next_due, plan_cancel, plan_claim, plan_finish, plan_recover, plan_release, plan_renew, plan_schedule,
+    claimed, next_due, plan_cancel, plan_claim, plan_finish, plan_recover, plan_release, plan_renew, plan_schedule,
     plan_unpark, ttl_refusal,
 )
 from ..core.shapes import optional_text, parse_when, shape_holder, shape_names, shape_token, when_at
@@ -107,10 +107,13 @@ def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None
            key: str | None) -> tuple[Outcome, str | None]:
     """One claim, and the first moment after it when time alone changes
     what the storm decides (None: none is coming, or it was refused)."""
-    decl = declaration(storm.store)
     req = Request("claim", None, optional_text(reason), optional_text(source), optional_text(key), (optional_text(holder), ttl))
     name = req.args[0] if req.args[0] is not None else default_holder()
     refusal = shape_names(None, (), req.source) or shape_holder(name)
+    served = None if refusal else storm.store.serve(replace(req, args=(name, ttl)), wall.seconds)
+    if served is not None:
+        return served, served.due
+    decl = declaration(storm.store)
     ttl = decl.runner.ttl if ttl is None else ttl
     if not decl.error:  # an unreadable declaration says nothing about TTLs: authority refuses it
         refusal = refusal or ttl_refusal(decl.runner, ttl)
@@ -121,20 +124,12 @@ def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None
         claim = plan_claim(snap, decl.runner, name, ttl, wall.seconds())
         due[0] = next_due((claim.after or snap).state.runs.values(), snap.now)
         halt = claim.after.state.halt if claim.after is not None else None
-        if halt is not None:
-            out = Outcome("done", "claim", None, by, message=f"nothing leased: the storm is {halt_words(halt)}; "
-                          "storm-queue resume ends the halt", decision=claim.decision, halt=halt)
-        elif claim.slug is None:
-            out = Outcome("done", "claim", None, by, message=claim.decision, decision=claim.decision)
-            if claim.decision == "wait" and claim.after is not None:  # say when a cycle is why nothing runs
-                from ..core.resolver import cycle_note
+        out = claimed(by, name, claim.decision, claim.slug, claim.token, claim.expires, halt)
+        if claim.decision == "wait" and halt is None and claim.after is not None:  # say when a cycle is why nothing runs
+            from ..core.resolver import cycle_note
 
-                note = cycle_note(claim.after, claim.view)
-                out.warnings += [note] if note else []
-        else:
-            out = Outcome("done", "claim", claim.slug, by, message=f"{claim.slug} is leased to {name} with token "
-                          f"{claim.token} until {claim.expires}", decision=claim.decision, holder=name,
-                          token=claim.token, expires=claim.expires)
+            note = cycle_note(claim.after, claim.view)
+            out.warnings += [note] if note else []
 
         def after(events: list[dict[str, Any]]) -> list[str]:
             notes = []
@@ -147,14 +142,19 @@ def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None
 
         return Step(out, list(claim.events), after=after, own=-1 if claim.slug is not None else None)
 
-    return storm.request(req, refusal, plan, decl=decl), due[0]
+    out = storm.request(req, refusal, plan, decl=decl)
+    out.due = due[0]
+    return out, due[0]
 
 def renew(storm: Storm, slug: str, token: int, ttl: int | None = None, source: str | None = None,
           reason: str | None = None, key: str | None = None) -> Outcome:
     """Extend the live lease on ``slug`` held under ``token``."""
-    decl = declaration(storm.store)
     req = Request("renew", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, ttl))
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
+    served = None if refusal else storm.store.serve(req, wall.seconds)
+    if served is not None:
+        return served
+    decl = declaration(storm.store)
     if refusal is None and ttl is not None and not decl.error:
         refusal = ttl_refusal(decl.runner, ttl)
 
@@ -176,11 +176,14 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
     """End the live lease on ``slug`` held under ``token``: ``ok``
     leaves the lane finished, awaiting review; ``failed`` makes it
     claimable again, or quarantines it once its attempts are spent."""
-    decl = declaration(storm.store)
     req = Request("finish", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, result, optional_text(note)))
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
     if refusal is None and result not in ("ok", "failed"):
         refusal = Refusal("invalid_result", f"result {quote(as_text(result))} is neither ok nor failed")
+    served = None if refusal else storm.store.serve(req, wall.seconds)
+    if served is not None:
+        return served
+    decl = declaration(storm.store)
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
         events = plan_finish(snap, decl.runner, req.slug, token, result, req.args[2])

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..core.config import Declaration
     from ..core.lane import Snapshot
     from ..core.logread import LogRead
-    from ..core.outcome import Request
+    from ..core.outcome import Outcome, Request
     from ..core.queuetext import Skipped
     from ..core.resolver import View
     from ..core.runs import Claim
@@ -80,6 +80,13 @@ class Store(Protocol):
         ``log`` (under ``writing``), with the state they fold to; return the
         events as recorded. Raises ``AppendFailed``, whose ``state`` says
         what is true when the record could not be made whole."""
+
+    def serve(self, req: Request, clock: Callable[[], float]) -> Outcome | None:
+        """The outcome of ``req``, at the time ``clock()`` gives (POSIX
+        seconds, read as late as the store can), when the store decides and
+        records it whole in one step of its own (a database's server
+        function: its lock is never held while this process runs); None
+        when the request path is to take it (nothing was written)."""
 
     def effects(self, decl: Declaration) -> Effects:
         """What a request changes beside its log lines (the lanes, the

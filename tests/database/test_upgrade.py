@@ -152,9 +152,11 @@ def test_a_storm_the_earlier_release_made_is_read_at_once_written_once_upgraded(
 
 
 def test_an_upgrade_killed_midway_leaves_the_old_version_whole(pg_server, made_by_the_old_release) -> None:
-    """The upgrade's transaction is held at its last write (its line) by a
-    lock the test holds on the event table, after the migrations ran in
-    it; killed there, it never commits."""
+    """The upgrade's transaction is held at its last write (the log's head
+    moved past its line) by the state row's lock, which the test holds,
+    after the migrations ran in it; killed there, it never commits. (A row
+    lock, not a table's: migrations 0003 and 0004 put triggers on the state
+    and event tables, which would wait for a table lock.)"""
     from psycopg.conninfo import conninfo_to_dict
 
     url = made_by_the_old_release
@@ -162,14 +164,14 @@ def test_an_upgrade_killed_midway_leaves_the_old_version_whole(pg_server, made_b
     name = conninfo_to_dict(url)["dbname"]
     with pg_server.admin(name) as holder, pg_server.admin(name) as watcher:
         holder.autocommit = False
-        holder.execute("LOCK TABLE storm_queue.event IN SHARE MODE")  # readers pass; the upgrade's INSERT waits
+        holder.execute("SELECT 1 FROM storm_queue.state FOR UPDATE")  # readers pass; the upgrade's UPDATE waits
         proc = subprocess.Popen([sys.executable, "-m", "storm_queue", "upgrade", url], env=clean_env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         try:
             deadline = time.monotonic() + 30
             while not (waiting := watcher.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock' "
-                    "AND query LIKE 'INSERT INTO storm_queue.event%%'", (name,)).fetchone()):
+                    "AND query LIKE 'UPDATE storm_queue.state%%'", (name,)).fetchone()):
                 assert proc.poll() is None, proc.communicate()
                 assert time.monotonic() < deadline, "the upgrade never reached its line"
                 time.sleep(0.05)

@@ -109,6 +109,10 @@ class Directory:
 
         return writer.append(log, bodies, at, by, owner_ids)
 
+    def serve(self, req: Request, clock: Callable[[], float]) -> None:
+        """None: a directory storm's requests are planned here, under its flock."""
+        return None
+
     def effects(self, decl: config.Declaration) -> Files:
         from .effects import Files
 

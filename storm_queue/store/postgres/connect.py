@@ -154,6 +154,9 @@ def create(url: str) -> Created:
             at = now()
             (event, line), = frame([{"action": "init", "storm": db, "operator": role}], 0, None, at, f"operator:{role}")
             conn.execute(q("insert_storm"), (role, at))
+            from .policy import write_policy
+
+            write_policy(conn, None)
             conn.execute(q("insert_event"), (1, line))
             state = fold.replay([event])
             insert_state(conn, 1, digest(line), state)

@@ -73,7 +73,8 @@ def older_format(body: str) -> bool:
 def verify(store: Database, progress: Callable[[int], None] | None = None):
     """Check every line from the first (``verify.check_lines``, the rules
     a directory log is checked by), and that the state row's body with
-    the lines after it folds to what the full replay does."""
+    the lines after it folds to what the full replay does, and so do the
+    runs the server folded (``storm_queue.run``, from schema version 5)."""
     from ...core.verify import Problem, check_lines
 
     out = check_lines((line for _, line in _lines(store)), store.root, progress)
@@ -93,6 +94,7 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
                                                                   "the next request rewrites it")
                 return out
             folded = None
+        runs = _runs_agree(store, out.state)
     out.checkpoint_line = body_seq
     agrees = last == out.digest and folded == out.state
     out.checkpoint = "agrees" if agrees else "disagrees"
@@ -100,7 +102,27 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
         out.problem = Problem(f"the state row (its body at line {body_seq}, with the lines after it) is not what "
                               "the whole log folds to; commands trust it, so the order they give is not the log's",
                               body_seq, out.length)
+    elif not runs:
+        out.problem = Problem("the runs the server folded (storm_queue.run) are not what the whole log folds to; "
+                              "the server decides renew and finish by them", body_seq, out.length)
     return out
+
+
+def _runs_agree(store: Database, state: fold.LaneState) -> bool:
+    """Whether the runs the server folded are the log's, and its mark of
+    the lanes a claim passes over holds (true before schema version 5, and
+    where this role may not read a table it needs: doctor says so)."""
+    from .connect import _driver
+    from .served import folded_runs, read_runs
+    from .version import read as read_version
+
+    if read_version(store) < 5:
+        return True
+    try:
+        with store.conn.transaction():  # a savepoint: a table this role may not read leaves the audit whole
+            return read_runs(store.conn) == folded_runs(state) and store.conn.execute(q("open_mark_sound")).fetchone()[0]
+    except _driver().errors.InsufficientPrivilege:
+        return True
 
 
 def fold_on(conn: Any, known: _Known, seq: int, last: str | None, rows: list | None = None) -> fold.LaneState | None:

@@ -100,6 +100,13 @@ def migrations() -> list[tuple[int, str]]:
     return found
 
 
+_version: int | None = None
+
+
 def schema_version() -> int:
-    """The version of this storm-queue's schema: the number of its last migration."""
-    return len(migrations())
+    """The version of this storm-queue's schema: the number of its last
+    migration (the migrations counted once)."""
+    global _version
+    if _version is None:
+        _version = len(migrations())
+    return _version

@@ -284,12 +284,18 @@ GRANT USAGE ON SCHEMA storm_queue TO {role};
 GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO {role};
 
 -- grant_runner_functions --
-GRANT EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb), storm_queue.runner_mark_blocked(text, jsonb)
+GRANT EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb), storm_queue.runner_mark_blocked(text, jsonb),
+storm_queue.serve_renew(text, bigint, integer, text, double precision, integer),
+storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer),
+storm_queue.serve_claim(text, integer, text, double precision, integer)
 TO {role};
 
 -- revoke_runner_functions --
 REVOKE EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb),
-storm_queue.runner_mark_blocked(text, jsonb) FROM {role};
+storm_queue.runner_mark_blocked(text, jsonb),
+storm_queue.serve_renew(text, bigint, integer, text, double precision, integer),
+storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer),
+storm_queue.serve_claim(text, integer, text, double precision, integer) FROM {role};
 
 -- revoke_select --
 REVOKE SELECT ON ALL TABLES IN SCHEMA storm_queue FROM {role};
@@ -304,3 +310,76 @@ REVOKE USAGE ON SCHEMA storm_queue FROM {role};
 -- hear of every commit that changes the storm: migrations/0003.sql's
 -- triggers notify this channel (one storm a database, so one channel)
 LISTEN storm_queue;
+
+-- == runner requests the server serves in one round trip (migrations/0005.sql)
+
+-- write_runner_policy --
+-- the declaration's [runner] policy as JSON (NULL: none the server may use),
+-- for the declaration the storm row holds now
+UPDATE storm_queue.storm
+SET runner = %s, runner_for = declaration_sha256;
+
+-- serve_renew --
+-- slug, token, ttl (NULL: the lease's own), reason, the time (POSIX seconds), the lock wait (ms)
+SELECT storm_queue.serve_renew(%s::text, %s::bigint, %s::integer, %s::text, %s::double precision, %s::integer),
+       (SELECT seq - body_seq FROM storm_queue.state);
+
+-- serve_claim --
+-- (each serve_ statement answers, beside the function's answer, how many lines the
+-- state row's body was behind the head when the statement began)
+-- holder, ttl (NULL: the declared one), reason, the time (POSIX seconds), the lock wait (ms)
+SELECT storm_queue.serve_claim(%s::text, %s::integer, %s::text, %s::double precision, %s::integer),
+       (SELECT seq - body_seq FROM storm_queue.state);
+
+-- serve_finish --
+-- slug, token, result, note, reason, the time (POSIX seconds), the lock wait (ms)
+SELECT storm_queue.serve_finish(%s::text, %s::bigint, %s::text, %s::text, %s::text, %s::double precision,
+                                %s::integer),
+       (SELECT seq - body_seq FROM storm_queue.state);
+
+-- try_catch_up --
+-- the catch-up's own session lock ('stor', 'cu'), not waited for: one process at a time
+-- rewrites the state row's body the served requests leave behind (served.catch_up)
+SELECT pg_try_advisory_lock(1937010546, 25461);
+
+-- end_catch_up --
+SELECT pg_advisory_unlock(1937010546, 25461);
+
+-- move_body --
+-- the state the log folds to at a line as the state row's body: the body, the line's seq and digest
+-- (the head stays where it is); nothing when the body is at that line or past it already
+UPDATE storm_queue.state
+SET body = %s, body_seq = %s, body_digest = %s
+WHERE body_seq < %s;
+
+-- read_runs --
+-- the runs the server folded from the log (migrations/0005.sql)
+SELECT slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attempts, last_token, last_end,
+       quarantined, not_before, cancelled_at, cancelled_by, cancelled_reason, cancelled_tokens
+FROM storm_queue.run
+ORDER BY since;
+
+-- read_runs_at --
+-- the token floor and the halt in force (its seq, time, principal, reason) the server folded from the log
+SELECT token_floor, halt_seq, halt_at, halt_by, halt_reason
+FROM storm_queue.runs_at;
+
+-- read_priority --
+-- the priority lane the server folded from the log, in its order
+SELECT slug
+FROM storm_queue.priority
+ORDER BY place;
+
+-- read_waivers --
+-- the live waivers the server folded from the log
+SELECT slug, dep
+FROM storm_queue.waiver
+ORDER BY slug, dep;
+
+-- open_mark_sound --
+-- whether every lane before runs_at.open_from is settled or has a result row (a claim passes them over)
+SELECT NOT EXISTS (
+    SELECT 1 FROM storm_queue.lane l, storm_queue.runs_at m
+    WHERE l.pos < m.open_from
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = l.slug));

@@ -144,6 +144,9 @@ class Writes:
         if self.store.conn.execute(q("read_declaration_sha256")).fetchone()[0] == sha256:
             return False
         self.store.conn.execute(q("write_declaration"), (text, sha256))
+        from .policy import write_policy
+
+        write_policy(self.store.conn, text)
         return True
 
     def start_over(self, body: dict[str, Any], at: str, by: str, keep_intact: bool = False) -> dict[str, Any]:

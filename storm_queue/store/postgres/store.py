@@ -234,6 +234,12 @@ class Database:
         return Snapshot(dict(rows.lanes), rows.ledgers(unattended), log.state, at or now(), tokens, (),
                         (self._created or "", self._created or ""))
 
+    def serve(self, req: Request, clock: Callable[[], float]) -> Any:
+        """A runner request the server decides in one round trip (``served``), or None."""
+        from .served import answered
+
+        return answered(self, req, clock, _busy, FOLD_AT_MOST)
+
     def effects(self, decl: config.Declaration) -> Writes:
         return Writes(self, self._runner)
 

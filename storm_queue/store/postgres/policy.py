@@ -1,0 +1,35 @@
+"""The declaration's ``[runner]`` policy as a database storm's server reads
+it (``storm_queue.storm.runner``, ``migrations/0005.sql``): written beside
+the declaration whenever the storm row's declaration is (init, declare,
+migrate, upgrade), by the Python that parses storm.toml, so the server's
+runner functions decide by the same policy the request path would."""
+
+from __future__ import annotations
+
+from .queries import q
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def policy(text: str | None) -> dict[str, Any] | None:
+    """The ``[runner]`` policy of the declaration ``text`` (None: no
+    declaration, the default policy) as the server reads it; None when the
+    declaration cannot be read (every request then takes the Python path,
+    which refuses it)."""
+    from ...core import config
+    from ...core.records import fields
+
+    decl = config.Declaration(False) if text is None else config.parse(text)
+    if decl.error:
+        return None
+    return {name: getattr(decl.runner, name) for name in fields(decl.runner)}
+
+
+def write_policy(conn: Any, text: str | None) -> None:
+    """Record, beside the declaration the storm row holds (``text``), its runner policy."""
+    from psycopg.types.json import Jsonb
+
+    found = policy(text)
+    conn.execute(q("write_runner_policy"), (None if found is None else Jsonb(found),))

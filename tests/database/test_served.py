@@ -1,0 +1,433 @@
+"""Runner requests the server serves in one round trip (issue 21, items 1
+and 2; migrations/0005.sql, store/postgres/served.py): the server's
+renew and finish decide what the Python request path decides, and write
+the lines the Python writer writes, byte for byte, chain included.
+
+Twins: one storm is made, and a second copied from it (CREATE DATABASE
+... TEMPLATE), so both logs start with the same lines. Random requests go
+to both at the same frozen time: to the first as the library sends them
+(renew and finish served by the server), to the second with the server's
+path turned off (the Python request path plans them under the lock). On
+every step the answers are equal (JSON and words), and so are the logs'
+bytes, and the runs the server folds (storm_queue.run) are the runs the
+Python fold makes of the log."""
+
+from __future__ import annotations
+
+import json
+import secrets
+from contextlib import contextmanager
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from storm_queue.core.outcome import Request
+
+pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
+
+START = 1_800_000_000.123456
+LANES = ("a", "b", "c", "d", "e")
+#: notes and reasons carrying what JSON escapes: quotes, backslashes, controls, DEL, accents, a non-BMP character
+TEXTS = st.one_of(st.none(), st.sampled_from(["", "plain", 'q"uote', "back\\slash", "tab\tnew\nline\r", "\x7f\x01",
+                                              "café ü", "emoji \U0001f600 \u2028", "x" * 300, "nul\x00"]),
+                  st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12))
+
+
+class Frozen:
+    """The wall clock, frozen: it moves only when the test moves it."""
+
+    def __init__(self) -> None:
+        self.t = START
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@contextmanager
+def frozen_clock():
+    from storm_queue import wall
+
+    was, wall.clock = wall.clock, Frozen()
+    try:
+        yield wall.clock
+    finally:
+        wall.clock = was
+
+
+def twins(pg_server, cleanup, toml: str, tmp_path, deps: dict | None = None) -> tuple:
+    """A storm of LANES (each with its ``deps``) declared by ``toml``, and
+    its twin copied from it; a ``Storm`` of each."""
+    from psycopg import sql
+
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres.connect import create
+
+    tag = secrets.token_hex(4)
+    role, first, second = f"op_{tag}", f"storm_{tag}", f"twin_{tag}"
+    cleanup["roles"].append(role)
+    cleanup["databases"] += [second, first]
+    pg_server.create_role(role)
+    pg_server.create_database(first, owner=role)
+    url = pg_server.url(first, role)
+    create(url)
+    made = Storm.find(url)
+    path = tmp_path / f"storm-{tag}.toml"
+    path.write_text(toml)
+    assert made.declare(str(path)).outcome == "done"
+    for i, slug in enumerate(LANES):
+        assert made.add(slug, str(i + 1), deps=tuple((deps or {}).get(slug, ()))).outcome == "done"
+    made.store.close()
+    with pg_server.admin() as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE {}").format(
+            sql.Identifier(second), sql.Identifier(role), sql.Identifier(first)))
+    served, planned = Storm.find(url), Storm.find(pg_server.url(second, role))
+    planned.store.serve = lambda req, clock: None  # the Python request path, always
+    serve, served.answers = served.store.serve, []
+
+    def counted(req, clock):
+        served.answers.append(serve(req, clock))
+        return served.answers[-1]
+
+    served.store.serve = counted
+    return served, planned
+
+
+def directory_twin(root, toml: str, deps: dict | None = None):
+    """The same storm kept by a directory: queue.txt of LANES (each with its ``deps``), storm.toml."""
+    from storm_queue.service.storm import Storm
+    from tests.conftest import make_storm
+
+    queue = "".join(f"{slug} {i + 1} {','.join((deps or {}).get(slug, ())) or '-'}\n" for i, slug in enumerate(LANES))
+    return Storm(str(make_storm(root, queue, toml=toml)))
+
+
+def alike(answered, by: str):
+    """An answer as any store gives it: its principal ``by`` named PRINCIPAL,
+    its line without the numbering and chain a store's own log gives it."""
+    import re
+
+    if answered[0] != "answered":
+        return answered
+    _, out, words, code, event, due = answered
+    out, event = json.loads(json.dumps([out, event]).replace(json.dumps(by)[1:-1], "PRINCIPAL"))
+    if event is not None:
+        event = {k: v for k, v in event.items() if k not in ("seq", "prev")}
+    if out.get("halt"):  # the halt's line, numbered by each store's own log
+        out["halt"]["seq"] = None
+    return out, re.sub(re.escape(by), "PRINCIPAL", words), code, event, due
+
+
+def lines(storm) -> list[bytes]:
+    return [bytes(r[0]) for r in storm.store.conn.execute("SELECT line FROM storm_queue.event ORDER BY seq")]
+
+
+def runs(storm, folded: bool = False):
+    """The runs the server folded (storm_queue.run), or (``folded``) the Python fold's of the log, alike."""
+    from storm_queue.store.postgres.served import folded_runs, read_runs
+
+    if folded:
+        return folded_runs(storm.store.read(storm.store.declaration()).state)
+    return read_runs(storm.store.conn)
+
+
+def answer(call):
+    """The outcome as both its answers (JSON, words), or the error it raised."""
+    try:
+        out = call()
+    except Exception as exc:  # noqa: BLE001 -- an error is an answer too, compared as one
+        return ("raised", type(exc).__name__, str(exc))
+    return ("answered", out.to_json(), out.text(), out.exit_code, out.event, out.due)
+
+
+POLICIES = st.fixed_dictionaries({
+    "slots": st.integers(1, 3), "attempts": st.integers(1, 3), "ttl": st.sampled_from([5, 30]),
+    "max_lease_age": st.sampled_from([40, 100, 14400]), "unattended": st.booleans()})
+
+STEPS = st.lists(st.one_of(
+    st.tuples(st.just("tick"), st.sampled_from([0.0, 0.5, 4.999999, 5.0, 29.5, 61.25, 700.0])),
+    st.tuples(st.just("claim"), st.sampled_from(["h1", "h2"]), st.sampled_from([None, 5, 30])),
+    st.tuples(st.just("renew"), st.sampled_from(LANES), st.integers(0, 3), st.sampled_from([None, 1, 5, 30, 50, 10 ** 6]),
+              TEXTS),
+    st.tuples(st.just("finish"), st.sampled_from(LANES), st.integers(0, 3), st.sampled_from(["ok", "failed"]), TEXTS,
+              TEXTS),
+    st.tuples(st.just("settle"), st.sampled_from(LANES), st.sampled_from(["integrated", "abandoned"])),
+    st.tuples(st.just("unpark"), st.sampled_from(LANES)),
+    st.tuples(st.just("recover"),),
+    st.tuples(st.just("bump"), st.sampled_from(LANES)),
+    st.tuples(st.just("unbump"), st.sampled_from(LANES)),
+    st.tuples(st.just("waive"), st.sampled_from(LANES), st.sampled_from(LANES), st.booleans()),
+    st.tuples(st.just("schedule"), st.sampled_from(LANES), st.sampled_from(["now", "+5s", "+60s"])),
+    st.tuples(st.just("halt"), st.booleans()),
+    st.tuples(st.just("release"), st.sampled_from(LANES), st.integers(0, 3)),
+    st.tuples(st.just("cancel"), st.sampled_from(LANES)),
+    st.tuples(st.just("force"), st.sampled_from(LANES)),
+), min_size=1, max_size=18)
+#: each lane's dependencies: on any lane (itself too: a cycle), or on one queue.txt does not carry
+DEPS = st.fixed_dictionaries({slug: st.lists(st.sampled_from(LANES + ("zz",)), max_size=2, unique=True)
+                              for slug in LANES})
+
+
+def _token(storm, slug: str, pick: int) -> int:
+    """A token to present: 0 the live lease's (else 1), 1 one below it, 2 one above it, 3 the lane's last."""
+    run = storm.store.read(storm.store.declaration()).state.run(slug)
+    live = run.lease.token if run.lease is not None else max(run.token, 1)
+    return max(1, [live, live - 1, live + 1, run.token or 1][pick])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(policy=POLICIES, deps=DEPS, steps=STEPS)
+def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(pg_server, _pg_cleanup, tmp_path, policy,
+                                                                                 deps, steps) -> None:
+    toml = ("[runner]\nttl_min = 1\nttl_max = 100000\n"
+            + "".join(f"{k} = {str(v).lower()}\n" for k, v in policy.items()))
+    with frozen_clock() as clock:
+        served, planned = twins(pg_server, _pg_cleanup, toml, tmp_path, deps)
+        files = directory_twin(tmp_path / f"dir-{secrets.token_hex(4)}", toml, deps)
+        files_by = files.store.judge(Request("claim", None, None, None), files.declaration(), False).verdict.by
+        try:
+            for step in steps:
+                kind = step[0]
+                if kind == "tick":
+                    clock.t += step[1]
+                    continue
+                if kind in ("renew", "finish", "release"):
+                    token = _token(planned, step[1], step[2])
+                    assert token == _token(served, step[1], step[2]) == _token(files, step[1], step[2])
+                if kind == "renew":
+                    calls = [lambda s: s.renew(step[1], token, step[3], reason=step[4])]
+                elif kind == "finish":
+                    calls = [lambda s: s.finish(step[1], token, step[3], note=step[4], reason=step[5])]
+                elif kind == "release":
+                    calls = [lambda s: s.release(step[1], token)]
+                elif kind == "cancel":
+                    calls = [lambda s: s.cancel(step[1], "no longer wanted")]
+                elif kind == "force":
+                    calls = [lambda s: s.recover(step[1], reason="its host is gone", force=True)]
+                elif kind == "claim":
+                    calls = [lambda s: s.claim(holder=step[1], ttl=step[2])]
+                elif kind == "settle":
+                    calls = [lambda s: s.settle(step[1], step[2], force=True)]
+                elif kind == "unpark":
+                    calls = [lambda s: s.unpark(step[1], "back")]
+                elif kind == "recover":
+                    calls = [lambda s: s.recover()]
+                elif kind in ("bump", "unbump"):
+                    calls = [lambda s: getattr(s, kind)(step[1])]
+                elif kind == "waive":
+                    calls = [lambda s: s.waive(step[1], step[2], "why", undo=step[3])]
+                elif kind == "schedule":
+                    calls = [lambda s: s.schedule(step[1], step[2])]
+                else:
+                    calls = [lambda s: s.halt("stop") if step[1] else s.resume("go")]
+                for call in calls:
+                    asked = len(served.answers)
+                    first = answer(lambda: call(served))
+                    assert first == answer(lambda: call(planned)), step
+                    if first[0] == "answered":  # the directory store answers alike (its principal aside)
+                        assert alike(answer(lambda: call(files)), files_by) == alike(first, first[1]["by"]), step
+                    assert lines(served) == lines(planned), step
+                    if kind in ("claim", "renew", "finish"):  # the server served it, but for what it leaves to Python
+                        ttl_asked = step[2] if kind == "claim" else step[3] if kind == "renew" else None
+                        leaves = ttl_asked is not None and not 1 <= ttl_asked <= policy["max_lease_age"]
+                        leaves = leaves or kind != "claim" and any("\x00" in (text or "") for text in step[3 + (kind == "renew"):])
+                        assert (served.answers[asked:] == [None]) == leaves, (step, served.answers[asked:])
+                clock.t += 0.000001
+            assert runs(served) == runs(served, folded=True) == runs(planned)
+            assert served.verify().sound and planned.verify().sound
+        finally:
+            served.store.close()
+            planned.store.close()
+
+
+class Counted:
+    """A connection whose statements are counted (each ``execute`` is one round trip here: autocommit)."""
+
+    def __init__(self, conn) -> None:
+        self.conn, self.statements = conn, []
+
+    def __getattr__(self, name: str):
+        return getattr(self.conn, name)
+
+    def execute(self, query, *args, **kwargs):
+        self.statements.append(str(query))
+        return self.conn.execute(query, *args, **kwargs)
+
+
+def test_a_runners_renew_and_finish_are_each_one_statement_that_takes_the_lock_in_the_server(
+        pg_server, pg_database, tmp_path) -> None:
+    """As a runner role: the lines are the runner's, the lock is taken by
+    the server's function (the client sends no lock_storm), and the storm
+    verifies after."""
+    from storm_queue.service.storm import Storm
+
+    from storm_queue.store.postgres.connect import create
+
+    url = pg_database()
+    create(url)
+    operator = Storm.find(url)
+    role = pg_server.create_role(f"runner_{secrets.token_hex(3)}")
+    assert operator.grant("runner", role).outcome == "done"
+    for slug in ("a", "b"):
+        assert operator.add(slug, "1").outcome == "done"
+    from psycopg.conninfo import conninfo_to_dict
+
+    runner = Storm.find(pg_server.url(conninfo_to_dict(url)["dbname"], role))
+    lease = runner.claim(holder="h").check()
+    counted = Counted(runner.store.conn)
+    runner.store._conn = counted
+    renewed = runner.renew("a", lease.token, reason="still going").check()
+    assert (len(counted.statements), renewed.by, renewed.event["action"]) == (1, f"runner:{role}", "renew")
+    stale = runner.finish("a", lease.token + 1, "ok")
+    assert (stale.outcome, stale.code, stale.recorded, len(counted.statements)) == ("refused", "stale_fence", True, 2)
+    done = runner.finish("a", lease.token, "ok", note="fine").check()
+    assert len(counted.statements) == 3 and not any("pg_advisory" in s for s in counted.statements)
+    assert done.message == f"a finished ok (token {lease.token}); it awaits review"
+    events = [json.loads(bytes(r[0])) for r in operator.store.conn.execute(
+        "SELECT line FROM storm_queue.event ORDER BY seq")][-3:]
+    assert [(e["action"], e["by"]) for e in events] == [("renew", f"runner:{role}"), ("refused", f"runner:{role}"),
+                                                        ("finish", f"runner:{role}")]
+    assert operator.store.conn.execute("SELECT body->>'holder', body->>'note' FROM storm_queue.result "
+                                       "WHERE slug = 'a'").fetchone() == ("h", "fine")
+    assert operator.verify().sound
+    [row] = [r for r in operator.listing().view.rows if r.slug == "a"]
+    assert row.state == "finished"
+
+
+def test_verify_finds_runs_the_server_folded_that_are_not_the_logs(pg_database) -> None:
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres.connect import create
+
+    url = pg_database()
+    create(url)
+    storm = Storm.find(url)
+    storm.add("a", "1").check()
+    lease = storm.claim(holder="h").check()
+    assert storm.verify().sound
+    storm.store.conn.execute("UPDATE storm_queue.run SET attempts = 0 WHERE slug = 'a'")  # a hand edit
+    audit = storm.verify()
+    assert not audit.sound and "storm_queue.run" in audit.problem.what, audit.problem
+    storm.store.conn.execute("UPDATE storm_queue.run SET attempts = 1 WHERE slug = 'a'")
+    assert storm.verify().sound
+    assert storm.finish("a", lease.token, "ok").outcome == "done"
+
+
+def test_runners_claiming_at_once_take_exactly_the_first_claimable_lanes_in_run_order(
+        pg_server, _pg_cleanup, tmp_path) -> None:
+    """Six connections claim at once (threads) on a storm with a priority
+    lane, dependencies, an abandoned one and a schedule: the leased lanes
+    are the five the Python path leases one after the other, each once,
+    and the sixth claim waits."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from storm_queue.service.storm import Storm
+
+    toml = "[runner]\nslots = 6\nunattended = true\n"
+    deps = {"c": ["a"], "d": ["zz"]}
+    served, planned = twins(pg_server, _pg_cleanup, toml, tmp_path, deps)
+    for storm in (served, planned):
+        storm.add("f", "6", deps=("e",)).check()
+        for slug in ("g", "h", "i", "j"):
+            storm.add(slug, "7").check()
+        storm.settle("e", "abandoned").check()
+        storm.bump("h").check()
+        storm.schedule("i", "+1h").check()
+    expected = [planned.claim(holder=f"h{n}").check().slug for n in range(6)]
+    assert expected == ["h", "a", "b", "g", "j", None], expected  # c waits on a, d on zz, f is blocked, i scheduled
+    url = served.store.url
+    runners = [Storm.find(url) for _ in range(6)]
+    with ThreadPoolExecutor(6) as pool:
+        taken = list(pool.map(lambda n: runners[n].claim(holder=f"h{n}").check(), range(6)))
+    assert sorted(str(t.slug) for t in taken) == sorted(map(str, expected)), [t.to_json() for t in taken]
+    assert {t.token for t in taken if t.slug} == {1}
+    assert served.claim(holder="late").check().decision.startswith("wait")
+    claims = [json.loads(line) for line in lines(served) if b'"action":"claim"' in line]
+    assert [c["slug"] for c in claims] == expected[:5]  # in run order, as the lock served them
+    assert served.verify().sound
+    for storm in runners + [served, planned]:
+        storm.store.close()
+
+
+def test_the_operators_served_requests_keep_the_state_rows_body_near_the_head(pg_database, tmp_path) -> None:
+    """The server's functions move the log's head, never the state row's
+    body (a JSON of the Python fold); the operator's store rewrites it once
+    it is FOLD_AT_MOST lines behind, so a reader never folds more."""
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres.connect import create
+    from storm_queue.store.postgres.store import FOLD_AT_MOST
+
+    url = pg_database()
+    create(url)
+    storm = Storm.find(url)
+    (tmp_path / "storm.toml").write_text("[runner]\nunattended = true\n")
+    storm.declare(str(tmp_path / "storm.toml")).check()
+    storm.store.conn.execute("INSERT INTO storm_queue.lane (slug, issue) "
+                             "SELECT 'l' || lpad(i::text, 3, '0'), i::text FROM generate_series(1, 90) i")
+    behind = []
+    for _ in range(90):
+        lease = storm.claim(holder="h").check()
+        storm.finish(lease.slug, lease.token, "ok").check()
+        behind.append(storm.store.conn.execute("SELECT seq - body_seq FROM storm_queue.state").fetchone()[0])
+    assert max(behind) <= FOLD_AT_MOST + 2 and behind[-1] < max(behind), behind  # caught up
+    assert storm.verify().sound
+
+
+def test_one_process_at_a_time_rewrites_the_body_and_never_over_a_newer_one(pg_database, tmp_path) -> None:
+    """catch_up reads and dumps the state outside the storm's lock: a
+    process finding another at it (the catch-up's own lock) leaves the body
+    alone, the one that rewrites it writes the body only (the head stays),
+    and a body already at or past the line it read is not written back."""
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres.connect import create
+    from storm_queue.store.postgres.queries import q
+    from storm_queue.store.postgres.served import catch_up, catch_up_at
+    from storm_queue.store.postgres.store import FOLD_AT_MOST
+
+    url = pg_database()
+    create(url)
+    storm, other = Storm.find(url), Storm.find(url)
+    (tmp_path / "storm.toml").write_text("[runner]\nunattended = true\n")
+    storm.declare(str(tmp_path / "storm.toml")).check()
+    storm.store.conn.execute("INSERT INTO storm_queue.lane (slug, issue) "
+                             "SELECT 'l' || lpad(i::text, 3, '0'), i::text FROM generate_series(1, 90) i")
+    other.declaration()
+
+    def state() -> tuple:
+        return storm.store.conn.execute("SELECT seq, body_seq, body FROM storm_queue.state").fetchone()
+
+    for _ in range(3):
+        lease = other.claim(holder="h").check()
+        other.finish(lease.slug, lease.token, "ok").check()
+    seq, body_seq, body = state()
+    assert seq - body_seq >= 6
+    assert storm.store.conn.execute(q("try_catch_up")).fetchone()[0]  # this process is at it
+    catch_up(other.store, 1)
+    assert state() == (seq, body_seq, body)  # the other left it
+    storm.store.conn.execute(q("end_catch_up"))
+    catch_up(other.store, 1)
+    assert state()[:2] == (seq, seq) and state()[2] != body
+    caught = state()
+    storm.store.conn.execute(q("move_body"), ("{}", seq - 1, None, seq - 1))  # an older body: not written
+    assert state() == caught
+    assert storm.verify().sound
+    assert catch_up_at(other.store, FOLD_AT_MOST) == FOLD_AT_MOST  # 3 runs: every FOLD_AT_MOST lines
+    for s in (storm, other):
+        s.store.close()
+
+
+def test_a_cancelled_lanes_late_renew_and_finish_are_refused_lane_cancelled_by_the_server(
+        pg_server, _pg_cleanup, tmp_path) -> None:
+    with frozen_clock():
+        served, planned = twins(pg_server, _pg_cleanup, "[runner]\nttl_min = 1\n", tmp_path)
+        for storm in (served, planned):
+            lease = storm.claim(holder="h").check()
+            storm.cancel(lease.slug, "no longer wanted").check()
+        for call in (lambda s: s.renew("a", lease.token), lambda s: s.finish("a", lease.token, "ok")):
+            asked = len(served.answers)
+            first = answer(lambda: call(served))
+            assert first == answer(lambda: call(planned)) and served.answers[asked:] != [None]
+            assert (first[1]["code"], first[3]) == ("lane_cancelled", 2), first
+        assert lines(served) == lines(planned) and served.verify().sound
+        served.store.close()
+        planned.store.close()
