@@ -431,3 +431,45 @@ def test_a_cancelled_lanes_late_renew_and_finish_are_refused_lane_cancelled_by_t
         assert lines(served) == lines(planned) and served.verify().sound
         served.store.close()
         planned.store.close()
+
+
+def test_the_server_stands_aside_for_a_declaration_or_log_edited_by_hand(pg_database) -> None:
+    """The server decides by the policy parsed from the declaration's text;
+    a declaration written by hand into the storm row (not by declare) is
+    not that text, so the request takes the Python path, which reads it
+    (here: refuses it as unreadable). An edit of the log's rows withdraws
+    the policy, so no runner request is served from folded tables that no
+    longer speak for the log."""
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres.connect import create
+
+    url = pg_database()
+    create(url)
+    storm = Storm.find(url)
+    for slug in ("a", "b", "c"):
+        assert storm.add(slug, "1").outcome == "done"
+    counted = Counted(storm.store.conn)
+    storm.store._conn = counted
+    conn = counted.conn
+
+    def claimed(slug: str, served: bool) -> None:
+        before = len(counted.statements)
+        lease = storm.claim(holder="h").check()
+        assert lease.slug == slug
+        sent = counted.statements[before:]
+        assert (len(sent) == 1 and not any("pg_advisory" in q for q in sent)) == served, sent
+        storm.finish(slug, lease.token, "ok").check()
+        storm.settle(slug, "integrated", reason="reviewed").check()
+
+    claimed("a", served=True)
+    conn.execute("UPDATE storm_queue.storm SET declaration = '[runner\n'")
+    refused = storm.claim(holder="h")
+    assert (refused.outcome, refused.code) == ("refused", "declaration_unreadable"), refused.message
+    conn.execute("UPDATE storm_queue.storm SET declaration = NULL")
+    claimed("b", served=True)  # the policy's text is back
+
+    conn.execute("ALTER TABLE storm_queue.event DISABLE TRIGGER event_append_only")
+    conn.execute("UPDATE storm_queue.event SET line = line WHERE seq = 1")
+    conn.execute("ALTER TABLE storm_queue.event ENABLE TRIGGER event_append_only")
+    assert conn.execute("SELECT runner, runner_for FROM storm_queue.storm").fetchone() == (None, None)
+    claimed("c", served=False)

@@ -315,9 +315,10 @@ LISTEN storm_queue;
 
 -- write_runner_policy --
 -- the declaration's [runner] policy as JSON (NULL: none the server may use),
--- for the declaration the storm row holds now
+-- for the declaration the storm row holds now (runner_for: the digest of
+-- its text, which every served request compares with the text in force)
 UPDATE storm_queue.storm
-SET runner = %s, runner_for = declaration_sha256;
+SET runner = %s, runner_for = encode(sha256(convert_to(declaration, 'UTF8')), 'hex');
 
 -- serve_renew --
 -- slug, token, ttl (NULL: the lease's own), reason, the time (POSIX seconds), the lock wait (ms)

@@ -13,8 +13,9 @@
 -- declared window.
 
 -- the declaration's [runner] policy as JSON (core/config.Policy), written by
--- the Python that parsed it, and the declaration_sha256 it was parsed from
--- (NULL for none); a policy of another declaration (or none) is not used
+-- the Python that parsed it, and the sha256 of the declaration text it was
+-- parsed from (NULL for none); a policy of another text (a hand edit of the
+-- storm row included) or none is not used: the request takes the Python path
 ALTER TABLE storm_queue.storm ADD COLUMN runner jsonb, ADD COLUMN runner_for text;
 
 -- what runners have done with each lane, as core/fold.py folds the log's
@@ -253,6 +254,21 @@ $$;
 CREATE TRIGGER event_folded AFTER INSERT ON storm_queue.event
     FOR EACH ROW EXECUTE FUNCTION storm_queue.event_folded();
 
+-- A hand edit of the log (an UPDATE or DELETE of event rows: only a session
+-- that disabled event_append_only can make one) withdraws the runner policy,
+-- so that every runner request takes the Python path, which reads the log
+-- and says what is wrong with it, as it always did; the folded tables no
+-- longer speak for the log. An upgrade or a new declaration writes it again.
+CREATE FUNCTION storm_queue.event_edited() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    UPDATE storm_queue.storm SET runner = NULL, runner_for = NULL;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER event_edited AFTER UPDATE OR DELETE ON storm_queue.event
+    FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.event_edited();
+
 -- the lines already recorded, folded in order
 DO $$
 DECLARE
@@ -344,7 +360,8 @@ BEGIN
     END IF;
     PERFORM set_config('lock_timeout', p_wait_ms::text, true);
     PERFORM pg_advisory_xact_lock({lock_keys});
-    SELECT s.runner, s.runner_for, s.declaration_sha256 INTO policy, v_for, v_sha FROM storm_queue.storm s;
+    SELECT s.runner, s.runner_for, encode(sha256(convert_to(s.declaration, 'UTF8')), 'hex')
+    INTO policy, v_for, v_sha FROM storm_queue.storm s;
     IF policy IS NULL OR v_for IS DISTINCT FROM v_sha THEN
         who := NULL;
     END IF;
