@@ -29,8 +29,8 @@ too. It prints one JSON document, a key per MODE:
   LANES lanes, against the bare floor.
 - ``bump``: bump then unbump, two whole CLI processes, on a database storm /
   on a directory storm (median of the rounds' ratios; goal 2.5, issue 21
-  item 6), with what ``import psycopg`` alone costs a process, measured in
-  the same rounds.
+  item 6), with what loading the driver (libpq through ctypes) alone costs a
+  process, and what ``import psycopg`` would, measured in the same rounds.
 - ``batch``: add --from FILE of BATCH_LANES lanes (issue 21, item 5; goal:
   1,000 lanes in at most 2 s on a database storm), a whole process on a fresh
   empty storm of each store (median wall time), beside one add of one lane;
@@ -345,8 +345,9 @@ def bumps(place: Place, n: int = 15) -> dict:
     """``bump a`` then ``unbump a`` as two whole CLI processes, on a database
     storm and on a directory storm, alternated in each of N rounds (the
     ratio is the median of the rounds' ratios); and, in the same rounds,
-    ``python -c "import psycopg"`` against ``python -c pass``: what the
-    driver's import alone costs a process. The processes write and use
+    what loading the driver (libpq through ctypes) alone costs a process,
+    and what ``import psycopg`` would (the driver before issue 21, item 6),
+    each against ``python -c pass``. The processes write and use
     bytecode, as an installed command does (pip compiles it), whatever
     PYTHONDONTWRITEBYTECODE says here."""
     url = fresh(place, "bumps")
@@ -364,14 +365,17 @@ def bumps(place: Place, n: int = 15) -> dict:
     rounds = []
     for i in range(n + 1):  # the first round writes the bytecode, and is not counted
         db, fs = pair(url), pair(str(root))
-        bare, driver = _run_ms([sys.executable, "-c", "pass"], env), _run_ms([sys.executable, "-c", "import psycopg"], env)
+        bare = _run_ms([sys.executable, "-c", "pass"], env)
+        driver = _run_ms([sys.executable, "-c", "from storm_queue.store.postgres import libpq; libpq.library()"], env)
+        psycopg = _run_ms([sys.executable, "-c", "import psycopg"], env)
         if i:
-            rounds.append((db, fs, bare, driver))
-    med = [statistics.median(r[k] for r in rounds) for k in range(4)]
+            rounds.append((db, fs, bare, driver, psycopg))
+    med = [statistics.median(r[k] for r in rounds) for k in range(5)]
     ratio = statistics.median(r[0] / r[1] for r in rounds)
     return {"bump_unbump_database_ms": round(med[0], 1), "bump_unbump_directory_ms": round(med[1], 1),
             "ratio": round(ratio, 3), "goal": BUMP_PAIR_GOAL, "met": ratio <= BUMP_PAIR_GOAL,
-            "python_ms": round(med[2], 1), "import_psycopg_ms": round(med[3] - med[2], 1),
+            "python_ms": round(med[2], 1), "load_driver_ms": round(med[3] - med[2], 1),
+            "import_psycopg_ms": round(med[4] - med[2], 1),
             "ratio_without_the_driver_import": round(statistics.median((r[0] - 2 * (r[3] - r[2])) / r[1] for r in rounds), 3)}
 
 

@@ -13,7 +13,8 @@ from ..core.records import dataclass
 from ..roots import shown, without_password
 from ..store.directory.log import reader
 from ..store.directory.store import Directory
-from ..store.postgres.connect import _driver, _words, connect, insert_state
+from ..store.postgres import libpq
+from ..store.postgres.connect import _words, connect, insert_state
 from ..store.postgres.queries import q, schema
 from ..wall import now
 
@@ -47,7 +48,6 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
     from ..store.directory.log import lock, writer
     from ..store.postgres.policy import write_policy
 
-    psycopg = _driver()
     src = Directory(directory, env, wait)
     who, op = accounts.caller(src.env), accounts.owner(directory)
     decl = src.declaration()
@@ -110,7 +110,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
                                 if log.state.run(s).lease is None])
             # the database holds the storm now: the directory's last line says where it went
             writer.append(reader.read(log_path), [body], at, verdict.by)
-    except psycopg.Error as exc:
+    except libpq.Error as exc:
         raise StormError(f"migrate to {shown(url)} failed, nothing was migrated: {_words(exc, url)}") from None
     finally:
         conn.close()

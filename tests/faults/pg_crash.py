@@ -72,8 +72,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psycopg  # noqa: F401 -- with everything a client imports, before forking, so that a client starts at once
-import storm_queue.cli.answer  # noqa: F401
+import storm_queue.cli.answer  # noqa: F401 -- with everything a client loads, before forking, so that a client starts at once
 import storm_queue.cli.app  # noqa: F401
 import storm_queue.cli.entry  # noqa: F401
 import storm_queue.ops.grants  # noqa: F401
@@ -86,6 +85,7 @@ from storm_queue.core import config
 from storm_queue.core.lane import derive
 from storm_queue.core.resolver import resolve
 from storm_queue.service.storm import Storm
+from storm_queue.store.postgres import libpq
 from storm_queue.store.postgres.connect import create
 from tests.faults import pg_clients
 from tests.faults.crash_harness import replay_runs, verify_cli
@@ -94,6 +94,7 @@ LANES = (("a", "1", ""), ("b", "2", "a"), ("c", "3", ""), ("d", "4", "c"), ("e",
 SLUGS = tuple(slug for slug, _, _ in LANES)
 RESTART_SHARE = 0.25  # the share of trials whose server is restarted (immediate) under load
 KINDS = (("writer", 0.45), ("runner", 0.35), ("long", 0.2))
+libpq.library()  # loaded before forking too
 
 
 @dataclass

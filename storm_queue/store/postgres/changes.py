@@ -1,15 +1,15 @@
 """Waiting for a database storm to change (``Store.changes``, for
 ``claim --wait``): a connection of its own that LISTENs on the channel
 every writing transaction notifies at its commit (migrations/0003.sql),
-woken by the server, never polling. The driver is imported only here,
-and only once a claim waits."""
+woken by the server, never polling."""
 
 from __future__ import annotations
 
 import time
 
 from ..wake import readable
-from .connect import _driver, connect
+from . import libpq
+from .connect import connect
 from .queries import q
 
 
@@ -37,14 +37,6 @@ class Changes:
             self._conn.close()
             self._conn = None
 
-    def _heard(self) -> bool:
-        """Read what the server sent; whether it held a notification."""
-        pg = self._conn.pgconn
-        pg.consume_input()
-        heard = False
-        while pg.notifies() is not None:
-            heard = True
-        return heard
 
     def wait(self, timeout: float) -> bool:
         """Block until a change commits after the block began (or the last
@@ -52,16 +44,15 @@ class Changes:
         A connection lost meanwhile counts as a change (one may have been
         missed): it is made again at the next wait, and the claim that
         asks again meets the server as it is."""
-        psycopg = _driver()
         end = time.monotonic() + max(0.0, timeout)
         try:
             if self._conn is None:
                 self._listen()
-            while not self._heard():
+            while not self._conn.notifies():
                 left = end - time.monotonic()
                 if left <= 0:
                     return False
-                readable(self._conn.pgconn.socket, left)
-        except psycopg.OperationalError:
+                readable(self._conn.fileno(), left)
+        except libpq.OperationalError:
             self._close()
         return True

@@ -1,5 +1,5 @@
-"""The PostgreSQL edge of a database storm: the driver (imported only for
-a URL root), connecting, the URL as it may be shown (never a password),
+"""The PostgreSQL edge of a database storm: connecting (``libpq``, loaded
+only for a URL root), the URL as it may be shown (never a password),
 the schema, and ``init URL`` (``create``)."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from ...core.records import dataclass
 from ...core.statebody import dump_state
 from ...roots import hide, shown  # noqa: F401 -- shown: what others import from here
 from ...wall import now
+from . import libpq
 from .queries import q, schema
 
 GRANT_HINT = "the operator can grant reading with: storm-queue grant reader ROLE"
@@ -22,25 +23,6 @@ def _words(exc: BaseException, url: str) -> str:
     return hide(" ".join(str(exc).split()) or type(exc).__name__, url)
 
 
-def _driver():
-    """The driver, imported on first use, its logger quieted: psycopg logs
-    what it ignores while closing a broken connection ("error ignored
-    terminating Pipeline"), and with no handler of the application's,
-    Python would print that on stderr; the storm's own error says what
-    happened instead."""
-    try:
-        import psycopg
-    except ImportError:
-        raise NoStorm("this root is a database URL, and storm-queue's PostgreSQL support is not installed: "
-                      "install storm-queue[postgresql]") from None
-    import logging
-
-    logger = logging.getLogger("psycopg")
-    if not any(type(h) is logging.NullHandler for h in logger.handlers):
-        logger.addHandler(logging.NullHandler())
-    return psycopg
-
-
 #: seconds to wait for the server when the URL sets no ``connect_timeout``
 CONNECT_TIMEOUT = 10
 
@@ -48,11 +30,9 @@ CONNECT_TIMEOUT = 10
 def _connect_timeout(url: str) -> dict[str, int]:
     """``connect_timeout`` for the driver: none when the URL sets its own
     (libpq's parameter, which then wins), else ``CONNECT_TIMEOUT``."""
-    from psycopg.conninfo import conninfo_to_dict
-
     try:
-        given = conninfo_to_dict(url).get("connect_timeout")
-    except Exception:  # noqa: BLE001 -- a malformed URL is refused by connect() itself, with its words
+        given = libpq.conninfo(url).get("connect_timeout")
+    except libpq.Error:  # a malformed URL is refused by connect() itself, with its words
         given = None
     return {} if given not in (None, "") else {"connect_timeout": CONNECT_TIMEOUT}
 
@@ -72,17 +52,22 @@ def connect(url: str):
     be reached now (down, restarting, full, a refused or timed-out
     connection) is ``Unreachable`` (exit 5: nothing changed, a retry is
     safe). A ``connect_timeout`` in the URL bounds the wait for the
-    server (default ``CONNECT_TIMEOUT`` seconds)."""
-    psycopg = _driver()
+    server (default ``CONNECT_TIMEOUT`` seconds). No libpq on this machine
+    is ``NoStorm``, saying what to install."""
     try:
-        return psycopg.connect(url, autocommit=True, application_name="storm-queue", **_connect_timeout(url))
-    except psycopg.OperationalError as exc:
+        libpq.library()
+    except ImportError:
+        raise NoStorm("this root is a database URL, and PostgreSQL's client library (libpq) is not installed: "
+                      "install storm-queue[postgresql], or the system's libpq (Debian: apt-get install libpq5)") from None
+    try:
+        return libpq.connect(url, application_name="storm-queue", **_connect_timeout(url))
+    except libpq.OperationalError as exc:
         why = _words(exc, url)
         if not any(words in why for words in NEVER):
             raise Unreachable(f"cannot connect to the database storm {shown(url)}: {why}; nothing changed, "
                               "a retry is safe") from None
         raise NoStorm(f"cannot connect to the database storm {shown(url)}: {why}") from None
-    except Exception as exc:  # noqa: BLE001 -- a malformed URL is the driver's ProgrammingError or ValueError
+    except libpq.Error as exc:  # a malformed URL, or text the server cannot carry (a NUL)
         raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
 
 
@@ -93,23 +78,7 @@ def alive(conn) -> bool:
     A connection in a transaction is left to its own statements."""
     if conn.closed:
         return False
-    pq = _driver().pq
-    if conn.info.transaction_status != pq.TransactionStatus.IDLE:
-        return True
-    import select
-
-    pgconn = conn.pgconn
-    try:
-        waiting = select.poll()
-        waiting.register(conn.fileno(), select.POLLIN)
-        if waiting.poll(0):
-            pgconn.consume_input()
-            while note := pgconn.notifies():  # a notification read here goes where the driver's own go
-                if pgconn.notify_handler:
-                    pgconn.notify_handler(note)
-    except Exception:  # noqa: BLE001 -- the driver's OperationalError, or a socket already gone
-        return False
-    return pgconn.status == pq.ConnStatus.OK
+    return conn.status != libpq.IDLE or conn.alive()
 
 
 def insert_state(conn, seq: int, last: str | None, state: fold.LaneState) -> None:
@@ -140,7 +109,6 @@ def create(url: str) -> Created:
     """Create the storm in the database ``url`` names and record its first
     line; the connecting role becomes its operator. ``InitRefused`` (exit
     2, nothing changed) when the database already holds a storm."""
-    psycopg = _driver()
     conn = connect(url)
     try:
         with conn.transaction():
@@ -160,12 +128,12 @@ def create(url: str) -> Created:
             conn.execute(q("insert_event"), (1, line))
             state = fold.replay([event])
             insert_state(conn, 1, digest(line), state)
-    except psycopg.errors.InsufficientPrivilege as exc:
+    except libpq.errors.InsufficientPrivilege as exc:
         raise InitRefused(f"role cannot create a storm in {shown(url)}: {_words(exc, url)}; "
                           "the role needs CREATE on the database") from None
-    except psycopg.errors.DuplicateSchema:
+    except libpq.errors.DuplicateSchema:
         raise InitRefused(f"the database {shown(url)} already holds a storm (schema storm_queue); nothing was changed") from None
-    except psycopg.Error as exc:
+    except libpq.Error as exc:
         raise StormError(f"init of {shown(url)} failed, nothing was created: {_words(exc, url)}") from None
     finally:
         conn.close()

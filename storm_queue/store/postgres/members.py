@@ -30,11 +30,11 @@ def change(conn: Any, verb: str, kind: str, role: str) -> None:
     its privileges, a reader's USAGE and SELECT, and a runner's EXECUTE on
     the operator's functions besides (what a role is granted as the other
     kind too stays)."""
-    from psycopg import sql
+    from .libpq import quote_ident
 
     def run(*statements: str) -> None:
         for statement in statements:
-            conn.execute(sql.SQL(statement).format(role=sql.Identifier(role)))
+            conn.execute(statement.format(role=quote_ident(role)))
 
     other = is_member(conn, role, "reader" if kind == "runner" else "runner")
     if verb == "grant":

@@ -10,8 +10,8 @@
 --
 -- and runs to the next header. Comment lines (a line that starts with --)
 -- and a final semicolon are not part of the statement. Parameters are
--- psycopg's (%s, %(name)s); a {} is a piece composed in by
--- psycopg.sql.SQL(q(name)).format(...), for what a parameter cannot be.
+-- libpq.py's (%s, %(name)s); a {} is a piece composed in with str.format
+-- (a quoted identifier, a whole number), for what a parameter cannot be.
 
 
 -- == connecting and init (create) ===========================================

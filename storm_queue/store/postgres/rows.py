@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 def jsonb(body: object):
     """``body`` as the driver sends a ``jsonb`` column's value."""
-    from psycopg.types.json import Jsonb
+    from .libpq import Jsonb
 
     return Jsonb(body)
 
@@ -45,7 +45,7 @@ class Rows:
         self._ledgers: tuple[bool, Ledgers] | None = None
 
     def changed(self, conn: Any) -> Any:
-        """A cursor of the rows changed since the last read (in a pipeline: not yet fetched).
+        """A cursor of the rows changed since the last read.
         A snapshot needs only which lanes have a result, and the token a finish
         wrote there when it is a whole number, as text (``rows_changed``), so no
         JSON is parsed here."""

@@ -18,7 +18,8 @@ from __future__ import annotations
 from ...core.authority import LANE_ENV
 from ...core.errors import RecordFailed, StormUnreadable
 from ...core.outcome import Outcome
-from .connect import _driver, _words
+from . import libpq
+from .connect import _words
 from .queries import q, schema_version
 
 TYPE_CHECKING = False
@@ -72,7 +73,7 @@ def answered(store: Database, req: Request, clock: Callable[[], float], busy: Ca
     up (``catch_up``), or every reader would fold the lines after it."""
     try:
         out, behind = serve(store, req, clock)
-    except _driver().errors.LockNotAvailable:
+    except libpq.errors.LockNotAvailable:
         raise busy(store.wait) from None
     if (out is not None and behind is not None and behind >= catch_up_at(store, fold_at_most)
             and out.by.startswith("operator:")):
@@ -94,9 +95,8 @@ def serve(store: Database, req: Request, clock: Callable[[], float]) -> tuple[Ou
         return None, None
     if _args(req, 0.0, 0) is None:
         return None, None
-    psycopg = _driver()
     conn = store.conn
-    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+    if conn.status != libpq.IDLE:
         return None, None
     from .version import read as read_version
 
@@ -106,10 +106,10 @@ def serve(store: Database, req: Request, clock: Callable[[], float]) -> tuple[Ou
         args = _args(req, clock(), max(1, int(store.wait * 1000)))
         statement = {"claim": q("serve_claim"), "renew": q("serve_renew"), "finish": q("serve_finish")}[req.verb]
         row = conn.execute(statement, args).fetchone()
-    except (StormUnreadable, psycopg.errors.UndefinedFunction, psycopg.errors.InsufficientPrivilege,
-            psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName, psycopg.errors.UndefinedColumn):
+    except (StormUnreadable, libpq.errors.UndefinedFunction, libpq.errors.InsufficientPrivilege,
+            libpq.errors.UndefinedTable, libpq.errors.InvalidSchemaName, libpq.errors.UndefinedColumn):
         return None, None  # the request path says what is wrong
-    except psycopg.OperationalError as exc:
+    except libpq.OperationalError as exc:
         store._conn = None
         raise RecordFailed(f"the connection to {store.root} was lost during the {req.verb} ({_words(exc, store.url)}), "
                            "and whether the server recorded it is unknown; check storm-queue log before asking again",

@@ -11,7 +11,8 @@ directory has files.
 - the caller is ``session_user`` as the server authenticated it; the
   operator is the role that ran ``init``.
 
-The driver (psycopg 3) is imported only here, and only for a URL root.
+The driver (``libpq``: PostgreSQL's client library through ctypes) is
+loaded only here, and only for a URL root.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ from .connect import (  # noqa: F401 -- the names others import from here
     CONNECT_TIMEOUT,
     GRANT_HINT,
     Created,
-    _driver,
     _Known,
     _words,
     alive,
@@ -38,6 +38,7 @@ from .connect import (  # noqa: F401 -- the names others import from here
     insert_state,
     shown,
 )
+from . import libpq
 from .log import fold_on, older_format
 from .queries import lock_keys, q
 from .rows import Rows, Writes
@@ -126,17 +127,16 @@ class Database:
     @contextmanager
     def _errors(self) -> Iterator[None]:
         """The driver's errors as the storm's own."""
-        psycopg = _driver()
         try:
             yield
-        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+        except (libpq.errors.UndefinedTable, libpq.errors.InvalidSchemaName):
             raise _no_storm(self.root) from None
-        except psycopg.errors.InsufficientPrivilege as exc:
+        except libpq.errors.InsufficientPrivilege as exc:
             raise StormUnreadable(f"role {self._who()} may not read the storm in {self.root} ({_words(exc, self.url)}); "
                                   f"{GRANT_HINT}") from None
-        except psycopg.errors.LockNotAvailable:
+        except libpq.errors.LockNotAvailable:
             raise _busy(self.wait) from None
-        except psycopg.OperationalError as exc:  # before any write: nothing of this command was sent
+        except libpq.OperationalError as exc:  # before any write: nothing of this command was sent
             raise Unreachable(f"the connection to {self.root} was lost ({_words(exc, self.url)}); nothing changed, "
                               "a retry is safe") from None
 
@@ -153,12 +153,11 @@ class Database:
         settings), read now; parsed again only when its text changed. A
         schema newer than this storm-queue's is refused here, before any
         command reads or writes (``NotHere``, exit 2)."""
-        psycopg = _driver()
         with self._errors():
             conn = self.conn
             try:
                 row = conn.execute(q("read_declaration")).fetchone()
-            except psycopg.OperationalError:  # the first statement of a request: a read, so it is asked again
+            except libpq.OperationalError:  # the first statement of a request: a read, so it is asked again
                 if not conn.closed:  # once, on a new connection, when its connection had died unseen by ``alive``
                     raise
                 row = self.conn.execute(q("read_declaration")).fetchone()
@@ -179,12 +178,10 @@ class Database:
         if known is None:
             head = conn.execute(q("read_head")).fetchone()
             changed = None
-        else:  # one round trip: the head, the lines after the state this object knows, the rows changed since
-            with conn.pipeline():
-                head_cur = conn.execute(q("read_head"))
-                lines_cur = conn.execute(q("lines_after"), (known.seq, FOLD_AT_MOST + 1))
-                changed_cur = self._rows.changed(conn)
-                head, lines, changed = head_cur.fetchone(), lines_cur.fetchall(), changed_cur.fetchall()
+        else:  # the head, the lines after the state this object knows, the rows changed since
+            head = conn.execute(q("read_head")).fetchone()
+            lines = conn.execute(q("lines_after"), (known.seq, FOLD_AT_MOST + 1)).fetchall()
+            changed = self._rows.changed(conn).fetchall()
         seq, last, body_seq, body_digest, gone = head
         self._body_seq = body_seq
         state = None
@@ -286,7 +283,6 @@ class Database:
 
     def _roles(self) -> tuple[str, str | None]:
         """The caller (session_user) and the operator (None: this role may not read the storm)."""
-        psycopg = _driver()
         with self._errors():
             conn = self.conn  # first: a new connection forgets the last one's session_user
             if self._session_user is None:
@@ -297,12 +293,12 @@ class Database:
             return who, operator
         with self._errors():
             try:
-                if self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                if self.conn.status == libpq.IDLE:
                     row = self.conn.execute(q("read_operator")).fetchone()  # autocommit: one statement
                 else:
                     with self.conn.transaction():  # a savepoint: a refusal must not abort the transaction around it
                         row = self.conn.execute(q("read_operator")).fetchone()
-            except psycopg.errors.InsufficientPrivilege:
+            except libpq.errors.InsufficientPrivilege:
                 return who, None
         return who, row[0] if row else None
 
@@ -356,43 +352,38 @@ class Database:
         or serialization failure the server resolved by aborting is
         ``Aborted``; a lost connection is answered with whether the request
         committed (``faults.lost``)."""
-        psycopg = _driver()
         self._pending, self._results = None, []
         upgrading = req.verb == "upgrade"
         if not upgrading:
             current(self, f"the {req.verb} was not recorded")
         try:
-            with self._locked(pipelined=not upgrading):
+            with self._locked():
                 yield
-        except psycopg.errors.LockNotAvailable:
+        except libpq.errors.LockNotAvailable:
             raise _busy(self.wait) from None
-        except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+        except (libpq.errors.UndefinedTable, libpq.errors.InvalidSchemaName):
             raise _no_storm(self.root) from None
-        except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected) as exc:
+        except (libpq.errors.SerializationFailure, libpq.errors.DeadlockDetected) as exc:
             raise Aborted(f"the database aborted the request ({_words(exc, self.url)}): nothing changed, "
                           "a retry is safe") from None
-        except psycopg.OperationalError as exc:
+        except libpq.OperationalError as exc:
             from .faults import lost
 
             raise lost(self, req.verb, exc) from None
 
     @contextmanager
-    def _locked(self, pipelined: bool = True) -> Iterator[None]:
+    def _locked(self) -> Iterator[None]:
         """One transaction holding the storm's advisory lock, waiting at most
         ``wait`` seconds for it; once it commits, the state its lines fold
-        to is this object's to start the next request from. The transaction
-        is pipelined: taking the lock goes with the first read, and the
-        writes go with the COMMIT, so the lock is held for two round trips
-        (an upgrade's scripts are many statements each: not pipelined)."""
-        from contextlib import nullcontext
-
-        from psycopg import sql
-
+        to is this object's to start the next request from. The lock is held
+        from its statement to the COMMIT, while this process plans (an
+        operator's request); the runner requests the server decides
+        (``served``) hold it only inside the server."""
         self._written = None
         conn = self.conn
         try:
-            with conn.pipeline() if pipelined else nullcontext(), conn.transaction():
-                conn.execute(sql.SQL(q("set_lock_timeout")).format(sql.Literal(max(1, int(self.wait * 1000)))))
+            with conn.transaction():
+                conn.execute(q("set_lock_timeout").format(max(1, int(self.wait * 1000))))
                 conn.execute(q("lock_storm"))
                 self._writing_now = True
                 try:
@@ -426,7 +417,7 @@ class Database:
 
     def _write_lines(self, framed: list, head: int, last: str, state: fold.LaneState) -> None:
         """The operator's lines, and the head (and every ``STATE_EVERY`` lines the body)."""
-        with self.conn.cursor() as cur:  # sent with the COMMIT (the request's transaction is pipelined)
+        with self.conn.cursor() as cur:
             cur.executemany(q("insert_event"), [(event["seq"], line) for event, line in framed])
             if head - self._body_seq >= STATE_EVERY:
                 cur.execute(q("move_head_and_body"), (head, last, dump_state(state), head, last))

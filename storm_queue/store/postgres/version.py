@@ -7,7 +7,7 @@ it forward (``current``, ``migrate``)."""
 from __future__ import annotations
 
 from ...core.errors import NotHere
-from .connect import _driver
+from . import libpq
 from .queries import migrations, q, schema_version
 
 TYPE_CHECKING = False
@@ -18,17 +18,16 @@ if TYPE_CHECKING:
 def read(store: Database, fresh: bool = False) -> int:
     """The version of the storm's schema (0: made before the schema
     recorded one), read once a connection unless ``fresh``."""
-    psycopg = _driver()
     if store._version is None or fresh:
         with store._errors():  # a role that may not read it, a lost connection: the storm's errors
             conn = store.conn
             try:
-                if conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                if conn.status == libpq.IDLE:
                     row = conn.execute(q("read_schema_version")).fetchone()
                 else:
                     with conn.transaction():  # a savepoint: a storm of version 0 must not abort the transaction
                         row = conn.execute(q("read_schema_version")).fetchone()
-            except psycopg.errors.UndefinedTable:
+            except libpq.errors.UndefinedTable:
                 row = (0,)
         store._version = row[0]
     return store._version
