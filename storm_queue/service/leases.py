@@ -243,9 +243,7 @@ def recover(storm: Storm, slug: str | None = None, source: str | None = None, re
     decl = declaration(storm.store)
     req = Request("recover", None if slug is None else as_text(slug), optional_text(reason), optional_text(source),
                   optional_text(key), (True,) if force else ())
-    refusal = shape_names(req.slug, (), req.source)
-    if refusal is None and force and not (req.reason or "").strip():
-        refusal = Refusal("blank_reason", "recover --force needs --reason TEXT saying why the holder is gone")
+    refusal = _named_with_reason(req, "recover --force needs --reason TEXT saying why the holder is gone" if force else None)
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
         events = plan_recover(snap, decl.runner, req.slug, force)
@@ -264,6 +262,16 @@ def recover(storm: Storm, slug: str | None = None, source: str | None = None, re
 
     return storm.request(req, refusal, plan, decl=decl, operator_only=req.slug is not None)
 
+def _named_with_reason(req: Request, needs: str | None) -> Refusal | None:
+    """The refusal of ``req``'s slug or source as names, or else, when
+    ``needs`` says why a reason is needed, ``blank_reason`` for one that is
+    blank; None when neither."""
+    refusal = shape_names(req.slug, (), req.source)
+    if refusal is None and needs and not (req.reason or "").strip():
+        refusal = Refusal("blank_reason", needs)
+    return refusal
+
+
 def _unmark(fx: Effects, events: list[dict[str, Any]]) -> list[str]:
     """Take away the running marker of each lease ``events`` ended (a cache: a failure is a note)."""
     notes = []
@@ -279,9 +287,7 @@ def cancel(storm: Storm, slug: str, reason: str | None, source: str | None = Non
     ``lane_cancelled``, which tells the runner to stop the lane's work.
     A settled lane is a recorded no-op."""
     req = Request("cancel", as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
-    refusal = shape_names(req.slug, (), req.source)
-    if refusal is None and not (req.reason or "").strip():
-        refusal = Refusal("blank_reason", "cancel needs --reason TEXT saying why the lane is not to run")
+    refusal = _named_with_reason(req, "cancel needs --reason TEXT saying why the lane is not to run")
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
         events = plan_cancel(snap, req.slug)
@@ -305,9 +311,7 @@ def unpark(storm: Storm, slug: str, reason: str | None, source: str | None = Non
     operator only, with a reason. Its attempt history stays."""
     decl = declaration(storm.store)
     req = Request("unpark", as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
-    refusal = shape_names(req.slug, (), req.source)
-    if refusal is None and not (req.reason or "").strip():
-        refusal = Refusal("blank_reason", "unpark needs --reason TEXT saying why the lane may run again")
+    refusal = _named_with_reason(req, "unpark needs --reason TEXT saying why the lane may run again")
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
         event = plan_unpark(snap, req.slug)

@@ -22,6 +22,7 @@ import pytest
 
 from storm_queue.store.postgres.store import LOCK_KEYS
 from tests.conftest import REPO, clean_env, run_cli
+from tests.faults.crash_harness import replayed
 
 pytestmark = pytest.mark.postgresql
 
@@ -53,26 +54,6 @@ def events(pg_server, url: str) -> list[dict]:
 def on_log(evs: list[dict], field: str, value: str) -> int:
     """How many lines carry FIELD (reason or key) = VALUE."""
     return sum(1 for e in evs if e.get(field) == value)
-
-
-def replayed(evs: list[dict]) -> tuple[list[str], list[str]]:
-    """The priority lane and the named slugs, replayed from the events
-    independently of storm_queue's fold: push/bump/unbump add ``moved``
-    and drop ``removed``; a bump names its slug, an unbump un-names it."""
-    lane: dict[str, None] = {}
-    named: dict[str, None] = {}
-    for e in evs:
-        if e["action"] not in ("push", "bump", "unbump"):
-            continue
-        for slug in e.get("moved", ()):
-            lane.setdefault(slug)
-        for slug in e.get("removed", ()):
-            lane.pop(slug, None)
-        if e["action"] == "unbump":
-            named.pop(e["slug"], None)
-        elif not e.get("noop"):
-            named.setdefault(e["slug"])
-    return list(lane), list(named)
 
 
 def assert_sound_and_derived(pg_server, url: str) -> list[dict]:

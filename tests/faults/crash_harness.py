@@ -783,6 +783,27 @@ def check_runs(root: Path, events: list[dict], policy: config.Policy, state) -> 
     return leases, quarantines, unparks
 
 
+def replayed(evs: list[dict]) -> tuple[list[str], list[str]]:
+    """The priority lane and the named slugs, replayed from the events
+    independently of storm_queue's fold: push/bump/unbump add ``moved``
+    and drop ``removed``; a bump or push names its slug, an unbump
+    un-names it."""
+    lane: dict[str, None] = {}
+    named: dict[str, None] = {}
+    for e in evs:
+        if e["action"] not in ("push", "bump", "unbump"):
+            continue
+        for slug in e.get("moved", ()):
+            lane.setdefault(slug)
+        for slug in e.get("removed", ()):
+            lane.pop(slug, None)
+        if e["action"] == "unbump":
+            named.pop(e["slug"], None)
+        elif not e.get("noop"):
+            named.setdefault(e["slug"])
+    return list(lane), list(named)
+
+
 def replay_runs(events: list[dict], policy: config.Policy, state) -> tuple[dict[str, tuple[int, str]], int, int,
                                                                           dict[str, set[int]]]:
     """Replay the runs line by line, check the runner invariants of either

@@ -88,7 +88,7 @@ from storm_queue.service.storm import Storm
 from storm_queue.store.postgres import libpq
 from storm_queue.store.postgres.connect import create
 from tests.faults import pg_clients
-from tests.faults.crash_harness import replay_runs, verify_cli
+from tests.faults.crash_harness import replay_runs, replayed, verify_cli
 
 LANES = (("a", "1", ""), ("b", "2", "a"), ("c", "3", ""), ("d", "4", "c"), ("e", "5", ""), ("f", "6", "b,d"))
 SLUGS = tuple(slug for slug, _, _ in LANES)
@@ -453,27 +453,6 @@ def _as_told(req, told: dict, evs: list[dict], i: int, fig: Figures) -> None:
     if not ok:
         raise AssertionError(f"request {req.key} {verb} {req.args} {req.opts} is on the log as {event}, "
                              f"but was told {told}")
-
-
-def replayed(evs: list[dict]) -> tuple[list[str], list[str]]:
-    """The priority lane and the named slugs, replayed from the events
-    independently of storm_queue's fold: push/bump/unbump add ``moved``
-    and drop ``removed``; a bump or push names its slug, an unbump
-    un-names it."""
-    lane: dict[str, None] = {}
-    named: dict[str, None] = {}
-    for e in evs:
-        if e["action"] not in ("push", "bump", "unbump"):
-            continue
-        for slug in e.get("moved", ()):
-            lane.setdefault(slug)
-        for slug in e.get("removed", ()):
-            lane.pop(slug, None)
-        if e["action"] == "unbump":
-            named.pop(e["slug"], None)
-        elif not e.get("noop"):
-            named.setdefault(e["slug"])
-    return list(lane), list(named)
 
 
 def _stderr(client, fig: Figures) -> None:
