@@ -90,12 +90,19 @@ def test_transactions_nest_as_savepoints(conn) -> None:
     assert conn.execute("SELECT array_agg(a) FROM t").fetchone() == ([1],) and conn.status == libpq.IDLE
 
 
-def test_a_named_cursor_streams_every_row(conn) -> None:
-    with conn.transaction(), conn.cursor(name="lines") as cur:
-        cur.itersize = 7
-        cur.execute("SELECT g, decode(lpad(to_hex(g), 4, '0'), 'hex') FROM generate_series(1, %s) g", (50,))
-        rows = list(cur)
-    assert rows == [(g, g.to_bytes(2, "big")) for g in range(1, 51)]
+def test_copy_out_streams_every_row_and_a_copy_left_part_way_closes(conn, pg_server) -> None:
+    rows = list(conn.copy_out("SELECT g::int8, decode(lpad(to_hex(g), 4, '0'), 'hex'), NULL::text "
+                              "FROM generate_series(1, 5000) g"))
+    assert rows == [(g.to_bytes(8, "big"), g.to_bytes(2, "big"), None) for g in range(1, 5001)]
+    assert conn.execute("SELECT 1").fetchone() == (1,) and conn.status == libpq.IDLE
+    with pytest.raises(libpq.errors.UndefinedTable):
+        list(conn.copy_out("SELECT * FROM no_such_table"))
+    assert conn.status == libpq.IDLE
+    other = libpq.connect(pg_server.admin_url())
+    rows = other.copy_out("SELECT g FROM generate_series(1, 100000) g")
+    next(rows)
+    rows.close()
+    assert other.closed
 
 
 def test_notifications_and_a_connection_ended_by_the_server(pg_server) -> None:

@@ -1,7 +1,7 @@
 """The driver of a database storm: PostgreSQL's own client library, libpq,
 called through ``ctypes``, with the small part of a DB-API connection the
-store uses (``connect``, ``Connection.execute``, ``transaction``, a named
-cursor, the server's errors as classes by SQLSTATE).
+store uses (``connect``, ``Connection.execute``, ``transaction``,
+``copy_out`` for a whole log, the server's errors as classes by SQLSTATE).
 
 Why not psycopg, which wraps the same libpq: importing psycopg loads some
 300 modules and costs a command 300-700 ms, more than the rest of a
@@ -184,6 +184,7 @@ _PROTOTYPES = {
     "PQgetCancel": (_p, [_p]), "PQcancel": (_i, [_p, _c, _i]), "PQfreeCancel": (None, [_p]),
     "PQconninfoParse": (ctypes.POINTER(_ConninfoOption), [_c, ctypes.POINTER(_c)]),
     "PQconninfoFree": (None, [_p]), "PQlibVersion": (_i, []),
+    "PQgetCopyData": (_i, [_p, ctypes.POINTER(_p), _i]),
 }
 
 _lib = None
@@ -431,24 +432,19 @@ def _placeholders(query: str, named: bool) -> tuple[str, tuple[str, ...] | None]
 
 IDLE, ACTIVE, INTRANS, INERROR, UNKNOWN = range(5)  # PQtransactionStatus
 _OK = 0  # PQstatus: CONNECTION_OK
-_EMPTY, _COMMAND_OK, _TUPLES_OK, _FATAL = 0, 1, 2, 7
+_EMPTY, _COMMAND_OK, _TUPLES_OK, _COPY_OUT, _FATAL = 0, 1, 2, 3, 7
 
 
 class Cursor:
-    """The rows of one statement, fetched whole (or, named, from a server-side cursor)."""
+    """The rows of one statement, fetched whole."""
 
-    def __init__(self, conn: Connection, name: str | None = None):
-        self._conn, self._name = conn, name
+    def __init__(self, conn: Connection):
+        self._conn = conn
         self._rows: list[tuple] = []
         self._at = 0
         self.rowcount = -1
-        self.itersize = 100
 
     def execute(self, query: str, params=None) -> Cursor:
-        if self._name is not None:
-            self._conn._run(f"DECLARE {quote_ident(self._name)} NO SCROLL CURSOR FOR {query}", params)
-            self._rows, self._at = [], 0
-            return self
         self._rows, self.rowcount = self._conn._run(query, params)
         self._at = 0
         return self
@@ -458,42 +454,23 @@ class Cursor:
             self.execute(query, params)
 
     def fetchone(self) -> tuple | None:
-        if self._name is not None:
-            return next(iter(self), None)
         if self._at < len(self._rows):
             self._at += 1
             return self._rows[self._at - 1]
         return None
 
     def fetchall(self) -> list[tuple]:
-        if self._name is not None:
-            return list(self)
         rows, self._at = self._rows[self._at:], len(self._rows)
         return rows
 
     def __iter__(self):
-        if self._name is None:
-            while (row := self.fetchone()) is not None:
-                yield row
-            return
-        fetch = f"FETCH FORWARD {int(self.itersize)} FROM {quote_ident(self._name)}"
-        while True:
-            rows, _ = self._conn._run(fetch, None)
-            yield from rows
-            if len(rows) < self.itersize:
-                return
-
-    def close(self) -> None:
-        if self._name is not None and not self._conn.closed and self._conn.status in (INTRANS, ACTIVE):
-            self._conn._run(f"CLOSE {quote_ident(self._name)}", None)
-            self._name = None
+        return iter(self.fetchall())
 
     def __enter__(self) -> Cursor:
         return self
 
-    def __exit__(self, kind, *_: object) -> None:
-        if kind is None:
-            self.close()
+    def __exit__(self, *_: object) -> None:
+        pass
 
 
 class _Info:
@@ -549,8 +526,8 @@ class Connection:
     def execute(self, query: str, params=None) -> Cursor:
         return Cursor(self).execute(query, params)
 
-    def cursor(self, name: str | None = None) -> Cursor:
-        return Cursor(self, name)
+    def cursor(self) -> Cursor:
+        return Cursor(self)
 
     def transaction(self):
         """A block in one transaction (BEGIN … COMMIT; in one already, a
@@ -617,6 +594,56 @@ class Connection:
             return False
         return library().PQstatus(self._pg) == _OK
 
+    def copy_out(self, query: str):
+        """The rows of ``query`` (no parameters), streamed by ``COPY … TO
+        STDOUT (FORMAT binary)``: each a tuple of its fields in the server's
+        binary form (``bytes``; None for NULL). A result costs a few library
+        calls a value, this a few a row: what reading a whole log wants.
+        Left part way, the connection is closed (a COPY cannot be left half read)."""
+        lib = library()
+        self._run(f"COPY ({query}) TO STDOUT (FORMAT binary)", None, copy=True)
+        import struct
+
+        short, long = struct.Struct("!h").unpack_from, struct.Struct("!i").unpack_from
+        buf, at_start, done = _p(), True, False
+        get, free, string_at, into = lib.PQgetCopyData, lib.PQfreemem, ctypes.string_at, ctypes.byref(buf)
+        try:
+            while True:
+                n = get(self._pg, into, 1)
+                if n == 0:
+                    self._readable(lib)
+                    if not lib.PQconsumeInput(self._pg):
+                        raise self._lost()
+                    continue
+                if n == -1:
+                    break
+                if n < 0:
+                    raise self._lost()
+                data = string_at(buf, n)
+                free(buf)
+                at = 0
+                if at_start:  # the signature (11 bytes), the flags, the extension's length, the extension
+                    at, at_start = 19 + long(data, 15)[0], False
+                count, = short(data, at)
+                if count < 0:  # the trailer
+                    continue
+                at += 2
+                fields = []
+                for _ in range(count):
+                    size, = long(data, at)
+                    at += 4
+                    if size < 0:
+                        fields.append(None)
+                    else:
+                        fields.append(data[at:at + size])
+                        at += size
+                yield tuple(fields)
+            self._result(lib)
+            done = True
+        finally:
+            if not done:
+                self.close()
+
     # -- one statement ------------------------------------------------------
 
     def _lost(self) -> OperationalError:
@@ -624,9 +651,10 @@ class Connection:
         self.close()
         return OperationalError(message or "the connection to the server was lost")
 
-    def _run(self, query: str, params) -> tuple[list[tuple], int]:
+    def _run(self, query: str, params, copy: bool = False) -> tuple[list[tuple], int]:
         """Send ``query`` (with ``params``), wait for its result, and return
-        its rows and row count; the server's error as its class."""
+        its rows and row count; the server's error as its class. With
+        ``copy``, return once the server begins a COPY's data."""
         lib = library()
         if self._pg is None:
             raise OperationalError("the connection is closed")
@@ -649,9 +677,9 @@ class Connection:
             sent = lib.PQsendQueryParams(self._pg, _text(sql), n, oids, datas, lengths, formats, 0)
         if not sent:
             raise self._lost()
-        return self._result(lib)
+        return self._result(lib, copy)
 
-    def _result(self, lib) -> tuple[list[tuple], int]:
+    def _result(self, lib, copy: bool = False) -> tuple[list[tuple], int]:
         last, failure = None, None
         try:
             while True:
@@ -660,6 +688,9 @@ class Connection:
                 if not res:
                     break
                 status = lib.PQresultStatus(res)
+                if copy and status == _COPY_OUT and failure is None:
+                    lib.PQclear(res)
+                    return [], -1
                 if status == _FATAL or status not in (_EMPTY, _COMMAND_OK, _TUPLES_OK):
                     if failure is None:
                         state = lib.PQresultErrorField(res, ord("C"))
@@ -682,24 +713,25 @@ class Connection:
                 lib.PQclear(last)
 
     def _wait(self, lib) -> None:
-        """Until a result can be had without blocking; Ctrl-C cancels the
-        statement on the server and closes the connection."""
-        if not lib.PQisBusy(self._pg):
-            return
+        """Until a result can be had without blocking."""
+        while lib.PQisBusy(self._pg):
+            self._readable(lib)
+            if not lib.PQconsumeInput(self._pg):
+                raise self._lost()
+
+    def _readable(self, lib) -> None:
+        """Until the server sends something; Ctrl-C (any exception) cancels
+        the statement on the server and closes the connection."""
         waiting = select.poll()
         waiting.register(lib.PQsocket(self._pg), select.POLLIN)
         try:
-            while lib.PQisBusy(self._pg):
-                waiting.poll()
-                if not lib.PQconsumeInput(self._pg):
-                    raise self._lost()
-        except BaseException as exc:
-            if not isinstance(exc, Error) and self._pg is not None:
-                cancel = lib.PQgetCancel(self._pg)
-                if cancel:
-                    lib.PQcancel(cancel, ctypes.create_string_buffer(256), 256)
-                    lib.PQfreeCancel(cancel)
-                self.close()
+            waiting.poll()
+        except BaseException:
+            cancel = lib.PQgetCancel(self._pg)
+            if cancel:
+                lib.PQcancel(cancel, ctypes.create_string_buffer(256), 256)
+                lib.PQfreeCancel(cancel)
+            self.close()
             raise
 
 

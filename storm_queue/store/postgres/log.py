@@ -21,11 +21,8 @@ def _lines(store: Database) -> Iterator[tuple[int, bytes]]:
     """Every log line, by seq, streamed from one snapshot."""
     with store._errors(), store.conn.transaction():
         store.conn.execute(q("read_only_snapshot"))
-        with store.conn.cursor(name="storm_queue_lines") as cur:
-            cur.itersize = 2000
-            cur.execute(q("all_lines"))
-            for seq, line in cur:
-                yield seq, bytes(line)
+        for seq, line in store.conn.copy_out(q("all_lines")):
+            yield int.from_bytes(seq, "big", signed=True), line
 
 
 def history(store: Database, each: Callable[[bytes, dict[str, Any]], None]) -> logread.LogRead:
