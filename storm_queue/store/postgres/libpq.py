@@ -238,7 +238,7 @@ def conninfo(text: str) -> dict[str, str]:
     ``ProgrammingError`` with libpq's words for one that is not."""
     lib = library()
     err = _c()
-    opts = lib.PQconninfoParse(text.encode("utf-8"), ctypes.byref(err))
+    opts = lib.PQconninfoParse(_text(text), ctypes.byref(err))
     if not opts:
         message = _after_severity(err.value) if err.value else "out of memory"
         if err.value:
@@ -474,12 +474,10 @@ class Cursor:
 
 
 class _Info:
+    """What psycopg's ``conn.info`` tells that the tests ask: the backend's pid."""
+
     def __init__(self, conn: Connection):
         self._conn = conn
-
-    @property
-    def transaction_status(self) -> int:
-        return self._conn.status
 
     @property
     def backend_pid(self) -> int:
