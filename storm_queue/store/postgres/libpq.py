@@ -490,6 +490,7 @@ class Connection:
     def __init__(self, pg: int):
         self._pg = pg
         self._depth = 0
+        self._waiting = None  # a poll object of the socket, made on the first wait
         self.info = _Info(self)
 
     @property
@@ -720,10 +721,11 @@ class Connection:
     def _readable(self, lib) -> None:
         """Until the server sends something; Ctrl-C (any exception) cancels
         the statement on the server and closes the connection."""
-        waiting = select.poll()
-        waiting.register(lib.PQsocket(self._pg), select.POLLIN)
+        if self._waiting is None:
+            self._waiting = select.poll()
+            self._waiting.register(lib.PQsocket(self._pg), select.POLLIN)
         try:
-            waiting.poll()
+            self._waiting.poll()
         except BaseException:
             cancel = lib.PQgetCancel(self._pg)
             if cancel:
@@ -746,10 +748,11 @@ def _rows(lib, res) -> tuple[list[tuple], int]:
     for r in range(ntuples):
         row = []
         for k, load in enumerate(loads):
-            if isnull(res, r, k):
+            size = getlength(res, r, k)
+            if not size and isnull(res, r, k):
                 row.append(None)
                 continue
-            text = string_at(getvalue(res, r, k), getlength(res, r, k)).decode("utf-8")
+            text = string_at(getvalue(res, r, k), size).decode("utf-8")
             row.append(text if load is None else load(text))
         rows.append(tuple(row))
     return rows, rowcount if rowcount >= 0 else ntuples
