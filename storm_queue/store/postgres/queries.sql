@@ -377,6 +377,22 @@ SELECT slug, dep
 FROM storm_queue.waiver
 ORDER BY slug, dep;
 
+-- watch_sound --
+-- whether storm_queue.watch holds exactly the run rows a claim looks at (migrations/0006.sql): those that
+-- hold a lease, carry a schedule, or ended an attempt other than ok and are not quarantined, as run holds them
+SELECT NOT EXISTS (
+    (SELECT slug, since, lease_token, expires, quarantined, attempts, last_end, not_before FROM storm_queue.run
+     WHERE lease_token IS NOT NULL OR not_before IS NOT NULL
+        OR (quarantined IS NULL AND attempts > 0 AND last_end IS DISTINCT FROM 'ok')
+     EXCEPT ALL
+     SELECT slug, since, lease_token, expires, quarantined, attempts, last_end, not_before FROM storm_queue.watch)
+    UNION ALL
+    (SELECT slug, since, lease_token, expires, quarantined, attempts, last_end, not_before FROM storm_queue.watch
+     EXCEPT ALL
+     SELECT slug, since, lease_token, expires, quarantined, attempts, last_end, not_before FROM storm_queue.run
+     WHERE lease_token IS NOT NULL OR not_before IS NOT NULL
+        OR (quarantined IS NULL AND attempts > 0 AND last_end IS DISTINCT FROM 'ok')));
+
 -- open_mark_sound --
 -- whether every lane before runs_at.open_from is settled or has a result row (a claim passes them over)
 SELECT NOT EXISTS (
