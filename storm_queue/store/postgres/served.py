@@ -216,22 +216,29 @@ def catch_up(store: Database, fold_at_most: int) -> None:
     that leaves a body already there (or past it) alone: the runners'
     requests are not held up while this process folds. One process at a
     time does it (a lock of its own, not waited for), and only while the
-    body is still ``catch_up_at`` lines behind; a storm busy or away now
-    is left for the next time: nothing depends on it."""
+    body is still ``catch_up_at`` lines behind (as this process reckoned
+    it when called), asked before the state is read (another process may
+    have caught it up since: reading the state is most of the cost) and
+    again after; a storm busy or away now is left for the next time:
+    nothing depends on it."""
     from ...core.errors import StormError
     from ...core.statebody import dump_state
 
     conn = store.conn
+    at = catch_up_at(store, fold_at_most)
     try:
         with store._errors():
             if not conn.execute(q("try_catch_up")).fetchone()[0]:
                 return  # another process is at it
             try:
+                seq, _, body_seq, *_ = conn.execute(q("read_head")).fetchone()
+                if seq - body_seq < at:
+                    return  # caught up since
                 with conn.transaction():
                     conn.execute(q("read_only_snapshot"))
                     log = store._load()
-                if log.seq - store._body_seq < catch_up_at(store, fold_at_most):
-                    return  # caught up since, or not yet behind by the state's size
+                if log.seq - store._body_seq < at:
+                    return  # caught up since
                 body = dump_state(log.state)
                 with store._locked():
                     conn.execute(q("move_body"), (body, log.seq, log.digest, log.seq))
