@@ -98,6 +98,9 @@ DECLARE
     v_last bigint;
     v_due text;
     v_slug text;
+    v_expiring boolean;
+    v_walked boolean;
+    v_held bigint;
 BEGIN
     SELECT * INTO b FROM storm_queue.serve_begin(p_wait_ms);
     v_ttl := coalesce(p_ttl, (b.policy->>'ttl')::integer);
@@ -108,28 +111,36 @@ BEGIN
     -- core/runs.py expiries, in the fold's order of runs: the orphaned leases, and the lanes not held that spent
     -- their attempts (unless settled, finished, gone from the queue, or their last attempt finished ok), each
     -- one a row of storm_queue.watch
-    FOR rec IN SELECT u.*, EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = u.slug)
-                          OR EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = u.slug) AS done
-               FROM storm_queue.watch u
-               WHERE (u.lease_token IS NOT NULL AND u.expires COLLATE "C" <= v_at COLLATE "C")
-                  OR (u.lease_token IS NULL AND u.quarantined IS NULL AND u.attempts >= v_budget
-                      AND u.last_end IS DISTINCT FROM 'ok' AND EXISTS (SELECT 1 FROM storm_queue.lane l WHERE l.slug = u.slug))
-               ORDER BY u.since LOOP
-        IF rec.lease_token IS NOT NULL THEN
-            v_actions := v_actions || 'expire'::text;
-            v_rests := v_rests || (',"slug":' || storm_queue.json_str(rec.slug) || ',"token":' || rec.lease_token
-                                   || ',"expired":' || storm_queue.json_str(rec.expires));
-            IF rec.quarantined IS NULL AND rec.attempts >= v_budget AND NOT rec.done THEN
+    SELECT EXISTS (SELECT 1 FROM storm_queue.watch u
+                   WHERE (u.lease_token IS NOT NULL AND u.expires COLLATE "C" <= v_at COLLATE "C")
+                      OR (u.lease_token IS NULL AND u.quarantined IS NULL AND u.attempts >= v_budget
+                          AND u.last_end IS DISTINCT FROM 'ok'
+                          AND EXISTS (SELECT 1 FROM storm_queue.lane l WHERE l.slug = u.slug)))
+    INTO v_expiring;
+    IF v_expiring THEN  -- (a claim that finds none asks once, opening no cursor)
+        FOR rec IN SELECT u.*, EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = u.slug)
+                              OR EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = u.slug) AS done
+                   FROM storm_queue.watch u
+                   WHERE (u.lease_token IS NOT NULL AND u.expires COLLATE "C" <= v_at COLLATE "C")
+                      OR (u.lease_token IS NULL AND u.quarantined IS NULL AND u.attempts >= v_budget
+                          AND u.last_end IS DISTINCT FROM 'ok' AND EXISTS (SELECT 1 FROM storm_queue.lane l WHERE l.slug = u.slug))
+                   ORDER BY u.since LOOP
+            IF rec.lease_token IS NOT NULL THEN
+                v_actions := v_actions || 'expire'::text;
+                v_rests := v_rests || (',"slug":' || storm_queue.json_str(rec.slug) || ',"token":' || rec.lease_token
+                                       || ',"expired":' || storm_queue.json_str(rec.expires));
+                IF rec.quarantined IS NULL AND rec.attempts >= v_budget AND NOT rec.done THEN
+                    v_actions := v_actions || 'quarantine'::text;
+                    v_rests := v_rests || (',"slug":' || storm_queue.json_str(rec.slug) || ',"attempts":' || rec.attempts
+                                           || ',"budget":' || v_budget);
+                END IF;
+            ELSIF NOT rec.done THEN
                 v_actions := v_actions || 'quarantine'::text;
                 v_rests := v_rests || (',"slug":' || storm_queue.json_str(rec.slug) || ',"attempts":' || rec.attempts
                                        || ',"budget":' || v_budget);
             END IF;
-        ELSIF NOT rec.done THEN
-            v_actions := v_actions || 'quarantine'::text;
-            v_rests := v_rests || (',"slug":' || storm_queue.json_str(rec.slug) || ',"attempts":' || rec.attempts
-                                   || ',"budget":' || v_budget);
-        END IF;
-    END LOOP;
+        END LOOP;
+    END IF;
     IF cardinality(v_actions) > 0 THEN  -- folded at once (the trigger): what follows decides on the storm after them
         v_lines := storm_queue.serve_append(v_at, b.who, v_actions, v_rests);
     END IF;
@@ -159,19 +170,24 @@ BEGIN
         END IF;
     END LOOP;
     v_from := h.open_from;
+    v_walked := v_ready IS NULL;
     WHILE v_ready IS NULL AND v_from IS NOT NULL LOOP  -- queue order, a window of lanes at a time (by pos's index)
         v_last := NULL;
         FOR rec IN
-            SELECT w.slug, w.issue, w.deps, w.pos, u.not_before, u.lease_token IS NULL AND u.quarantined IS NULL AS free
+            SELECT w.slug, w.issue, w.deps, w.pos, u.not_before, u.lease_token IS NULL AND u.quarantined IS NULL AS free,
+                   EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = w.slug)
+                   OR EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = w.slug) AS done,
+                   EXISTS (SELECT 1 FROM storm_queue.priority p WHERE p.slug = w.slug) AS prio
             FROM (SELECT l.slug, l.issue, l.deps, l.pos FROM storm_queue.lane l WHERE l.pos >= v_from
                   ORDER BY l.pos LIMIT 64) w
             LEFT JOIN LATERAL (SELECT * FROM storm_queue.run u WHERE u.slug = w.slug LIMIT 1) u ON true  -- by its key
             ORDER BY w.pos
         LOOP
             v_last := rec.pos;
-            CONTINUE WHEN rec.free IS FALSE OR EXISTS (SELECT 1 FROM storm_queue.priority p WHERE p.slug = rec.slug)
-                OR EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = rec.slug)
-                OR EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = rec.slug);
+            IF v_open IS NULL AND NOT rec.done THEN  -- the mark: the first lane from it neither settled nor finished
+                v_open := rec.pos;
+            END IF;
+            CONTINUE WHEN rec.free IS FALSE OR rec.prio OR rec.done;
             v_gone := storm_queue.serve_waits(rec.slug, rec.deps, rec.not_before, v_at);
             IF v_gone IS NULL THEN
                 v_ready := rec.slug;
@@ -184,23 +200,27 @@ BEGIN
         END LOOP;
         v_from := v_last + 1;
     END LOOP;
-    -- the mark moves past the lanes now settled or with a result row (each passed over once, not at every claim)
-    -- (walked by pos's index, each lane's rows looked up by key: as one query over the queue, the tables never
-    -- analysed, it is planned as a scan of every lane and result row at every claim)
-    v_from := h.open_from;
-    LOOP
-        v_last := NULL;
-        FOR rec IN SELECT l.slug, l.pos FROM storm_queue.lane l WHERE l.pos >= v_from ORDER BY l.pos LIMIT 64 LOOP
-            v_last := rec.pos;
-            IF NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = rec.slug)
-               AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = rec.slug) THEN
-                v_open := rec.pos;
-                EXIT;
-            END IF;
+    -- the mark moves past the lanes now settled or with a result row (each passed over once, not at every claim):
+    -- the walk in queue order above found it on its way, from the mark to the lane it names, or to the queue's end;
+    -- when the priority lane named the lane, it is walked for (by pos's index, each lane's rows looked up by key: as
+    -- one query over the queue, the tables never analysed, it is planned as a scan of every lane and result row at
+    -- every claim)
+    IF NOT v_walked THEN
+        v_from := h.open_from;
+        LOOP
+            v_last := NULL;
+            FOR rec IN SELECT l.slug, l.pos FROM storm_queue.lane l WHERE l.pos >= v_from ORDER BY l.pos LIMIT 64 LOOP
+                v_last := rec.pos;
+                IF NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = rec.slug)
+                   AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = rec.slug) THEN
+                    v_open := rec.pos;
+                    EXIT;
+                END IF;
+            END LOOP;
+            EXIT WHEN v_open IS NOT NULL OR v_last IS NULL;
+            v_from := v_last + 1;
         END LOOP;
-        EXIT WHEN v_open IS NOT NULL OR v_last IS NULL;
-        v_from := v_last + 1;
-    END LOOP;
+    END IF;
     IF v_open IS DISTINCT FROM h.open_from AND v_open IS NOT NULL THEN
         UPDATE storm_queue.runs_at SET open_from = v_open;
     END IF;
@@ -216,10 +236,13 @@ BEGIN
             ORDER BY p.place IS NULL, p.place, l.pos);
     END IF;
     -- core/runs.py next_due: the first moment after now that time alone changes the decision (claim --wait)
-    v_due := (SELECT min(x.t COLLATE "C") FROM (
-                  SELECT expires AS t FROM storm_queue.watch WHERE lease_token IS NOT NULL
-                  UNION ALL SELECT not_before FROM storm_queue.watch WHERE not_before IS NOT NULL) x
-              WHERE x.t COLLATE "C" > v_at COLLATE "C");
+    -- (and the slots taken: the leases held)
+    SELECT (SELECT min(x.t COLLATE "C") FROM (
+                SELECT expires AS t FROM storm_queue.watch WHERE lease_token IS NOT NULL
+                UNION ALL SELECT not_before FROM storm_queue.watch WHERE not_before IS NOT NULL) x
+            WHERE x.t COLLATE "C" > v_at COLLATE "C"),
+           (SELECT count(*) FROM storm_queue.watch WHERE lease_token IS NOT NULL)
+    INTO v_due, v_held;
     IF h.halt_seq IS NOT NULL THEN
         v_decision := 'halted';
     ELSIF cardinality(v_finished) > 0 AND NOT v_unattended THEN
@@ -228,7 +251,7 @@ BEGIN
         v_decision := CASE WHEN EXISTS (SELECT 1 FROM storm_queue.lane l
                                         WHERE NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug))
                            THEN array_to_string('{wait}'::text[] || v_finished, ' ') ELSE 'empty' END;
-    ELSIF (SELECT count(*) FROM storm_queue.watch WHERE lease_token IS NOT NULL) >= (b.policy->>'slots')::bigint THEN
+    ELSIF v_held >= (b.policy->>'slots')::bigint THEN
         v_finished := ARRAY(
             SELECT l.slug FROM storm_queue.lane l
             JOIN storm_queue.result x ON x.slug = l.slug
