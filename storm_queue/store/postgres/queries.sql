@@ -360,6 +360,10 @@ SELECT slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attemp
 FROM storm_queue.run
 ORDER BY since;
 
+-- count_runs --
+-- how many runs the server folded (served.catch_up_at: the state's size)
+SELECT count(*) FROM storm_queue.run;
+
 -- read_runs_at --
 -- the token floor and the halt in force (its seq, time, principal, reason) the server folded from the log
 SELECT token_floor, halt_seq, halt_at, halt_by, halt_reason
