@@ -1,4 +1,4 @@
--- Version 6: a claim's cost no longer grows with the storm (issue 21, item
+-- Version 6: a claim no longer reads every run row (issue 21, item
 -- 3). serve_claim (0005.sql) looked at every run row three times a claim:
 -- for orphaned leases and lanes that spent their attempts, for the next
 -- moment time alone changes the decision, and to count the slots taken. The
@@ -6,8 +6,11 @@
 -- of the run rows that hold a lease, carry a schedule, or ended an attempt
 -- other than ok without being quarantined, kept by a trigger on
 -- storm_queue.run (whoever writes it: the fold trigger, an upgrade's
--- backfill, a hand edit); serve_claim asks it instead. What it decides and
--- the lines it writes are unchanged (tests/database/test_served.py).
+-- backfill, a hand edit); serve_claim asks it instead. serve_claim also
+-- asks fewer statements: its walk in queue order reads each lane's
+-- settled, finished and priority rows with the lane, and finds the claim's
+-- mark (runs_at.open_from) on its way. What it decides and the lines it
+-- writes are unchanged (tests/database/test_served.py).
 
 CREATE TABLE storm_queue.watch (
     slug text PRIMARY KEY,
