@@ -203,8 +203,9 @@ def test_a_runner_releases_its_lease_but_may_not_cancel_or_force_a_recover(pg_se
 
 
 def undo_served(conn, script: str) -> None:
-    """Take away what migrations/0005.sql (the served runner requests) made:
-    its tables, its functions and the storm row's runner policy."""
+    """Take away what migrations/0005.sql (the served runner requests) and
+    the migrations after it (``script``: their text) made: their tables,
+    their functions and the storm row's runner policy."""
     import re
 
     for table in re.findall(r"CREATE TABLE (storm_queue\.\w+)", script):
@@ -233,7 +234,7 @@ def test_a_storm_at_schema_version_3_takes_a_runners_release_once_upgraded(pg_se
     version_2 = re.search(r"CREATE FUNCTION storm_queue\.runner_append.*?\$\$;", dict(migrations())[2], re.S).group(0)
     with pg_server.admin(dbname(db)) as conn:  # the storm as version 3 left it
         conn.execute(version_2.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
-        undo_served(conn, dict(migrations())[5])
+        undo_served(conn, "\n".join(script for n, script in migrations() if n >= 5))
         conn.execute("UPDATE storm_queue.version SET version = 3")
         seq, digest = conn.execute("SELECT seq, digest FROM storm_queue.state").fetchone()
     refused = run_cli(runner, "release", "a", "--token", "1")

@@ -313,6 +313,34 @@ def test_verify_finds_runs_the_server_folded_that_are_not_the_logs(pg_database) 
     assert storm.finish("a", lease.token, "ok").outcome == "done"
 
 
+def test_verify_finds_a_watch_table_that_is_not_the_runs_a_claim_looks_at(pg_database) -> None:
+    """storm_queue.watch (migrations/0006.sql) holds the run rows that hold
+    a lease, carry a schedule or ended an attempt other than ok: a hand
+    edit of it (a lease taken out, a finished lane put in) is found."""
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres.connect import create
+
+    url = pg_database()
+    create(url)
+    storm = Storm.find(url)
+    for slug in ("a", "b"):
+        storm.add(slug, "1").check()
+    lease = storm.claim(holder="h").check()
+    conn = storm.store.conn
+    assert conn.execute("SELECT slug, lease_token FROM storm_queue.watch").fetchall() == [("a", lease.token)]
+    conn.execute("DELETE FROM storm_queue.watch")  # a hand edit: the lease is no longer seen
+    audit = storm.verify()
+    assert not audit.sound and "storm_queue.run" in audit.problem.what, audit.problem
+    conn.execute("INSERT INTO storm_queue.watch SELECT slug, since, lease_token, expires, quarantined, attempts, "
+                 "last_end, not_before FROM storm_queue.run")
+    assert storm.verify().sound
+    storm.finish("a", lease.token, "ok").check()
+    assert conn.execute("SELECT count(*) FROM storm_queue.watch").fetchone()[0] == 0  # finished ok: nothing to watch
+    conn.execute("INSERT INTO storm_queue.watch SELECT slug, since, lease_token, expires, quarantined, attempts, "
+                 "last_end, not_before FROM storm_queue.run")
+    assert not storm.verify().sound
+
+
 def test_runners_claiming_at_once_take_exactly_the_first_claimable_lanes_in_run_order(
         pg_server, _pg_cleanup, tmp_path) -> None:
     """Six connections claim at once (threads) on a storm with a priority

@@ -226,3 +226,54 @@ def test_a_fresh_storm_and_an_upgraded_one_have_the_same_schema(pg_server, made_
         return [line for line in done.stdout.splitlines() if line and not line.startswith(("--", "\\"))]
 
     assert dumped(made_by_the_old_release) == dumped(pg_url)
+
+
+def test_a_version_5_storm_is_carried_to_6_with_the_runs_a_claim_watches(pg_server, pg_database, monkeypatch,
+                                                                          tmp_path) -> None:
+    """A storm made and worked at schema version 5 (the migrations up to
+    0005.sql, its runner requests served by 0005.sql's functions): the
+    upgrade to 6 fills storm_queue.watch from the runs already folded (a
+    lease held, a failed attempt, a schedule; not a lane finished ok),
+    verify checks it, and the served claim decides by it."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres import queries, version  # noqa: F401 -- version binds migrations unpatched
+    from storm_queue.store.postgres.connect import create
+
+    every = queries.migrations()
+    monkeypatch.setattr(queries, "migrations", lambda: every[:5])
+    monkeypatch.setattr(queries, "_version", 5)
+    url = pg_database()
+    create(url)
+    storm = Storm.find(url)
+    (tmp_path / "storm.toml").write_text("[runner]\nslots = 3\nunattended = true\n")
+    storm.declare(str(tmp_path / "storm.toml")).check()
+    for i, slug in enumerate("abcd"):
+        storm.add(slug, str(i + 1)).check()
+    storm.schedule("d", "+1h").check()
+    held = storm.claim(holder="h").check()
+    done = storm.claim(holder="h").check()
+    storm.finish(done.slug, done.token, "ok").check()
+    failed = storm.claim(holder="h").check()
+    storm.finish(failed.slug, failed.token, "failed").check()
+    assert (held.slug, done.slug, failed.slug) == ("a", "b", "c")
+    storm.store.close()
+    monkeypatch.undo()
+    assert version_table(pg_server, url) == 5
+    with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:
+        assert conn.execute("SELECT to_regclass('storm_queue.watch')").fetchone()[0] is None
+
+    new(None, "upgrade", url)
+    assert version_table(pg_server, url) == CURRENT >= 6
+    with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:
+        watched = conn.execute("SELECT slug, lease_token, last_end, not_before IS NOT NULL FROM storm_queue.watch "
+                               "ORDER BY since").fetchall()
+    assert watched == [("d", None, None, True), ("a", held.token, None, False), ("c", None, "failed", False)], watched
+    new(url, "verify")
+    again = Storm.find(url)
+    lease = again.claim(holder="h2").check()  # c, claimable again (a is held, b finished, d scheduled)
+    assert lease.slug == "c" and lease.event["action"] == "claim"
+    again.finish("c", lease.token, "ok").check()
+    assert again.verify().sound
+    again.store.close()

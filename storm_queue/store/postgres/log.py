@@ -106,9 +106,11 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
 
 
 def _runs_agree(store: Database, state: fold.LaneState) -> bool:
-    """Whether the runs the server folded are the log's, and its mark of
-    the lanes a claim passes over holds (true before schema version 5, and
-    where this role may not read a table it needs: doctor says so)."""
+    """Whether the runs the server folded are the log's, its mark of the
+    lanes a claim passes over holds, and (from schema version 6) the run
+    rows a claim looks at are those of ``storm_queue.watch`` (true before
+    schema version 5, and where this role may not read a table it needs:
+    doctor says so)."""
     from .libpq import errors
     from .served import folded_runs, read_runs
     from .version import read as read_version
@@ -117,7 +119,8 @@ def _runs_agree(store: Database, state: fold.LaneState) -> bool:
         return True
     try:
         with store.conn.transaction():  # a savepoint: a table this role may not read leaves the audit whole
-            return read_runs(store.conn) == folded_runs(state) and store.conn.execute(q("open_mark_sound")).fetchone()[0]
+            return (read_runs(store.conn) == folded_runs(state) and store.conn.execute(q("open_mark_sound")).fetchone()[0]
+                    and (read_version(store) < 6 or store.conn.execute(q("watch_sound")).fetchone()[0]))
     except errors.InsufficientPrivilege:
         return True
 

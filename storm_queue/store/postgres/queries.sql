@@ -360,6 +360,10 @@ SELECT slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attemp
 FROM storm_queue.run
 ORDER BY since;
 
+-- count_runs --
+-- how many runs the server folded (served.catch_up_at: the state's size)
+SELECT count(*) FROM storm_queue.run;
+
 -- read_runs_at --
 -- the token floor and the halt in force (its seq, time, principal, reason) the server folded from the log
 SELECT token_floor, halt_seq, halt_at, halt_by, halt_reason
@@ -376,6 +380,22 @@ ORDER BY place;
 SELECT slug, dep
 FROM storm_queue.waiver
 ORDER BY slug, dep;
+
+-- watch_sound --
+-- whether storm_queue.watch holds exactly the run rows a claim looks at (migrations/0006.sql): those that
+-- hold a lease, carry a schedule, or ended an attempt other than ok and are not quarantined, as run holds them
+SELECT NOT EXISTS (
+    (SELECT slug, since, lease_token, expires, quarantined, attempts, last_end, not_before FROM storm_queue.run
+     WHERE lease_token IS NOT NULL OR not_before IS NOT NULL
+        OR (quarantined IS NULL AND attempts > 0 AND last_end IS DISTINCT FROM 'ok')
+     EXCEPT ALL
+     SELECT slug, since, lease_token, expires, quarantined, attempts, last_end, not_before FROM storm_queue.watch)
+    UNION ALL
+    (SELECT slug, since, lease_token, expires, quarantined, attempts, last_end, not_before FROM storm_queue.watch
+     EXCEPT ALL
+     SELECT slug, since, lease_token, expires, quarantined, attempts, last_end, not_before FROM storm_queue.run
+     WHERE lease_token IS NOT NULL OR not_before IS NOT NULL
+        OR (quarantined IS NULL AND attempts > 0 AND last_end IS DISTINCT FROM 'ok')));
 
 -- open_mark_sound --
 -- whether every lane before runs_at.open_from is settled or has a result row (a claim passes them over)

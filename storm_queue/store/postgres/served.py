@@ -202,9 +202,14 @@ def catch_up_at(store: Database, fold_at_most: int) -> int:
     runs), so the lines between two rewrites grow with it: the rewrites
     cost a few lines' folding per line, not one rewrite every
     ``fold_at_most`` lines at any size, and a reader that starts from
-    the body folds at most about what loading it costs."""
+    the body folds at most about what loading it costs. The runs are the
+    state's this process last read, or the runs the server folded as
+    ``catch_up`` last counted them, whichever are more: a process that
+    has read no state, or an old one, does not rewrite the body as often
+    as a small storm's."""
     known = store._state_known
-    return fold_at_most if known is None else max(fold_at_most, len(known.state.runs) // 2)
+    runs = max(0 if known is None else len(known.state.runs), getattr(store, "_runs_counted", 0))
+    return max(fold_at_most, runs // 2)
 
 
 def catch_up(store: Database, fold_at_most: int) -> None:
@@ -216,22 +221,33 @@ def catch_up(store: Database, fold_at_most: int) -> None:
     that leaves a body already there (or past it) alone: the runners'
     requests are not held up while this process folds. One process at a
     time does it (a lock of its own, not waited for), and only while the
-    body is still ``catch_up_at`` lines behind; a storm busy or away now
-    is left for the next time: nothing depends on it."""
+    body is still ``catch_up_at`` lines behind, asked before the state is
+    read (another process may have caught it up since, and the runs the
+    server folded are counted: reading the state is most of the cost) and
+    again after; a storm busy or away now is left for the next time:
+    nothing depends on it."""
     from ...core.errors import StormError
     from ...core.statebody import dump_state
 
     conn = store.conn
+    at = catch_up_at(store, fold_at_most)
     try:
         with store._errors():
             if not conn.execute(q("try_catch_up")).fetchone()[0]:
                 return  # another process is at it
             try:
+                seq, _, body_seq, *_ = conn.execute(q("read_head")).fetchone()
+                if seq - body_seq < at:
+                    return  # caught up since
+                store._runs_counted = conn.execute(q("count_runs")).fetchone()[0]
+                at = max(at, catch_up_at(store, fold_at_most))
+                if seq - body_seq < at:
+                    return  # not yet behind by the state's size
                 with conn.transaction():
                     conn.execute(q("read_only_snapshot"))
                     log = store._load()
-                if log.seq - store._body_seq < catch_up_at(store, fold_at_most):
-                    return  # caught up since, or not yet behind by the state's size
+                if log.seq - store._body_seq < at:
+                    return  # caught up since
                 body = dump_state(log.state)
                 with store._locked():
                     conn.execute(q("move_body"), (body, log.seq, log.digest, log.seq))
