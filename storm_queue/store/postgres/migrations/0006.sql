@@ -9,8 +9,11 @@
 -- backfill, a hand edit); serve_claim asks it instead. serve_claim also
 -- asks fewer statements: its walk in queue order reads each lane's
 -- settled, finished and priority rows with the lane, and finds the claim's
--- mark (runs_at.open_from) on its way. What it decides and the lines it
--- writes are unchanged (tests/database/test_served.py).
+-- mark (runs_at.open_from) on its way; each of those rows is looked up by
+-- its key, as a scalar subquery (asked with EXISTS, the planner, the tables
+-- seldom analysed, hashed the whole settled, result and priority tables at
+-- every claim, a cost that grew with every lane finished). What it decides
+-- and the lines it writes are unchanged (tests/database/test_served.py).
 
 CREATE TABLE storm_queue.watch (
     slug text PRIMARY KEY,
@@ -158,8 +161,8 @@ BEGIN
         FROM storm_queue.lane l
         LEFT JOIN storm_queue.run u ON u.slug = l.slug
         WHERE l.slug = v_slug
-          AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
-          AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = l.slug)
+          AND (SELECT true FROM storm_queue.settled s WHERE s.slug = l.slug) IS NULL
+          AND (SELECT true FROM storm_queue.result x WHERE x.slug = l.slug) IS NULL
           AND u.lease_token IS NULL AND u.quarantined IS NULL;
         CONTINUE WHEN NOT FOUND;
         v_gone := storm_queue.serve_waits(rec.slug, rec.deps, rec.not_before, v_at);
@@ -178,9 +181,9 @@ BEGIN
         v_last := NULL;
         FOR rec IN
             SELECT w.slug, w.issue, w.deps, w.pos, u.not_before, u.lease_token IS NULL AND u.quarantined IS NULL AS free,
-                   EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = w.slug)
-                   OR EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = w.slug) AS done,
-                   EXISTS (SELECT 1 FROM storm_queue.priority p WHERE p.slug = w.slug) AS prio
+                   (SELECT true FROM storm_queue.settled s WHERE s.slug = w.slug) IS NOT NULL
+                   OR (SELECT true FROM storm_queue.result x WHERE x.slug = w.slug) IS NOT NULL AS done,
+                   (SELECT true FROM storm_queue.priority p WHERE p.slug = w.slug) IS NOT NULL AS prio
             FROM (SELECT l.slug, l.issue, l.deps, l.pos FROM storm_queue.lane l WHERE l.pos >= v_from
                   ORDER BY l.pos LIMIT 64) w
             LEFT JOIN LATERAL (SELECT * FROM storm_queue.run u WHERE u.slug = w.slug LIMIT 1) u ON true  -- by its key
