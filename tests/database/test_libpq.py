@@ -169,3 +169,20 @@ def test_every_libpq_the_driver_may_load_serves(pg_server) -> None:
         finally:
             libpq._candidates, libpq._lib = real, was
     assert served == loadable and any("psycopg_binary.libs" in p for p in served), loadable  # the test extra installs the wheel
+
+
+def test_a_server_that_never_answers_is_given_up_after_connect_timeout() -> None:
+    """A listening socket that never says a word: the connection is given up
+    after connect_timeout seconds (the driver drives libpq's connection
+    itself, so libpq's own timer does not)."""
+    import socket
+    import time
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        port = silent.getsockname()[1]
+        began = time.monotonic()
+        with pytest.raises(libpq.OperationalError, match="timed out after 2 seconds"):
+            libpq.connect(f"postgresql://nobody@127.0.0.1:{port}/db?connect_timeout=2")
+        assert 1.9 <= time.monotonic() - began < 30

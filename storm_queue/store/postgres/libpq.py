@@ -169,7 +169,7 @@ class _ConninfoOption(ctypes.Structure):
 
 
 _PROTOTYPES = {
-    "PQconnectdbParams": (_p, [ctypes.POINTER(_c), ctypes.POINTER(_c), _i]),
+    "PQconnectStartParams": (_p, [ctypes.POINTER(_c), ctypes.POINTER(_c), _i]), "PQconnectPoll": (_i, [_p]),
     "PQstatus": (_i, [_p]), "PQerrorMessage": (_c, [_p]), "PQfinish": (None, [_p]),
     "PQsocket": (_i, [_p]), "PQbackendPID": (_i, [_p]), "PQtransactionStatus": (_i, [_p]),
     "PQsendQuery": (_i, [_p, _c]),
@@ -767,19 +767,52 @@ def connect(dsn: str, **params: object) -> Connection:
     """A connection to the server ``dsn`` (a URL or ``key=value`` string)
     names, ``params`` (``application_name``, ``connect_timeout``, …) over
     it, its client encoding UTF-8. ``OperationalError`` with libpq's words
-    when it cannot be had; ``ProgrammingError`` for a ``dsn`` that is not one."""
+    when it cannot be had (or ``connect_timeout`` seconds, the URL's or
+    ``params``', passed without an answer from a host); ``ProgrammingError``
+    for a ``dsn`` that is not one. The connection is made step by step
+    (``PQconnectStartParams``, ``PQconnectPoll``): its notices are quieted
+    before the server says anything, and Ctrl-C interrupts the wait."""
     lib = library()
-    conninfo(dsn)  # a malformed one: its own error, before any connection is tried
+    given = conninfo(dsn)  # a malformed one: its own error, before any connection is tried
     keys = ["dbname", *params, "client_encoding"]
     values = [dsn, *(str(v) for v in params.values()), "UTF8"]
+    timeout = str(params.get("connect_timeout", given.get("connect_timeout", "")))
+    timeout = max(2, int(timeout)) if timeout.isdigit() and int(timeout) > 0 else None  # libpq's reading of it
     n = len(keys)
-    pg = lib.PQconnectdbParams((_c * (n + 1))(*(_text(k) for k in keys), None),
-                               (_c * (n + 1))(*(_text(v) for v in values), None), 1)
+    pg = lib.PQconnectStartParams((_c * (n + 1))(*(_text(k) for k in keys), None),
+                                  (_c * (n + 1))(*(_text(v) for v in values), None), 1)
     if not pg:
         raise OperationalError("out of memory")
-    if lib.PQstatus(pg) != _OK:
-        message = _after_severity(lib.PQerrorMessage(pg))
-        lib.PQfinish(pg)
-        raise OperationalError(message or "cannot connect")
     lib.PQsetNoticeProcessor(pg, _quiet, None)
+    try:
+        _connected(lib, pg, timeout)
+    except BaseException:
+        lib.PQfinish(pg)
+        raise
     return Connection(pg)
+
+
+_FAILED, _READING, _WRITING, _POLL_OK = 0, 1, 2, 3  # PostgresPollingStatusType
+
+
+def _connected(lib, pg, timeout: float | None) -> None:
+    """Drive ``PQconnectPoll`` until the connection is made; ``OperationalError``
+    when it fails, or when a host gives no answer for ``timeout`` seconds."""
+    import time
+
+    state, fd, deadline = _WRITING, None, None
+    while lib.PQstatus(pg) != 1:  # CONNECTION_BAD
+        if state == _POLL_OK:
+            return
+        if state == _FAILED:
+            break
+        if lib.PQsocket(pg) != fd:  # a new host, or a new attempt at one: its own time
+            fd = lib.PQsocket(pg)
+            deadline = None if timeout is None else time.monotonic() + timeout
+        waiting = select.poll()
+        waiting.register(fd, select.POLLIN if state == _READING else select.POLLOUT)
+        left = None if deadline is None else max(0, deadline - time.monotonic())
+        if not waiting.poll(None if left is None else int(left * 1000) + 1):
+            raise OperationalError(f"connection to the server timed out after {timeout} seconds")
+        state = lib.PQconnectPoll(pg)
+    raise OperationalError(_after_severity(lib.PQerrorMessage(pg)) or "cannot connect")
