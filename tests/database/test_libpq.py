@@ -54,6 +54,31 @@ def test_placeholders_named_and_escaped(conn) -> None:
         conn.execute("SELECT %(a)s", {"b": 1})
 
 
+def test_a_prepared_statement_is_prepared_once_and_takes_any_values(pg_server) -> None:
+    """prepare=True: prepared on the first call (one server-side statement
+    per text, kept across a rolled-back transaction), then only the values
+    are sent: of any size, NULL too; a statement the server refuses is
+    not remembered, and the next call prepares it again."""
+    c = libpq.connect(pg_server.admin_url())
+    try:
+        query = "SELECT %s::bigint + 1, %s::text"
+        assert c.execute(query, (1, "a"), prepare=True).fetchone() == (2, "a")
+        with pytest.raises(libpq.DataError, match='division by zero'):
+            with c.transaction():
+                assert c.execute(query, (1 << 40, None), prepare=True).fetchone() == ((1 << 40) + 1, None)
+                c.execute("SELECT 1 / 0")
+        assert c.execute(query, (-5, "b"), prepare=True).fetchone() == (-4, "b")
+        prepared = c.execute("SELECT statement FROM pg_prepared_statements").fetchall()
+        assert [row[0] for row in prepared] == ["SELECT $1::bigint + 1, $2::text"]
+        with pytest.raises(libpq.errors.UndefinedTable):
+            c.execute("SELECT * FROM no_such_table WHERE %s::int = 1", (1,), prepare=True)
+        c.execute("CREATE TEMP TABLE no_such_table (n int)")
+        assert c.execute("SELECT * FROM no_such_table WHERE %s::int = 1", (1,), prepare=True).fetchall() == []
+        assert len(c.execute("SELECT statement FROM pg_prepared_statements").fetchall()) == 2
+    finally:
+        c.close()
+
+
 def test_a_nul_is_refused_never_cut(conn) -> None:
     with pytest.raises(libpq.DataError, match="NUL"):
         conn.execute("SELECT %s", ("a\x00b",))

@@ -205,14 +205,20 @@ def test_a_runner_releases_its_lease_but_may_not_cancel_or_force_a_recover(pg_se
 def undo_served(conn, script: str) -> None:
     """Take away what migrations/0005.sql (the served runner requests) and
     the migrations after it (``script``: their text) made: their tables,
-    their functions and the storm row's runner policy."""
+    their functions (every overload, and those renamed), the storm row's runner policy and the
+    event rows' folded mark."""
     import re
 
     for table in re.findall(r"CREATE TABLE (storm_queue\.\w+)", script):
         conn.execute(f"DROP TABLE {table} CASCADE")
-    for function in dict.fromkeys(re.findall(r"CREATE FUNCTION (storm_queue\.\w+)\(", script)):
-        conn.execute(f"DROP FUNCTION IF EXISTS {function} CASCADE")
+    made = re.findall(r"CREATE FUNCTION (storm_queue\.\w+)\(", script)
+    made += ["storm_queue." + name for name in re.findall(r"ALTER FUNCTION storm_queue\.\w+\(.*?\) RENAME TO (\w+)", script)]
+    for function in dict.fromkeys(made):
+        for (overload,) in conn.execute("SELECT oid::regprocedure::text FROM pg_proc WHERE oid::regproc::text = %s",
+                                        (function,)).fetchall():
+            conn.execute(f"DROP FUNCTION IF EXISTS {overload} CASCADE")
     conn.execute("ALTER TABLE storm_queue.storm DROP COLUMN runner, DROP COLUMN runner_for")
+    conn.execute("ALTER TABLE storm_queue.event DROP COLUMN IF EXISTS folded")
 
 
 def test_a_storm_at_schema_version_3_takes_a_runners_release_once_upgraded(pg_server, db, pg_role):

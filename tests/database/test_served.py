@@ -501,3 +501,45 @@ def test_the_server_stands_aside_for_a_declaration_or_log_edited_by_hand(pg_data
     conn.execute("ALTER TABLE storm_queue.event ENABLE TRIGGER event_append_only")
     assert conn.execute("SELECT runner, runner_for FROM storm_queue.storm").fetchone() == (None, None)
     claimed("c", served=False)
+
+
+@pytest.fixture(scope="module")
+def schema_conn(pg_server):
+    """A connection to a storm's database (its helper functions), for the module."""
+    from storm_queue.store.postgres import libpq
+    from storm_queue.store.postgres.connect import create
+
+    name = f"stamps_{secrets.token_hex(4)}"
+    pg_server.create_database(name, "postgres")
+    url = pg_server.url(name, "postgres")
+    create(url)
+    conn = libpq.connect(url)
+    conn.execute("SET search_path = pg_catalog, pg_temp")  # the serving functions' own
+    yield conn
+    conn.close()
+    pg_server.drop_database(name)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.one_of(TEXTS.filter(lambda t: t is None or "\x00" not in t),
+                      st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20)))
+def test_the_servers_json_text_is_the_python_encoders(schema_conn, text) -> None:
+    """storm_queue.json_str (inlined into the serving functions' statements,
+    migrations/0007.sql) writes a text as core/jsoncodec.dumps does."""
+    from storm_queue.core.jsoncodec import dumps
+
+    got = schema_conn.execute("SELECT storm_queue.json_str(%s::text)", (text,)).fetchone()[0]
+    assert got == (None if text is None else dumps(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(t=st.one_of(st.floats(0, 4_102_444_800, allow_nan=False),
+                   st.integers(0, 4_102_444_799).map(lambda s: s + 0.9999995),
+                   st.integers(0, 4_102_444_799).map(lambda s: s + 0.0000005),
+                   st.integers(0, 4_102_444_799).map(float)))
+def test_the_servers_stamp_is_the_python_clocks(schema_conn, t) -> None:
+    """storm_queue.stamp (migrations/0007.sql) writes a POSIX time as
+    core/clock.stamp does, microseconds rounded half to even and carried."""
+    from storm_queue.core.clock import stamp
+
+    assert schema_conn.execute("SELECT storm_queue.stamp(%s::double precision)", (t,)).fetchone()[0] == stamp(t)

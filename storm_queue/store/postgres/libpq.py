@@ -22,6 +22,10 @@ What it promises, as psycopg does where the store relies on it:
   float, numeric as ``Decimal``, bytea as ``bytes``, json and jsonb
   parsed, one-dimensional or nested arrays as lists; anything else as the
   server's text.
+- ``execute(query, params, prepare=True)`` prepares the statement on the
+  connection the first time and sends only its parameters after (no
+  parsing or planning on the server at each call); its placeholders take
+  their types from the statement, so each is cast (``%s::bigint``).
 - Autocommit: each statement commits alone, unless inside ``transaction()``
   (BEGIN … COMMIT; nested: a savepoint).
 - Every wait for the server is a ``poll`` in Python, so Ctrl-C interrupts
@@ -175,6 +179,8 @@ _PROTOTYPES = {
     "PQsendQuery": (_i, [_p, _c]),
     "PQsendQueryParams": (_i, [_p, _c, _i, ctypes.POINTER(ctypes.c_uint), ctypes.POINTER(_c),
                                ctypes.POINTER(_i), ctypes.POINTER(_i), _i]),
+    "PQsendPrepare": (_i, [_p, _c, _c, _i, ctypes.POINTER(ctypes.c_uint)]),
+    "PQsendQueryPrepared": (_i, [_p, _c, _i, ctypes.POINTER(_c), ctypes.POINTER(_i), ctypes.POINTER(_i), _i]),
     "PQconsumeInput": (_i, [_p]), "PQisBusy": (_i, [_p]), "PQgetResult": (_p, [_p]),
     "PQresultStatus": (_i, [_p]), "PQresultErrorMessage": (_c, [_p]), "PQresultErrorField": (_c, [_p, _i]),
     "PQntuples": (_i, [_p]), "PQnfields": (_i, [_p]), "PQftype": (ctypes.c_uint, [_p, _i]),
@@ -444,8 +450,8 @@ class Cursor:
         self._at = 0
         self.rowcount = -1
 
-    def execute(self, query: str, params=None) -> Cursor:
-        self._rows, self.rowcount = self._conn._run(query, params)
+    def execute(self, query: str, params=None, prepare: bool = False) -> Cursor:
+        self._rows, self.rowcount = self._conn._run(query, params, prepare=prepare)
         self._at = 0
         return self
 
@@ -491,6 +497,7 @@ class Connection:
         self._pg = pg
         self._depth = 0
         self._waiting = None  # a poll object of the socket, made on the first wait
+        self._prepared: dict[str, bytes] = {}  # each statement prepared on this connection: its name
         self.info = _Info(self)
 
     @property
@@ -522,8 +529,8 @@ class Connection:
         except Exception:  # noqa: BLE001 -- at interpreter exit the library may be gone already
             pass
 
-    def execute(self, query: str, params=None) -> Cursor:
-        return Cursor(self).execute(query, params)
+    def execute(self, query: str, params=None, prepare: bool = False) -> Cursor:
+        return Cursor(self).execute(query, params, prepare)
 
     def cursor(self) -> Cursor:
         return Cursor(self)
@@ -650,10 +657,12 @@ class Connection:
         self.close()
         return OperationalError(message or "the connection to the server was lost")
 
-    def _run(self, query: str, params, copy: bool = False) -> tuple[list[tuple], int]:
-        """Send ``query`` (with ``params``), wait for its result, and return
-        its rows and row count; the server's error as its class. With
-        ``copy``, return once the server begins a COPY's data."""
+    def _run(self, query: str, params, copy: bool = False, prepare: bool = False) -> tuple[list[tuple], int]:
+        """Send ``query`` (with ``params``; ``prepare``: as a statement
+        prepared on this connection, prepared first if it is not yet), wait
+        for its result, and return its rows and row count; the server's
+        error as its class. With ``copy``, return once the server begins a
+        COPY's data."""
         lib = library()
         if self._pg is None:
             raise OperationalError("the connection is closed")
@@ -673,7 +682,17 @@ class Connection:
             for k, value in enumerate(values):
                 oid, data, binary = _dump(value)
                 oids[k], datas[k], formats[k], lengths[k] = oid, data, binary, len(data) if binary else 0
-            sent = lib.PQsendQueryParams(self._pg, _text(sql), n, oids, datas, lengths, formats, 0)
+            if prepare:
+                name = self._prepared.get(sql)
+                if name is None:  # prepared once it is known good: a statement refused is not remembered
+                    name = f"storm_queue_{len(self._prepared) + 1}".encode()
+                    if not lib.PQsendPrepare(self._pg, name, _text(sql), n, None):
+                        raise self._lost()
+                    self._result(lib)
+                    self._prepared[sql] = name
+                sent = lib.PQsendQueryPrepared(self._pg, name, n, datas, lengths, formats, 0)
+            else:
+                sent = lib.PQsendQueryParams(self._pg, _text(sql), n, oids, datas, lengths, formats, 0)
         if not sent:
             raise self._lost()
         return self._result(lib, copy)

@@ -70,14 +70,19 @@ def answered(store: Database, req: Request, clock: Callable[[], float], busy: Ca
     """``serve``, its lock not had in the store's ``wait`` raised as
     ``busy(wait)``; an operator's served request that leaves the state
     row's body ``catch_up_at`` lines or more behind the head catches it
-    up (``catch_up``), or every reader would fold the lines after it."""
+    up (``catch_up``), or every reader would fold the lines after it. A
+    process that found another at it does not ask again until the body
+    is ``fold_at_most`` lines further behind (the other is done by then,
+    or gone): asking at every request while another folds costs every
+    runner a round trip a request."""
     try:
         out, behind = serve(store, req, clock)
     except libpq.errors.LockNotAvailable:
         raise busy(store.wait) from None
-    if (out is not None and behind is not None and behind >= catch_up_at(store, fold_at_most)
-            and out.by.startswith("operator:")):
-        catch_up(store, fold_at_most)
+    at = max(catch_up_at(store, fold_at_most), store._catch_up_after)
+    if (out is not None and behind is not None and behind >= at and out.by.startswith("operator:")
+            and not catch_up(store, fold_at_most)):
+        store._catch_up_after = behind + fold_at_most
     return out
 
 
@@ -105,7 +110,7 @@ def serve(store: Database, req: Request, clock: Callable[[], float]) -> tuple[Ou
             return None, None
         args = _args(req, clock(), max(1, int(store.wait * 1000)))
         statement = {"claim": q("serve_claim"), "renew": q("serve_renew"), "finish": q("serve_finish")}[req.verb]
-        row = conn.execute(statement, args).fetchone()
+        row = conn.execute(statement, args, prepare=True).fetchone()
     except (StormUnreadable, libpq.errors.UndefinedFunction, libpq.errors.InsufficientPrivilege,
             libpq.errors.UndefinedTable, libpq.errors.InvalidSchemaName, libpq.errors.UndefinedColumn):
         return None, None  # the request path says what is wrong
@@ -196,11 +201,11 @@ def read_runs(conn: Any) -> dict[str, Any]:
 
 def catch_up_at(store: Database, fold_at_most: int) -> int:
     """How many lines behind the head the state row's body is rewritten:
-    ``fold_at_most``, or half the runs of the state this process last
-    read when that is more. Rewriting the body costs about as much as
-    folding a line per run it holds (load, fold, dump: ~80 ms at 1,000
+    ``fold_at_most``, or as many as the runs of the state this process
+    last read when that is more. Rewriting the body costs about as much
+    as folding a line per run it holds (load, fold, dump: ~80 ms at 1,000
     runs), so the lines between two rewrites grow with it: the rewrites
-    cost a few lines' folding per line, not one rewrite every
+    cost about a line's folding per line, not one rewrite every
     ``fold_at_most`` lines at any size, and a reader that starts from
     the body folds at most about what loading it costs. The runs are the
     state's this process last read, or the runs the server folded as
@@ -208,11 +213,11 @@ def catch_up_at(store: Database, fold_at_most: int) -> int:
     has read no state, or an old one, does not rewrite the body as often
     as a small storm's."""
     known = store._state_known
-    runs = max(0 if known is None else len(known.state.runs), getattr(store, "_runs_counted", 0))
-    return max(fold_at_most, runs // 2)
+    runs = max(0 if known is None else len(known.state.runs), store._runs_counted)
+    return max(fold_at_most, runs)
 
 
-def catch_up(store: Database, fold_at_most: int) -> None:
+def catch_up(store: Database, fold_at_most: int) -> bool:
     """Rewrite the state row's body at the log's head (the operator's:
     only it may write the row): the lines the server's functions append
     leave the body behind, and every reader folds the lines after it. The
@@ -225,7 +230,7 @@ def catch_up(store: Database, fold_at_most: int) -> None:
     read (another process may have caught it up since, and the runs the
     server folded are counted: reading the state is most of the cost) and
     again after; a storm busy or away now is left for the next time:
-    nothing depends on it."""
+    nothing depends on it. False when another process was at it."""
     from ...core.errors import StormError
     from ...core.statebody import dump_state
 
@@ -234,20 +239,20 @@ def catch_up(store: Database, fold_at_most: int) -> None:
     try:
         with store._errors():
             if not conn.execute(q("try_catch_up")).fetchone()[0]:
-                return  # another process is at it
+                return False  # another process is at it
             try:
                 seq, _, body_seq, *_ = conn.execute(q("read_head")).fetchone()
                 if seq - body_seq < at:
-                    return  # caught up since
+                    return True  # caught up since
                 store._runs_counted = conn.execute(q("count_runs")).fetchone()[0]
                 at = max(at, catch_up_at(store, fold_at_most))
                 if seq - body_seq < at:
-                    return  # not yet behind by the state's size
+                    return True  # not yet behind by the state's size
                 with conn.transaction():
                     conn.execute(q("read_only_snapshot"))
                     log = store._load()
                 if log.seq - store._body_seq < at:
-                    return  # caught up since
+                    return True  # caught up since
                 body = dump_state(log.state)
                 with store._locked():
                     conn.execute(q("move_body"), (body, log.seq, log.digest, log.seq))
@@ -257,3 +262,4 @@ def catch_up(store: Database, fold_at_most: int) -> None:
                     conn.execute(q("end_catch_up"))
     except StormError:
         pass
+    return True

@@ -98,6 +98,8 @@ class Database:
         self._state_known: _Known | None = None  # the newest state this object has read or committed
         self._written: _Known | None = None  # what the open transaction will make known once it commits
         self._body_seq = 0  # the line the state row's body folds to, as last read
+        self._runs_counted = 0  # the runs the server folded, as served.catch_up last counted them
+        self._catch_up_after = 0  # served.answered: how far behind the body is before it asks to catch up again
         self._created: str | None = None  # when the storm was made (or migrated here), read once
         self._decl: tuple[str | None, config.Declaration] | None = None
         self._session_user: str | None = None
