@@ -180,6 +180,8 @@ def _token(storm, slug: str, pick: int) -> int:
 @given(policy=POLICIES, deps=DEPS, steps=STEPS)
 def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(pg_server, _pg_cleanup, tmp_path, policy,
                                                                                  deps, steps) -> None:
+    from storm_queue.store.postgres.queries import q
+
     toml = ("[runner]\nttl_min = 1\nttl_max = 100000\n"
             + "".join(f"{k} = {str(v).lower()}\n" for k, v in policy.items()))
     with frozen_clock() as clock:
@@ -234,6 +236,7 @@ def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(
                         leaves = leaves or kind != "claim" and any("\x00" in (text or "") for text in step[3 + (kind == "renew"):])
                         assert (served.answers[asked:] == [None]) == leaves, (step, served.answers[asked:])
                 clock.t += 0.000001
+                assert served.store.conn.execute(q("open_mark_sound")).fetchone()[0], step  # the claim's mark holds
             assert runs(served) == runs(served, folded=True) == runs(planned)
             assert served.verify().sound and planned.verify().sound
         finally:
@@ -372,7 +375,8 @@ def test_runners_claiming_at_once_take_exactly_the_first_claimable_lanes_in_run_
     assert served.claim(holder="late").check().decision.startswith("wait")
     claims = [json.loads(line) for line in lines(served) if b'"action":"claim"' in line]
     assert [c["slug"] for c in claims] == expected[:5]  # in run order, as the lock served them
-    assert served.verify().sound
+    audit = served.verify()
+    assert audit.sound, audit.problem
     for storm in runners + [served, planned]:
         storm.store.close()
 
@@ -543,3 +547,44 @@ def test_the_servers_stamp_is_the_python_clocks(schema_conn, t) -> None:
     from storm_queue.core.clock import stamp
 
     assert schema_conn.execute("SELECT storm_queue.stamp(%s::double precision)", (t,)).fetchone()[0] == stamp(t)
+
+
+def test_a_claim_passes_a_long_held_lease_once_and_takes_its_lane_again_once_it_ends(pg_database, tmp_path) -> None:
+    """The claim's mark (runs_at.open_from, migrations/0007.sql) passes
+    held and quarantined lanes: with the first lane held while 40 after it
+    are claimed and finished, the mark moves past them all (a claim does
+    not walk past every lane finished since the lease was taken); once
+    that lease ends without a result (a failed finish), or a quarantine
+    is lifted, the lane is the next claimed, as run order says."""
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres.connect import create
+
+    url = pg_database()
+    create(url)
+    storm = Storm.find(url)
+    (tmp_path / "storm.toml").write_text("[runner]\nslots = 2\nunattended = true\nattempts = 1\n")
+    storm.declare(str(tmp_path / "storm.toml")).check()
+    for i in range(45):
+        storm.add(f"l{i:02d}", str(i)).check()
+
+    def mark() -> int:
+        return storm.store.conn.execute("SELECT open_from FROM storm_queue.runs_at").fetchone()[0]
+
+    def pos(slug: str) -> int:
+        return storm.store.conn.execute("SELECT pos FROM storm_queue.lane WHERE slug = %s", (slug,)).fetchone()[0]
+
+    held = storm.claim(holder="long").check()
+    assert held.slug == "l00"
+    for _ in range(40):
+        lease = storm.claim(holder="short").check()
+        storm.finish(lease.slug, lease.token, "ok").check()
+    assert mark() >= pos("l40")  # past the held lane and the 40 finished
+    storm.finish("l00", held.token, "failed").check()  # its only attempt spent: quarantined, still passed over
+    assert mark() >= pos("l40")
+    assert storm.claim(holder="short").check().slug == "l41"
+    assert storm.unpark("l00", reason="try again").outcome == "done"
+    assert mark() <= pos("l00")
+    assert storm.claim(holder="again").check().slug == "l00"
+    audit = storm.verify()
+    assert audit.sound, audit.problem
+    storm.store.close()

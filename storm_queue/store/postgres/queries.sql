@@ -398,9 +398,12 @@ SELECT NOT EXISTS (
         OR (quarantined IS NULL AND attempts > 0 AND last_end IS DISTINCT FROM 'ok')));
 
 -- open_mark_sound --
--- whether every lane before runs_at.open_from is settled or has a result row (a claim passes them over)
+-- whether every lane before runs_at.open_from is settled, has a result row, holds a lease or is quarantined (a
+-- claim passes them over; before schema version 7 the mark passed only the first two, which this holds too)
 SELECT NOT EXISTS (
     SELECT 1 FROM storm_queue.lane l, storm_queue.runs_at m
     WHERE l.pos < m.open_from
       AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)
-      AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = l.slug));
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = l.slug)
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.run u
+                      WHERE u.slug = l.slug AND (u.lease_token IS NOT NULL OR u.quarantined IS NOT NULL)));

@@ -10,6 +10,15 @@
 -- Python fold makes of the same lines, which are unchanged. A claim also
 -- reads the run row of the lane it leases with the lane, not again once
 -- it has decided.
+--
+-- The claim's mark (runs_at.open_from) now passes held and quarantined
+-- lanes too: every lane of the queue before it is settled, has a result
+-- row, holds a lease or is quarantined, so a claim passes none of them
+-- again. A lease held for hours no longer makes every claim walk past
+-- each lane finished since it was taken (the walk began at the held
+-- lane). A lease that ends, or a quarantine lifted, on a lane that is
+-- neither settled nor finished moves the mark back to that lane (the
+-- trigger run_open, whoever writes the run row).
 
 ALTER TABLE storm_queue.event ADD COLUMN folded boolean NOT NULL DEFAULT false;
 
@@ -44,6 +53,33 @@ BEGIN
     RETURN v_lines;
 END
 $$;
+
+-- A lane whose lease ended or whose quarantine was lifted (and that is
+-- neither held nor quarantined now), or whose run row went, and that is
+-- neither settled nor finished, can be claimed again: the mark goes back
+-- to it (to the queue's start for a TRUNCATE).
+CREATE FUNCTION storm_queue.run_open() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF TG_OP = 'TRUNCATE' THEN
+        UPDATE storm_queue.runs_at SET open_from = -9223372036854775808 WHERE open_from <> -9223372036854775808;
+    ELSIF NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = OLD.slug)
+          AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = OLD.slug) THEN
+        UPDATE storm_queue.runs_at a SET open_from = l.pos
+        FROM storm_queue.lane l
+        WHERE l.slug = OLD.slug AND l.pos < a.open_from;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER run_open AFTER UPDATE ON storm_queue.run FOR EACH ROW
+    WHEN ((NEW.lease_token IS NULL AND NEW.quarantined IS NULL AND (OLD.lease_token IS NOT NULL OR OLD.quarantined IS NOT NULL))
+          OR OLD.slug IS DISTINCT FROM NEW.slug)
+    EXECUTE FUNCTION storm_queue.run_open();
+CREATE TRIGGER run_open_gone AFTER DELETE ON storm_queue.run
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.run_open();
+CREATE TRIGGER run_open_all AFTER TRUNCATE ON storm_queue.run
+    FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.run_open();
 
 -- serve_append's lines, folded by event_folded
 CREATE OR REPLACE FUNCTION storm_queue.serve_append(p_at text, p_by text, p_actions text[], p_rests text[])
@@ -314,7 +350,7 @@ BEGIN
             ORDER BY w.pos
         LOOP
             v_last := rec.pos;
-            IF v_open IS NULL AND NOT rec.done THEN  -- the mark: the first lane from it neither settled nor finished
+            IF v_open IS NULL AND NOT rec.done AND rec.free IS NOT FALSE THEN  -- the mark: the first lane it cannot pass
                 v_open := rec.pos;
             END IF;
             CONTINUE WHEN rec.free IS FALSE OR rec.prio OR rec.done;
@@ -333,7 +369,8 @@ BEGIN
         END LOOP;
         v_from := v_last + 1;
     END LOOP;
-    -- the mark moves past the lanes now settled or with a result row (each passed over once, not at every claim):
+    -- the mark moves past the lanes now settled, finished, held or quarantined (each passed over once, not at every
+    -- claim):
     -- the walk in queue order above found it on its way, from the mark to the lane it names, or to the queue's end;
     -- when the priority lane named the lane, it is walked for (by pos's index, each lane's rows looked up by key: as
     -- one query over the queue, the tables never analysed, it is planned as a scan of every lane and result row at
@@ -345,7 +382,9 @@ BEGIN
             FOR rec IN SELECT l.slug, l.pos FROM storm_queue.lane l WHERE l.pos >= v_from ORDER BY l.pos LIMIT 64 LOOP
                 v_last := rec.pos;
                 IF NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = rec.slug)
-                   AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = rec.slug) THEN
+                   AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = rec.slug)
+                   AND NOT EXISTS (SELECT 1 FROM storm_queue.run u WHERE u.slug = rec.slug
+                                   AND (u.lease_token IS NOT NULL OR u.quarantined IS NOT NULL)) THEN
                     v_open := rec.pos;
                     EXIT;
                 END IF;
