@@ -588,3 +588,30 @@ def test_a_claim_passes_a_long_held_lease_once_and_takes_its_lane_again_once_it_
     audit = storm.verify()
     assert audit.sound, audit.problem
     storm.store.close()
+
+
+def test_a_served_claim_that_waits_on_a_cycle_says_so_though_it_marked_a_lane_blocked(pg_server, _pg_cleanup,
+                                                                                        tmp_path) -> None:
+    """Found by the property test: a claim that meets a lane blocked on an
+    abandoned dependency marks it blocked (a result row) and waits on a
+    dependency cycle; the Python path says so from the view it decided by,
+    and the served claim reads the storm afterwards, where the blocked mark
+    made that lane finished (awaiting review) and the decision no longer
+    ``wait``. The server names the lanes it marked, and the note is judged
+    without them, as the Python path judges it."""
+    toml = "[runner]\nslots = 1\nunattended = false\n"
+    deps = {"a": ["a"], "b": ["a", "c"], "d": ["a"]}
+    with frozen_clock():
+        served, planned = twins(pg_server, _pg_cleanup, toml, tmp_path, deps)
+        try:
+            for storm in (served, planned):
+                storm.settle("e", "integrated").check()
+                storm.cancel("c", "not wanted").check()
+            waits = [storm.claim(holder="h1").check() for storm in (served, planned)]
+            assert served.answers[-1] is not None  # the server decided it
+            assert [w.decision for w in waits] == ["wait", "wait"]
+            assert waits[0].warnings == waits[1].warnings == [
+                "nothing can run: dependency cycle: a (line 1) depends on itself; it runs once its line no longer names it"]
+        finally:
+            served.store.close()
+            planned.store.close()

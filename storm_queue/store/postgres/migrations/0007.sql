@@ -229,6 +229,9 @@ BEGIN
 END
 $$;
 
+-- claim, as 0006.sql's: it folds its own line, reads the run row of the lane it leases with the lane, moves
+-- its mark past held and quarantined lanes too, and returns besides the decision, the lease, the halt met and
+-- the last line written the lanes it marked blocked (its view before those marks, for the cycle note: served.py)
 CREATE OR REPLACE FUNCTION storm_queue.serve_claim(p_holder text, p_ttl integer, p_reason text, p_t double precision,
                                         p_wait_ms integer) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -370,8 +373,7 @@ BEGIN
         v_from := v_last + 1;
     END LOOP;
     -- the mark moves past the lanes now settled, finished, held or quarantined (each passed over once, not at every
-    -- claim):
-    -- the walk in queue order above found it on its way, from the mark to the lane it names, or to the queue's end;
+    -- claim): the walk in queue order above found it on its way, from the mark to the lane it names, or to the queue's end;
     -- when the priority lane named the lane, it is walked for (by pos's index, each lane's rows looked up by key: as
     -- one query over the queue, the tables never analysed, it is planned as a scan of every lane and result row at
     -- every claim)
@@ -397,7 +399,16 @@ BEGIN
         UPDATE storm_queue.runs_at SET open_from = v_open;
     END IF;
     v_unattended := (b.policy->>'unattended')::boolean;
-    IF NOT v_unattended OR v_ready IS NULL THEN  -- the finished lanes, in run order, only when the decision names them
+    -- core/runs.py next_due: the first moment after now that time alone changes the decision (claim --wait)
+    -- (and the slots taken: the leases held)
+    SELECT (SELECT min(x.t COLLATE "C") FROM (
+                SELECT expires AS t FROM storm_queue.watch WHERE lease_token IS NOT NULL
+                UNION ALL SELECT not_before FROM storm_queue.watch WHERE not_before IS NOT NULL) x
+            WHERE x.t COLLATE "C" > v_at COLLATE "C"),
+           (SELECT count(*) FROM storm_queue.watch WHERE lease_token IS NOT NULL)
+    INTO v_due, v_held;
+    IF NOT v_unattended OR v_ready IS NULL OR v_held >= (b.policy->>'slots')::bigint THEN
+        -- the finished lanes, in run order, only when the decision names them
         v_finished := ARRAY(
             SELECT l.slug FROM storm_queue.lane l
             JOIN storm_queue.result x ON x.slug = l.slug
@@ -407,14 +418,6 @@ BEGIN
               AND NOT (u.lease_token IS NOT NULL AND storm_queue.result_token(x.body) IS DISTINCT FROM u.lease_token)
             ORDER BY p.place IS NULL, p.place, l.pos);
     END IF;
-    -- core/runs.py next_due: the first moment after now that time alone changes the decision (claim --wait)
-    -- (and the slots taken: the leases held)
-    SELECT (SELECT min(x.t COLLATE "C") FROM (
-                SELECT expires AS t FROM storm_queue.watch WHERE lease_token IS NOT NULL
-                UNION ALL SELECT not_before FROM storm_queue.watch WHERE not_before IS NOT NULL) x
-            WHERE x.t COLLATE "C" > v_at COLLATE "C"),
-           (SELECT count(*) FROM storm_queue.watch WHERE lease_token IS NOT NULL)
-    INTO v_due, v_held;
     IF h.halt_seq IS NOT NULL THEN
         v_decision := 'halted';
     ELSIF cardinality(v_finished) > 0 AND NOT v_unattended THEN
@@ -424,14 +427,6 @@ BEGIN
                                         WHERE NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug))
                            THEN array_to_string('{wait}'::text[] || v_finished, ' ') ELSE 'empty' END;
     ELSIF v_held >= (b.policy->>'slots')::bigint THEN
-        v_finished := ARRAY(
-            SELECT l.slug FROM storm_queue.lane l
-            JOIN storm_queue.result x ON x.slug = l.slug
-            LEFT JOIN storm_queue.priority p ON p.slug = l.slug
-            LEFT JOIN storm_queue.run u ON u.slug = l.slug
-            WHERE l.slug NOT IN (SELECT slug FROM storm_queue.settled)
-              AND NOT (u.lease_token IS NOT NULL AND storm_queue.result_token(x.body) IS DISTINCT FROM u.lease_token)
-            ORDER BY p.place IS NULL, p.place, l.pos);
         v_decision := array_to_string('{wait}'::text[] || v_finished, ' ');
     ELSE
         v_token := greatest(coalesce(v_run_token, 0), h.token_floor) + 1;
@@ -469,7 +464,7 @@ BEGIN
         'expires', v_expires, 'at', v_at, 'by', b.who, 'due', v_due,
         'halt', CASE WHEN h.halt_seq IS NOT NULL THEN jsonb_build_object(
             'seq', h.halt_seq, 'at', h.halt_at, 'by', h.halt_by, 'reason', h.halt_reason) END,
-        'line', v_lines[cardinality(v_lines)]);
+        'line', v_lines[cardinality(v_lines)], 'blocked', to_jsonb(v_blocked));
 END
 $$;
 
