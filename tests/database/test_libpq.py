@@ -1,4 +1,4 @@
-"""The driver (storm_queue/store/postgres/libpq.py): libpq through ctypes.
+"""The driver (storm_queue/store/postgres/libpq/): libpq through ctypes.
 What the store sends reaches the server as given and comes back as it
 went (text of any Unicode, bytes with NULs, arrays with quotes,
 backslashes and the word NULL); what cannot be carried is refused, never
@@ -178,21 +178,22 @@ def test_a_connection_that_cannot_be_had_says_why(pg_server, tmp_path) -> None:
 def test_every_libpq_the_driver_may_load_serves(pg_server) -> None:
     """The system's libpq and a psycopg-binary wheel's (the ``postgresql`` extra), each on its own."""
     loadable, served = [], []
-    for path in libpq._candidates():
+    binding = libpq.binding
+    for path in binding._candidates():
         try:
             ctypes.CDLL(path)
         except OSError:
             continue
         loadable.append(path)
-        was, real = libpq._lib, libpq._candidates
-        libpq._lib, libpq._candidates = None, (lambda: [path])
+        was, real = binding._lib, binding._candidates
+        binding._lib, binding._candidates = None, (lambda: [path])
         try:
             c = libpq.connect(pg_server.admin_url())
             assert c.execute("SELECT %s::text || 'k'", ("o",)).fetchone() == ("ok",)
             c.close()
             served.append(path)
         finally:
-            libpq._candidates, libpq._lib = real, was
+            binding._candidates, binding._lib = real, was
     assert served == loadable and any("psycopg_binary.libs" in p for p in served), loadable  # the test extra installs the wheel
 
 

@@ -371,7 +371,9 @@ DATABASE_BUMP_MODULES = {
     "core.ledgers", "core.logread", "core.names", "core.outcome", "core.queuetext", "core.records", "core.resolver",
     "core.shapes", "core.statebody", "roots", "service", "service.passage", "service.requests", "service.storm",
     "store", "store.postgres", "store.postgres.connect", "store.postgres.log", "store.postgres.queries",
-    "store.postgres.rows", "store.postgres.store", "store.postgres.version", "store.postgres.libpq", "wall"}
+    "store.postgres.rows", "store.postgres.store", "store.postgres.version", "store.postgres.libpq",
+    "store.postgres.libpq.binding", "store.postgres.libpq.connection", "store.postgres.libpq.exceptions",
+    "store.postgres.libpq.values", "wall"}
 #: what a database request loads beyond a directory's: ctypes and select (the driver), urllib.parse
 #: and what it loads (roots.py reads the URL), contextlib and what it loads (the store's transactions)
 DRIVER_MODULES = {"_ctypes", "ctypes", "ctypes._endian", "struct", "_struct", "types", "select",
@@ -384,7 +386,7 @@ DRIVER_MODULES = {"_ctypes", "ctypes", "ctypes._endian", "struct", "_struct", "t
 @pytest.mark.parametrize("verb", ["bump", "unbump"])
 def test_a_database_bump_loads_the_driver_and_nothing_else_a_directory_bump_does_not(pg_url, tmp_path, verb) -> None:
     """A real process: start-up (what a fresh interpreter imports) is tested.
-    The driver is libpq through ctypes (store/postgres/libpq.py): no
+    The driver is libpq through ctypes (store/postgres/libpq/): no
     psycopg; beside it, the URL's reading (urllib.parse) and storm-queue's
     own modules, only what a directory bump loads too; never click or rich."""
     assert subprocess.run([sys.executable, "-m", "storm_queue", "init", pg_url], env=clean_env(), capture_output=True,

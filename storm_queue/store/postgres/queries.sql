@@ -10,7 +10,7 @@
 --
 -- and runs to the next header. Comment lines (a line that starts with --)
 -- and a final semicolon are not part of the statement. Parameters are
--- libpq.py's (%s, %(name)s); a {} is a piece composed in with str.format
+-- libpq/'s (%s, %(name)s); a {} is a piece composed in with str.format
 -- (a quoted identifier, a whole number), for what a parameter cannot be.
 
 
