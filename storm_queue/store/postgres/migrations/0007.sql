@@ -7,9 +7,7 @@
 -- DEFINER functions mark a line so (a runner may not insert into
 -- storm_queue.event; the operator's request path never marks one);
 -- tests/database/test_served.py holds the rows they write to what the
--- Python fold makes of the same lines, which are unchanged. A claim also
--- reads the run row of the lane it leases with the lane, not again once
--- it has decided.
+-- Python fold makes of the same lines, which are unchanged.
 --
 -- The claim's mark (runs_at.open_from) now passes held and quarantined
 -- lanes too: every lane of the queue before it is settled, has a result
@@ -229,9 +227,9 @@ BEGIN
 END
 $$;
 
--- claim, as 0006.sql's: it folds its own line, reads the run row of the lane it leases with the lane, moves
--- its mark past held and quarantined lanes too, and returns besides the decision, the lease, the halt met and
--- the last line written the lanes it marked blocked (its view before those marks, for the cycle note: served.py)
+-- claim, as 0006.sql's: it folds its own line, moves its mark past held and quarantined lanes too, and
+-- returns besides the decision, the lease, the halt met and the last line written the lanes it marked
+-- blocked (its view before those marks, for the cycle note: served.py)
 CREATE OR REPLACE FUNCTION storm_queue.serve_claim(p_holder text, p_ttl integer, p_reason text, p_t double precision,
                                         p_wait_ms integer) RETURNS jsonb
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
@@ -263,9 +261,8 @@ DECLARE
     v_expiring boolean;
     v_walked boolean;
     v_held bigint;
-    v_run_token bigint;
-    v_attempts integer;
-    v_known boolean;
+    v_attempt integer;
+    r storm_queue.run;
 BEGIN
     SELECT * INTO b FROM storm_queue.serve_begin(p_wait_ms);
     v_ttl := coalesce(p_ttl, (b.policy->>'ttl')::integer);
@@ -316,7 +313,7 @@ BEGIN
     FOR v_slug IN SELECT p.slug FROM storm_queue.priority p ORDER BY p.place LOOP
         -- one lane at a time, by its keys: a join of the whole queue would be planned (tables never analysed) as
         -- a scan of every lane and run at every claim
-        SELECT l.slug, l.issue, l.deps, u.not_before, u.token, u.attempts, u.slug IS NOT NULL AS known INTO rec
+        SELECT l.slug, l.issue, l.deps, u.not_before INTO rec
         FROM storm_queue.lane l
         LEFT JOIN storm_queue.run u ON u.slug = l.slug
         WHERE l.slug = v_slug
@@ -328,9 +325,6 @@ BEGIN
         IF v_gone IS NULL THEN
             v_ready := rec.slug;
             v_issue := rec.issue;
-            v_run_token := rec.token;
-            v_attempts := rec.attempts;
-            v_known := rec.known;
             EXIT;
         ELSIF cardinality(v_gone) > 0 THEN
             v_blocked := v_blocked || rec.slug;
@@ -343,7 +337,6 @@ BEGIN
         v_last := NULL;
         FOR rec IN
             SELECT w.slug, w.issue, w.deps, w.pos, u.not_before, u.lease_token IS NULL AND u.quarantined IS NULL AS free,
-                   u.token, u.attempts, u.slug IS NOT NULL AS known,
                    (SELECT true FROM storm_queue.settled s WHERE s.slug = w.slug) IS NOT NULL
                    OR (SELECT true FROM storm_queue.result x WHERE x.slug = w.slug) IS NOT NULL AS done,
                    (SELECT true FROM storm_queue.priority p WHERE p.slug = w.slug) IS NOT NULL AS prio
@@ -361,9 +354,6 @@ BEGIN
             IF v_gone IS NULL THEN
                 v_ready := rec.slug;
                 v_issue := rec.issue;
-                v_run_token := rec.token;
-                v_attempts := rec.attempts;
-                v_known := rec.known;
                 EXIT;
             ELSIF cardinality(v_gone) > 0 THEN
                 v_blocked := v_blocked || rec.slug;
@@ -429,27 +419,24 @@ BEGIN
     ELSIF v_held >= (b.policy->>'slots')::bigint THEN
         v_decision := array_to_string('{wait}'::text[] || v_finished, ' ');
     ELSE
-        v_token := greatest(coalesce(v_run_token, 0), h.token_floor) + 1;
-        v_attempts := coalesce(v_attempts, 0) + 1;
+        SELECT * INTO r FROM storm_queue.run WHERE slug = v_ready;
+        v_token := greatest(coalesce(r.token, 0), h.token_floor) + 1;
+        v_attempt := coalesce(r.attempts, 0) + 1;
         v_expires := storm_queue.stamp(p_t + v_ttl);
         v_lines := v_lines || storm_queue.serve_append(v_at, b.who, ARRAY['claim'], ARRAY[
             ',"slug":' || storm_queue.json_str(v_ready) || ',"issue":' || storm_queue.json_str(v_issue)
             || ',"holder":' || storm_queue.json_str(p_holder) || ',"token":' || v_token || ',"ttl":' || v_ttl
-            || ',"expires":' || storm_queue.json_str(v_expires) || ',"attempt":' || v_attempts
+            || ',"expires":' || storm_queue.json_str(v_expires) || ',"attempt":' || v_attempt
             || coalesce(',"reason":' || storm_queue.json_str(p_reason), '')], true);
         -- the claim line folded, as fold_line folds it: the lease, one more attempt, its token the last
-        IF v_known THEN
-            UPDATE storm_queue.run
-            SET token = greatest(token, v_token), holder = p_holder, lease_token = v_token, lease_by = b.who,
-                claimed = v_at, expires = v_expires, ttl = v_ttl, attempts = v_attempts, last_token = v_token,
-                last_end = NULL
-            WHERE slug = v_ready;
-        ELSE
-            INSERT INTO storm_queue.run (slug, since, token, holder, lease_token, lease_by, claimed, expires, ttl,
-                                         attempts, last_token)
-            VALUES (v_ready, (SELECT seq FROM storm_queue.state), v_token, p_holder, v_token, b.who, v_at, v_expires,
-                    v_ttl, v_attempts, v_token);
-        END IF;
+        INSERT INTO storm_queue.run AS u (slug, since, token, holder, lease_token, lease_by, claimed, expires, ttl,
+                                          attempts, last_token)
+        VALUES (v_ready, (SELECT seq FROM storm_queue.state), v_token, p_holder, v_token, b.who, v_at, v_expires, v_ttl,
+                v_attempt, v_token)
+        ON CONFLICT (slug) DO UPDATE SET token = greatest(u.token, EXCLUDED.token), holder = EXCLUDED.holder,
+            lease_token = EXCLUDED.lease_token, lease_by = EXCLUDED.lease_by, claimed = EXCLUDED.claimed,
+            expires = EXCLUDED.expires, ttl = EXCLUDED.ttl, attempts = EXCLUDED.attempts,
+            last_token = EXCLUDED.last_token, last_end = NULL;
         v_decision := 'run ' || v_ready || ' ' || v_issue || ' ' || v_token;
     END IF;
     FOR i IN 1..cardinality(v_blocked) LOOP  -- core/ledgers.py blocked_result, as next marks them
