@@ -432,12 +432,17 @@ class Clock:
     (``storm_queue.wall.clock``): the real time, plus however far a test
     moved it on (``advance``) instead of sleeping until a lease or a
     schedule is past. It only moves forward, as the real one does. A
-    real process (``run_cli(..., process=True)``) keeps the real clock."""
+    real process (``run_cli(..., process=True)``) keeps the real clock.
 
-    def __init__(self) -> None:
+    A database storm's runner requests are timed by the server's clock:
+    ``advance`` moves the clock of every storm in the test's databases
+    (``storm_queue.clock``, a table only the operator or a superuser may
+    write) by as much, so both sides of a storm keep one time."""
+
+    def __init__(self, request=None) -> None:
         import time
 
-        self._time, self.ahead = time.time, 0.0
+        self._time, self.ahead, self._request = time.time, 0.0, request
 
     def __call__(self) -> float:
         return self._time() + self.ahead
@@ -445,14 +450,26 @@ class Clock:
     def advance(self, seconds: float) -> None:
         assert seconds >= 0, "the clock only moves forward"
         self.ahead += seconds
+        self._move_servers()
+
+    def _move_servers(self) -> None:
+        """The storms of the test's databases (those ``pg_database`` made) run ``ahead`` too."""
+        request = self._request
+        if request is None or "_pg_cleanup" not in request.fixturenames:
+            return
+        server = request.getfixturevalue("pg_server")
+        for name in request.getfixturevalue("_pg_cleanup")["databases"]:
+            with server.admin(name) as conn:
+                if conn.execute("SELECT to_regclass('storm_queue.clock')").fetchone()[0] is not None:
+                    conn.execute("UPDATE storm_queue.clock SET ahead = make_interval(secs => %s)", (self.ahead,))
 
 
 @pytest.fixture
-def clock(monkeypatch) -> Clock:
-    """The injected clock of every in-process call of this test."""
+def clock(monkeypatch, request) -> Clock:
+    """The injected clock of every in-process call of this test (and of its database storms' servers)."""
     from storm_queue import wall
 
-    moved = Clock()
+    moved = Clock(request)
     monkeypatch.setattr(wall, "clock", moved)
     return moved
 

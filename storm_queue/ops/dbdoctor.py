@@ -7,7 +7,11 @@ turns what it read into findings (plain data, no I/O). It examines: the log
 checks of ``verify``), the declaration, leases past their expiry,
 quarantined and stray lanes, lanes leased for longer than the threshold,
 the grant (no role but the operator's may write the storm's tables, own
-them, or act as the operator), and the event table's append-only triggers.
+them, act as the operator, or execute a storm function but a runner its own;
+no schema on the operator's search_path that another role may create
+objects in; each runner role's timeouts set), the storm's lock (no session
+holds it for longer than a request would), and the event table's
+append-only triggers.
 The module imports no driver: it asks the store's connection.
 """
 
@@ -45,6 +49,16 @@ class DbFacts:
     members: tuple[str, ...]  # roles that may act as the operator's role
     triggers: tuple[tuple[str, str], ...]  # (trigger, why it does not guard) for each one that does not
     now: float
+    #: (schema, roles) for each schema on the operator's search_path that a role but the operator may CREATE in
+    path: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: (runner role, the statements that would set what ``grant`` sets and it lacks)
+    unbounded: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    #: (pid, role, seconds or None, for at least how long) of each session holding the storm's lock too long
+    holders: tuple[tuple[int, str, float], ...] = ()
+    #: (function, role or PUBLIC) for each EXECUTE a role but the operator holds that it should not
+    executors: tuple[tuple[str, str], ...] = ()
+    #: how far the storm's clock runs ahead of the server's (seconds), and the time it stands still at, if any
+    clock: tuple[float, str | None] = (0.0, None)
 
     def diagnose(self, running_hours: float) -> list[Finding]:
         return diagnose(self, running_hours)
@@ -69,6 +83,35 @@ def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
         out.append(Finding(ERROR, "exposed", "storm_queue", f"role {quote(member)} is a member of the operator's role "
                            f"{quote(op)}: it may act as the operator and write the tables",
                            f"REVOKE {op} FROM {member}"))
+    for function, role in facts.executors:
+        out.append(Finding(ERROR, "exposed", function, f"role {quote(role)} may execute it: a role other than the "
+                           "operator could call what only the storm's own code should (a runner: only its serving "
+                           "functions)", f"REVOKE EXECUTE ON FUNCTION {function} FROM {role}"))
+    for schema, roles in facts.path:
+        out.append(Finding(ERROR, "search_path_exposed", schema,
+                           f"is on the operator's search_path and role(s) {', '.join(quote(r) for r in roles)} may "
+                           "create objects in it: a function there that matches a call's arguments better than "
+                           "pg_catalog's would run as the operator, in a hand edit or any tool that uses the path",
+                           f"REVOKE CREATE ON SCHEMA {schema} FROM {', '.join(roles)} (or take the schema off the "
+                           "search_path: ALTER ROLE ... SET search_path)"))
+    for pid, role, seconds in facts.holders:
+        out.append(Finding(ERROR, "lock_held", f"pid {pid}",
+                           f"role {quote(role)} has held the storm's lock for {seconds:.0f} s or more, longer than any "
+                           "request would: every write waits for it",
+                           f"as a role that may (a superuser, or the operator for its own sessions): "
+                           f"SELECT pg_terminate_backend({pid})"))
+    for role, statements in facts.unbounded:
+        out.append(Finding(WARNING, "runner_unbounded", role,
+                           f"runner role {quote(role)} has no idle_in_transaction_session_timeout or lock_timeout "
+                           "set in this database: a runner that hangs inside a transaction holding the storm's lock "
+                           "stops every write until it is ended",
+                           "as a role that may (CREATEROLE, or a superuser): " + " ".join(s + ";" for s in statements)))
+    ahead, fixed = facts.clock
+    if ahead or fixed is not None:
+        how = f"stands still at {fixed}" if fixed is not None else f"runs {ahead:+g} s off the server's"
+        out.append(Finding(WARNING, "clock_moved", "storm_queue.clock",
+                           f"the storm's clock {how}: every runner request is timed by it (a test's setting)",
+                           "UPDATE storm_queue.clock SET ahead = '0 seconds', fixed = NULL (as the operator)"))
     for name, why in facts.triggers:
         out.append(Finding(ERROR, "not_append_only", "storm_queue.event",
                            f"the trigger {name} {why}: the event table no longer refuses {TRIGGERS[name]}, "
@@ -121,6 +164,9 @@ def gather(storm, now: float | None = None) -> DbFacts:
     with no storm, is the store's error (exit 2), as on a directory."""
     from ..core.clock import stamp
 
+    from ..store.postgres.store import TABLE_LOCK
+    from ..store.postgres.version import read as read_version
+
     t = wall.seconds() if now is None else now
     decl = storm.declaration()  # NoStorm, StormUnreadable: doctor cannot examine
     problem = None
@@ -145,7 +191,81 @@ def gather(storm, now: float | None = None) -> DbFacts:
         operator = operator[0] if operator else None
         writers, owners, members = _grant(conn, operator)
         triggers = _triggers(conn, storm_function_body())
-    return DbFacts(storm.root, operator, decl, problem, snap, writers, owners, members, triggers, t)
+        mine = operator is not None and conn.execute(q("session_user")).fetchone()[0] == operator
+        path = _path(conn, operator) if mine else ()
+        bounded = read_version(storm) >= TABLE_LOCK  # what a schema before version 9 has not yet
+        unbounded = _unbounded(conn) if bounded else ()
+        holders = _holders(conn) if bounded else ()
+        executors = _executors(conn, operator) if bounded else ()
+        # (the storm's clock: only the operator may read it)
+        clock = tuple(conn.execute(q("read_clock")).fetchone()) if bounded and mine else (0.0, None)
+    return DbFacts(storm.root, operator, decl, problem, snap, writers, owners, members, triggers, t, path, unbounded,
+                   holders, executors, clock)
+
+
+#: a session holding the storm's lock this long is past any request's (seconds)
+HELD_TOO_LONG = 5.0
+
+
+def _path(conn, operator: str | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each schema on the search_path a session of the operator's starts
+    with (its role's, its database's, or the server's; storm-queue's own
+    sessions fix theirs) that a role other than the operator (a login
+    role that is not a superuser) may CREATE in. Asked as the operator
+    only: another role's session starts with its own path."""
+    from ..store.postgres.queries import q
+
+    found: dict[str, list[str]] = {}
+    for schema, role in conn.execute(q("exposed_path"), (operator,)).fetchall():
+        found.setdefault(schema, []).append(role)
+    return tuple((schema, tuple(roles)) for schema, roles in found.items())
+
+
+def _unbounded(conn) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each runner role lacking a setting of ``members.RUNNER_SETTINGS``, with the statements that set them."""
+    from ..store.postgres.members import RUNNER_SETTINGS, settings_statements
+    from ..store.postgres.queries import q
+
+    out = []
+    for role, config in conn.execute(q("runner_settings")).fetchall():
+        set_ = {item.partition("=")[0] for item in config or ()}
+        if any(name not in set_ for name, _ in RUNNER_SETTINGS):
+            out.append((role, tuple(settings_statements(conn, role))))
+    return tuple(out)
+
+
+def _holders(conn) -> tuple[tuple[int, str, float], ...]:
+    """The sessions holding the storm's lock for ``HELD_TOO_LONG`` seconds
+    or more: by their transaction's start where this role may see it (its
+    own sessions; a superuser's, or pg_read_all_stats, every one), else by
+    looking again that long after (the same transaction still holding it)."""
+    import time
+
+    from ..store.postgres.queries import q
+
+    first = conn.execute(q("lock_holders")).fetchall()
+    out, unseen = [], []
+    for pid, role, vxid, age in first:
+        if age is not None:
+            if age >= HELD_TOO_LONG:
+                out.append((pid, role, float(age)))
+        else:
+            unseen.append((pid, role, vxid))
+    if unseen:
+        time.sleep(HELD_TOO_LONG)
+        still = {(pid, vxid) for pid, _, vxid, _ in conn.execute(q("lock_holders")).fetchall()}
+        out += [(pid, role, HELD_TOO_LONG) for pid, role, vxid in unseen if (pid, vxid) in still]
+    return tuple(sorted(out))
+
+
+def _executors(conn, operator: str | None) -> tuple[tuple[str, str], ...]:
+    """Each EXECUTE on a storm function held by PUBLIC or a role other than
+    the operator, but a runner role's on its own serving functions."""
+    from ..store.postgres.queries import q
+
+    if operator is None:
+        return ()
+    return tuple((function, role) for function, role in conn.execute(q("function_executors"), (operator,)).fetchall())
 
 
 def _grant(conn, operator: str | None):

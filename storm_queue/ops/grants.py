@@ -1,7 +1,10 @@
 """``storm-queue grant runner|reader ROLE`` and ``revoke``: the operator
 admits a database role as a runner (it may claim, renew, finish and
-release leases and recover expired ones, writing only through the
-operator's functions: ``migrations/0002.sql``, ``0004.sql``) or as a reader (it may read), or ends that.
+release leases and recover expired ones, each through a function the
+operator owns that decides and writes it: ``migrations/0009.sql``; its
+``idle_in_transaction_session_timeout`` and ``lock_timeout`` are set in the
+storm's database, ``members.RUNNER_SETTINGS``) or as a reader (it may
+read), or ends that.
 Each is a recorded request; granting what is granted, or revoking what
 is not, a recorded no-op; a role the server does not know, a recorded
 refusal (``unknown_role``, exit 2)."""
@@ -59,7 +62,14 @@ def _membership(storm: Storm, verb: str, kind: str, role: str, reason: str | Non
             return Step(Outcome("noop", verb, None, by, message=f"nothing to do: {noop}"), [body])
         words = (f"role {role} is a {kind} of the storm now" if verb == "grant" else
                  f"role {role} is no longer a {kind} of the storm")
-        return Step(Outcome("done", verb, None, by, message=words), [body],
-                    before=lambda: store.change_member(verb, kind, role))
+        out = Outcome("done", verb, None, by, message=words)
+
+        def change() -> None:
+            refused = store.change_member(verb, kind, role)
+            if refused:  # the grant stands; the operator is told what a role that may must run
+                out.message += (f"; the operator's role may not set a runner's timeouts (that needs CREATEROLE, or a "
+                                f"superuser): as a role that may, run: {' '.join(s + ';' for s in refused)}")
+
+        return Step(out, [body], before=change)
 
     return storm.request(req, shape, plan, operator_only=True)

@@ -68,8 +68,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
     conn = connect(url)
     try:
         with lock.held(log_path, wait, may_create=True):
-            with conn.transaction():
-                conn.execute(q("lock_storm"))
+            with conn.transaction():  # (a second migrate or init waits on the schema's name, then is refused)
                 role = conn.execute(q("session_user")).fetchone()[0]
                 if conn.execute(q("storm_exists")).fetchone():
                     raise InitRefused(f"the database {shown(url)} already holds a storm; migrate needs an empty one; "

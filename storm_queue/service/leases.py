@@ -110,7 +110,7 @@ def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None
     req = Request("claim", None, optional_text(reason), optional_text(source), optional_text(key), (optional_text(holder), ttl))
     name = req.args[0] if req.args[0] is not None else default_holder()
     refusal = shape_names(None, (), req.source) or shape_holder(name)
-    served = None if refusal else storm.store.serve(replace(req, args=(name, ttl)), wall.seconds)
+    served = None if refusal else storm.store.serve(replace(req, args=(name, ttl)))
     if served is not None:
         return served, served.due
     decl = declaration(storm.store)
@@ -151,7 +151,7 @@ def renew(storm: Storm, slug: str, token: int, ttl: int | None = None, source: s
     """Extend the live lease on ``slug`` held under ``token``."""
     req = Request("renew", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, ttl))
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
-    served = None if refusal else storm.store.serve(req, wall.seconds)
+    served = None if refusal else storm.store.serve(req)
     if served is not None:
         return served
     decl = declaration(storm.store)
@@ -180,7 +180,7 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
     if refusal is None and result not in ("ok", "failed"):
         refusal = Refusal("invalid_result", f"result {quote(as_text(result))} is neither ok nor failed")
-    served = None if refusal else storm.store.serve(req, wall.seconds)
+    served = None if refusal else storm.store.serve(req)
     if served is not None:
         return served
     decl = declaration(storm.store)

@@ -273,7 +273,7 @@ def _unknown_role(make: Make, request=None) -> Answer:
 
 def _reorder_conflict(make: Make, request=None) -> Answer:
     """A database storm only: the request waits on a row another session
-    locked, which then waits on the storm's advisory lock: a deadlock the
+    locked, which then waits on the storm's lock: a deadlock the
     server breaks by aborting the request. A real process: it waits on the
     row while this test's sessions watch it and take the locks."""
     import subprocess
@@ -281,8 +281,6 @@ def _reorder_conflict(make: Make, request=None) -> Answer:
     import time
 
     from psycopg.conninfo import conninfo_to_dict
-
-    from storm_queue.store.postgres.store import LOCK_KEYS
 
     pg_server, url = request.getfixturevalue("pg_server"), request.getfixturevalue("pg_url")
     assert run_cli(None, "init", url).returncode == 0
@@ -300,7 +298,7 @@ def _reorder_conflict(make: Make, request=None) -> Answer:
                                 "AND query LIKE 'UPDATE storm_queue.state%'").fetchone():
             assert time.monotonic() < deadline and proc.poll() is None, "the request never waited on the row"
             time.sleep(0.05)
-        admin.execute("SELECT pg_advisory_xact_lock(%s, %s)", LOCK_KEYS)  # returns once the server aborted the request
+        admin.execute("LOCK TABLE storm_queue.lock IN EXCLUSIVE MODE")  # returns once the server aborted the request
         admin.execute("ROLLBACK")
         out, err = proc.communicate(timeout=60)
     finally:

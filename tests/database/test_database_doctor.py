@@ -155,13 +155,15 @@ def test_an_orphaned_lease_a_long_lease_and_a_quarantined_lane(db, tmp_path, clo
     finally:
         runner.close()
     assert time.monotonic() - claimed < 3, "the claims took longer than b's lease"
-    clock.advance(3.5)  # b's lease is past, c's is not
+    clock.advance(3.5)  # b's lease is past, c's is not (the storm's clock runs ahead with this process's)
+    moved = ("warning", "clock_moved", "storm_queue.clock")
     rc, report = doctor(db)
-    assert rc == 1 and codes(report) == [("warning", "quarantined", "a"), ("warning", "orphaned_lease", "b")], report
+    assert rc == 1 and codes(report) == [moved, ("warning", "quarantined", "a"), ("warning", "orphaned_lease", "b")], report
+    assert "+3.5 s" in report["findings"][0]["message"]
     rc, report = doctor(db, "--running-hours", "0.0001")
-    assert codes(report) == [("warning", "long_running", "c"), ("warning", "quarantined", "a"),
+    assert codes(report) == [moved, ("warning", "long_running", "c"), ("warning", "quarantined", "a"),
                              ("warning", "orphaned_lease", "b")], report
-    assert report["running_hours"] == 0.0001 and "h2" in report["findings"][0]["message"]
+    assert report["running_hours"] == 0.0001 and "h2" in report["findings"][1]["message"]
 
 
 def test_no_storm_and_a_role_that_may_not_read_answer_exit_2(pg_server, pg_database, db, pg_role) -> None:

@@ -20,7 +20,6 @@ from collections import Counter
 
 import pytest
 
-from storm_queue.store.postgres.store import LOCK_KEYS
 from tests.conftest import REPO, clean_env, run_cli
 from tests.faults.crash_harness import replayed
 
@@ -71,6 +70,10 @@ def assert_sound_and_derived(pg_server, url: str) -> list[dict]:
     return evs
 
 
+#: what a session runs (in a transaction) to hold the storm's lock as every writer takes it (queries.sql lock_storm)
+HOLD_THE_STORM = "LOCK TABLE storm_queue.lock IN EXCLUSIVE MODE"
+
+
 def backend_waiting(watcher, db: str, event: str, timeout: float = 20.0) -> int:
     """The pid of the storm-queue backend on DB waiting on a lock of kind EVENT
     (polled from WATCHER, a separate autocommit connection)."""
@@ -118,18 +121,19 @@ def test_a_backend_terminated_while_waiting_for_the_storm_is_not_recorded_and_a_
     before = events(pg_server, db)
     name = dbname(db)
     with pg_server.admin(name) as holder, pg_server.admin(name) as watcher:
-        holder.execute("SELECT pg_advisory_lock(%s, %s)", LOCK_KEYS)
+        holder.execute("BEGIN")
+        holder.execute(HOLD_THE_STORM)
         proc = subprocess.Popen(argv(db, "bump", "a", "--json", "--reason", "r-killed"), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=clean_env())
         try:
-            pid = backend_waiting(watcher, name, "advisory")
+            pid = backend_waiting(watcher, name, "relation")
             assert watcher.execute("SELECT pg_terminate_backend(%s)", (pid,)).fetchone()[0] is True
             out, err = proc.communicate(timeout=30)
         finally:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            holder.execute("SELECT pg_advisory_unlock(%s, %s)", LOCK_KEYS)
+            holder.execute("ROLLBACK")
     assert proc.returncode == 5, (out, err)
     answer = json.loads(out)
     assert answer["recorded"] is False and answer["exit"] == 5, answer
@@ -178,8 +182,9 @@ def test_the_server_restarted_under_load_every_answer_is_truthful(pg_server, db)
     name = dbname(db)
     holder, watcher = pg_server.admin(name), pg_server.admin(name)
     try:
-        holder.execute("SELECT pg_advisory_lock(%s, %s)", LOCK_KEYS)
-        backend_waiting(watcher, name, "advisory")
+        holder.execute("BEGIN")
+        holder.execute(HOLD_THE_STORM)
+        backend_waiting(watcher, name, "relation")
         time.sleep(0.5)
         pg_server.restart("immediate")
     finally:

@@ -35,13 +35,47 @@ TEXTS = st.one_of(st.none(), st.sampled_from(["", "plain", 'q"uote', "back\\slas
 
 
 class Frozen:
-    """The wall clock, frozen: it moves only when the test moves it."""
+    """The wall clock, frozen: it moves only when the test moves it (``t``,
+    held as whole microseconds: a time the server's clock holds exactly),
+    and so does the clock of every storm ``hold`` was given
+    (``storm_queue.clock.fixed``): the served requests are timed by it."""
 
     def __init__(self) -> None:
-        self.t = START
+        self._us = round(START * 1_000_000)
+        self._held: list = []
 
     def __call__(self) -> float:
         return self.t
+
+    @property
+    def t(self) -> float:
+        return self._us / 1_000_000
+
+    @t.setter
+    def t(self, value: float) -> None:
+        self._us = round(value * 1_000_000)
+        for conn in self._held:
+            self._fix(conn)
+
+    def _fix(self, conn) -> None:
+        conn.execute("UPDATE storm_queue.clock SET fixed = to_timestamp(%s::numeric / 1000000)", (self._us,))
+
+    def hold(self, url: str) -> None:
+        """The storm at ``url`` (its operator's) keeps this time too, from now on."""
+        import psycopg
+
+        conn = psycopg.connect(url, autocommit=True)
+        self._fix(conn)
+        self._held.append(conn)
+
+    def close(self) -> None:
+        for conn in self._held:
+            conn.close()
+        self._held.clear()
+
+
+#: the frozen clock of the test under way, if any (``twins`` holds its storms to it)
+_FROZEN: list[Frozen] = []
 
 
 @contextmanager
@@ -49,9 +83,12 @@ def frozen_clock():
     from storm_queue import wall
 
     was, wall.clock = wall.clock, Frozen()
+    _FROZEN.append(wall.clock)
     try:
         yield wall.clock
     finally:
+        _FROZEN.remove(wall.clock)
+        wall.clock.close()
         wall.clock = was
 
 
@@ -81,12 +118,15 @@ def twins(pg_server, cleanup, toml: str, tmp_path, deps: dict | None = None) -> 
     with pg_server.admin() as conn:
         conn.execute(sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE {}").format(
             sql.Identifier(second), sql.Identifier(role), sql.Identifier(first)))
+    for held in _FROZEN:  # the served requests are timed by the server's clock: held to the test's
+        held.hold(url)
+        held.hold(pg_server.url(second, role))
     served, planned = Storm.find(url), Storm.find(pg_server.url(second, role))
-    planned.store.serve = lambda req, clock: None  # the Python request path, always
+    planned.store.serve = lambda req: None  # the Python request path, always
     serve, served.answers = served.store.serve, []
 
-    def counted(req, clock):
-        served.answers.append(serve(req, clock))
+    def counted(req):
+        served.answers.append(serve(req))
         return served.answers[-1]
 
     served.store.serve = counted
@@ -285,7 +325,7 @@ def test_a_runners_renew_and_finish_are_each_one_statement_that_takes_the_lock_i
     stale = runner.finish("a", lease.token + 1, "ok")
     assert (stale.outcome, stale.code, stale.recorded, len(counted.statements)) == ("refused", "stale_fence", True, 2)
     done = runner.finish("a", lease.token, "ok", note="fine").check()
-    assert len(counted.statements) == 3 and not any("pg_advisory" in s for s in counted.statements)
+    assert len(counted.statements) == 3 and not any("storm_queue.lock" in s for s in counted.statements)
     assert done.message == f"a finished ok (token {lease.token}); it awaits review"
     events = [json.loads(bytes(r[0])) for r in operator.store.conn.execute(
         "SELECT line FROM storm_queue.event ORDER BY seq")][-3:]
@@ -433,10 +473,12 @@ def test_one_process_at_a_time_rewrites_the_body_and_never_over_a_newer_one(pg_d
         other.finish(lease.slug, lease.token, "ok").check()
     seq, body_seq, body = state()
     assert seq - body_seq >= 6
-    assert storm.store.conn.execute(q("try_catch_up")).fetchone()[0]  # this process is at it
-    catch_up(other.store, 1)
+    holder = storm.store.conn
+    holder.execute("BEGIN")
+    holder.execute(q("try_catch_up"))  # this process is at it
+    assert catch_up(other.store, 1) is False
+    holder.execute("ROLLBACK")
     assert state() == (seq, body_seq, body)  # the other left it
-    storm.store.conn.execute(q("end_catch_up"))
     catch_up(other.store, 1)
     assert state()[:2] == (seq, seq) and state()[2] != body
     caught = state()
@@ -489,7 +531,7 @@ def test_the_server_stands_aside_for_a_declaration_or_log_edited_by_hand(pg_data
         lease = storm.claim(holder="h").check()
         assert lease.slug == slug
         sent = counted.statements[before:]
-        assert (len(sent) == 1 and not any("pg_advisory" in q for q in sent)) == served, sent
+        assert (len(sent) == 1 and not any("storm_queue.lock" in q for q in sent)) == served, sent
         storm.finish(slug, lease.token, "ok").check()
         storm.settle(slug, "integrated", reason="reviewed").check()
 

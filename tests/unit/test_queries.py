@@ -48,7 +48,11 @@ def test_every_statement_asked_for_is_in_the_file_and_every_one_is_asked_for() -
     assert held - asked == set(), "in queries.sql, never asked for"
 
 
-def test_the_lock_keys_are_written_once_and_the_schema_takes_them() -> None:
+def test_the_advisory_lock_keys_of_the_earlier_schemas_are_written_once_and_their_migrations_take_them() -> None:
+    """Before schema version 9 the storm's lock was an advisory lock; an
+    upgrade from such a version takes it, and their migrations' functions
+    take it (their {lock_keys} mark filled in from queries.sql). From
+    version 9 it is a table only the operator may lock."""
     assert queries.lock_keys() == (0x73746F72, 0x6D71)
     where = [path.name for path in PACKAGE.rglob("*") if path.is_file() and path.suffix in (".py", ".sql")
              and "1937010546" in path.read_text(encoding="utf-8")]
@@ -58,6 +62,7 @@ def test_the_lock_keys_are_written_once_and_the_schema_takes_them() -> None:
     assert schema.count("PERFORM pg_advisory_xact_lock(1937010546, 28017);") >= 1
     written = (PACKAGE / "store" / "postgres" / "schema.sql").read_text(encoding="utf-8")
     assert schema.startswith(written.replace(queries.LOCK_KEYS_MARK, "1937010546, 28017"))
+    assert queries.q("lock_storm") == "LOCK TABLE storm_queue.lock IN EXCLUSIVE MODE"
 
 
 def test_the_migrations_are_numbered_without_a_gap_and_the_schema_is_at_the_last() -> None:
@@ -66,14 +71,6 @@ def test_the_migrations_are_numbered_without_a_gap_and_the_schema_is_at_the_last
     for n, script in found:  # each is in the schema a new storm is made by, and records its version last
         assert queries.LOCK_KEYS_MARK not in script and script in queries.schema(), n
         assert script.rstrip().splitlines()[-1].endswith(f"{n});") or f"version = {n}" in script.splitlines()[-1], n
-
-
-def test_the_store_still_names_the_lock_keys() -> None:
-    from storm_queue.store.postgres import store
-
-    assert store.LOCK_KEYS == queries.lock_keys()
-    with pytest.raises(AttributeError):
-        store.NO_SUCH_NAME  # noqa: B018
 
 
 def test_reading_the_queries_loads_no_re() -> None:

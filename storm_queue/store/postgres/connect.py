@@ -53,14 +53,22 @@ def connect(url: str):
     connection) is ``Unreachable`` (exit 5: nothing changed, a retry is
     safe). A ``connect_timeout`` in the URL bounds the wait for the
     server (default ``CONNECT_TIMEOUT`` seconds). No libpq on this machine
-    is ``NoStorm``, saying what to install."""
+    is ``NoStorm``, saying what to install. Its search_path is
+    ``pg_catalog, pg_temp`` (``fix_search_path``): no statement it runs
+    resolves a name in a schema another role may create objects in."""
     try:
         libpq.library()
     except ImportError:
         raise NoStorm("this root is a database URL, and PostgreSQL's client library (libpq) is not installed: "
                       "install storm-queue[postgresql], or the system's libpq (Debian: apt-get install libpq5)") from None
     try:
-        return libpq.connect(url, application_name="storm-queue", **_connect_timeout(url))
+        conn = libpq.connect(url, application_name="storm-queue", **_connect_timeout(url))
+        try:
+            conn.execute(q("fix_search_path"))
+        except BaseException:
+            conn.close()
+            raise
+        return conn
     except libpq.OperationalError as exc:
         why = _words(exc, url)
         if not any(words in why for words in NEVER):
@@ -111,8 +119,7 @@ def create(url: str) -> Created:
     2, nothing changed) when the database already holds a storm."""
     conn = connect(url)
     try:
-        with conn.transaction():
-            conn.execute(q("lock_storm"))
+        with conn.transaction():  # (a second init waits on the schema's name until this one ends, then is refused)
             role, db = conn.execute(q("session_user_and_database")).fetchone()
             found = conn.execute(q("storm_exists")).fetchone()
             if found:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 
-#: where schema.sql's row trigger takes the storm's lock: the keys of ``lock_storm`` go here
+#: where the row trigger of schema.sql (and the functions of versions 2 to 8) took the storm's advisory
+#: lock: the keys of ``lock_storm_advisory`` go here
 LOCK_KEYS_MARK = "{lock_keys}"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _queries: dict[str, str] | None = None
@@ -66,9 +67,10 @@ def q(name: str) -> str:
 
 
 def lock_keys() -> tuple[int, int]:
-    """The two int4 keys of the storm's advisory lock, as ``lock_storm``
-    (the one place they are written) takes it."""
-    args = q("lock_storm").partition("(")[2].partition(")")[0]
+    """The two int4 keys of the storm's advisory lock before schema
+    version 9, as ``lock_storm_advisory`` (the one place they are
+    written) takes it."""
+    args = q("lock_storm_advisory").partition("(")[2].partition(")")[0]
     first, second = (int(key) for key in args.split(","))
     return first, second
 

@@ -17,12 +17,25 @@
 -- == connecting and init (create) ===========================================
 
 -- lock_storm --
--- the storm's advisory lock, held to the end of the transaction: every
--- writer takes it first (init and migrate before the schema exists), and
--- schema.sql's row trigger takes the same keys, filled in from here when
--- the schema is loaded. Its two int4 keys ('stor', 'mq') are written here
--- and nowhere else.
+-- the storm's lock, held to the end of the transaction: every writer takes
+-- it first (from schema version 9, migrations/0009.sql: a lock only the
+-- operator, who owns the table, may take; the row trigger and the serving
+-- functions take the same)
+LOCK TABLE storm_queue.lock IN EXCLUSIVE MODE;
+
+-- lock_storm_advisory --
+-- the storm's lock before schema version 9 (an advisory lock, held to the
+-- end of the transaction), which an upgrade from an earlier version takes
+-- and those versions' row trigger and functions took, its two int4 keys
+-- ('stor', 'mq') filled in from here where their migrations say {lock_keys}
+-- (written here and nowhere else)
 SELECT pg_advisory_xact_lock(1937010546, 28017);
+
+-- fix_search_path --
+-- every connection's first statement: no name a statement runs resolves in a schema another role may
+-- CREATE in (a function there with a closer match for its arguments than pg_catalog's would win), whatever
+-- the role's or the server's search_path (doctor reports such a schema on it: a hand edit in psql uses it)
+SET search_path = pg_catalog, pg_temp;
 
 -- session_user --
 -- the caller, as the server authenticated it
@@ -59,6 +72,10 @@ VALUES (%s, %s);
 -- how long this transaction waits for a lock, in milliseconds (composed:
 -- SET takes no parameter)
 SET LOCAL lock_timeout = {};
+
+-- repeatable_read --
+-- the current transaction reads one snapshot (and may take a lock)
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 
 -- read_only_snapshot --
 -- the current transaction reads one snapshot and writes nothing
@@ -222,6 +239,52 @@ JOIN pg_roles r ON r.oid = am.roleid
 WHERE r.rolname = %s
 ORDER BY 1;
 
+-- exposed_path --
+-- each schema on the search_path this session started with (its role's, its database's or the server's;
+-- fix_search_path then fixed its own) that a login role may CREATE in, with that role: neither a superuser
+-- nor the operator (%s) or a member of its role (reported as such)
+SELECT n.nspname, r.rolname
+FROM unnest(string_to_array((SELECT s.reset_val FROM pg_catalog.pg_settings s WHERE s.name = 'search_path'), ','))
+     WITH ORDINALITY AS p(item, i)
+JOIN pg_catalog.pg_namespace n
+  ON n.nspname = CASE WHEN btrim(p.item) IN ('$user', '"$user"') THEN session_user::text
+                      ELSE btrim(btrim(p.item), '"') END
+JOIN pg_catalog.pg_roles r
+  ON r.rolcanlogin AND NOT r.rolsuper AND NOT pg_catalog.pg_has_role(r.rolname, %s, 'MEMBER')
+ AND pg_catalog.has_schema_privilege(r.oid, n.oid, 'CREATE')
+WHERE n.nspname <> 'pg_catalog'
+ORDER BY p.i, r.rolname;
+
+-- lock_holders --
+-- the sessions (other than this one) holding the storm's lock: pid, role, virtual transaction, and the
+-- seconds since their transaction began (NULL where this role may not see it)
+SELECT l.pid, coalesce(a.usename::text, '?'), l.virtualtransaction,
+       extract(epoch FROM clock_timestamp() - a.xact_start)::double precision
+FROM pg_catalog.pg_locks l
+LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'relation' AND l.granted AND l.mode = 'ExclusiveLock'
+  AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+  AND l.relation = 'storm_queue.lock'::regclass AND l.pid <> pg_backend_pid()
+ORDER BY 1;
+
+-- read_clock --
+-- how far the storm's clock runs ahead of the server's (seconds), and the time it stands still at, if any
+SELECT extract(epoch FROM ahead)::double precision, fixed::text
+FROM storm_queue.clock;
+
+-- function_executors --
+-- each EXECUTE on a storm function held by PUBLIC or a role other than the operator, but a runner
+-- role's on the functions a runner is granted (grant_runner_functions)
+SELECT p.oid::regprocedure::text, CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE pg_get_userbyid(a.grantee) END
+FROM pg_catalog.pg_proc p
+CROSS JOIN LATERAL aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
+WHERE p.pronamespace = 'storm_queue'::regnamespace AND a.privilege_type = 'EXECUTE'
+  AND a.grantee <> coalesce((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = %s), 0)
+  AND NOT (p.proname IN ('runner_append', 'runner_mark_blocked', 'serve_claim', 'serve_renew', 'serve_finish')
+           AND EXISTS (SELECT 1 FROM storm_queue.member m
+                       WHERE m.kind = 'runner' AND m.role = pg_get_userbyid(a.grantee)))
+ORDER BY 1, 2;
+
 -- event_triggers --
 -- the event table's own triggers: name, whether enabled, the function and its body
 SELECT t.tgname, t.tgenabled, p.oid::regprocedure::text, p.prosrc
@@ -283,19 +346,40 @@ GRANT USAGE ON SCHEMA storm_queue TO {role};
 -- grant_select --
 GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO {role};
 
+-- revoke_operators_tables --
+-- the tables a runner or reader needs not read: the storm's lock and its clock (migrations/0009.sql)
+REVOKE ALL ON storm_queue.lock, storm_queue.catch_up, storm_queue.clock FROM {role};
+
+-- set_role_setting --
+-- a runner role's session default in this database (members.RUNNER_SETTINGS; needs CREATEROLE or a superuser)
+ALTER ROLE {role} IN DATABASE {database} SET {setting} = {value};
+
+-- reset_role_setting --
+ALTER ROLE {role} IN DATABASE {database} RESET {setting};
+
+-- runner_settings --
+-- the session defaults of each runner role in this database (doctor: members.RUNNER_SETTINGS present)
+SELECT m.role, coalesce(s.setconfig, '{}')
+FROM storm_queue.member m
+LEFT JOIN pg_catalog.pg_roles r ON r.rolname = m.role
+LEFT JOIN pg_catalog.pg_db_role_setting s
+       ON s.setrole = r.oid AND s.setdatabase = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = current_database())
+WHERE m.kind = 'runner'
+ORDER BY 1;
+
 -- grant_runner_functions --
 GRANT EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb), storm_queue.runner_mark_blocked(text, jsonb),
-storm_queue.serve_renew(text, bigint, integer, text, double precision, integer),
-storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer),
-storm_queue.serve_claim(text, integer, text, double precision, integer)
+storm_queue.serve_renew(text, bigint, integer, text, integer),
+storm_queue.serve_finish(text, bigint, text, text, text, integer),
+storm_queue.serve_claim(text, integer, text, integer)
 TO {role};
 
 -- revoke_runner_functions --
 REVOKE EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb),
 storm_queue.runner_mark_blocked(text, jsonb),
-storm_queue.serve_renew(text, bigint, integer, text, double precision, integer),
-storm_queue.serve_finish(text, bigint, text, text, text, double precision, integer),
-storm_queue.serve_claim(text, integer, text, double precision, integer) FROM {role};
+storm_queue.serve_renew(text, bigint, integer, text, integer),
+storm_queue.serve_finish(text, bigint, text, text, text, integer),
+storm_queue.serve_claim(text, integer, text, integer) FROM {role};
 
 -- revoke_select --
 REVOKE SELECT ON ALL TABLES IN SCHEMA storm_queue FROM {role};
@@ -321,30 +405,27 @@ UPDATE storm_queue.storm
 SET runner = %s, runner_for = encode(sha256(convert_to(declaration, 'UTF8')), 'hex');
 
 -- serve_renew --
--- slug, token, ttl (NULL: the lease's own), reason, the time (POSIX seconds), the lock wait (ms)
-SELECT storm_queue.serve_renew(%s::text, %s::bigint, %s::integer, %s::text, %s::double precision, %s::integer),
+-- slug, token, ttl (NULL: the lease's own), reason, the lock wait (ms); timed by the storm's clock
+SELECT storm_queue.serve_renew(%s::text, %s::bigint, %s::integer, %s::text, %s::integer),
        (SELECT seq - body_seq FROM storm_queue.state);
 
 -- serve_claim --
 -- (each serve_ statement answers, beside the function's answer, how many lines the
 -- state row's body was behind the head when the statement began)
--- holder, ttl (NULL: the declared one), reason, the time (POSIX seconds), the lock wait (ms)
-SELECT storm_queue.serve_claim(%s::text, %s::integer, %s::text, %s::double precision, %s::integer),
+-- holder, ttl (NULL: the declared one), reason, the lock wait (ms)
+SELECT storm_queue.serve_claim(%s::text, %s::integer, %s::text, %s::integer),
        (SELECT seq - body_seq FROM storm_queue.state);
 
 -- serve_finish --
--- slug, token, result, note, reason, the time (POSIX seconds), the lock wait (ms)
-SELECT storm_queue.serve_finish(%s::text, %s::bigint, %s::text, %s::text, %s::text, %s::double precision,
-                                %s::integer),
+-- slug, token, result, note, reason, the lock wait (ms)
+SELECT storm_queue.serve_finish(%s::text, %s::bigint, %s::text, %s::text, %s::text, %s::integer),
        (SELECT seq - body_seq FROM storm_queue.state);
 
 -- try_catch_up --
--- the catch-up's own session lock ('stor', 'cu'), not waited for: one process at a time
--- rewrites the state row's body the served requests leave behind (served.catch_up)
-SELECT pg_try_advisory_lock(1937010546, 25461);
-
--- end_catch_up --
-SELECT pg_advisory_unlock(1937010546, 25461);
+-- the catch-up's own lock, held to the end of the transaction that reads and dumps the state, not waited
+-- for: one process at a time rewrites the state row's body the served requests leave behind
+-- (served.catch_up; a table only the operator may lock so: migrations/0009.sql)
+LOCK TABLE storm_queue.catch_up IN EXCLUSIVE MODE NOWAIT;
 
 -- move_body --
 -- the state the log folds to at a line as the state row's body: the body, the line's seq and digest

@@ -47,17 +47,17 @@ def _carried(*texts: str | None) -> bool:
     return True
 
 
-def _args(req: Request, t: float, wait_ms: int) -> tuple | None:
+def _args(req: Request, wait_ms: int) -> tuple | None:
     """The function's arguments for ``req``, or None when it cannot take them."""
     if req.verb == "claim":
         holder, ttl = req.args
-        token, args, texts = 1, (holder, ttl, req.reason, t, wait_ms), (holder, req.reason)
+        token, args, texts = 1, (holder, ttl, req.reason, wait_ms), (holder, req.reason)
     elif req.verb == "renew":
         token, ttl = req.args
-        args, texts = (req.slug, token, ttl, req.reason, t, wait_ms), (req.slug, req.reason)
+        args, texts = (req.slug, token, ttl, req.reason, wait_ms), (req.slug, req.reason)
     else:
         token, result, note = req.args
-        args, texts = (req.slug, token, result, note, req.reason, t, wait_ms), (req.slug, note, req.reason, result)
+        args, texts = (req.slug, token, result, note, req.reason, wait_ms), (req.slug, note, req.reason, result)
     if req.verb != "finish" and ttl is not None and not (type(ttl) is int and 0 <= ttl < _INT4):
         return None
     if not (type(token) is int and 0 < token < _INT8 and _carried(*texts)):
@@ -65,8 +65,7 @@ def _args(req: Request, t: float, wait_ms: int) -> tuple | None:
     return args
 
 
-def answered(store: Database, req: Request, clock: Callable[[], float], busy: Callable[[float], Exception],
-             fold_at_most: int) -> Outcome | None:
+def answered(store: Database, req: Request, busy: Callable[[float], Exception], fold_at_most: int) -> Outcome | None:
     """``serve``, its lock not had in the store's ``wait`` raised as
     ``busy(wait)``; an operator's served request that leaves the state
     row's body ``catch_up_at`` lines or more behind the head catches it
@@ -76,7 +75,7 @@ def answered(store: Database, req: Request, clock: Callable[[], float], busy: Ca
     or gone): asking at every request while another folds costs every
     runner a round trip a request."""
     try:
-        out, behind = serve(store, req, clock)
+        out, behind = serve(store, req)
     except libpq.errors.LockNotAvailable:
         raise busy(store.wait) from None
     at = max(catch_up_at(store, fold_at_most), store._catch_up_after)
@@ -86,19 +85,18 @@ def answered(store: Database, req: Request, clock: Callable[[], float], busy: Ca
     return out
 
 
-def serve(store: Database, req: Request, clock: Callable[[], float]) -> tuple[Outcome | None, int | None]:
+def serve(store: Database, req: Request) -> tuple[Outcome | None, int | None]:
     """The outcome of ``req`` (claim, renew, finish) as the server decided
-    and recorded it at the time ``clock()`` gives (POSIX seconds, read once
-    connected, just before the call), or None: the request
-    path is to take it (nothing was written); and how many lines the state
-    row's body was behind the log's head. The lock not had in the store's
-    ``wait`` raises the driver's ``LockNotAvailable``."""
+    and recorded it, timed by the storm's clock (the server's), or None:
+    the request path is to take it (nothing was written); and how many
+    lines the state row's body was behind the log's head. The lock not
+    had in the store's ``wait`` raises the driver's ``LockNotAvailable``."""
     from ...core.shapes import shape_reason
 
     if (req.verb not in SERVED or req.key is not None or req.source is not None or LANE_ENV in store.env
             or shape_reason(req.reason) is not None):
         return None, None
-    if _args(req, 0.0, 0) is None:
+    if _args(req, 0) is None:
         return None, None
     conn = store.conn
     if conn.status != libpq.IDLE:
@@ -108,12 +106,14 @@ def serve(store: Database, req: Request, clock: Callable[[], float]) -> tuple[Ou
     try:
         if read_version(store) != schema_version():
             return None, None
-        args = _args(req, clock(), max(1, int(store.wait * 1000)))
+        args = _args(req, max(1, int(store.wait * 1000)))
         statement = {"claim": q("serve_claim"), "renew": q("serve_renew"), "finish": q("serve_finish")}[req.verb]
         row = conn.execute(statement, args, prepare=True).fetchone()
     except (StormUnreadable, libpq.errors.UndefinedFunction, libpq.errors.InsufficientPrivilege,
             libpq.errors.UndefinedTable, libpq.errors.InvalidSchemaName, libpq.errors.UndefinedColumn):
         return None, None  # the request path says what is wrong
+    except libpq.errors.LockNotAvailable:
+        raise
     except libpq.OperationalError as exc:
         store._conn = None
         raise RecordFailed(f"the connection to {store.root} was lost during the {req.verb} ({_words(exc, store.url)}), "
@@ -230,7 +230,8 @@ def catch_up(store: Database, fold_at_most: int) -> bool:
     its own, and written under the lock in a transaction of one statement
     that leaves a body already there (or past it) alone: the runners'
     requests are not held up while this process folds. One process at a
-    time does it (a lock of its own, not waited for), and only while the
+    time does it (a lock of its own, held while it reads and dumps the
+    state, not waited for: a table lock only the operator may take), and only while the
     body is still ``catch_up_at`` lines behind, asked before the state is
     read (another process may have caught it up since, and the runs the
     server folded are counted: reading the state is most of the cost) and
@@ -243,28 +244,26 @@ def catch_up(store: Database, fold_at_most: int) -> bool:
     at = catch_up_at(store, fold_at_most)
     try:
         with store._errors():
-            if not conn.execute(q("try_catch_up")).fetchone()[0]:
-                return False  # another process is at it
             try:
-                seq, _, body_seq, *_ = conn.execute(q("read_head")).fetchone()
-                if seq - body_seq < at:
-                    return True  # caught up since
-                store._runs_counted = conn.execute(q("count_runs")).fetchone()[0]
-                at = max(at, catch_up_at(store, fold_at_most))
-                if seq - body_seq < at:
-                    return True  # not yet behind by the state's size
                 with conn.transaction():
-                    conn.execute(q("read_only_snapshot"))
+                    conn.execute(q("repeatable_read"))
+                    conn.execute(q("try_catch_up"))
+                    seq, _, body_seq, *_ = conn.execute(q("read_head")).fetchone()
+                    if seq - body_seq < at:
+                        return True  # caught up since
+                    store._runs_counted = conn.execute(q("count_runs")).fetchone()[0]
+                    at = max(at, catch_up_at(store, fold_at_most))
+                    if seq - body_seq < at:
+                        return True  # not yet behind by the state's size
                     log = store._load()
-                if log.seq - store._body_seq < at:
-                    return True  # caught up since
-                body = dump_state(log.state)
-                with store._locked():
-                    conn.execute(q("move_body"), (body, log.seq, log.digest, log.seq))
-                store._body_seq = log.seq
-            finally:
-                if not conn.closed:
-                    conn.execute(q("end_catch_up"))
+                    if log.seq - store._body_seq < at:
+                        return True  # caught up since
+                    body = dump_state(log.state)
+            except libpq.errors.LockNotAvailable:
+                return False  # another process is at it
+            with store._locked():
+                conn.execute(q("move_body"), (body, log.seq, log.digest, log.seq))
+            store._body_seq = log.seq
     except StormError:
         pass
     return True

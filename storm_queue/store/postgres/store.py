@@ -40,7 +40,7 @@ from .connect import (  # noqa: F401 -- the names others import from here
 )
 from . import libpq
 from .log import fold_on, older_format
-from .queries import lock_keys, q
+from .queries import q
 from .rows import Rows, Writes
 from .version import current, not_newer
 from .version import read as read_version
@@ -55,6 +55,9 @@ if TYPE_CHECKING:
 
 #: a writer rewrites the state row's body once the log is this many lines past it
 STATE_EVERY = 32
+#: the schema version from which the storm's lock is a table only the operator may lock (``lock_storm``);
+#: an upgrade from an earlier one takes that version's advisory lock (``lock_storm_advisory``)
+TABLE_LOCK = 8
 #: what a runner role may ask; its every other request is refused (``not_operator``), recorded
 RUNNER_VERBS = ("claim", "renew", "finish", "release", "recover")
 #: a storm object folds the lines after the state it knows, rather than read the body, up to this many
@@ -68,14 +71,6 @@ def _busy(wait: float) -> Busy:
 
 def _no_storm(root: str) -> NoStorm:
     return NoStorm(f"the database {root} holds no storm: create one with storm-queue init URL")
-
-
-def __getattr__(name: str):
-    """``LOCK_KEYS``: the two int4 keys of the storm's advisory lock, for a
-    tool that holds it from outside, read from queries.sql on first use."""
-    if name == "LOCK_KEYS":
-        return lock_keys()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Database:
@@ -233,11 +228,11 @@ class Database:
         return Snapshot(dict(rows.lanes), rows.ledgers(unattended), log.state, at or now(), tokens, (),
                         (self._created or "", self._created or ""))
 
-    def serve(self, req: Request, clock: Callable[[], float]) -> Any:
-        """A runner request the server decides in one round trip (``served``), or None."""
+    def serve(self, req: Request) -> Any:
+        """A runner request the server decides in one round trip, timed by its clock (``served``), or None."""
         from .served import answered
 
-        return answered(self, req, clock, _busy, FOLD_AT_MOST)
+        return answered(self, req, _busy, FOLD_AT_MOST)
 
     def effects(self, decl: config.Declaration) -> Writes:
         return Writes(self, self._runner)
@@ -324,12 +319,15 @@ class Database:
         unrecordable = "" if who == op else f"role {who} cannot write the storm of {op or 'another role'}"
         return Judged(verdict, None, unrecordable, who)
 
-    def change_member(self, verb: str, kind: str, role: str) -> None:
-        """``members.change`` in the request's transaction; the next request reads the grant anew."""
+    def change_member(self, verb: str, kind: str, role: str) -> list[str]:
+        """``members.change`` in the request's transaction (the statements
+        the operator's role may not run, returned); the next request reads
+        the grant anew."""
         from .members import change
 
-        change(self.conn, verb, kind, role)
+        refused = change(self.conn, verb, kind, role)
         self._kind = None
+        return refused
 
     def _granted(self, who: str) -> str | None:
         """As what the operator granted the session's role ``who`` (runner,
@@ -375,7 +373,7 @@ class Database:
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
-        """One transaction holding the storm's advisory lock, waiting at most
+        """One transaction holding the storm's lock, waiting at most
         ``wait`` seconds for it; once it commits, the state its lines fold
         to is this object's to start the next request from. The lock is held
         from its statement to the COMMIT, while this process plans (an
@@ -386,7 +384,8 @@ class Database:
         try:
             with conn.transaction():
                 conn.execute(q("set_lock_timeout").format(max(1, int(self.wait * 1000))))
-                conn.execute(q("lock_storm"))
+                if not self._runner:  # (a runner's lines go through runner_append, which takes it)
+                    conn.execute(q("lock_storm") if read_version(self) >= TABLE_LOCK else q("lock_storm_advisory"))
                 self._writing_now = True
                 try:
                     yield

@@ -1,0 +1,286 @@
+"""A boundary that holds (issue 30, migrations/0009.sql): what the schema
+itself promises, asked of the catalog and tried as each role would.
+
+- every function the storm defines resolves its names in pg_catalog alone
+  (a fixed search_path, or an SQL-standard body bound when it was made),
+  and none is PUBLIC's to execute (items 1, 4);
+- the storm's lock is a table lock only the operator may take: a runner,
+  a reader and a stranger cannot, and the advisory keys of earlier
+  versions no longer stop a write (item 5);
+- ``grant runner`` bounds the role's transactions (or says the statement a
+  role that may must run), and ``doctor`` names what is left unbounded, a
+  session holding the lock, and a schema others may create in on the
+  operator's search_path (items 4, 5);
+- a runner request is timed by the server's clock, moved only by the
+  operator's table (item 3)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.postgresql
+
+
+def ok(url: str, *args: str) -> dict:
+    done = run_cli(url, *args, "--json")
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return json.loads(done.stdout)
+
+
+def dbname(url: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    return conninfo_to_dict(url)["dbname"]
+
+
+def operator_of(url: str) -> str:
+    from psycopg.conninfo import conninfo_to_dict
+
+    return conninfo_to_dict(url)["user"]
+
+
+def doctor(url: str) -> tuple[int, list[dict]]:
+    done = run_cli(url, "doctor", "--json")
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, json.loads(done.stdout)["findings"]
+
+
+@pytest.fixture
+def db(pg_url: str, tmp_path) -> str:
+    assert run_cli(None, "init", pg_url).returncode == 0
+    toml = tmp_path / "storm.toml"
+    toml.write_text("[runner]\nttl_min = 1\nslots = 2\nunattended = true\n")
+    for args in (("add", "a", "1"), ("add", "b", "2"), ("declare", str(toml))):
+        ok(pg_url, *args)
+    return pg_url
+
+
+@pytest.fixture
+def runner(pg_server, db, pg_role) -> str:
+    """The URL of a role the operator granted as a runner."""
+    role = pg_role(prefix="runner")
+    ok(db, "grant", "runner", role)
+    return pg_server.url_as(db, role)
+
+
+def test_every_storm_function_resolves_its_names_in_pg_catalog_and_none_is_public(pg_server, db) -> None:
+    with pg_server.admin(dbname(db)) as conn:
+        functions = conn.execute(
+            "SELECT p.oid::regprocedure::text, p.proconfig, p.prosqlbody IS NOT NULL, p.proacl::text[] "
+            "FROM pg_proc p WHERE p.pronamespace = 'storm_queue'::regnamespace ORDER BY 1").fetchall()
+        assert len(functions) > 20
+        for name, config, standard, acl in functions:
+            if standard:  # bound when made: every object it names is pg_catalog's (unrecorded) or the storm's own
+                deps = conn.execute(
+                    "SELECT pg_describe_object(refclassid, refobjid, refobjsubid) FROM pg_depend "
+                    "WHERE classid = 'pg_proc'::regclass AND objid = %s::regprocedure AND deptype = 'n'",
+                    (name,)).fetchall()
+                assert all(d.startswith(("schema storm_queue", "function storm_queue.")) for d, in deps), (name, deps)
+            else:
+                assert config == ["search_path=pg_catalog, pg_temp"], name
+            assert acl is not None and not any(item.startswith("=") for item in acl), (name, acl)  # no PUBLIC
+        operator = operator_of(db)
+        default = conn.execute("SELECT defaclacl::text[] FROM pg_default_acl WHERE defaclrole = %s::regrole "
+                               "AND defaclobjtype = 'f' AND defaclnamespace = 0", (operator,)).fetchone()
+        assert default is not None and not any(item.startswith("=") for item in default[0]), default
+
+
+def test_the_inlined_helpers_are_inlined_and_give_the_same_answer_under_any_search_path(pg_server, db, pg_role) -> None:
+    """json_str, stamp and result_token carry no SET clause, so that they
+    are inlined (a function with one never is); their SQL-standard bodies
+    were bound to pg_catalog when made: a schema first on the caller's
+    path, holding functions and an operator that would shadow theirs, is
+    not seen."""
+    with pg_server.admin(dbname(db)) as conn:
+        conn.execute("CREATE SCHEMA hostile")
+        for sql in ("CREATE FUNCTION hostile.lpad(text, integer, text) RETURNS text LANGUAGE sql RETURN 'owned'",
+                    "CREATE FUNCTION hostile.to_char(timestamp, text) RETURNS text LANGUAGE sql RETURN 'owned'",
+                    "CREATE FUNCTION hostile.textcat(text, text) RETURNS text LANGUAGE sql RETURN 'owned'",
+                    "CREATE OPERATOR hostile.|| (LEFTARG = text, RIGHTARG = text, FUNCTION = hostile.textcat)",
+                    "CREATE FUNCTION hostile.jsonb_typeof(jsonb) RETURNS text LANGUAGE sql RETURN 'number'"):
+            conn.execute(sql)
+        asked = ("SELECT storm_queue.json_str('a\"b'), storm_queue.stamp(1800000000.5), "
+                 "storm_queue.result_token('{\"token\": \"7\"}')")
+        conn.execute("SET search_path = pg_catalog, public")
+        expected = conn.execute(asked).fetchone()
+        conn.execute("SET search_path = hostile, pg_catalog")
+        assert conn.execute(asked).fetchone() == expected == ('"a\\"b"', "2027-01-15T08:00:00.500000Z", None)
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN VERBOSE SELECT storm_queue.json_str(l.slug), storm_queue.stamp(l.pos::float8), "
+            "storm_queue.result_token(x.body) FROM storm_queue.lane l, storm_queue.result x").fetchall())
+        assert not any(f"storm_queue.{f}(" in plan for f in ("json_str", "stamp", "result_token")), plan  # inlined
+        assert "OPERATOR(pg_catalog.||)" in plan  # bound to pg_catalog's when made
+
+
+def test_a_runners_function_in_a_schema_on_the_operators_path_never_runs_as_the_operator(pg_server, db, runner,
+                                                                                          tmp_path) -> None:
+    """Issue 30, attack 3: where a runner may CREATE in a schema on the
+    operator's search_path (public, before PostgreSQL 15), its
+    ``public.nextval(text)`` would run as the operator in the row trigger
+    of the next ``add`` and grant it every table. Now: the trigger and
+    every function resolve in pg_catalog, storm-queue's own sessions fix
+    their path, and a hand edit in a session that uses the path is safe
+    too; doctor reports the schema as an error."""
+    import psycopg
+
+    role = operator_of(runner)
+    with pg_server.admin(dbname(db)) as conn:
+        conn.execute(f"GRANT CREATE ON SCHEMA public TO {role}")
+    attack = ("CREATE FUNCTION public.nextval(text) RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN "
+              f"EXECUTE 'GRANT ALL ON ALL TABLES IN SCHEMA storm_queue TO {role}'; "
+              "RETURN pg_catalog.nextval($1::regclass); END $$")
+    with psycopg.connect(runner, autocommit=True) as conn:
+        conn.execute(attack)
+        conn.execute("CREATE FUNCTION public.convert_to(text, text) RETURNS bytea LANGUAGE plpgsql AS $$ BEGIN "
+                     f"EXECUTE 'GRANT ALL ON ALL TABLES IN SCHEMA storm_queue TO {role}'; "
+                     "RETURN pg_catalog.convert_to($1, $2::name); END $$")
+    ok(db, "add", "c", "3")  # the row trigger's nextval, and the requests' own statements
+    toml = tmp_path / "other.toml"
+    toml.write_text("[runner]\nslots = 3\n")
+    ok(db, "declare", str(toml))  # its statement converts text: convert_to(text, name) is pg_catalog's
+    with psycopg.connect(db, autocommit=True) as conn:  # the operator's hand edit, on the default search_path
+        assert conn.execute("SHOW search_path").fetchone()[0] == '"$user", public'
+        conn.execute("INSERT INTO storm_queue.lane (slug, issue) VALUES ('d', '4')")
+    with pg_server.admin(dbname(db)) as conn:
+        granted = conn.execute("SELECT count(*) FROM information_schema.role_table_grants "
+                               "WHERE grantee = %s AND privilege_type <> 'SELECT'", (role,)).fetchone()[0]
+    assert granted == 0
+    rc, findings = doctor(db)
+    exposed = [f for f in findings if f["code"] == "search_path_exposed"]
+    assert rc == 1 and [(f["severity"], f["subject"]) for f in exposed] == [("error", "public")], findings
+    assert role in exposed[0]["message"] and exposed[0]["fix"].startswith(f"REVOKE CREATE ON SCHEMA public FROM {role}")
+
+
+def test_only_the_operator_may_take_the_storms_lock_and_the_old_advisory_keys_hold_nothing(pg_server, db, runner,
+                                                                                           pg_role) -> None:
+    """Issue 30, attack 6: any role that could connect held the storm's
+    advisory lock and stopped every write. The lock is a table only its
+    owner may lock in EXCLUSIVE MODE (a SELECT's ACCESS SHARE does not
+    conflict with it)."""
+    import psycopg
+
+    from storm_queue.store.postgres.queries import lock_keys
+
+    reader_role, stranger_role = pg_role(prefix="reader"), pg_role()
+    ok(db, "grant", "reader", reader_role)
+    with pg_server.admin() as conn:
+        conn.execute(f"GRANT CONNECT ON DATABASE {dbname(db)} TO {stranger_role}")
+    holders = []
+    try:
+        for url in (runner, pg_server.url_as(db, reader_role), pg_server.url_as(db, stranger_role)):
+            conn = psycopg.connect(url, autocommit=True)
+            holders.append(conn)
+            took = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", lock_keys()).fetchone()[0]
+            assert took is (len(holders) == 1)  # the old keys: anyone may hold them (the first here does)
+            conn.execute("BEGIN")
+            for mode in ("EXCLUSIVE", "SHARE ROW EXCLUSIVE", "ROW SHARE"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(f"LOCK TABLE storm_queue.lock IN {mode} MODE")
+                conn.execute("ROLLBACK")
+                conn.execute("BEGIN")
+            if url != pg_server.url_as(db, stranger_role):
+                conn.execute("SELECT * FROM storm_queue.lane")  # a reader's open transaction: ACCESS SHARE
+        started = time.monotonic()
+        done = run_cli(db, "bump", "b", "--wait", "5")
+        assert done.returncode == 0 and time.monotonic() - started < 5, done.stderr
+    finally:
+        for conn in holders:
+            conn.close()
+
+
+def test_grant_bounds_a_runners_transactions_or_says_what_a_role_that_may_must_run(pg_server, db, pg_role) -> None:
+    operator = operator_of(db)
+
+    def settings(role: str) -> list[str]:
+        with pg_server.admin(dbname(db)) as conn:
+            row = conn.execute("SELECT setconfig FROM pg_db_role_setting WHERE setrole = %s::regrole "
+                               "AND setdatabase = (SELECT oid FROM pg_database WHERE datname = %s)",
+                               (role, dbname(db))).fetchone()
+        return sorted(row[0]) if row else []
+
+    bare = pg_role(prefix="runner")
+    done = ok(db, "grant", "runner", bare)
+    assert done["outcome"] == "done" and done["recorded"] is True
+    statements = [f'ALTER ROLE "{bare}" IN DATABASE "{dbname(db)}" SET idle_in_transaction_session_timeout = \'10s\';',
+                  f'ALTER ROLE "{bare}" IN DATABASE "{dbname(db)}" SET lock_timeout = \'5s\';']
+    assert done["message"].endswith(" ".join(statements)), done["message"]  # the operator may not: it says what to run
+    assert settings(bare) == []
+    rc, findings = doctor(db)
+    assert [(f["severity"], f["code"], f["subject"]) for f in findings] == [("warning", "runner_unbounded", bare)]
+    assert findings[0]["fix"].endswith(" ".join(statements))
+
+    with pg_server.admin() as conn:
+        conn.execute(f"ALTER ROLE {operator} CREATEROLE")
+    bounded = pg_role(prefix="runner")
+    done = ok(db, "grant", "runner", bounded)
+    assert done["message"] == f"role {bounded} is a runner of the storm now", done["message"]
+    assert settings(bounded) == ["idle_in_transaction_session_timeout=10s", "lock_timeout=5s"]
+    ok(db, "revoke", "runner", bounded)
+    assert settings(bounded) == []
+    ok(db, "revoke", "runner", bare)
+    assert doctor(db) == (0, [])
+
+
+def test_doctor_names_a_session_holding_the_storms_lock_with_the_command_that_ends_it(pg_server, db) -> None:
+    import psycopg
+
+    holder = psycopg.connect(db, autocommit=True)  # the operator's own session, in psql say
+    try:
+        holder.execute("BEGIN")
+        holder.execute("LOCK TABLE storm_queue.lock IN EXCLUSIVE MODE")
+        pid = holder.info.backend_pid
+        time.sleep(5.2)
+        rc, findings = doctor(db)
+        held = [f for f in findings if f["code"] == "lock_held"]
+        assert rc == 1 and [(f["severity"], f["subject"]) for f in held] == [("error", f"pid {pid}")], findings
+        assert held[0]["fix"].endswith(f"SELECT pg_terminate_backend({pid})")
+        assert operator_of(db) in held[0]["message"]
+        with pg_server.admin() as conn:
+            conn.execute(f"SELECT pg_terminate_backend({pid})")
+    finally:
+        holder.close()
+    assert doctor(db) == (0, [])
+
+
+def test_a_runner_request_is_timed_by_the_servers_clock_never_its_own(pg_server, db, runner) -> None:
+    """Issue 30, attack 5: a clock ten years ahead passed to serve_claim
+    expired every live lease. A runner passes no time: its process's
+    clock is nothing to the server; the storm's clock (a table only the
+    operator may write) is what a lease is judged by."""
+    import psycopg
+
+    from storm_queue import wall
+    from storm_queue.service.storm import Storm
+
+    held = ok(db, "claim", "--holder", "h1", "--ttl", "60")
+    assert held["decision"] == "run a 1 1"
+    was = wall.clock
+    wall.clock = lambda: was() + 10 * 365 * 86400  # this process, ten years ahead
+    try:
+        storm = Storm.find(runner)
+        try:
+            out = storm.claim(holder="h2", ttl=60).check()
+            assert out.decision == "run b 2 1", out.decision  # a's lease stands: the server's clock says so
+            from storm_queue.core.clock import seconds
+
+            assert abs(seconds(out.expires) - (time.time() + 60)) < 30  # the server's time, not the process's
+        finally:
+            storm.close()
+    finally:
+        wall.clock = was
+    with psycopg.connect(runner, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("UPDATE storm_queue.clock SET ahead = '10 years'")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("SELECT * FROM storm_queue.clock")
+    with psycopg.connect(db, autocommit=True) as conn:  # the operator's (a test's) clock: the storm's time moves
+        conn.execute("UPDATE storm_queue.clock SET ahead = '120 seconds'")
+    taken = ok(runner, "claim", "--holder", "h3", "--ttl", "60")
+    assert taken["decision"] == "run a 1 2", taken  # a's lease is past on the storm's clock, taken back
+    rc, findings = doctor(db)
+    assert ("warning", "clock_moved") in [(f["severity"], f["code"]) for f in findings], findings
