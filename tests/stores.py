@@ -134,8 +134,15 @@ class DatabaseStorm(_Either):
         self._sql("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, %s, 'then')",
                   [(s, "integrated") for s in integrated] + [(s, "abandoned") for s in abandoned])
         self.finish(finished)
-        if toml is not None:
-            self._sql("UPDATE storm_queue.storm SET declaration = %s", [(toml,)])
+        if toml is not None:  # as declare records it: the text, and the runner policy the server serves runners by
+            from psycopg.types.json import Jsonb
+
+            from storm_queue.store.postgres.policy import policy
+
+            found = policy(toml)
+            self._sql("UPDATE storm_queue.storm SET declaration = %s, runner = %s, "
+                      "runner_for = encode(sha256(convert_to(%s, 'UTF8')), 'hex')",
+                      [(toml, None if found is None else Jsonb(found), toml)])
 
     def settle(self, slugs) -> None:
         self._sql("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, 'integrated', 'then')", [(s,) for s in slugs])

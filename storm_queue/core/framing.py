@@ -64,7 +64,8 @@ OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "not
 #: the optional fields of one action alone: a reset --keep-intact's (issue 20 item 4) name the old log kept
 #: aside, the lines of it the new log begins with, the last of those lines' digest and the bytes lost
 OPTIONAL_OF = {"reset": {"abandoned": _OPT_STR, "kept": _INT, "kept_digest": _OPT_STR, "lost": _INT},
-               "recover": {"force": _BOOL}}  # a recover's that ended a live lease (issue 20 item 6)
+               "recover": {"force": _BOOL},  # a recover's that ended a live lease (issue 20 item 6)
+               "upgrade": {"rederived": _INT}}  # the lines an upgrade folded the server's tables from again (issue 30)
 #: the fields of each action that hold lane names (a name becomes a directory and a shell word)
 NAMED = {"push": ("slug", "moved", "removed", "deps"), "bump": ("slug", "moved", "removed", "deps"),
          "unbump": ("slug", "moved", "removed"), "claim": ("slug", "holder"), "add": ("slug", "deps"),

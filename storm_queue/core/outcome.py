@@ -184,3 +184,40 @@ class Request:
 
         body = dumps([self.verb, self.slug, self.reason, self.source, list(self.args)])
         return sha256(body.encode("ascii")).hexdigest()[:32]
+
+
+def repeated(req: Request, by: str, keyed: fold.Keyed, at: str, lease: tuple[int, str] | None, dry_run: bool = False,
+             warnings: list[str] | None = None) -> Outcome:
+    """The first outcome of a keyed request asked again with the same
+    arguments, rebuilt from the event that recorded it (``keyed``);
+    nothing new is recorded. A claim is repeated only while the lease it
+    took is live at ``at`` (``lease``: the token and expiry of its lane's
+    lease now, None when it holds none): a repeat never sends a runner to
+    work without one. The one answer of a repeat, whichever store (or
+    server) found it."""
+    from .names import quote
+
+    event = keyed.event
+    note = f"a repeat of line {keyed.seq} (key {quote(req.key or '')}): nothing new recorded"
+    action = event["action"]
+    if action == "claim" and (lease is None or lease[0] != event["token"] or lease[1] <= at):
+        out = Outcome("refused", req.verb, event["slug"], by, "stale_fence",
+                      f"the lease that this key's claim took (token {event['token']} on {event['slug']}) has ended; "
+                      f"claim again under a new key ({note})")
+    elif action == "refused":
+        out = Outcome("refused", req.verb, req.slug, by, event["code"], f"{event['message']} ({note})")
+    else:
+        words = (f"nothing changed: {event['noop']}" if event.get("noop") else
+                 f"{action} {event.get('slug') or ''}".rstrip() + " was recorded")
+        out = Outcome("noop" if event.get("noop") else "done", req.verb, req.slug, by, message=f"{words} ({note})",
+                      moved=list(event.get("moved", ())), removed=list(event.get("removed", ())),
+                      token=event.get("token"), expires=event.get("expires"))
+        if action == "claim":
+            out.slug, out.holder = event["slug"], event["holder"]
+            out.decision = f"run {event['slug']} {event['issue']} {event['token']}"
+        if action in ("push", "add"):
+            out.appended = event["appended"]
+    out.repeat = keyed.seq
+    out.dry_run = dry_run
+    out.warnings = list(warnings or ())
+    return out

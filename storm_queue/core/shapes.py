@@ -49,6 +49,19 @@ def shape_reason(reason: str | None) -> Refusal | None:
                    "shorten it (a reason says why in a sentence or two; link to the rest)")
 
 
+#: the longest note a finish records (characters)
+NOTE_MOST = 4096
+
+
+def shape_note(note: str | None) -> Refusal | None:
+    """A finish's note is at most ``NOTE_MOST`` characters: a longer one
+    is refused, and never recorded (the refusal's line carries no note)."""
+    if note is None or len(note) <= NOTE_MOST:
+        return None
+    return Refusal("note_too_long", f"a note of {len(note):,} characters is longer than {NOTE_MOST:,}: shorten it "
+                   "(a note says how the lane ended; keep the rest in the lane's own output)")
+
+
 def parse_when(text: str | None, refusal: Refusal | None, t: float) -> tuple[str | None, Refusal | None]:
     """The stamp of a ``--not-before`` time counted from the POSIX time
     ``t``, and the first shape refusal."""

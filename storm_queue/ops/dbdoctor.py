@@ -31,8 +31,11 @@ from .doctor import ERROR, WARNING, Finding, cycle_findings, declaration_finding
 #: what lets a role change a table's rows, a sequence's value, or the schema's objects (by kind)
 WRITES = {"table": ("INSERT", "UPDATE", "DELETE", "TRUNCATE", "TRIGGER"), "sequence": ("UPDATE", "USAGE"),
           "schema": ("CREATE",)}
-#: the triggers schema.sql puts on the event table, and what each refuses
-TRIGGERS = {"event_append_only": "UPDATE and DELETE", "event_no_truncate": "TRUNCATE"}
+#: the triggers the schema puts on the event table: the function each calls, and what it refuses (the insert
+#: check from schema version 9, migrations/0009.sql)
+TRIGGERS = {"event_append_only": ("append_only", "UPDATE and DELETE"),
+            "event_no_truncate": ("append_only", "TRUNCATE"),
+            "event_well_formed": ("event_well_formed", "a line that is not the log's next, well formed")}
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class DbFacts:
     executors: tuple[tuple[str, str], ...] = ()
     #: how far the storm's clock runs ahead of the server's (seconds), and the time it stands still at, if any
     clock: tuple[float, str | None] = (0.0, None)
+    #: why the server no longer decides by what it folded (None: it does)
+    withdrawn: str | None = None
 
     def diagnose(self, running_hours: float) -> list[Finding]:
         return diagnose(self, running_hours)
@@ -114,9 +119,16 @@ def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
                            "UPDATE storm_queue.clock SET ahead = '0 seconds', fixed = NULL (as the operator)"))
     for name, why in facts.triggers:
         out.append(Finding(ERROR, "not_append_only", "storm_queue.event",
-                           f"the trigger {name} {why}: the event table no longer refuses {TRIGGERS[name]}, "
-                           "so history could change other than by appending",
-                           "restore it as storm_queue/store/postgres/schema.sql creates it (as the operator), then: storm-queue verify"))
+                           f"the trigger {name} {why}: the event table no longer refuses {TRIGGERS[name][1]}, "
+                           "so history could change other than by appending a well-formed line",
+                           "restore it as the schema creates it (storm_queue/store/postgres/schema.sql and migrations/, "
+                           "as the operator), then: storm-queue verify"))
+    if facts.withdrawn is not None:
+        out.append(Finding(ERROR, "withdrawn", "storm_queue.storm",
+                           f"the server no longer decides runner requests by what it folded of the log "
+                           f"({facts.withdrawn}): every runner request is answered that the order is unknown (exit 3)",
+                           "once storm-queue verify finds the log sound: storm-queue upgrade URL (as the operator) "
+                           "folds the server's tables again from the log"))
     out += declaration_findings(facts.declaration, "declaration",
                                 "declare a corrected file: storm-queue declare storm.toml")
     if facts.problem is not None:
@@ -128,6 +140,10 @@ def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
         return out
     from ..core.resolver import resolve
 
+    for s in snap.skipped:  # a lane row a hand edit made unreadable, skipped as a bad queue.txt line is
+        out.append(Finding(WARNING, "skipped_line", f"storm_queue.lane:{s.line}", f"{quote(s.text)} is skipped: {s.why}",
+                           f"correct or delete the row (as the operator: UPDATE or DELETE storm_queue.lane WHERE pos = "
+                           f"{s.line})"))
     for slug in resolve(snap).stray:
         out.append(Finding(WARNING, "stray", slug, "is prioritised, but the storm has no such lane; it never runs",
                            f"storm-queue add {slug} ISSUE, or: storm-queue unbump {slug}"))
@@ -190,7 +206,7 @@ def gather(storm, now: float | None = None) -> DbFacts:
         operator = conn.execute(q("read_operator")).fetchone()
         operator = operator[0] if operator else None
         writers, owners, members = _grant(conn, operator)
-        triggers = _triggers(conn, storm_function_body())
+        triggers = _triggers(conn, read_version(storm))
         mine = operator is not None and conn.execute(q("session_user")).fetchone()[0] == operator
         path = _path(conn, operator) if mine else ()
         bounded = read_version(storm) >= TABLE_LOCK  # what a schema before version 9 has not yet
@@ -199,8 +215,11 @@ def gather(storm, now: float | None = None) -> DbFacts:
         executors = _executors(conn, operator) if bounded else ()
         # (the storm's clock: only the operator may read it)
         clock = tuple(conn.execute(q("read_clock")).fetchone()) if bounded and mine else (0.0, None)
+        withdrawn = conn.execute(q("read_withdrawn")).fetchone()[0] if bounded else None
+    if withdrawn is not None and problem is not None and problem[2].startswith("the server no longer decides"):
+        problem = None  # (verify's words for it: said once, as a finding of its own)
     return DbFacts(storm.root, operator, decl, problem, snap, writers, owners, members, triggers, t, path, unbounded,
-                   holders, executors, clock)
+                   holders, executors, clock, withdrawn)
 
 
 #: a session holding the storm's lock this long is past any request's (seconds)
@@ -285,22 +304,27 @@ def _grant(conn, operator: str | None):
     return tuple(sorted(set(writers))), tuple(owners), members
 
 
-def storm_function_body() -> str:
-    """The body of ``storm_queue.append_only()`` as schema.sql creates it."""
+def storm_function_body(function: str = "append_only") -> str:
+    """The body of ``storm_queue.FUNCTION()`` as the schema's last word on it creates it."""
     from ..store.postgres.queries import schema
 
-    found = re.search(r"FUNCTION storm_queue\.append_only\(\)[^$]*\$\$(.*?)\$\$", schema(), re.S)
-    return found.group(1) if found else ""
+    found = re.findall(rf"CREATE (?:OR REPLACE )?FUNCTION storm_queue\.{function}\(\)[^$]*\$\$(.*?)\$\$", schema(), re.S)
+    return found[-1] if found else ""
 
 
-def _triggers(conn, body: str) -> tuple[tuple[str, str], ...]:
-    """Each of schema.sql's event-table triggers that does not guard it, with
-    why: missing, disabled, calling another function, or a function whose
-    body is no longer the one schema.sql wrote."""
+def _triggers(conn, version: int) -> tuple[tuple[str, str], ...]:
+    """Each of the schema's event-table triggers that does not guard it,
+    with why: missing, disabled, calling another function, or a function
+    whose body is no longer the one the schema wrote (the insert check:
+    from schema version 9)."""
+    from ..store.postgres.version import BOUNDARY
+
     rows = conn.execute(q("event_triggers")).fetchall()
     found = {name: (enabled, func, src) for name, enabled, func, src in rows}
     out = []
-    for name in TRIGGERS:
+    for name, (function, _) in TRIGGERS.items():
+        if name == "event_well_formed" and version < BOUNDARY:
+            continue
         if name not in found:
             out.append((name, "is missing"))
             continue
@@ -309,8 +333,8 @@ def _triggers(conn, body: str) -> tuple[tuple[str, str], ...]:
             out.append((name, "is disabled"))
         elif enabled == "R":
             out.append((name, "fires only in replica sessions (ENABLE REPLICA TRIGGER)"))
-        elif func != "storm_queue.append_only()":
-            out.append((name, f"calls {quote(func)}, not storm_queue.append_only()"))
-        elif " ".join(src.split()) != " ".join(body.split()):
-            out.append((name, "calls storm_queue.append_only(), whose body is not the one schema.sql wrote"))
+        elif func != f"storm_queue.{function}()":
+            out.append((name, f"calls {quote(func)}, not storm_queue.{function}()"))
+        elif " ".join(src.split()) != " ".join(storm_function_body(function).split()):
+            out.append((name, f"calls storm_queue.{function}(), whose body is not the one the schema wrote"))
     return tuple(out)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 
-from ..core import config
+from ..core import config, fold
 from ..core.errors import InitRefused, NotHere, StormError
 from ..core.framing import sha256
 from ..core.records import dataclass
@@ -14,8 +14,10 @@ from ..roots import shown, without_password
 from ..store.directory.log import reader
 from ..store.directory.store import Directory
 from ..store.postgres import libpq
-from ..store.postgres.connect import _words, connect, insert_state
-from ..store.postgres.queries import q, schema
+from ..store.postgres.connect import _words, connect, insert_state, write_head
+from ..store.postgres.queries import q, schema, schema_version
+from ..store.postgres.unicode import write_unprintable
+from ..store.postgres.version import BOUNDARY
 from ..wall import now
 
 TYPE_CHECKING = False
@@ -74,6 +76,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
                     raise InitRefused(f"the database {shown(url)} already holds a storm; migrate needs an empty one; "
                                       "nothing was migrated")
                 conn.execute(schema())
+                insert_state(conn, 0, None, fold.EMPTY)  # the head the first line follows (the insert check moves it)
                 batch: list[tuple[int, bytes]] = []
 
                 def each(line: bytes, event: dict[str, Any]) -> None:
@@ -98,12 +101,14 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
                 led = ledger.read(directory)
                 conn.execute(q("insert_migrated_storm"), (role, at, *declared))
                 write_policy(conn, declared[0])
+                if schema_version() >= BOUNDARY:
+                    write_unprintable(conn)
                 with conn.cursor() as cur:
                     cur.executemany(q("insert_lane"), [(lane.slug, lane.issue, list(lane.deps)) for lane in queue.lanes])
                     cur.executemany(q("insert_settled"), [(s, "integrated", at) for s in sorted(led.integrated)]
                                     + [(s, "abandoned", at) for s in sorted(led.abandoned - led.integrated)])
                     cur.executemany(q("insert_result"), [(s, _result_json(directory, s)) for s in sorted(led.finished)])
-                insert_state(conn, log.seq, log.digest, log.state)
+                write_head(conn, log.seq, log.digest, log.state)
                 left = tuple([f"queue.txt line {s.line} (skipped there)" for s in queue.skipped]
                              + [f"the running marker of {s} (no lease behind it)" for s in led.running
                                 if log.state.run(s).lease is None])

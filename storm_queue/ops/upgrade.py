@@ -3,7 +3,10 @@ this storm-queue's version, applying every pending migration
 (``store/postgres/migrations/NNNN.sql``) in the request's one
 transaction, under the storm's lock, and recording an ``upgrade`` line
 that names the versions from and to. Operator only, as every request; a
-storm at this version already is a recorded no-op. Killed midway, the
+storm at this version already is a recorded no-op, unless the server no
+longer decides by its folded tables (written by hand: it answers a
+runner "the order is unknown"), which it then folds again from the log
+(``rederived``: the lines folded), recorded. Killed midway, the
 transaction never commits: the storm stays at its old version, whole."""
 
 from __future__ import annotations
@@ -35,6 +38,15 @@ def upgrade(storm: Storm, reason: str | None = None, key: str | None = None) -> 
 
         was, to = version.read(store, fresh=True), schema_version()  # under the lock, in the transaction
         body = {"action": "upgrade", "from": was, "to": to}
+        if was == to and version.withdrawn(store):  # the server's tables written by hand: derived again
+            out = Outcome("done", "upgrade", None, by)
+
+            def rederive() -> None:
+                body["rederived"] = version.rederive(store)
+                out.message = (f"the schema is at version {to}; derived the server's tables again from the log's "
+                               f"{body['rederived']} lines (they had been written other than by the fold)")
+
+            return Step(out, [body], before=rederive)
         if was == to:
             body["noop"] = f"the schema is at version {to} already"
             return Step(Outcome("noop", "upgrade", None, by, message=f"nothing to do: {body['noop']}"), [body])

@@ -17,7 +17,7 @@ from ..core.runs import (
     claimed, next_due, plan_cancel, plan_claim, plan_finish, plan_recover, plan_release, plan_renew, plan_schedule,
     plan_unpark, ttl_refusal,
 )
-from ..core.shapes import optional_text, parse_when, shape_holder, shape_names, shape_token, when_at
+from ..core.shapes import optional_text, parse_when, shape_holder, shape_names, shape_note, shape_token, when_at
 from .passage import cached, declaration
 
 TYPE_CHECKING = False
@@ -110,7 +110,7 @@ def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None
     req = Request("claim", None, optional_text(reason), optional_text(source), optional_text(key), (optional_text(holder), ttl))
     name = req.args[0] if req.args[0] is not None else default_holder()
     refusal = shape_names(None, (), req.source) or shape_holder(name)
-    served = None if refusal else storm.store.serve(replace(req, args=(name, ttl)))
+    served = storm.store.serve(req, name)
     if served is not None:
         return served, served.due
     decl = declaration(storm.store)
@@ -151,7 +151,7 @@ def renew(storm: Storm, slug: str, token: int, ttl: int | None = None, source: s
     """Extend the live lease on ``slug`` held under ``token``."""
     req = Request("renew", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, ttl))
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
-    served = None if refusal else storm.store.serve(req)
+    served = storm.store.serve(req)
     if served is not None:
         return served
     decl = declaration(storm.store)
@@ -180,7 +180,8 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
     if refusal is None and result not in ("ok", "failed"):
         refusal = Refusal("invalid_result", f"result {quote(as_text(result))} is neither ok nor failed")
-    served = None if refusal else storm.store.serve(req)
+    refusal = refusal or shape_note(req.args[2])
+    served = storm.store.serve(req)
     if served is not None:
         return served
     decl = declaration(storm.store)
@@ -211,9 +212,12 @@ def release(storm: Storm, slug: str, token: int, source: str | None = None, reas
     """Give back the live lease on ``slug`` held under ``token`` (its
     holder stops): the lane may be claimed again at once; the attempt
     stays spent, and one that spent the last attempt quarantines the lane."""
-    decl = declaration(storm.store)
     req = Request("release", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token,))
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
+    served = storm.store.serve(req)
+    if served is not None:
+        return served
+    decl = declaration(storm.store)
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
         events = plan_release(snap, decl.runner, req.slug, token)
@@ -240,9 +244,12 @@ def recover(storm: Storm, slug: str | None = None, source: str | None = None, re
 
         raise BadArgument("recover --force ends one lane's live lease: name it (storm-queue recover SLUG --force "
                           "--reason TEXT); nothing was done")
-    decl = declaration(storm.store)
     req = Request("recover", None if slug is None else as_text(slug), optional_text(reason), optional_text(source),
                   optional_text(key), (True,) if force else ())
+    served = storm.store.serve(req)
+    if served is not None:
+        return served
+    decl = declaration(storm.store)
     refusal = _named_with_reason(req, "recover --force needs --reason TEXT saying why the holder is gone" if force else None)
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:

@@ -10,7 +10,7 @@ from ..core import config, fold, logread, queuetext
 from ..core.errors import Aborted, AppendFailed, RecordFailed, StormUnreadable, UnknownOrder
 from ..core.lane import Refusal, Snapshot, with_lane
 from ..core.names import quote
-from ..core.outcome import Outcome, Request, Step
+from ..core.outcome import Outcome, Request, Step, repeated
 from ..core.records import replace
 from ..core.resolver import resolve
 from ..core.shapes import shape_key, shape_reason
@@ -321,35 +321,11 @@ def _rehearsed(req: Request, step: Step, snap: Snapshot, log: logread.LogRead) -
 
 
 def _repeated(req: Request, by: str, keyed: fold.Keyed, dry_run: bool, log: logread.LogRead, at: str) -> Outcome:
-    """The first outcome of a keyed request, rebuilt from the event that
-    recorded it; nothing new is recorded. A claim is repeated only while
-    the lease it took is live: a repeat never sends a runner to work
-    without one."""
+    """``core.outcome.repeated``, of the lease the log folds to now."""
     event = keyed.event
-    note = f"a repeat of line {keyed.seq} (key {quote(req.key)}): nothing new recorded"
-    action = event["action"]
-    lease = log.state.run(event["slug"]).lease if action == "claim" else None
-    if action == "claim" and (lease is None or lease.token != event["token"] or lease.expires <= at):
-        out = Outcome("refused", req.verb, event["slug"], by, "stale_fence",
-                      f"the lease that this key's claim took (token {event['token']} on {event['slug']}) has ended; "
-                      f"claim again under a new key ({note})")
-    elif action == "refused":
-        out = Outcome("refused", req.verb, req.slug, by, event["code"], f"{event['message']} ({note})")
-    else:
-        words = (f"nothing changed: {event['noop']}" if event.get("noop") else
-                 f"{action} {event.get('slug') or ''}".rstrip() + " was recorded")
-        out = Outcome("noop" if event.get("noop") else "done", req.verb, req.slug, by, message=f"{words} ({note})",
-                      moved=list(event.get("moved", ())), removed=list(event.get("removed", ())),
-                      token=event.get("token"), expires=event.get("expires"))
-        if action == "claim":
-            out.slug, out.holder = event["slug"], event["holder"]
-            out.decision = f"run {event['slug']} {event['issue']} {event['token']}"
-        if action in ("push", "add"):
-            out.appended = event["appended"]
-    out.repeat = keyed.seq
-    out.dry_run = dry_run
-    out.warnings = [] if log.torn else list(log.warnings)
-    return out
+    lease = log.state.run(event["slug"]).lease if event["action"] == "claim" else None
+    return repeated(req, by, keyed, at, None if lease is None else (lease.token, lease.expires), dry_run,
+                    [] if log.torn else list(log.warnings))
 
 
 DRY_RUN = "dry run: nothing recorded"

@@ -81,12 +81,13 @@ class Store(Protocol):
         events as recorded. Raises ``AppendFailed``, whose ``state`` says
         what is true when the record could not be made whole."""
 
-    def serve(self, req: Request) -> Outcome | None:
-        """The outcome of ``req`` when the store decides and records it
-        whole in one step of its own, timed by its own clock (a database's
-        server function, on the server's clock: its lock is never held
-        while this process runs); None when the request path is to take it
-        (nothing was written)."""
+    def serve(self, req: Request, holder: str | None = None) -> Outcome | None:
+        """The outcome of ``req`` (``holder``: a claim's holder when it
+        names none) when the store decides and records it whole in one step
+        of its own, timed by its own clock (a database's server function, on
+        the server's clock: its lock is never held while this process runs,
+        and a runner role writes by no other way); None when the request
+        path is to take it (nothing was written)."""
 
     def effects(self, decl: Declaration) -> Effects:
         """What a request changes beside its log lines (the lanes, the

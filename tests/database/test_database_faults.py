@@ -247,9 +247,9 @@ def test_a_writer_killed_mid_transaction_leaves_no_line_and_the_next_request_cha
         proc = subprocess.Popen(argv(db, "bump", "a", "--json", "--reason", "r-killed"), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=clean_env())
         try:
-            pid = backend_waiting(watcher, name, "transactionid")  # at its UPDATE of the state row
+            pid = backend_waiting(watcher, name, "transactionid")  # its line's insert check, moving the head
             query = watcher.execute("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0]
-            assert "UPDATE storm_queue.state" in query
+            assert "INSERT INTO storm_queue.event" in query
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(timeout=10)
         finally:

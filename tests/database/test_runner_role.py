@@ -1,7 +1,8 @@
-"""A runner role and a reader role (issue 22, item 2): what the operator
-grants, what a granted role may and may not do, and that it cannot change
-the storm behind the tool's back (no table privilege; the operator's
-functions admit only a runner's lines, in the chain)."""
+"""A runner role and a reader role (issue 22, item 2; issue 30): what the
+operator grants, what a granted role may and may not do, and that it
+cannot change the storm behind the tool's back (no table privilege; the
+functions it may execute take a request's typed arguments and decide and
+write it themselves: migrations/0009.sql)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,12 @@ def db(pg_url: str, tmp_path) -> str:
     return pg_url
 
 
-def test_a_runner_runs_lanes_and_its_every_other_request_is_refused_and_recorded(pg_server, db, pg_role, tmp_path):
+def test_a_runner_runs_lanes_and_its_every_other_request_is_refused(pg_server, db, pg_role, tmp_path):
+    """A runner's claim, renew, finish, release and recover are served and
+    recorded by the server, refusals included (a source, naming a lane to
+    recover); its every other request is refused ``not_operator`` and, as
+    a reader's or a stranger's, not recorded: the server records for a
+    runner only what it serves (the runner composes no line)."""
     role = pg_role(prefix="runner")
     runner = pg_server.url_as(db, role)
     assert answer(runner, "claim", code=1)["code"] == "not_operator"  # not yet granted: a stranger
@@ -76,19 +82,21 @@ def test_a_runner_runs_lanes_and_its_every_other_request_is_refused_and_recorded
     before, seen = rows(pg_server, db), len(events(pg_server, db))
     toml = tmp_path / "other.toml"
     toml.write_text("[runner]\nslots = 9\n")
+    served = [("recover", "b"), ("claim", "--source", "cron"), ("recover", "b", "--force", "--reason", "x")]
     refused = [("bump", "c"), ("unbump", "c"), ("push", "z", "9"), ("add", "z", "9"), ("settle", "c", "integrated"),
                ("halt", "--reason", "x"), ("resume", "--reason", "x"), ("waive", "c", "a", "--reason", "x"),
                ("unpark", "c", "--reason", "x"), ("schedule", "c", "--not-before", "+1h"), ("reset", "--reason", "x"),
                ("declare", str(toml)), ("grant", "runner", role), ("revoke", "runner", role),
-               ("recover", "b"), ("bump", "c", "--source", "cron"), ("claim", "--source", "cron")]
-    for args in refused:
+               ("bump", "c", "--source", "cron"), ("cancel", "b", "--reason", "x")]
+    for args in served + refused:
         doc = answer(runner, *args, code=1)
         assert (doc["outcome"], doc["code"], doc["recorded"], doc["by"]) == (
-            "refused", "not_operator", True, f"runner:{role}"), (args, doc)
+            "refused", "not_operator", args in served, f"runner:{role}"), (args, doc)
     upgrade = run_cli(None, "upgrade", runner, "--json")
     assert upgrade.returncode == 1 and json.loads(upgrade.stdout)["code"] == "not_operator"
     after = events(pg_server, db)[seen:]
-    assert len(after) == len(refused) + 1 and {e["action"] for e in after} == {"refused"}
+    assert [(e["action"], e["requested"], e["code"], e["by"]) for e in after] == [
+        ("refused", args[0], "not_operator", f"runner:{role}") for args in served]
     assert rows(pg_server, db) == before  # the storm otherwise unchanged
     assert json.loads(run_cli(db, "verify", "--json").stdout)["sound"] is True
 
@@ -100,7 +108,7 @@ def test_a_runner_runs_lanes_and_its_every_other_request_is_refused_and_recorded
     assert answer(never, "claim", code=1)["code"] == "not_operator"
 
 
-def test_a_runner_holds_no_write_privilege_and_the_functions_admit_only_its_chained_lines(pg_server, db, pg_role):
+def test_a_runner_holds_no_write_privilege_and_executes_only_its_serving_functions(pg_server, db, pg_role):
     import psycopg
 
     role = pg_role(prefix="runner")
@@ -110,37 +118,27 @@ def test_a_runner_holds_no_write_privilege_and_the_functions_admit_only_its_chai
             for privilege in ("INSERT", "UPDATE", "DELETE", "TRUNCATE"):
                 assert not conn.execute("SELECT has_table_privilege(%s, %s, %s)",
                                         (role, f"storm_queue.{table}", privilege)).fetchone()[0], (table, privilege)
-        for function in ("runner_append(bytea[], jsonb)", "runner_mark_blocked(text, jsonb)"):
-            owner, definer, config = conn.execute(
-                "SELECT pg_get_userbyid(proowner), prosecdef, proconfig FROM pg_proc WHERE oid = %s::regprocedure",
-                (f"storm_queue.{function}",)).fetchone()
-            assert definer and config == ["search_path=pg_catalog, pg_temp"], function
-            assert owner == dbname(db).replace("storm_", "op_")  # the operator's role owns it
-        seq, digest = conn.execute("SELECT seq, digest FROM storm_queue.state").fetchone()
+        executes = conn.execute(
+            "SELECT p.proname, p.prosecdef, p.proconfig, pg_get_userbyid(p.proowner) FROM pg_proc p "
+            "WHERE p.pronamespace = 'storm_queue'::regnamespace AND has_function_privilege(%s, p.oid, 'EXECUTE') "
+            "ORDER BY 1", (role,)).fetchall()
+        seq = conn.execute("SELECT seq FROM storm_queue.state").fetchone()[0]
+    assert [name for name, *_ in executes] == ["serve_claim", "serve_decided", "serve_finish", "serve_recover",
+                                               "serve_release", "serve_renew"]
+    assert {(definer, tuple(config), owner) for _, definer, config, owner in executes} == {
+        (True, ("search_path=pg_catalog, pg_temp",), dbname(db).replace("storm_", "op_"))}  # the operator's
     from storm_queue.core.framing import frame
 
-    def line(body: dict, by: str = f"runner:{role}", after: tuple = (seq, digest)) -> bytes:
-        return frame([body], after[0], after[1], "2026-12-02T00:00:00.000000Z", by)[0][1]
-
-    bump = {"action": "bump", "slug": "c", "issue": "3", "deps": [], "moved": ["c"], "removed": []}
-    renew = {"action": "renew", "slug": "c", "token": 9, "ttl": 60, "expires": "2026-12-02T00:01:00.000000Z"}
-    forged = [line(bump), line(renew, by="operator:someone"), line(renew, after=(seq + 1, digest)),
-              line(renew, after=(seq, "0" * 64))]
     with psycopg.connect(pg_server.url_as(db, role), autocommit=True) as conn:
+        line = frame([{"action": "renew", "slug": "c", "token": 9, "ttl": 60, "expires": "2026-12-02T00:01:00.000000Z"}],
+                     seq, None, "2026-12-02T00:00:00.000000Z", f"runner:{role}")[0][1]
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)", (seq + 1, line(renew)))
+            conn.execute("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)", (seq + 1, line))
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("UPDATE storm_queue.state SET seq = seq")
-        for bad in forged:
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                conn.execute("SELECT storm_queue.runner_append(%s, '[]')", ([bad],))
-        finish = {"action": "finish", "slug": "c", "token": 9, "result": "failed"}
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # a result with no finish ok behind it
-            conn.execute("SELECT storm_queue.runner_append(%s, %s::jsonb)",
-                         ([line(finish)], json.dumps([{"slug": "c", "body": {"completed": True, "token": 9}}])))
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # only next's blocked mark
-            conn.execute("SELECT storm_queue.runner_mark_blocked('c', %s::jsonb)",
-                         (json.dumps({"completed": True, "status": "ok"}),))
+        for function in ("runner_append", "runner_mark_blocked"):  # gone: nothing takes a runner's line or body
+            with pytest.raises(psycopg.errors.UndefinedFunction):
+                conn.execute(f"SELECT storm_queue.{function}(%s, '[]')", ([line],))
     assert [e["seq"] for e in events(pg_server, db)][-1] == seq  # nothing was written
 
 
@@ -182,9 +180,10 @@ def test_grant_on_a_directory_storm_says_it_takes_a_database(tmp_path):
 
 def test_a_runner_releases_its_lease_but_may_not_cancel_or_force_a_recover(pg_server, db, pg_role):
     """Issue 20 item 6: release is the holder's request, as renew and
-    finish are, so a runner role may make it (its line goes through
-    ``runner_append``, which admits release lines from schema version 4);
-    cancel and recover --force are the operator's (cancel: or a source's)."""
+    finish are, so a runner role may make it (the server serves it);
+    cancel and recover --force are the operator's (cancel: or a source's):
+    a runner's cancel is refused unrecorded, its recover --force refused
+    by the server, recorded."""
     role = pg_role(prefix="runner")
     answer(db, "grant", "runner", role)
     runner = pg_server.url_as(db, role)
@@ -193,63 +192,43 @@ def test_a_runner_releases_its_lease_but_may_not_cancel_or_force_a_recover(pg_se
     assert (done["outcome"], done["by"]) == ("done", f"runner:{role}")
     assert events(pg_server, db)[-1]["action"] == "release"
     assert answer(runner, "claim", "--holder", "r1")["decision"] == "run a 1 2"
-    for args in (("cancel", "b", "--reason", "x"), ("recover", "a", "--force", "--reason", "x")):
+    for args, recorded in ((("cancel", "b", "--reason", "x"), False), (("recover", "a", "--force", "--reason", "x"), True)):
         doc = answer(runner, *args, code=1)
-        assert (doc["code"], doc["recorded"]) == ("not_operator", True), args
+        assert (doc["code"], doc["recorded"]) == ("not_operator", recorded), args
     assert answer(db, "recover", "a", "--force", "--reason", "r1 is gone")["outcome"] == "done"
     assert answer(runner, "renew", "a", "--token", "2", code=2)["code"] == "stale_fence"
     assert answer(db, "cancel", "b", "--reason", "not wanted")["outcome"] == "done"
     assert json.loads(run_cli(db, "verify", "--json").stdout)["sound"] is True
 
 
-def undo_served(conn, script: str) -> None:
-    """Take away what migrations/0005.sql (the served runner requests) and
-    the migrations after it (``script``: their text) made: their tables,
-    their functions (every overload, and those renamed), the storm row's runner policy and the
-    event rows' folded mark."""
-    import re
+def test_a_storm_at_schema_version_3_takes_a_runners_release_once_upgraded(pg_server, pg_database, pg_role,
+                                                                          monkeypatch, tmp_path):
+    """A storm an earlier release made (schema version 3: the migrations up
+    to 0003.sql) refuses a runner's release as every write (exit 2, naming
+    the version), and after ``upgrade`` the server serves it."""
+    from storm_queue.store.postgres import queries, version  # noqa: F401 -- version binds migrations unpatched
+    from storm_queue.store.postgres.connect import create
 
-    for table in re.findall(r"CREATE TABLE (storm_queue\.\w+)", script):
-        conn.execute(f"DROP TABLE {table} CASCADE")
-    made = re.findall(r"CREATE FUNCTION (storm_queue\.\w+)\(", script)
-    made += ["storm_queue." + name for name in re.findall(r"ALTER FUNCTION storm_queue\.\w+\(.*?\) RENAME TO (\w+)", script)]
-    for function in dict.fromkeys(made):
-        for (overload,) in conn.execute("SELECT oid::regprocedure::text FROM pg_proc WHERE oid::regproc::text = %s",
-                                        (function,)).fetchall():
-            conn.execute(f"DROP FUNCTION IF EXISTS {overload} CASCADE")
-    conn.execute("ALTER TABLE storm_queue.storm DROP COLUMN runner, DROP COLUMN runner_for")
-    conn.execute("ALTER TABLE storm_queue.event DROP COLUMN IF EXISTS folded")
-
-
-def test_a_storm_at_schema_version_3_takes_a_runners_release_once_upgraded(pg_server, db, pg_role):
-    """Version 3's runner_append (version 2's) admits no release line: a storm an earlier
-    release made refuses the release (every write waits for upgrade), its
-    function refuses the line even when called directly, and after
-    ``upgrade`` (migrations/0004.sql) the runner's release is recorded."""
-    import re
-
-    import psycopg
-
-    from storm_queue.core.framing import frame
-    from storm_queue.store.postgres.queries import migrations
-
+    every = queries.migrations()
+    monkeypatch.setattr(queries, "migrations", lambda: every[:3])
+    monkeypatch.setattr(queries, "_version", 3)
+    url = pg_database()
+    create(url)
+    monkeypatch.undo()
     role = pg_role(prefix="runner")
-    answer(db, "grant", "runner", role)
-    runner = pg_server.url_as(db, role)
-    assert answer(runner, "claim", "--holder", "r1")["decision"] == "run a 1 1"
-    version_2 = re.search(r"CREATE FUNCTION storm_queue\.runner_append.*?\$\$;", dict(migrations())[2], re.S).group(0)
-    with pg_server.admin(dbname(db)) as conn:  # the storm as version 3 left it
-        conn.execute(version_2.replace("CREATE FUNCTION", "CREATE OR REPLACE FUNCTION", 1))
-        undo_served(conn, "\n".join(script for n, script in migrations() if n >= 5))
-        conn.execute("UPDATE storm_queue.version SET version = 3")
-        seq, digest = conn.execute("SELECT seq, digest FROM storm_queue.state").fetchone()
+    with pg_server.admin(dbname(url)) as conn:  # granted as version 3's grant did (members.py then)
+        conn.execute("INSERT INTO storm_queue.member (role, kind) VALUES (%s, 'runner')", (role,))
+        conn.execute(f"GRANT USAGE ON SCHEMA storm_queue TO {role}")
+        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO {role}")
+        conn.execute(f"GRANT EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb) TO {role}")
+        assert conn.execute("SELECT version FROM storm_queue.version").fetchone()[0] == 3
+    runner = pg_server.url_as(url, role)
     refused = run_cli(runner, "release", "a", "--token", "1")
     assert refused.returncode == 2 and "schema version 3" in refused.stderr, refused.stderr
-    line = frame([{"action": "release", "slug": "a", "token": 1, "holder": "r1"}], seq, digest, "2026-12-02T00:00:00.000000Z",
-                 f"runner:{role}")[0][1]
-    with psycopg.connect(runner, autocommit=True) as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
-        conn.execute("SELECT storm_queue.runner_append(%s, '[]')", ([line],))
-    upgraded = json.loads(run_cli(None, "upgrade", db, "--json").stdout)
-    assert (upgraded["outcome"], events(pg_server, db)[-1]["from"]) == ("done", 3)
+    upgraded = json.loads(run_cli(None, "upgrade", url, "--json").stdout)
+    assert (upgraded["outcome"], events(pg_server, url)[-1]["from"]) == ("done", 3)
+    answer(url, "add", "a", "1")
+    assert answer(runner, "claim", "--holder", "r1")["decision"] == "run a 1 1"
     assert answer(runner, "release", "a", "--token", "1")["outcome"] == "done"
-    assert events(pg_server, db)[-1]["action"] == "release"
+    assert events(pg_server, url)[-1]["action"] == "release"
+    assert json.loads(run_cli(url, "verify", "--json").stdout)["sound"] is True

@@ -152,8 +152,8 @@ def test_a_storm_the_earlier_release_made_is_read_at_once_written_once_upgraded(
 
 
 def test_an_upgrade_killed_midway_leaves_the_old_version_whole(pg_server, made_by_the_old_release) -> None:
-    """The upgrade's transaction is held at its last write (the log's head
-    moved past its line) by the state row's lock, which the test holds,
+    """The upgrade's transaction is held at its last write (its line, whose
+    insert check moves the log's head) by the state row's lock, which the test holds,
     after the migrations ran in it; killed there, it never commits. (A row
     lock, not a table's: migrations 0003 and 0004 put triggers on the state
     and event tables, which would wait for a table lock.)"""
@@ -171,7 +171,7 @@ def test_an_upgrade_killed_midway_leaves_the_old_version_whole(pg_server, made_b
             deadline = time.monotonic() + 30
             while not (waiting := watcher.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock' "
-                    "AND query LIKE 'UPDATE storm_queue.state%%'", (name,)).fetchone()):
+                    "AND query LIKE 'INSERT INTO storm_queue.event%%'", (name,)).fetchone()):  # its line, moving the head
                 assert proc.poll() is None, proc.communicate()
                 assert time.monotonic() < deadline, "the upgrade never reached its line"
                 time.sleep(0.05)

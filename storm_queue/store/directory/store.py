@@ -109,7 +109,7 @@ class Directory:
 
         return writer.append(log, bodies, at, by, owner_ids)
 
-    def serve(self, req: Request) -> None:
+    def serve(self, req: Request, holder: str | None = None) -> None:
         """None: a directory storm's requests are planned here, under its flock."""
         return None
 

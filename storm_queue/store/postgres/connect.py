@@ -12,9 +12,15 @@ from ...core.statebody import dump_state
 from ...roots import hide, shown  # noqa: F401 -- shown: what others import from here
 from ...wall import now
 from . import libpq
-from .queries import q, schema
+from .queries import q, schema, schema_version
+from .version import BOUNDARY
 
 GRANT_HINT = "the operator can grant reading with: storm-queue grant reader ROLE"
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ...core.lane import Refusal
+    from ...core.outcome import Request
 
 
 def _words(exc: BaseException, url: str) -> str:
@@ -91,8 +97,16 @@ def alive(conn) -> bool:
 
 def insert_state(conn, seq: int, last: str | None, state: fold.LaneState) -> None:
     """The state row of a new storm whose log ends at line ``seq`` (digest
-    ``last``) and folds to ``state``."""
+    ``last``) and folds to ``state``: written before its lines (from schema
+    version 9 their insert check moves the head)."""
     conn.execute(q("insert_state"), (seq, last, dump_state(state), seq, last))
+
+
+def write_head(conn, seq: int, last: str | None, state: fold.LaneState) -> None:
+    """A new storm's log, once its lines are in, ends at line ``seq``
+    (digest ``last``) and folds to ``state``: the state row says so (the
+    head as the insert check moved it, from schema version 9)."""
+    conn.execute(q("write_head"), (seq, last, dump_state(state), seq, last))
 
 
 @dataclass(frozen=True)
@@ -130,11 +144,15 @@ def create(url: str) -> Created:
             (event, line), = frame([{"action": "init", "storm": db, "operator": role}], 0, None, at, f"operator:{role}")
             conn.execute(q("insert_storm"), (role, at))
             from .policy import write_policy
+            from .unicode import write_unprintable
 
-            write_policy(conn, None)
+            if schema_version() >= 5:  # (the runner policy: migrations/0005.sql)
+                write_policy(conn, None)
+            if schema_version() >= BOUNDARY:
+                write_unprintable(conn)
+            insert_state(conn, 0, None, fold.EMPTY)  # the head the first line follows (the insert check moves it)
             conn.execute(q("insert_event"), (1, line))
-            state = fold.replay([event])
-            insert_state(conn, 1, digest(line), state)
+            write_head(conn, 1, digest(line), fold.replay([event]))
     except libpq.errors.InsufficientPrivilege as exc:
         raise InitRefused(f"role cannot create a storm in {shown(url)}: {_words(exc, url)}; "
                           "the role needs CREATE on the database") from None
@@ -145,3 +163,45 @@ def create(url: str) -> Created:
     finally:
         conn.close()
     return Created(shown(url), role)
+
+
+#: the longest name, key, source, holder or lane value the server takes (a reason or a note longer than its
+#: own limit is refused and recorded without it: ``core/shapes``)
+TEXT_MOST = 4096
+
+
+def not_carried(req: Request, lane: str | None = None, holder: str | None = None) -> Refusal | None:
+    """Why the server cannot take ``req`` as asked, or None: a text that
+    holds a NUL or is not Unicode (PostgreSQL's text holds neither), a
+    name, key, source, holder or lane value over ``TEXT_MOST`` characters,
+    a token or TTL that is not a whole number. Refused by the client,
+    never recorded: no request carrying it can reach the log."""
+    from ...core.lane import Refusal
+
+    texts = [req.slug, req.reason, req.source, req.key, lane, holder,
+             *(a for a in req.args if isinstance(a, str))]
+    for text in texts:
+        if text is not None and ("\x00" in text or not _encodes(text)):
+            return Refusal("not_carried", "a text of this request holds a NUL character or is not valid Unicode, which "
+                           "a database storm cannot carry: ask without it")
+    long = [t for t in (req.slug, req.source, req.key, lane, holder, *(a for a in req.args[:1] if isinstance(a, str)))
+            if t is not None and len(t) > TEXT_MOST]
+    if req.verb == "finish":
+        long += [req.args[1]] if isinstance(req.args[1], str) and len(req.args[1]) > TEXT_MOST else []
+    if long:
+        return Refusal("not_carried", f"a name, key, source, holder or lane value of this request is longer than "
+                       f"{TEXT_MOST:,} characters, which a database storm does not take")
+    numbers = [req.args[0]] if req.verb in ("renew", "finish", "release") else []
+    numbers += [req.args[1]] if req.verb in ("claim", "renew") and req.args[1] is not None else []
+    if any(type(n) is not int for n in numbers):
+        return Refusal("not_carried", "a token or TTL of this request is not a whole number, which a database storm "
+                       "does not take")
+    return None
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -42,3 +42,44 @@ def lost(store: Database, verb: str, exc: Exception) -> RecordFailed | Unreachab
                             f"line {seq}; do not ask again", recorded=True)
     return RecordFailed(f"the connection to {store.root} was lost before the {verb} committed ({why}), so it did "
                         "not happen; ask again", recorded=False)
+
+
+#: how long a client waits, after its connection broke during a served call, for the server process that
+#: served it to end (its transaction is then over, committed or not) before it asks whether its lines were written
+BACKEND_GONE_WAIT = 10.0
+
+
+def lost_served(store: Database, verb: str, exc: Exception, ask: str, pid: int) -> RecordFailed | Unreachable:
+    """What is true after the connection broke during a served call (the
+    server decides and writes in it: one statement, its own transaction):
+    asked of the server on a new connection once the process that served
+    the call has ended, by the token the call was asked as
+    (``storm_queue.asked`` keeps the last line a served request wrote, an
+    hour): written (``RecordFailed``, recorded True, naming the line), not
+    written (recorded False: ask again), or the server cannot be asked,
+    or its process has not ended yet (recorded None). The broken
+    connection is dropped."""
+    import time
+
+    why = _words(exc, store.url)
+    store.close()
+    try:
+        conn = connect(store.url)
+        try:
+            end = time.monotonic() + BACKEND_GONE_WAIT
+            while not conn.execute(q("backend_gone"), (pid,)).fetchone()[0]:
+                if time.monotonic() >= end:
+                    raise TimeoutError
+                time.sleep(0.05)
+            row = conn.execute(q("read_asked"), (ask,)).fetchone()
+        finally:
+            conn.close()
+    except Exception:  # noqa: BLE001 -- the server is still away, or its process still runs: say so
+        return RecordFailed(f"the connection to {store.root} was lost during the {verb} ({why}), and the server "
+                            "cannot be asked whether it was recorded; check storm-queue log before asking again",
+                            recorded=None)
+    if row is not None:
+        return RecordFailed(f"the connection to {store.root} was lost ({why}), but the {verb} was committed (its "
+                            f"last line is line {row[0]}); do not ask again", recorded=True)
+    return RecordFailed(f"the connection to {store.root} was lost before the {verb} committed ({why}), so it did "
+                        "not happen; ask again", recorded=False)

@@ -17,10 +17,13 @@ if TYPE_CHECKING:
     from .store import Database
 
 
-def _lines(store: Database) -> Iterator[tuple[int, bytes]]:
-    """Every log line, by seq, streamed from one snapshot."""
+def _lines(store: Database, head: list | None = None) -> Iterator[tuple[int, bytes]]:
+    """Every log line, by seq, streamed from one snapshot (and the log's
+    head in it, the state row's seq and digest, appended to ``head``)."""
     with store._errors(), store.conn.transaction():
         store.conn.execute(q("read_only_snapshot"))
+        if head is not None:
+            head.append(store.conn.execute(q("read_head")).fetchone()[:2])
         for seq, line in store.conn.copy_out(q("all_lines")):
             yield int.from_bytes(seq, "big", signed=True), line
 
@@ -69,13 +72,32 @@ def older_format(body: str) -> bool:
 
 def verify(store: Database, progress: Callable[[int], None] | None = None):
     """Check every line from the first (``verify.check_lines``, the rules
-    a directory log is checked by), and that the state row's body with
-    the lines after it folds to what the full replay does, and so do the
-    runs the server folded (``storm_queue.run``, from schema version 5)."""
+    a directory log is checked by), that the log's last line is the one
+    its head (the state row) records, that the state row's body with the
+    lines after it folds to what the full replay does, and so do the
+    tables the server folded (``storm_queue.run`` and the rest, from schema
+    version 5), which a hand edit may have withdrawn from its decisions
+    (from schema version 9). The head is read in the lines' snapshot: a
+    last line deleted or edited, or one past the head, is named by its
+    line number."""
     from ...core.verify import Problem, check_lines
 
-    out = check_lines((line for _, line in _lines(store)), store.root, progress)
+    head: list = []
+    out = check_lines((line for _, line in _lines(store, head)), store.root, progress)
     if out.problem is not None:
+        return out
+    seq, last = head[0]  # the head in the snapshot the lines were read from
+    if out.lines < seq:
+        out.problem = Problem(f"line {out.lines + 1} is missing: the log's head (the state row) records line {seq} "
+                              "as its last, and the lines after it were deleted", out.lines + 1, out.length)
+        return out
+    if out.lines > seq:
+        out.problem = Problem(f"line {seq + 1} is past the log's head (the state row records line {seq} as its "
+                              "last): it was inserted other than by a request", seq + 1, out.length)
+        return out
+    if last != out.digest:
+        out.problem = Problem(f"line {seq} is not the line the log's head (the state row) records as its last: "
+                              "its digest differs, so it was edited", seq, out.length)
         return out
     with store._errors(), store.conn.transaction():
         store.conn.execute(q("read_only_snapshot"))
@@ -91,38 +113,49 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
                                                                   "the next request rewrites it")
                 return out
             folded = None
-        runs = _runs_agree(store, out.state)
+        runs, withdrawn = _runs_agree(store, out.state)
     out.checkpoint_line = body_seq
-    agrees = last == out.digest and folded == out.state
+    agrees = folded == out.state
     out.checkpoint = "agrees" if agrees else "disagrees"
     if not agrees:
         out.problem = Problem(f"the state row (its body at line {body_seq}, with the lines after it) is not what "
                               "the whole log folds to; commands trust it, so the order they give is not the log's",
                               body_seq, out.length)
+    elif withdrawn is not None:
+        out.problem = Problem(f"the server no longer decides runner requests by what it folded of the log "
+                              f"({withdrawn}): every runner request is answered that the order is unknown; the "
+                              "operator's storm-queue upgrade URL folds it again from the log", seq, out.length)
     elif not runs:
         out.problem = Problem("the runs the server folded (storm_queue.run) are not what the whole log folds to; "
                               "the server decides renew and finish by them", body_seq, out.length)
     return out
 
 
-def _runs_agree(store: Database, state: fold.LaneState) -> bool:
+def _runs_agree(store: Database, state: fold.LaneState) -> tuple[bool, str | None]:
     """Whether the runs the server folded are the log's, its mark of the
-    lanes a claim passes over holds, and (from schema version 6) the run
-    rows a claim looks at are those of ``storm_queue.watch`` (true before
-    schema version 5, and where this role may not read a table it needs:
-    doctor says so)."""
+    lanes a claim passes over holds, (from schema version 6) the run rows
+    a claim looks at are those of ``storm_queue.watch``, and (from schema
+    version 9) its idempotency keys are the log's; and why the server no
+    longer decides by them, if a hand edit withdrew them (true, None
+    where this role may not read a table it needs: doctor says so)."""
+    from .folded import folded_runs, folded_keys, read_keys, read_runs
     from .libpq import errors
-    from .served import folded_runs, read_runs
+    from .version import BOUNDARY
     from .version import read as read_version
 
-    if read_version(store) < 5:
-        return True
+    version = read_version(store)
+    if version < 5:
+        return True, None
     try:
         with store.conn.transaction():  # a savepoint: a table this role may not read leaves the audit whole
-            return (read_runs(store.conn) == folded_runs(state) and store.conn.execute(q("open_mark_sound")).fetchone()[0]
-                    and (read_version(store) < 6 or store.conn.execute(q("watch_sound")).fetchone()[0]))
+            conn = store.conn
+            agree = (read_runs(conn) == folded_runs(state) and conn.execute(q("open_mark_sound")).fetchone()[0]
+                     and (version < 6 or conn.execute(q("watch_sound")).fetchone()[0])
+                     and (version < BOUNDARY or read_keys(conn) == folded_keys(state)))
+            withdrawn = conn.execute(q("read_withdrawn")).fetchone()[0] if version >= BOUNDARY else None
+            return agree, withdrawn
     except errors.InsufficientPrivilege:
-        return True
+        return True, None
 
 
 def fold_on(conn: Any, known: _Known, seq: int, last: str | None, rows: list | None = None) -> fold.LaneState | None:

@@ -56,14 +56,26 @@ INSERT INTO storm_queue.storm (id, operator, created)
 VALUES (1, %s, %s);
 
 -- insert_state --
--- the state row of a new storm: its log's head, and the state it folds to there
+-- the state row of a new storm, before its first line: its head, and the state the log folds to there
 INSERT INTO storm_queue.state (id, seq, digest, body, body_seq, body_digest)
 VALUES (1, %s, %s, %s, %s, %s);
 
 -- insert_event --
--- one line of the log (a request's, init's first, or one migrate carries)
+-- one line of the log (a request's, init's first, or one migrate carries): the insert check (migrations/0009.sql
+-- event_well_formed) refuses a line that is not the head's next, well-formed, and moves the head to it
 INSERT INTO storm_queue.event (seq, line)
 VALUES (%s, %s);
+
+-- write_head --
+-- a new storm's state row, once its lines are in: the head (as the insert check moved it, from schema
+-- version 9), and the state the log folds to there as the body
+UPDATE storm_queue.state
+SET seq = %s, digest = %s, body = %s, body_seq = %s, body_digest = %s;
+
+-- fill_unprintable --
+-- the code points Python does not call printable (unicode.py), for the server's quoting of outside text
+INSERT INTO storm_queue.unprintable (lo, hi)
+SELECT * FROM unnest(%s::integer[], %s::integer[]);
 
 
 -- == the request path =======================================================
@@ -85,6 +97,12 @@ SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
 -- the log's head, the line the state row's body folds to, and how many rows went
 SELECT seq, digest, body_seq, body_digest, rows_gone
 FROM storm_queue.state;
+
+-- move_head --
+-- the log's new head (seq, and the digest of its last line), on a schema before version 9 (from it, each
+-- line's insert check moves it)
+UPDATE storm_queue.state
+SET seq = %s, digest = %s;
 
 -- read_state_body --
 SELECT body
@@ -118,16 +136,6 @@ FROM storm_queue.storm;
 -- read_operator --
 SELECT operator
 FROM storm_queue.storm;
-
--- move_head --
--- the log's new head (seq, and the digest of its last line)
-UPDATE storm_queue.state
-SET seq = %s, digest = %s;
-
--- move_head_and_body --
--- the log's new head, and the state it folds to there as the new body
-UPDATE storm_queue.state
-SET seq = %s, digest = %s, body = %s, body_seq = %s, body_digest = %s;
 
 -- read_declaration_sha256 --
 SELECT declaration_sha256
@@ -280,7 +288,7 @@ FROM pg_catalog.pg_proc p
 CROSS JOIN LATERAL aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
 WHERE p.pronamespace = 'storm_queue'::regnamespace AND a.privilege_type = 'EXECUTE'
   AND a.grantee <> coalesce((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = %s), 0)
-  AND NOT (p.proname IN ('runner_append', 'runner_mark_blocked', 'serve_claim', 'serve_renew', 'serve_finish')
+  AND NOT (p.proname IN ('serve_claim', 'serve_renew', 'serve_finish', 'serve_release', 'serve_recover', 'serve_decided')
            AND EXISTS (SELECT 1 FROM storm_queue.member m
                        WHERE m.kind = 'runner' AND m.role = pg_get_userbyid(a.grantee)))
 ORDER BY 1, 2;
@@ -318,14 +326,6 @@ SELECT version FROM storm_queue.version;
 -- read_member --
 -- as what the operator granted the session's role (none: a stranger)
 SELECT kind FROM storm_queue.member WHERE role = session_user;
-
--- runner_append --
--- a runner's lines and its finishes' results, through the operator's function
-SELECT storm_queue.runner_append(%s, %s);
-
--- runner_mark_blocked --
--- next's blocked mark, written by a runner's claim through the operator's function
-SELECT storm_queue.runner_mark_blocked(%s, %s);
 
 -- role_exists --
 SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %s;
@@ -368,18 +368,23 @@ WHERE m.kind = 'runner'
 ORDER BY 1;
 
 -- grant_runner_functions --
-GRANT EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb), storm_queue.runner_mark_blocked(text, jsonb),
-storm_queue.serve_renew(text, bigint, integer, text, integer),
-storm_queue.serve_finish(text, bigint, text, text, text, integer),
-storm_queue.serve_claim(text, integer, text, integer)
+-- a runner's serving functions, and no other (migrations/0009.sql)
+GRANT EXECUTE ON FUNCTION storm_queue.serve_claim(text, text, numeric, text, text, text, text, integer, text),
+storm_queue.serve_renew(text, numeric, numeric, text, text, text, text, integer, text),
+storm_queue.serve_finish(text, numeric, text, text, text, text, text, text, integer, text),
+storm_queue.serve_release(text, numeric, text, text, text, text, integer, text),
+storm_queue.serve_recover(text, boolean, text, text, text, text, integer, text),
+storm_queue.serve_decided(integer)
 TO {role};
 
 -- revoke_runner_functions --
-REVOKE EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb),
-storm_queue.runner_mark_blocked(text, jsonb),
-storm_queue.serve_renew(text, bigint, integer, text, integer),
-storm_queue.serve_finish(text, bigint, text, text, text, integer),
-storm_queue.serve_claim(text, integer, text, integer) FROM {role};
+REVOKE EXECUTE ON FUNCTION storm_queue.serve_claim(text, text, numeric, text, text, text, text, integer, text),
+storm_queue.serve_renew(text, numeric, numeric, text, text, text, text, integer, text),
+storm_queue.serve_finish(text, numeric, text, text, text, text, text, text, integer, text),
+storm_queue.serve_release(text, numeric, text, text, text, text, integer, text),
+storm_queue.serve_recover(text, boolean, text, text, text, text, integer, text),
+storm_queue.serve_decided(integer)
+FROM {role};
 
 -- revoke_select --
 REVOKE SELECT ON ALL TABLES IN SCHEMA storm_queue FROM {role};
@@ -404,22 +409,48 @@ LISTEN storm_queue;
 UPDATE storm_queue.storm
 SET runner = %s, runner_for = encode(sha256(convert_to(declaration, 'UTF8')), 'hex');
 
--- serve_renew --
--- slug, token, ttl (NULL: the lease's own), reason, the lock wait (ms); timed by the storm's clock
-SELECT storm_queue.serve_renew(%s::text, %s::bigint, %s::integer, %s::text, %s::integer),
+-- serve_claim --
+-- (each serve_ statement answers, beside the function's answer, how many lines the state row's body was
+-- behind the head when the statement began; each ends with the request's key, the caller's STORM_QUEUE_LANE
+-- (NULL: none), its --source, the lock wait (ms) and the client's token for the request (served.serve))
+-- holder (NULL: the default, given next), the default holder, ttl (NULL: the declared one), reason
+SELECT storm_queue.serve_claim(%s::text, %s::text, %s::numeric, %s::text, %s::text, %s::text, %s::text, %s::integer,
+                               %s::text),
        (SELECT seq - body_seq FROM storm_queue.state);
 
--- serve_claim --
--- (each serve_ statement answers, beside the function's answer, how many lines the
--- state row's body was behind the head when the statement began)
--- holder, ttl (NULL: the declared one), reason, the lock wait (ms)
-SELECT storm_queue.serve_claim(%s::text, %s::integer, %s::text, %s::integer),
+-- serve_renew --
+-- slug, token, ttl (NULL: the lease's own), reason
+SELECT storm_queue.serve_renew(%s::text, %s::numeric, %s::numeric, %s::text, %s::text, %s::text, %s::text, %s::integer,
+                               %s::text),
        (SELECT seq - body_seq FROM storm_queue.state);
 
 -- serve_finish --
--- slug, token, result, note, reason, the lock wait (ms)
-SELECT storm_queue.serve_finish(%s::text, %s::bigint, %s::text, %s::text, %s::text, %s::integer),
+-- slug, token, result, note, reason
+SELECT storm_queue.serve_finish(%s::text, %s::numeric, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text,
+                                %s::integer, %s::text),
        (SELECT seq - body_seq FROM storm_queue.state);
+
+-- serve_release --
+-- slug, token, reason
+SELECT storm_queue.serve_release(%s::text, %s::numeric, %s::text, %s::text, %s::text, %s::text, %s::integer, %s::text),
+       (SELECT seq - body_seq FROM storm_queue.state);
+
+-- serve_recover --
+-- slug (NULL: every orphaned lease), force, reason
+SELECT storm_queue.serve_recover(%s::text, %s::boolean, %s::text, %s::text, %s::text, %s::text, %s::integer, %s::text),
+       (SELECT seq - body_seq FROM storm_queue.state);
+
+-- serve_decided --
+-- next's blocked marks, computed and written by the server (a runner's next), the lock wait (ms)
+SELECT storm_queue.serve_decided(%s::integer);
+
+-- read_asked --
+-- the last line a served request wrote, by the token it was asked as (its connection broke: was it written?)
+SELECT seq FROM storm_queue.asked WHERE ask = %s;
+
+-- backend_gone --
+-- whether a server process has ended (a broken connection's: its transaction is over)
+SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity WHERE pid = %s);
 
 -- try_catch_up --
 -- the catch-up's own lock, held to the end of the transaction that reads and dumps the state, not waited
@@ -455,6 +486,20 @@ FROM storm_queue.runs_at;
 SELECT slug
 FROM storm_queue.priority
 ORDER BY place;
+
+-- read_keys --
+-- the idempotency keys the server folded from the log: principal, key, fingerprint, the line that bound it
+SELECT by, key, fingerprint, seq
+FROM storm_queue.keyed
+ORDER BY by, key;
+
+-- read_withdrawn --
+-- why the server no longer decides by what it folded (NULL: it does; migrations/0009.sql)
+SELECT withdrawn FROM storm_queue.storm;
+
+-- rederive --
+-- the tables the server folds, folded again from the log (upgrade): how many lines
+SELECT storm_queue.rederive();
 
 -- read_waivers --
 -- the live waivers the server folded from the log

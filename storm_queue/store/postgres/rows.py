@@ -11,7 +11,8 @@ writes of those rows (``Writes``)."""
 from __future__ import annotations
 
 from ...core.ledgers import Ledgers
-from ...core.queuetext import Lane, split_deps
+from ...core.names import is_issue, is_name
+from ...core.queuetext import Lane, Skipped, split_deps
 from ...wall import now
 from .queries import q
 
@@ -39,6 +40,7 @@ class Rows:
         self.seen = -1  # the greatest ver read
         self.last_pos = 0  # the greatest pos of a lane read
         self.lanes: dict[str, Lane] = {}
+        self.skipped: dict[str, Skipped] = {}  # lane rows that break a queue.txt line's rules (a hand edit)
         self.integrated: set[str] = set()
         self.abandoned: set[str] = set()
         self.results: dict[str, int | None] = {}
@@ -68,6 +70,12 @@ class Rows:
         for kind, slug, text, deps, pos, ver in changed:
             self.seen = max(self.seen, ver)
             if kind == "l":
+                why = unsound(slug, text, deps)
+                if why is not None:  # skipped and reported, as a bad queue.txt line is: never leased, never printed raw
+                    self.skipped[slug] = Skipped(pos, _as_line(slug, text, deps), why)
+                    self.lanes.pop(slug, None)
+                    continue
+                self.skipped.pop(slug, None)
                 old = self.lanes.get(slug)
                 reorder = reorder or (old is not None and old.line != pos) or pos < self.last_pos
                 self.lanes[slug] = Lane(slug, text, tuple(deps), pos)
@@ -81,6 +89,10 @@ class Rows:
         if reorder:  # a lane's place changed by hand: the run order is pos order again
             self.lanes = dict(sorted(self.lanes.items(), key=lambda item: item[1].line))
 
+    def skipped_lines(self) -> tuple[Skipped, ...]:
+        """The lane rows skipped, in their order (``pos``)."""
+        return tuple(sorted(self.skipped.values(), key=lambda s: s.line))
+
     def ledgers(self, unattended: bool) -> Ledgers:
         """The ledgers the rows make (no running markers; ``unattended`` as declared)."""
         if self._ledgers is None or self._ledgers[0] != unattended:
@@ -89,14 +101,38 @@ class Rows:
         return self._ledgers[1]
 
 
+def unsound(slug: object, issue: object, deps: object) -> str | None:
+    """Why a lane row cannot be read as a queue.txt line could (a hand
+    edit): its slug not a name, its issue not ASCII digits or '-', its
+    dependencies not a list (of one dimension, no NULL) of names; None
+    when it can. The server's walk skips the same rows
+    (``storm_queue.lane_sound``)."""
+    if not (isinstance(slug, str) and is_name(slug)):
+        return "its slug is not a name"
+    if not (isinstance(issue, str) and is_issue(issue)):
+        return "its issue is not ASCII digits or '-'"
+    if not (isinstance(deps, list) and all(isinstance(d, str) and is_name(d) for d in deps)):
+        return "its dependencies are not a list of names"
+    return None
+
+
+def _as_line(slug: object, issue: object, deps: object) -> str:
+    """A lane row as a queue.txt line would say it (to be quoted when shown)."""
+    words = [str(slug), str(issue)]
+    if isinstance(deps, list) and deps:
+        words.append(",".join("NULL" if d is None else str(d) for d in deps))
+    elif deps is None:
+        words.append("NULL")
+    return " ".join(words)
+
+
 class Writes:
     """A database storm's rows where a directory storm has files (its
     ``store.interface.Effects``), written in the request's transaction, so
     that they commit with its lines or not at all: no undo is needed."""
 
-    def __init__(self, store: Any, runner: bool = False):
+    def __init__(self, store: Any):
         self.store = store  # its connection is looked up on each write: a broken one is replaced
-        self.runner = runner  # a runner role's request: its writes go through the operator's functions
 
     def queue(self, line: str) -> None:
         rows = []
@@ -116,11 +152,7 @@ class Writes:
         """No marker to take away (see ``mark_running``)."""
 
     def mark_finished(self, slug: str, body: dict[str, Any]) -> None:
-        """A runner's is sent with its lines (``runner_append`` admits it for its finish)."""
-        if self.runner:
-            self.store._results.append({"slug": slug, "body": body})
-        else:
-            self.store.conn.execute(q("write_result"), (slug, jsonb(body)))
+        self.store.conn.execute(q("write_result"), (slug, jsonb(body)))
 
     def blocked_mark(self, slug: str) -> bool:
         from ...core.ledgers import is_blocked_mark
@@ -137,7 +169,7 @@ class Writes:
 
     def tell_claim(self, claim: Any, skipped: tuple, at: str) -> list[str]:
         """The blocked rows the claim met (no whole view is made)."""
-        mark_blocked(self.store.conn, claim.to_block, at, q("runner_mark_blocked") if self.runner else q("mark_blocked"))
+        mark_blocked(self.store.conn, claim.to_block, at)
         return []
 
     def declare(self, text: str, sha256: str) -> bool:
@@ -158,11 +190,11 @@ class Writes:
                       "never set aside: storm-queue verify says where it breaks, and the database's backup restores it")
 
 
-def mark_blocked(conn: Any, rows: Any, at: str, statement: str | None = None) -> None:
+def mark_blocked(conn: Any, rows: Any, at: str) -> None:
     """Mark blocked, in rows, the lanes ``rows`` (resolver rows) that wait
-    on abandoned lanes, by ``statement`` (default ``mark_blocked``; a
-    runner's goes through the operator's function)."""
+    on abandoned lanes (the operator's; a runner's next asks the server,
+    which computes them: ``serve_decided``)."""
     from ...core.ledgers import blocked_result
 
     for row in rows:
-        conn.execute(statement or q("mark_blocked"), (row.slug, jsonb(blocked_result(list(row.waits_on), at))))
+        conn.execute(q("mark_blocked"), (row.slug, jsonb(blocked_result(list(row.waits_on), at))))

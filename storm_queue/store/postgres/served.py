@@ -1,17 +1,21 @@
-"""Runner requests a database storm's server decides in one round trip
-(issue 21, item 1; ``migrations/0005.sql``): ``claim``, ``renew`` and
-``finish`` are each one call of a function that takes the storm's lock
-inside the server, decides as ``core/runs.py`` (and the resolver, for a
-claim) does, appends the chained line(s) as ``core/framing.py`` frames
-them, writes the rows, and returns what the command prints. The storm's
-lock is never held while this process runs.
+"""Runner requests a database storm's server decides (issue 21, item 1;
+issue 30: ``migrations/0009.sql``): ``claim``, ``renew``, ``finish``,
+``release`` and ``recover`` are each one call of a function that judges
+the request (shape, who asks, its key), takes the storm's lock inside the
+server, decides as ``core/runs.py`` (and the resolver, for a claim) does,
+appends the chained line(s) as ``core/framing.py`` frames them, on the
+server's clock, writes the rows, and returns what the command prints. The
+storm's lock is never held while this process runs, and a runner role
+writes by no other way: what it may execute takes the request's typed
+arguments, never a line.
 
-What the server leaves to the Python request path goes that way, nothing
-written: a request under a key or a source, from a lane process, with a
-reason too long to keep or text the server cannot carry (a NUL); a caller
-that is neither the operator nor a runner; a declaration whose runner
-policy the server does not hold; a TTL asked for outside the declared
-window (the request path refuses it as asked)."""
+The server leaves to the Python request path only the operator's request
+under a source, or on a declaration it holds no policy of (and the
+operator's ``recover SLUG``); a caller that is neither the operator nor a
+runner may not call it (the request path refuses it, unrecorded). Text
+the server cannot carry (a NUL, text that is not Unicode, a name, key or
+holder over 4,096 characters) is refused by the request path, unrecorded
+(``not_carried``, exit 2: ``store.judge``)."""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from ...core.authority import LANE_ENV
 from ...core.errors import RecordFailed, StormUnreadable
 from ...core.outcome import Outcome
 from . import libpq
-from .connect import _words
+from .connect import _words, not_carried
 from .queries import q, schema_version
 
 TYPE_CHECKING = False
@@ -30,42 +34,23 @@ if TYPE_CHECKING:
     from .store import Database
 
 #: the requests the server serves
-SERVED = ("claim", "renew", "finish")
-_INT4, _INT8 = 1 << 31, 1 << 63
+SERVED = ("claim", "renew", "finish", "release", "recover")
+def _args(req: Request, holder: str | None, tail: tuple) -> tuple:
+    """The serving function's arguments for ``req`` (``tail``: its key, lane, source, wait and ask)."""
+    verb, a = req.verb, req.args
+    if verb == "claim":
+        return (a[0], holder, a[1], req.reason, *tail)
+    if verb == "renew":
+        return (req.slug, a[0], a[1], req.reason, *tail)
+    if verb == "finish":
+        return (req.slug, a[0], a[1], a[2], req.reason, *tail)
+    if verb == "release":
+        return (req.slug, a[0], req.reason, *tail)
+    return (req.slug, bool(a and a[0]), req.reason, *tail)
 
 
-def _carried(*texts: str | None) -> bool:
-    """Whether the server can carry each text as it is (UTF-8, no NUL)."""
-    for text in texts:
-        if text is not None:
-            if "\x00" in text:
-                return False
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                return False
-    return True
-
-
-def _args(req: Request, wait_ms: int) -> tuple | None:
-    """The function's arguments for ``req``, or None when it cannot take them."""
-    if req.verb == "claim":
-        holder, ttl = req.args
-        token, args, texts = 1, (holder, ttl, req.reason, wait_ms), (holder, req.reason)
-    elif req.verb == "renew":
-        token, ttl = req.args
-        args, texts = (req.slug, token, ttl, req.reason, wait_ms), (req.slug, req.reason)
-    else:
-        token, result, note = req.args
-        args, texts = (req.slug, token, result, note, req.reason, wait_ms), (req.slug, note, req.reason, result)
-    if req.verb != "finish" and ttl is not None and not (type(ttl) is int and 0 <= ttl < _INT4):
-        return None
-    if not (type(token) is int and 0 < token < _INT8 and _carried(*texts)):
-        return None
-    return args
-
-
-def answered(store: Database, req: Request, busy: Callable[[float], Exception], fold_at_most: int) -> Outcome | None:
+def answered(store: Database, req: Request, holder: str | None, busy: Callable[[float], Exception],
+             fold_at_most: int) -> Outcome | None:
     """``serve``, its lock not had in the store's ``wait`` raised as
     ``busy(wait)``; an operator's served request that leaves the state
     row's body ``catch_up_at`` lines or more behind the head catches it
@@ -75,8 +60,8 @@ def answered(store: Database, req: Request, busy: Callable[[float], Exception], 
     or gone): asking at every request while another folds costs every
     runner a round trip a request."""
     try:
-        out, behind = serve(store, req)
-    except libpq.errors.LockNotAvailable:
+        out, behind = serve(store, req, holder)
+    except (libpq.errors.LockNotAvailable, libpq.errors.QueryCanceled):
         raise busy(store.wait) from None
     at = max(catch_up_at(store, fold_at_most), store._catch_up_after)
     if (out is not None and behind is not None and behind >= at and out.by.startswith("operator:")
@@ -85,56 +70,86 @@ def answered(store: Database, req: Request, busy: Callable[[float], Exception], 
     return out
 
 
-def serve(store: Database, req: Request) -> tuple[Outcome | None, int | None]:
-    """The outcome of ``req`` (claim, renew, finish) as the server decided
-    and recorded it, timed by the storm's clock (the server's), or None:
-    the request path is to take it (nothing was written); and how many
-    lines the state row's body was behind the log's head. The lock not
-    had in the store's ``wait`` raises the driver's ``LockNotAvailable``."""
-    from ...core.shapes import shape_reason
+def serve(store: Database, req: Request, holder: str | None = None) -> tuple[Outcome | None, int | None]:
+    """The outcome of ``req`` (``SERVED``; ``holder``: a claim's holder
+    when it names none) as the server decided and recorded it, or None: the
+    request path is to take it (nothing was written); and how many lines
+    the state row's body was behind the log's head. The lock not had in
+    the store's ``wait`` raises the driver's ``LockNotAvailable``; a
+    connection lost during the call is answered with whether its lines
+    were written (``faults.lost_served``)."""
+    import os
 
-    if (req.verb not in SERVED or req.key is not None or req.source is not None or LANE_ENV in store.env
-            or shape_reason(req.reason) is not None):
-        return None, None
-    if _args(req, 0) is None:
+    if req.verb not in SERVED:
         return None, None
     conn = store.conn
     if conn.status != libpq.IDLE:
         return None, None
     from .version import read as read_version
 
+    lane = store.env.get(LANE_ENV)
     try:
         if read_version(store) != schema_version():
-            return None, None
-        args = _args(req, max(1, int(store.wait * 1000)))
-        statement = {"claim": q("serve_claim"), "renew": q("serve_renew"), "finish": q("serve_finish")}[req.verb]
+            return None, None  # an older schema: the request path says what it may do
+    except StormUnreadable:
+        return None, None
+    if not_carried(req, lane, holder) is not None:
+        return None, None  # the request path refuses it, unrecorded (store.judge)
+    ask = os.urandom(16).hex()
+    args = _args(req, holder, (req.key, lane, req.source, max(1, int(store.wait * 1000)), ask))
+    pid = conn.info.backend_pid
+    statement = {"claim": q("serve_claim"), "renew": q("serve_renew"), "finish": q("serve_finish"),
+                 "release": q("serve_release"), "recover": q("serve_recover")}[req.verb]
+    try:
         row = conn.execute(statement, args, prepare=True).fetchone()
-    except (StormUnreadable, libpq.errors.UndefinedFunction, libpq.errors.InsufficientPrivilege,
-            libpq.errors.UndefinedTable, libpq.errors.InvalidSchemaName, libpq.errors.UndefinedColumn):
-        return None, None  # the request path says what is wrong
-    except libpq.errors.LockNotAvailable:
+    except (libpq.errors.UndefinedFunction, libpq.errors.InsufficientPrivilege, libpq.errors.UndefinedTable,
+            libpq.errors.InvalidSchemaName, libpq.errors.UndefinedColumn):
+        return None, None  # not a caller it serves: the request path says so
+    except (libpq.errors.LockNotAvailable, libpq.errors.QueryCanceled):
         raise
     except libpq.OperationalError as exc:
-        store._conn = None
-        raise RecordFailed(f"the connection to {store.root} was lost during the {req.verb} ({_words(exc, store.url)}), "
-                           "and whether the server recorded it is unknown; check storm-queue log before asking again",
-                           recorded=None) from None
+        from .faults import lost_served
+
+        raise lost_served(store, req.verb, exc, ask, pid) from None
     answer, behind = row
     if answer is None:
         return None, None
-    return (claimed(store, req, answer) if req.verb == "claim" else outcome(req, answer)), behind
+    return answer_of(store, req, answer), behind
+
+
+def answer_of(store: Database, req: Request, answer: dict[str, Any]) -> Outcome:
+    """The ``Outcome`` of the server's answer: a storm it does not decide
+    by (the order unknown, exit 3), a keyed request repeated (as the request
+    path repeats it: ``core.outcome.repeated``), a refusal or a request
+    done (``outcome``), a claim (``claimed``)."""
+    if "unknown" in answer:
+        from ...core.logread import Damage
+
+        raise Damage(store.root, answer["unknown"])
+    if "repeat" in answer:
+        from ...core.fold import Keyed
+        from ...core.jsoncodec import loads
+        from ...core.outcome import repeated
+
+        event = loads(answer["repeat"])
+        lease = answer.get("lease")
+        return repeated(req, answer["by"], Keyed(req.fingerprint(), answer["seq"], event), answer["at"],
+                        None if lease is None else (lease["token"], lease["expires"]))
+    if req.verb == "claim" and answer["outcome"] != "refused":
+        return claimed(store, req, answer)
+    return outcome(req, answer)
 
 
 def outcome(req: Request, answer: dict[str, Any]) -> Outcome:
     """The ``Outcome`` of the server's ``answer`` (its outcome, code,
-    message, token, expiry and the request's own line), as the request path
-    makes it for the same decision."""
+    message, token, expiry and the request's own line: none when nothing
+    was recorded), as the request path makes it for the same decision."""
     from ...core.jsoncodec import loads
 
-    event = loads(answer["line"])
-    out = Outcome(answer["outcome"], req.verb, req.slug, event["by"], answer.get("code"), answer["message"],
-                  token=answer.get("token"), expires=answer.get("expires"))
-    out.recorded, out.event = True, event
+    event = None if answer.get("line") is None else loads(answer["line"])
+    out = Outcome(answer["outcome"], req.verb, req.slug, answer["by"] if event is None else event["by"], answer.get("code"),
+                  answer["message"], token=answer.get("token"), expires=answer.get("expires"))
+    out.recorded, out.event = event is not None, event
     return out
 
 
@@ -150,10 +165,11 @@ def claimed(store: Database, req: Request, answer: dict[str, Any]) -> Outcome:
 
     halt = answer["halt"]
     halt = None if halt is None else fold.Act(halt["seq"], halt["at"], halt["by"], halt["reason"])
-    out = answered(answer["by"], req.args[0], answer["decision"], answer["slug"], answer["token"], answer["expires"],
-                   halt)
-    if answer["line"] is not None:
-        out.recorded, out.event = True, loads(answer["line"])
+    line = None if answer["line"] is None else loads(answer["line"])
+    out = answered(answer["by"], line["holder"] if line is not None and line["action"] == "claim" else req.args[0],
+                   answer["decision"], answer["slug"], answer["token"], answer["expires"], halt)
+    if line is not None:
+        out.recorded, out.event = True, line
     out.due = answer["due"]
     if answer["decision"] == "wait":
         from ...core.records import replace
@@ -166,42 +182,6 @@ def claimed(store: Database, req: Request, answer: dict[str, Any]) -> Outcome:
         note = cycle_note(snap, resolve(snap))
         out.warnings += [note] if note else []
     return out
-
-
-def folded_runs(state: Any) -> dict[str, Any]:
-    """What the server keeps of the lane state ``state`` (``storm_queue.run``,
-    ``runs_at``, ``priority``, ``waiver``, as ``read_runs`` reads them):
-    each run's token, lease, attempts, last attempt (token, end), quarantine
-    and schedule, in the fold's order; the token floor; the halt in force;
-    the priority lane; the live waivers."""
-    runs = {}
-    for slug, run in state.runs.items():
-        lease = run.lease
-        held = None if lease is None else (lease.holder, lease.token, lease.by, lease.claimed, lease.expires, lease.ttl)
-        last = (run.history[-1].token, run.history[-1].end) if run.history else None
-        c = run.cancelled
-        cancelled = None if c is None else (c.at, c.by, c.reason)
-        revoked = [a.token for a in run.history if a.end == "cancelled"]
-        runs[slug] = (run.token, held, run.attempts, last, run.quarantined, run.not_before, cancelled, revoked)
-    halt = state.halt
-    return {"runs": list(runs.items()), "floor": state.token_floor,
-            "halt": None if halt is None else (halt.seq, halt.at, halt.by, halt.reason), "lane": list(state.lane),
-            "waivers": sorted((slug, dep) for slug, deps in state.waivers.items() for dep in deps)}
-
-
-def read_runs(conn: Any) -> dict[str, Any]:
-    """What the server folded from the log, as ``folded_runs`` gives a state's."""
-    runs = []
-    for (slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attempts, last_token, last_end,
-         quarantined, not_before, *cancel) in conn.execute(q("read_runs")).fetchall():
-        held = None if lease_token is None else (holder, lease_token, lease_by, claimed, expires, ttl)
-        cancelled = None if cancel[0] is None else tuple(cancel[:3])
-        runs.append((slug, (token, held, attempts, None if last_token is None else (last_token, last_end),
-                            quarantined, not_before, cancelled, list(cancel[3]))))
-    floor, *halt = conn.execute(q("read_runs_at")).fetchone()
-    return {"runs": runs, "floor": floor, "halt": None if halt[0] is None else tuple(halt),
-            "lane": [row[0] for row in conn.execute(q("read_priority")).fetchall()],
-            "waivers": [tuple(row) for row in conn.execute(q("read_waivers")).fetchall()]}
 
 
 def catch_up_at(store: Database, fold_at_most: int) -> int:

@@ -42,7 +42,7 @@ from . import libpq
 from .log import fold_on, older_format
 from .queries import q
 from .rows import Rows, Writes
-from .version import current, not_newer
+from .version import BOUNDARY, current, not_newer
 from .version import read as read_version
 
 TYPE_CHECKING = False
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 STATE_EVERY = 32
 #: the schema version from which the storm's lock is a table only the operator may lock (``lock_storm``);
 #: an upgrade from an earlier one takes that version's advisory lock (``lock_storm_advisory``)
-TABLE_LOCK = 8
+TABLE_LOCK = BOUNDARY
 #: what a runner role may ask; its every other request is refused (``not_operator``), recorded
 RUNNER_VERBS = ("claim", "renew", "finish", "release", "recover")
 #: a storm object folds the lines after the state it knows, rather than read the body, up to this many
@@ -100,8 +100,7 @@ class Database:
         self._session_user: str | None = None
         self._version: int | None = None  # the schema's version, as read on this connection
         self._kind: tuple[str, str | None] | None = None  # (role, as what it was granted), as read on this connection
-        self._runner = False  # the request under way is a runner role's: it writes through the operator's functions
-        self._results: list[dict[str, Any]] = []  # a runner's finished results, sent with its lines
+        self._runner = False  # the request under way is a runner role's: the server decides and writes it
         self._operator_read: str | None = None  # the operator, as declaration() last read it, for the next _roles
 
     @property
@@ -215,7 +214,9 @@ class Database:
             return self._load()
 
     def snapshot(self, log: logread.LogRead, at: str | None = None) -> Snapshot:
-        """The lane, settled and result rows as last read (``rows.Rows``)."""
+        """The lane, settled and result rows as last read (``rows.Rows``;
+        a lane row a hand edit made unreadable as a queue.txt line is
+        skipped, as that line would be)."""
         rows = self._rows
         results = rows.results
         tokens = {}
@@ -225,29 +226,35 @@ class Database:
                 tokens[slug] = token if type(token) is int and token > 0 else None
         unattended = self._decl is not None and self._decl[1].runner.unattended
         # every lane and integration since the storm was made (or migrated here) is recorded
-        return Snapshot(dict(rows.lanes), rows.ledgers(unattended), log.state, at or now(), tokens, (),
+        return Snapshot(dict(rows.lanes), rows.ledgers(unattended), log.state, at or now(), tokens, rows.skipped_lines(),
                         (self._created or "", self._created or ""))
 
-    def serve(self, req: Request) -> Any:
-        """A runner request the server decides in one round trip, timed by its clock (``served``), or None."""
+    def serve(self, req: Request, holder: str | None = None) -> Any:
+        """A runner request the server decides in one round trip, timed by
+        its clock (``served``; ``holder``: a claim's holder when it names
+        none), or None."""
         from .served import answered
 
-        return answered(self, req, _busy, FOLD_AT_MOST)
+        return answered(self, req, holder, _busy, FOLD_AT_MOST)
 
     def effects(self, decl: config.Declaration) -> Writes:
-        return Writes(self, self._runner)
+        return Writes(self)
 
     def decided(self, decl: config.Declaration, view: View, skipped: tuple[Skipped, ...]) -> list[str]:
         """As the operator: the blocked rows, in a transaction of their own."""
         if not view.to_block:
             return []
         who, op = self._roles()
-        if who != op:
+        if who != op and self._granted(who) != "runner":
             return [f"next: role {who} is not the storm's operator ({op}), so blocked lanes are not marked"]
         try:
             current(self, "blocked lanes were not marked")
         except NotHere as exc:
             return [f"next: {exc}"]
+        if who != op:  # a runner's: the server computes the marks, as the claim's walk does, and writes them
+            with self._errors():
+                self.conn.execute(q("serve_decided"), (max(1, int(self.wait * 1000)),))
+            return []
         from .rows import mark_blocked
 
         with self._errors(), self._locked():
@@ -304,18 +311,25 @@ class Database:
         the operator granted as a runner may claim, renew, finish and
         release leases and recover expired ones (``RUNNER_VERBS``), as ``runner:ROLE``, and
         its other requests are refused ``not_operator``, recorded."""
+        from .connect import not_carried
+
         who, op = self._roles()
-        verdict = decide(self.env.get(LANE_ENV), who == op, who, op or "unknown to this role",
+        lane = self.env.get(LANE_ENV)
+        verdict = decide(lane, who == op, who, op or "unknown to this role",
                          "whose role created the storm", decl, req.source, operator_only, verb=req.verb)
+        carried = not_carried(req, lane)
+        if carried is not None:  # text the server cannot take: no line can carry it
+            return Judged(Verdict(verdict.by, carried), None, "a database storm cannot carry it", who)
         self._runner = who != op and verdict.refusal is not None and verdict.refusal.code == "not_operator" \
             and self._granted(who) == "runner"
         if self._runner:
             if req.verb in RUNNER_VERBS and req.source is None and not operator_only:
-                return Judged(Verdict(f"runner:{who}", None), None, "", who)
+                return Judged(Verdict(f"runner:{who}", None), None, "", who)  # (an older schema: writing refuses it)
             return Judged(Verdict(f"runner:{who}", Refusal(
                 "not_operator", f"role {who} is a runner of this storm: it may claim, renew, finish and release "
                 f"leases and recover expired ones, and nothing more; only the operator ({op}) or a source the operator declares "
-                "may change the priority lane")), None, "", who)
+                "may change the priority lane")), None,
+                f"role {who} is a runner: the server records only the requests it serves for a runner", who)
         unrecordable = "" if who == op else f"role {who} cannot write the storm of {op or 'another role'}"
         return Judged(verdict, None, unrecordable, who)
 
@@ -352,7 +366,7 @@ class Database:
         or serialization failure the server resolved by aborting is
         ``Aborted``; a lost connection is answered with whether the request
         committed (``faults.lost``)."""
-        self._pending, self._results = None, []
+        self._pending = None
         upgrading = req.verb == "upgrade"
         if not upgrading:
             current(self, f"the {req.verb} was not recorded")
@@ -363,6 +377,8 @@ class Database:
             raise _busy(self.wait) from None
         except (libpq.errors.UndefinedTable, libpq.errors.InvalidSchemaName):
             raise _no_storm(self.root) from None
+        except libpq.errors.DataCorrupted as exc:  # the insert check found the log's head is not its last line
+            raise logread.Damage(self.root, f"{_words(exc, self.url)}; storm-queue verify names the line") from None
         except (libpq.errors.SerializationFailure, libpq.errors.DeadlockDetected) as exc:
             raise Aborted(f"the database aborted the request ({_words(exc, self.url)}): nothing changed, "
                           "a retry is safe") from None
@@ -384,8 +400,7 @@ class Database:
         try:
             with conn.transaction():
                 conn.execute(q("set_lock_timeout").format(max(1, int(self.wait * 1000))))
-                if not self._runner:  # (a runner's lines go through runner_append, which takes it)
-                    conn.execute(q("lock_storm") if read_version(self) >= TABLE_LOCK else q("lock_storm_advisory"))
+                conn.execute(q("lock_storm") if read_version(self) >= TABLE_LOCK else q("lock_storm_advisory"))
                 self._writing_now = True
                 try:
                     yield
@@ -399,28 +414,25 @@ class Database:
 
     def append(self, log: logread.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
                owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
-        """``INSERT`` the lines, and move the state row's head (and every
-        ``STATE_EVERY`` lines its body) in the request's transaction."""
+        """``INSERT`` the lines (the insert check moves the state row's
+        head) and every ``STATE_EVERY`` lines the body, in the request's
+        transaction. Never a runner role's: the server writes its lines."""
+        if self._runner:
+            from ...core.errors import StormError
+
+            raise StormError("a runner role's request is decided and written by the server alone; this one was not "
+                             "served, so nothing was recorded")
         framed = frame(bodies, log.seq, log.digest, at, by)
         events = [event for event, _ in framed]
         last_event, last_line = framed[-1]
         head, last = last_event["seq"], digest(last_line)
         state = fold.replay(events, log.state)
-        if self._runner:  # through the operator's function; the state row's body is the operator's to rewrite
-            from .rows import jsonb
-
-            self.conn.execute(q("runner_append"), ([line for _, line in framed], jsonb(self._results)))
-        else:
-            self._write_lines(framed, head, last, state)
+        with self.conn.cursor() as cur:
+            cur.executemany(q("insert_event"), [(event["seq"], line) for event, line in framed])
+            if read_version(self) < BOUNDARY:  # (a schema before the insert check, which moves the head)
+                cur.execute(q("move_head"), (head, last))
+            if head - self._body_seq >= STATE_EVERY:
+                cur.execute(q("move_body"), (dump_state(state), head, last, head))
         self._pending = (head, last_line)
         self._written = _Known(head, last, state)
         return events
-
-    def _write_lines(self, framed: list, head: int, last: str, state: fold.LaneState) -> None:
-        """The operator's lines, and the head (and every ``STATE_EVERY`` lines the body)."""
-        with self.conn.cursor() as cur:
-            cur.executemany(q("insert_event"), [(event["seq"], line) for event, line in framed])
-            if head - self._body_seq >= STATE_EVERY:
-                cur.execute(q("move_head_and_body"), (head, last, dump_state(state), head, last))
-            else:
-                cur.execute(q("move_head"), (head, last))

@@ -10,6 +10,10 @@ from ...core.errors import NotHere
 from . import libpq
 from .queries import migrations, q, schema_version
 
+#: the version from which the boundary holds (migrations/0009.sql, issue 30): the storm's lock is a table only the
+#: operator may lock, a runner writes only through the serving functions, the server quotes outside text itself
+BOUNDARY = 8
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .store import Database
@@ -58,8 +62,23 @@ def migrate(store: Database, was: int) -> None:
     for n, script in migrations():
         if n > was:
             store.conn.execute(script)
-    if was < 5:  # the runner policy the server serves runners by (0005.sql), of the declaration in force
-        from .policy import write_policy
+    if was < BOUNDARY:  # the runner policy the server serves runners by (0005.sql), of the declaration in force
+        from .policy import write_policy  # (written again: an edited line of an earlier version took it away)
+        from .unicode import write_unprintable
 
         write_policy(store.conn, store.conn.execute(q("read_declaration")).fetchone()[0])
+        write_unprintable(store.conn)  # what the server's refusals quote outside text by (0009.sql)
     store._version = None  # read again once this transaction ends
+
+
+
+def withdrawn(store: Database) -> str | None:
+    """Why the server no longer decides by its folded tables (from version 9), or None."""
+    if read(store) < BOUNDARY:
+        return None
+    return store.conn.execute(q("read_withdrawn")).fetchone()[0]
+
+
+def rederive(store: Database) -> int:
+    """In the upgrade's transaction: the server's folded tables derived again from the log; how many lines."""
+    return store.conn.execute(q("rederive")).fetchone()[0]

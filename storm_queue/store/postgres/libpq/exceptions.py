@@ -94,6 +94,12 @@ class errors:
     class RaiseException(InternalError):
         sqlstate = "P0001"
 
+    class DataCorrupted(InternalError):
+        sqlstate = "XX001"
+
+    class CheckViolation(IntegrityError):
+        sqlstate = "23514"
+
 
 _BY_STATE = {cls.sqlstate: cls for cls in vars(errors).values() if isinstance(cls, type)}
 
