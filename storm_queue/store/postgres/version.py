@@ -12,7 +12,7 @@ from .queries import migrations, q, schema_version
 
 #: the version from which the boundary holds (migrations/0009.sql, issue 30): the storm's lock is a table only the
 #: operator may lock, a runner writes only through the serving functions, the server quotes outside text itself
-BOUNDARY = 8
+BOUNDARY = 9
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

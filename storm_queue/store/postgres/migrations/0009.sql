@@ -1660,4 +1660,4 @@ BEGIN
 END
 $$;
 
-UPDATE storm_queue.version SET version = 8;
+UPDATE storm_queue.version SET version = 9;
