@@ -175,7 +175,9 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
            reason: str | None = None, key: str | None = None) -> Outcome:
     """End the live lease on ``slug`` held under ``token``: ``ok``
     leaves the lane finished, awaiting review; ``failed`` makes it
-    claimable again, or quarantines it once its attempts are spent."""
+    claimable again (after the storm's backoff, ``[runner] retry_delay``,
+    when one is declared: the answer says when), or quarantines it once
+    its attempts are spent."""
     req = Request("finish", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, result, optional_text(note)))
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
     if refusal is None and result not in ("ok", "failed"):
@@ -195,7 +197,8 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
         elif len(events) > 1:
             words = f"{req.slug} failed (token {token}) and is quarantined after {run.attempts} attempts"
         else:
-            words = f"{req.slug} failed (token {token}); attempt {run.attempts} of {decl.runner.attempts}, it will be claimed again"
+            words = (f"{req.slug} failed (token {token}); attempt {run.attempts} of {decl.runner.attempts}, "
+                     f"it will be claimed again" + (f" after {events[0]['not_before']}" if "not_before" in events[0] else ""))
         out = Outcome("done", "finish", req.slug, by, message=words, token=token)
         before = None
         if result == "ok":  # result.json before the log: a crash between leaves a finished lane, never a ready one
