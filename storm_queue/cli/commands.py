@@ -62,6 +62,22 @@ Example: storm-queue why billing""",
             epilog((0, "the answer was printed"), (2, "SLUG is unknown or not a name; no storm here; or a usage error"), 3, 4,
                    AWAY),
             (SLUG, JSON, ROOT), "handlers:show_why"),
+    Command("whoami", """Say who you are to the storm, and what you may request.
+
+The first line is the principal your requests are recorded under
+(operator:NAME, source:NAME with --source, runner:ROLE or reader:ROLE on
+a database storm, account:NAME, lane:"VALUE" in a lane's process); the
+second, the requests the storm would admit from you; the third, why the
+rest are refused. It reads only: no lock, nothing recorded. With --json:
+{"by", "operator", "settles", "may", "refused"}; settles says whether
+you may settle a finished lane (the review).
+
+Example: storm-queue whoami
+
+Example: storm-queue whoami --json --root postgresql://runner_a@db.example/storm""",
+            epilog((0, "the answer was printed"), READ, 4, AWAY),
+            (Param("source", "--source", metavar="NAME", help="As the automation NAME, declared in storm.toml "
+                   "[priority] sources."), JSON, ROOT), "handlers:whoami"),
     Command("watch", """Show the storm live, full screen, until q or Ctrl-C.
 
 The decision next would give; the running lanes with holder, token and

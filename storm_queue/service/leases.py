@@ -323,7 +323,7 @@ def unpark(storm: Storm, slug: str, reason: str | None, source: str | None = Non
         return Step(Outcome("done", "unpark", req.slug, by, message=f"{req.slug} may be claimed again, "
                             f"with {decl.runner.attempts} fresh attempts"), [event])
 
-    return storm.request(req, refusal, plan, decl=decl, operator_only=True)
+    return storm.request(req, refusal, plan, decl=decl)
 
 def schedule(storm: Storm, slug: str, not_before: str, source: str | None = None, reason: str | None = None,
              key: str | None = None) -> Outcome:
