@@ -221,7 +221,9 @@ than any before it for that lane); it is wait while storm.toml
 back first (recorded). With --wait SECONDS, a claim that would answer
 wait or halted waits for a change that can make a lane claimable (a
 finish, add, push, bump, settle, resume, waive, unpark, a lease expiring,
-a schedule coming due), at most SECONDS, then answers as claim does.
+a schedule coming due), at most SECONDS, then answers as claim does; so
+does one that would answer review, from a caller who may not settle (a
+runner role: the operator reviews).
 
 Example: storm-queue claim --holder runner-1 --ttl 900
 

@@ -83,9 +83,9 @@ FROM = Param("from_file", "--from", "file", "FILE", "Add every lane of FILE (- f
 WAIT = Param("wait", "--wait", "float", "SECONDS", "How long to wait for another writer.", 30.0, low=0, show_default=True)
 #: claim's --wait: for work, not only for the lock (issue 21, item 4)
 CLAIM_WAIT = Param("wait", "--wait", "float", "SECONDS",
-                   "When nothing can be leased (wait, halted), wait up to SECONDS for a change that can make a lane "
-                   "claimable, then answer as claim does; the writers' lock is waited for up to 30 s, or SECONDS "
-                   "when longer.", 0.0, low=0, high=86400, show_default=True)
+                   "When nothing can be leased (wait, halted; review, for a caller who may not settle), wait up to "
+                   "SECONDS for a change that can make a lane claimable, then answer as claim does; the writers' lock "
+                   "is waited for up to 30 s, or SECONDS when longer.", 0.0, low=0, high=86400, show_default=True)
 KEY = Param("key", "--key", metavar="KEY", help="An idempotency key: asked again with the same key and arguments, "
             "the first outcome is returned and nothing is recorded.")
 #: what every request takes after its own params, in the order help lists them

@@ -42,6 +42,7 @@ def default_holder() -> str:
 
 
 #: the decisions a claim with ``wait`` waits out: nothing can be leased now, and a change may let a lane be
+#: (and ``review``, for a caller who may not settle: ``_waits``)
 WAITED = ("wait", "halted")
 #: the longest a waiting claim goes without reading the wall clock again (it may be set, or a test move it)
 TICK = 1.0
@@ -58,7 +59,10 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     ``Outcome.halt`` says who halted the storm, when and why.
 
     With ``wait`` seconds, a decision of ``wait`` or ``halted`` is not the
-    answer yet: the claim waits for a change to the storm
+    answer yet, nor is ``review`` for a caller who may not settle a lane
+    (a runner role: the review is a decision only the operator, or a
+    declared source, acts on; the store judges it, as it would judge a
+    ``settle`` of the caller's): the claim waits for a change to the storm
     (``Store.changes``), for the moment time alone changes it (a lease
     expiring, a schedule coming due: ``runs.next_due``) or for ``wait``
     seconds to pass, whichever comes first, and asks again; then it
@@ -68,7 +72,8 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     ``waiting(answer)`` is told once, when the wait begins, what the
     claim would have answered then."""
     out, due = _claim(storm, holder, ttl, source, reason, key)
-    if wait <= 0 or not _waits(out):
+    settles: list[bool] = []  # whether the caller may settle, judged once, when a review is first met
+    if wait <= 0 or not _waits(out, lambda: _settles(storm, source, settles)):
         return out
     if waiting is not None:
         waiting(out)
@@ -78,14 +83,27 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     with storm.store.changes() as changes:
         while True:
             out, due = _claim(storm, holder, ttl, source, reason, key)  # again, watched: no change is missed
-            if not _waits(out) or time.monotonic() >= end:
+            if not _waits(out, lambda: _settles(storm, source, settles)) or time.monotonic() >= end:
                 return out
             _until(changes, end, due)
 
 
-def _waits(out: Outcome) -> bool:
-    """Whether a claim's answer is one a waiting claim waits out (``WAITED``)."""
-    return out.outcome == "done" and out.slug is None and (out.decision or "").split(" ")[0] in WAITED
+def _waits(out: Outcome, settles: Callable[[], bool]) -> bool:
+    """Whether a claim's answer is one a waiting claim waits out: ``WAITED``,
+    and ``review`` when the caller may not settle (``settles()``)."""
+    if out.outcome != "done" or out.slug is not None:
+        return False
+    verb = (out.decision or "").split(" ")[0]
+    return verb in WAITED or (verb == "review" and not settles())
+
+
+def _settles(storm: Storm, source: str | None, known: list[bool]) -> bool:
+    """Whether the caller (as ``source``) may settle a lane: the store's
+    judgement of a ``settle`` of theirs, asked once (kept in ``known``)."""
+    if not known:
+        req = Request("settle", None, None, optional_text(source))
+        known.append(storm.store.judge(req, declaration(storm.store), False).verdict.admitted)
+    return known[0]
 
 
 def _until(changes: Changes, end: float, due: str | None) -> None:

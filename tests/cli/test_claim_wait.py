@@ -1,6 +1,7 @@
 """Claims that wait for work (issue 21, item 4): ``claim --wait SECONDS``
 on both stores (tests/stores.py). A claim that would answer ``wait`` or
-``halted`` waits for a change that can make a lane claimable (a finish,
+``halted`` (or ``review``, from a runner role, which may not settle: issue
+33) waits for a change that can make a lane claimable (a finish,
 add, push, settle, resume, waive, unpark, a runner role's finish; a lease
 expiring, a schedule coming due), then answers exactly as ``claim`` does;
 a change that leaves nothing claimable (a bump) sends it back to waiting; one that times out answers as
@@ -228,6 +229,46 @@ def test_a_runner_roles_finish_wakes_a_waiting_claim(pg_server, pg_url, pg_role,
     waiting = Waiting(pg_url)
     ok(runner, "finish", "a", "--token", "1", "--result", "failed")
     assert waiting.answer().decision == "run a 1 2"
+
+
+def test_the_operators_waiting_claim_answers_review_at_once(store):
+    """Issue 33, item 1: a review is the operator's to act on, so the
+    operator's claim (and a declared source's) answers it, however long
+    it was told to wait."""
+    store.make("a 1\nb 2\n", toml='[priority]\nsources = ["cron"]\n')
+    ok(store, "claim")
+    ok(store, "finish", "a", "--token", "1", "--result", "ok")
+    for source in ((), ("--source", "cron")):
+        done = store.cli("claim", "--wait", "86400", *source, timeout=WOKEN_WITHIN)
+        assert (done.returncode, done.stdout) == (0, "review a\n"), done.stderr
+
+
+@pytest.mark.postgresql
+def test_a_runner_roles_waiting_claim_waits_out_the_review_until_the_operator_settles(pg_server, pg_url, pg_role,
+                                                                                      tmp_path):
+    """Issue 33, item 1: a runner role may not settle, so to its claim
+    ``review`` is no work at all: ``claim --wait`` waits it out, as it
+    waits out ``wait``, and answers once the operator has settled the lane
+    (a lane it may then run). Past its --wait it answers ``review``."""
+    from tests.stores import DatabaseStorm
+
+    store = DatabaseStorm(pg_url, tmp_path / "lanes")
+    store.make("a 1\nb 2\n", toml="[runner]\nslots = 1\n")
+    role = pg_role(prefix="runner")
+    ok(store, "grant", "runner", role)
+    runner = DatabaseStorm(pg_server.url_as(pg_url, role), tmp_path / "lanes")
+    assert ok(runner, "claim")["decision"] == "run a 1 1"
+    ok(runner, "finish", "a", "--token", "1", "--result", "ok")
+    assert ok(runner, "claim")["decision"] == "review a"  # without --wait: answered as ever
+    waited = runner.cli("claim", "--wait", "0.5", timeout=WOKEN_WITHIN)
+    assert (waited.returncode, waited.stdout) == (0, "review a\n")  # waited in vain: answered as claim does
+    seen = len(store.events())
+    waiting = Waiting(runner.root)
+    assert waiting.thread.is_alive()  # not answered: it waits
+    ok(store, "settle", "a", "integrated")  # the operator's review
+    out = waiting.answer()
+    assert (out.outcome, out.decision, out.by) == ("done", "run b 2 1", f"runner:{role}")
+    assert [e["action"] for e in store.events()[seen:]] == ["settle", "claim"]  # the wait recorded nothing
 
 
 @pytest.mark.postgresql
