@@ -322,7 +322,7 @@ def _waiting_process(store, argv: list[str]) -> subprocess.Popen:
                     return proc
         time.sleep(0.02)
     proc.kill()
-    pytest.fail(f"the claim never began to wait: {proc.communicate()}")
+    pytest.fail(f"the claim never began to wait: {proc.communicate(timeout=30)}")
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])

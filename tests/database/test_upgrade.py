@@ -172,7 +172,7 @@ def test_an_upgrade_killed_midway_leaves_the_old_version_whole(pg_server, made_b
             while not (waiting := watcher.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock' "
                     "AND query LIKE 'UPDATE storm_queue.state%%'", (name,)).fetchone()):
-                assert proc.poll() is None, proc.communicate()
+                assert proc.poll() is None, proc.communicate(timeout=30)
                 assert time.monotonic() < deadline, "the upgrade never reached its line"
                 time.sleep(0.05)
             # the migration ran in that transaction: the table it created (seen by no one else) is locked by it
