@@ -223,7 +223,8 @@ wait or halted waits for a change that can make a lane claimable (a
 finish, add, push, bump, settle, resume, waive, unpark, a lease expiring,
 a schedule coming due), at most SECONDS, then answers as claim does; so
 does one that would answer review, from a caller who may not settle (a
-runner role: the operator reviews).
+runner role: the operator reviews). A wait naming finished lanes that
+are all the storm has left is answered at once: nothing more can run.
 
 Example: storm-queue claim --holder runner-1 --ttl 900
 

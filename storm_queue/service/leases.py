@@ -66,14 +66,16 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     (``Store.changes``), for the moment time alone changes it (a lease
     expiring, a schedule coming due: ``runs.next_due``) or for ``wait``
     seconds to pass, whichever comes first, and asks again; then it
-    answers exactly as a claim asked at that moment. An ask that leases
+    answers exactly as a claim asked at that moment. A ``wait`` that names
+    finished lanes is answered at once when they are all the storm has left
+    to do (``only_reviews_left``): nothing more can run. An ask that leases
     nothing records nothing (but the expiries it found), so a wait adds
     no line to the log: at most the claim that leases is recorded.
     ``waiting(answer)`` is told once, when the wait begins, what the
     claim would have answered then."""
     out, due = _claim(storm, holder, ttl, source, reason, key)
     settles: list[bool] = []  # whether the caller may settle, judged once, when a review is first met
-    if wait <= 0 or not _waits(out, lambda: _settles(storm, source, settles)):
+    if wait <= 0 or not _waits(out, lambda: _settles(storm, source, settles), storm):
         return out
     if waiting is not None:
         waiting(out)
@@ -83,18 +85,33 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     with storm.store.changes() as changes:
         while True:
             out, due = _claim(storm, holder, ttl, source, reason, key)  # again, watched: no change is missed
-            if not _waits(out, lambda: _settles(storm, source, settles)) or time.monotonic() >= end:
+            if not _waits(out, lambda: _settles(storm, source, settles), storm) or time.monotonic() >= end:
                 return out
             _until(changes, end, due)
 
 
-def _waits(out: Outcome, settles: Callable[[], bool]) -> bool:
+def _waits(out: Outcome, settles: Callable[[], bool], storm: Storm | None = None) -> bool:
     """Whether a claim's answer is one a waiting claim waits out: ``WAITED``,
-    and ``review`` when the caller may not settle (``settles()``)."""
+    and ``review`` when the caller may not settle (``settles()``); but not a
+    ``wait`` that names finished lanes (a batch review) when they are all
+    that is left (``only_reviews_left``): as on ``empty``, nothing more can
+    run until a lane is added."""
     if out.outcome != "done" or out.slug is not None:
         return False
-    verb = (out.decision or "").split(" ")[0]
-    return verb in WAITED or (verb == "review" and not settles())
+    words = (out.decision or "").split(" ")
+    if words[0] == "wait" and len(words) > 1 and storm is not None and only_reviews_left(storm):
+        return False
+    return words[0] in WAITED or (words[0] == "review" and not settles())
+
+
+def only_reviews_left(storm: Storm) -> bool:
+    """Whether every lane of the storm not settled is finished, awaiting
+    review (and one is): read now, without the lock."""
+    from ..core.resolver import FINISHED, resolve
+
+    store = storm.store
+    rows = resolve(store.snapshot(store.read(declaration(store)))).rows
+    return bool(rows) and all(row.state == FINISHED for row in rows)
 
 
 def _settles(storm: Storm, source: str | None, known: list[bool]) -> bool:

@@ -243,6 +243,25 @@ def test_the_operators_waiting_claim_answers_review_at_once(store):
         assert (done.returncode, done.stdout) == (0, "review a\n"), done.stderr
 
 
+def test_a_wait_on_nothing_but_finished_lanes_is_answered_at_once_as_nothing_more_can_run(store):
+    """Issue 33, item 1: under a batch review (unattended), a ``wait`` that
+    names finished lanes when they are all that is left waits for nothing
+    that can come by itself (only a lane added can run): the waiting claim
+    answers it at once, and one that waited while another lane ran answers
+    it as soon as that lane finishes, not at the end of its --wait."""
+    store.make("a 1\nb 2\n", toml="[runner]\nslots = 2\n", unattended=True)
+    ok(store, "claim")
+    ok(store, "finish", "a", "--token", "1", "--result", "ok")
+    assert ok(store, "claim")["decision"] == "run b 2 1"
+    waiting = Waiting(store.root)  # b runs: this claim waits
+    assert waiting.thread.is_alive()
+    ok(store, "finish", "b", "--token", "1", "--result", "ok")
+    out = waiting.answer()  # within WOKEN_WITHIN, long before its --wait of LONG
+    assert (out.outcome, out.decision, out.recorded) == ("done", "wait a b", False)
+    done = store.cli("claim", "--wait", "86400", timeout=WOKEN_WITHIN)
+    assert (done.returncode, done.stdout) == (0, "wait a b\n"), done.stderr
+
+
 @pytest.mark.postgresql
 def test_a_runner_roles_waiting_claim_waits_out_the_review_until_the_operator_settles(pg_server, pg_url, pg_role,
                                                                                       tmp_path):
