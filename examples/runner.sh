@@ -258,6 +258,9 @@ fi
 # check and the append happen under flock(1) on integrated.txt itself: a
 # lane is settled once, whoever gets there first.
 #
+# Only a runner that may settle ($SETTLES: the operator, a declared source)
+# settles; a runner role never asks to (its lanes await the operator).
+#
 # A database storm has no ledger files: there the runner asks storm-queue to
 # settle the lane (`settle SLUG integrated|abandoned`, recorded; one that
 # another runner settled first is a recorded no-op, said nothing of). Its
