@@ -153,7 +153,7 @@ def test_a_change_that_leaves_nothing_claimable_sends_the_claim_back_to_waiting(
     assert waiting.answer().decision == "review a"
 
 
-@pytest.mark.parametrize("how", ["expiry", "schedule"])
+@pytest.mark.parametrize("how", ["expiry", "schedule", "backoff"])
 def test_a_waiting_claim_is_woken_when_a_lease_expires_or_a_schedule_comes_due(store, clock, how, monkeypatch):
     """No change is made: time alone lets a lane run (the injected clock
     moves on; the claim reads it again every TICK, here 50 ms, not 1 s)."""
@@ -163,6 +163,10 @@ def test_a_waiting_claim_is_woken_when_a_lease_expires_or_a_schedule_comes_due(s
     if how == "expiry":
         store.make("a 1\nb 2\n", toml="[runner]\nslots = 1\n")
         assert ok(store, "claim", "--ttl", "600")["decision"] == "run a 1 1"
+    elif how == "backoff":  # the storm's own backoff after a failed attempt (issue 33): a schedule on the finish line
+        store.make("a 1\n", toml="[runner]\nretry_delay = 600\n")
+        ok(store, "claim")
+        ok(store, "finish", "a", "--token", "1", "--result", "failed")
     else:
         store.make("a 1\n")
         ok(store, "schedule", "a", "--not-before", "+1h")
@@ -173,6 +177,8 @@ def test_a_waiting_claim_is_woken_when_a_lease_expires_or_a_schedule_comes_due(s
     actions = [e["action"] for e in store.events()[seen:]]
     if how == "expiry":
         assert out.decision == "run a 1 2" and actions == ["expire", "claim"], (out, actions)
+    elif how == "backoff":
+        assert out.decision == "run a 1 2" and actions == ["claim"], (out, actions)
     else:
         assert out.decision == "run a 1 1" and actions == ["claim"], (out, actions)
 
