@@ -75,7 +75,7 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     claim would have answered then."""
     out, due = _claim(storm, holder, ttl, source, reason, key)
     settles: list[bool] = []  # whether the caller may settle, judged once, when a review is first met
-    if wait <= 0 or not _waits(out, lambda: _settles(storm, source, settles), storm):
+    if wait <= 0 or not _waits(out, storm, lambda: _settles(storm, source, settles)):
         return out
     if waiting is not None:
         waiting(out)
@@ -85,12 +85,12 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     with storm.store.changes() as changes:
         while True:
             out, due = _claim(storm, holder, ttl, source, reason, key)  # again, watched: no change is missed
-            if not _waits(out, lambda: _settles(storm, source, settles), storm) or time.monotonic() >= end:
+            if not _waits(out, storm, lambda: _settles(storm, source, settles)) or time.monotonic() >= end:
                 return out
             _until(changes, end, due)
 
 
-def _waits(out: Outcome, settles: Callable[[], bool], storm: Storm | None = None) -> bool:
+def _waits(out: Outcome, storm: Storm, settles: Callable[[], bool]) -> bool:
     """Whether a claim's answer is one a waiting claim waits out: ``WAITED``,
     and ``review`` when the caller may not settle (``settles()``); but not a
     ``wait`` that names finished lanes (a batch review) when they are all
@@ -99,7 +99,7 @@ def _waits(out: Outcome, settles: Callable[[], bool], storm: Storm | None = None
     if out.outcome != "done" or out.slug is not None:
         return False
     words = (out.decision or "").split(" ")
-    if words[0] == "wait" and len(words) > 1 and storm is not None and only_reviews_left(storm):
+    if words[0] == "wait" and len(words) > 1 and only_reviews_left(storm):
         return False
     return words[0] in WAITED or (words[0] == "review" and not settles())
 
