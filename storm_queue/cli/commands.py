@@ -64,17 +64,12 @@ Example: storm-queue why billing""",
             (SLUG, JSON, ROOT), "handlers:show_why"),
     Command("whoami", """Say who you are to the storm, and what you may request.
 
-The first line is the principal your requests are recorded under
-(operator:NAME, source:NAME with --source, runner:ROLE or reader:ROLE on
-a database storm, account:NAME, lane:"VALUE" in a lane's process); the
-second, the requests the storm would admit from you; the third, why the
-rest are refused. It reads only: no lock, nothing recorded. With --json:
-{"by", "operator", "settles", "may", "refused"}; settles says whether
-you may settle a finished lane (the review).
+First the principal your requests are recorded under (operator:NAME,
+source:NAME, runner:ROLE, reader:ROLE, account:NAME, lane:"VALUE"), then
+the requests the storm would admit, then why it refuses the rest. Reads
+only. --json: {"by", "operator", "settles", "may", "refused"}.
 
-Example: storm-queue whoami
-
-Example: storm-queue whoami --json --root postgresql://runner_a@db.example/storm""",
+Example: storm-queue whoami --json""",
             epilog((0, "the answer was printed"), READ, 4, AWAY),
             (Param("source", "--source", metavar="NAME", help="As the automation NAME, declared in storm.toml "
                    "[priority] sources."), JSON, ROOT), "handlers:whoami"),
@@ -222,9 +217,8 @@ back first (recorded). With --wait SECONDS, a claim that would answer
 wait or halted waits for a change that can make a lane claimable (a
 finish, add, push, bump, settle, resume, waive, unpark, a lease expiring,
 a schedule coming due), at most SECONDS, then answers as claim does; so
-does one that would answer review, from a caller who may not settle (a
-runner role: the operator reviews). A wait naming finished lanes that
-are all the storm has left is answered at once: nothing more can run.
+does review, to a caller who may not settle (a runner role). A wait on
+finished lanes alone is answered at once: nothing more can run.
 
 Example: storm-queue claim --holder runner-1 --ttl 900
 
