@@ -116,11 +116,13 @@ class Storm:
     def declaration(self) -> config.Declaration:
         return self.store.declaration()
 
-    def listing(self, decl: config.Declaration | None = None, waits: bool = True) -> Listing:
+    def listing(self, decl: config.Declaration | None = None, waits: bool = True,
+                log: logread.LogRead | None = None) -> Listing:
         """The storm as it will run; reads only, writes nothing. With
-        ``waits``, how long each ready lane has waited (``starving``)."""
+        ``waits``, how long each ready lane has waited (``starving``);
+        ``log``: the log as the caller has just read it (else read now)."""
         decl = decl or self.store.declaration()
-        log = self.store.read(decl)
+        log = log or self.store.read(decl)
         snap = self.store.snapshot(log)
         view = resolve(snap)
         warnings = list(log.warnings)
