@@ -1,0 +1,149 @@
+"""The storm as the web view last read it (``Seen``), shared by every
+request: read again only when the storm changed (the store's ``changes``:
+inotify on a directory, LISTEN on a database, followed by a thread of its
+own) or, when a page asks, once ``interval`` seconds have passed (time
+alone moves leases and schedules). What it read is kept with a ``version``
+(a digest of ``/api/list``'s document and the chain's head) that a page's
+script compares to know the storm changed, and the bytes each path made
+from it, so a thousand open pages cost one reading and one rendering.
+It reads only: no lock, nothing written."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from hashlib import sha256
+
+from ..core.errors import StormError
+from ..core.records import dataclass
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
+    from ..service.sight import Sight
+    from ..service.storm import Storm
+
+#: how many of the log's last lines the log page and /api/log search
+WINDOW = 1000
+#: how many rendered answers are kept for the version at hand
+KEPT = 64
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One reading: the ``sight`` (None when the storm could not be read:
+    ``error`` says why, ``exit`` its exit code), its ``version``, and
+    ``/api/list``'s document as bytes."""
+
+    sight: Any
+    version: str
+    listed: bytes = b""
+    error: str = ""
+    exit: int = 0
+    failure: Any = None  # the StormError itself
+
+
+class Seen:
+    """The storm behind one server; every method is safe from any thread."""
+
+    def __init__(self, make: Callable[[], Storm], interval: float = 2.0):
+        self._make = make
+        self.storm = make()
+        self.interval = interval
+        self._lock = threading.RLock()
+        self._dirty = threading.Event()
+        self._stop = threading.Event()
+        self._checked = 0.0
+        self.reading: Reading = self._read()
+        self._answers: dict[tuple[str, str], tuple[int, str, bytes]] = {}
+        self._log: tuple[tuple[int, str | None], deque, bool] | None = None
+        self._follower = threading.Thread(target=self._follow, name="storm-queue-changes", daemon=True)
+
+    def start(self) -> None:
+        self._follower.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._follower.join(timeout=5)
+        self.storm.close()
+
+    def _follow(self) -> None:
+        """Mark the reading stale at every change the store reports."""
+        while not self._stop.is_set():
+            try:
+                with self._lock:
+                    waiting = self.storm.store.changes()
+                with waiting as changes:
+                    while not self._stop.is_set():
+                        if changes.wait(0.5):
+                            self._dirty.set()
+            except Exception:  # noqa: BLE001 -- a storm that cannot be watched now is read every interval
+                self._dirty.set()
+                self._stop.wait(self.interval)
+
+    def _read(self) -> Reading:
+        from ..cli.render import listing_json
+        from ..core.jsoncodec import dumps
+        from ..service.sight import look
+
+        self._checked = time.monotonic()
+        try:
+            sight = look(self.storm)
+        except StormError as exc:
+            from ..roots import hide
+
+            words = hide(str(exc))
+            try:  # a database's next reading over a new connection (the old one may be gone with the server)
+                self.storm.close()
+                self.storm = self._make()
+            except StormError:
+                pass
+            return Reading(None, "error-" + sha256(words.encode()).hexdigest()[:16], error=words, exit=exc.exit_code,
+                           failure=exc)
+        listed = (dumps(listing_json(sight.listing)) + "\n").encode("ascii")
+        head = f"{sight.log.seq} {sight.log.digest}".encode()
+        return Reading(sight, sha256(listed + head).hexdigest()[:16], listed)
+
+    def current(self) -> Reading:
+        """The reading, read again first when the storm changed or
+        ``interval`` seconds passed since it was read."""
+        with self._lock:
+            if self._dirty.is_set() or time.monotonic() - self._checked >= self.interval:
+                self._dirty.clear()
+                fresh = self._read()
+                if fresh.version != self.reading.version:
+                    self._answers.clear()
+                self.reading = fresh
+            return self.reading
+
+    def answer(self, reading: Reading, key: str, make: Callable[[Reading], tuple[int, str, bytes]]) -> tuple[int, str, bytes]:
+        """``make(reading)``'s answer (status, content type, body) for the
+        path and query ``key``, made once per version."""
+        with self._lock:
+            kept = self._answers.get((reading.version, key))
+            if kept is None:
+                kept = make(reading)
+                if len(self._answers) >= KEPT:
+                    self._answers.pop(next(iter(self._answers)))
+                self._answers[(reading.version, key)] = kept
+            return kept
+
+    def why(self, slug: str) -> Any:
+        """``why SLUG`` on the storm now (``Storm.why``)."""
+        with self._lock:
+            return self.storm.why(slug)
+
+    def events(self, sight: Sight) -> tuple[list[tuple[bytes, dict]], bool]:
+        """The log's last ``WINDOW`` lines as checked (each its bytes and
+        event), oldest first, as of ``sight``'s head, and whether they are
+        the whole log. Read again (the whole log streams past, each line
+        checked as ``log`` checks it) only when the head moved."""
+        head = (sight.log.seq, sight.log.digest)
+        with self._lock:
+            if self._log is None or self._log[0] != head:
+                ring: deque = deque(maxlen=WINDOW)
+                read = self.storm.history(lambda line, event: ring.append((line, event)))
+                self._log = (head, ring, read.seq <= WINDOW)
+            return list(self._log[1]), self._log[2]
