@@ -66,7 +66,8 @@ class Seen:
 
     def close(self) -> None:
         self._stop.set()
-        self._follower.join(timeout=5)
+        if self._follower.is_alive():
+            self._follower.join(timeout=5)
         self.storm.close()
 
     def _follow(self) -> None:

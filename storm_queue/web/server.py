@@ -119,8 +119,17 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile = io.BufferedWriter(self.wire, 64 << 10)
 
     def finish(self) -> None:
+        """Flush the answer; after a refusal, let the client read it before
+        the close (closing with its unread bytes would reset the connection
+        and lose the answer): end the sending side, then read what it sends
+        for a second at most."""
         try:
             self.wfile.flush()
+            if getattr(self, "refused", False):
+                self.request.shutdown(socket.SHUT_WR)
+                self.wire.deadline = time.monotonic() + 1.0
+                while self.request.recv(65536) if self.wire._left() else b"":
+                    pass
         except OSError:
             pass
 
@@ -135,7 +144,7 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     def _one(self) -> None:
-        self.command = None
+        self.command, self.request_version = None, "HTTP/1.0"  # (the default, 0.9, would answer without a status line)
         self.raw_requestline = self.rfile.readline(HEAD_BYTES + 1)
         if not self.raw_requestline:
             return
@@ -156,7 +165,7 @@ class Handler(BaseHTTPRequestHandler):
         self._send(status, kind, body)
 
     def _refuse(self, status: int, words: str, extra: tuple[tuple[str, str], ...] = ()) -> None:
-        self.close_connection = True
+        self.close_connection = self.refused = True
         try:
             self.wire.answering()
             self._send(status, "text/plain; charset=utf-8", f"{status} {words}\n".encode(), extra)
