@@ -10,7 +10,8 @@ from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
 from .params import (  # noqa: F401 -- Command and Param: the names of the table's parts, where app and tests look
     ADD_LANE, AWAY, CLAIM_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, MEMBERSHIP, NOT_BEFORE, READ,
-    REQUEST, REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
+    OUTPUT, REQUEST, REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SEEN_READ, SERVE, SERVE_CODES, SLUG, TOKEN, WAIT,
+    WHEN, Command, Param, ttl,
 )
 
 COMMANDS = (
@@ -86,45 +87,16 @@ Example: storm-queue watch --once | grep '^next:'""",
              ROOT), "handlers:show_watch", top=("root",)),
     Command("metrics", """Print the storm's state as OpenMetrics text, for Prometheus.
 
-Lanes by state, prioritised lanes, the halt, live and orphaned leases,
-the log's head, every recorded request by action and outcome, and how
-long the lane ready longest has waited (docs/metrics.md names each). It
-reads only: no lock, nothing written to the storm. With --output FILE,
-FILE is replaced atomically (a temporary file beside it, renamed), as
-node_exporter's textfile collector wants.
-
-Example: storm-queue metrics
+Lanes by state, leases, the log's head, requests by outcome (docs/metrics.md).
 
 Example: storm-queue metrics --output /var/lib/node_exporter/textfile/storm.prom""",
-            epilog((0, "the metrics were printed or written"),
-                   (2, "no storm here, a storm file cannot be read, --output cannot be written, or a usage error"),
-                   3, 4, AWAY),
-            (Param("output", "--output", "file", "FILE", "Replace FILE atomically with the metrics, rather than print them."),
-             ROOT), "seen:metrics", top=("root",)),
+            epilog((0, "the metrics were printed or written"), SEEN_READ, 3, 4, AWAY), (OUTPUT, ROOT), "seen:metrics", top=("root",)),
     Command("serve", """Serve a read-only web view of the storm until Ctrl-C.
 
-Pages: the run order (as list shows it), one lane's why, the log's
-recent requests with their refusals, the chain's head; /api/list,
-/api/log?last=N and /metrics (OpenMetrics) beside them. Pages follow the
-storm live. It changes nothing: GET and HEAD only, no lock, nothing
-written. It binds 127.0.0.1 unless told otherwise; any other address
-needs --token-file, and then every request must carry
-"Authorization: Bearer TOKEN" (docs/serve.md).
+GET and HEAD only; loopback only unless --token-file (docs/serve.md).
 
-Example: storm-queue serve --port 8080
-
-Example: storm-queue serve --host 0.0.0.0 --port 8080 --token-file ~/.storm-token""",
-            epilog((0, "never: it serves until stopped"),
-                   (2, "no storm here, a non-loopback --host without --token-file, a token file that cannot be "
-                       "read, an address that cannot be bound, or a usage error"), 3, 4, AWAY,
-                   (130, "stopped with Ctrl-C"), (143, "stopped with SIGTERM")),
-            (Param("host", "--host", metavar="HOST", help="The address to listen on.", default="127.0.0.1",
-                   show_default=True),
-             Param("port", "--port", "int", "PORT", "The TCP port to listen on (0: any free port).", 8650, low=0,
-                   high=65535, show_default=True),
-             Param("token_file", "--token-file", "file", "FILE", "Require \"Authorization: Bearer TOKEN\", TOKEN "
-                   "being FILE's first line; needed for a --host that is not a loopback address."),
-             ROOT), "seen:serve", top=("root",)),
+Example: storm-queue serve --host 0.0.0.0 --token-file ~/.storm-token""",
+            SERVE_CODES, (*SERVE, ROOT), "seen:serve", top=("root",), quick=False),
     Command("next", """Print the decision: run, review, wait or empty.
 
 One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty.

@@ -42,3 +42,4 @@ def serve(root: str | None, as_json: bool, host: str, port: int, token_file: str
     from ..web.server import run
 
     return run(lambda: storm(root, reads=True), host, port, token_file, err)
+

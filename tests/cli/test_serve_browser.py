@@ -68,11 +68,30 @@ def test_the_view_in_a_browser_follows_the_storm(storm, browser: Browser) -> Non
         assert "billing: waiting" in browser.run("return document.querySelector('main').textContent")
 
 
-def screenshot(root: Path, out: Path) -> None:
-    """``docs/img/serve.png``: the view of the example storm (bench/screenshot.py calls this)."""
+def screenshot(out: Path) -> None:
+    """``docs/img/serve.png``: the view of a copy of the bundled example
+    storm after a few requests, as headless Chromium draws it:
+    ``python -m tests.cli.test_serve_browser docs/img/serve.png``."""
+    import shutil
+    import tempfile
+
+    from tests.conftest import REPO
+
     tools = found()
     assert tools is not None, "apt-get install chromium chromium-driver"
-    with serving(str(root)) as srv, Browser(*tools) as b:
-        b.go(f"http://127.0.0.1:{srv.port}/")
-        time.sleep(0.5)
-        out.write_bytes(b.screenshot())
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "spring"
+        shutil.copytree(REPO / "examples" / "storm", root)
+        for args in (("bump", "billing", "--reason", "customer outage"), ("bump", "docs", "--reason", "release notes due"),
+                     ("claim", "--holder", "runner-1"), ("bump", "dashboard", "--reason", "typo")):
+            run_cli(root, *args)
+        with serving(str(root)) as srv, Browser(*tools) as b:
+            b.go(f"http://127.0.0.1:{srv.port}/")
+            b.run("document.querySelector('header p code').textContent = '~/storms/spring'")
+            out.write_bytes(b.screenshot())
+
+
+if __name__ == "__main__":
+    import sys
+
+    screenshot(Path(sys.argv[1]))
