@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from urllib.parse import parse_qs, urlsplit
 
+from ..core.errors import StormError
 from ..core.names import is_name
 from . import pages
 from .seen import WINDOW
@@ -74,19 +75,27 @@ def route(seen: Seen, raw: str) -> tuple[int, str, bytes]:
     if reading.sight is None:
         return _unreadable(reading, path)
     if path == "/":
-        return seen.answer(reading, "/", lambda r: _page(r, "Run order", pages.run_order(r.sight.listing)))
+        return seen.answer(reading, "/", lambda r: _page(r, "Run order", r.front))
     if path == "/api/list":
-        return 200, JSON, reading.listed
+        from ..cli.render import listing_json
+
+        return seen.answer(reading, "/api/list", lambda r: _json(listing_json(r.sight.listing)))
     if path == "/metrics":
         from ..core.metrics import CONTENT_TYPE, exposition
 
         return 200, CONTENT_TYPE, exposition(reading.sight.metrics()).encode("utf-8")
-    if path.startswith("/lane/") or path.startswith("/api/why/"):
-        return _why(seen, reading, path)
-    if path == "/log":
-        return _log(seen, reading, words.get("slug", ""), words.get("action", ""))
-    if path == "/api/log":
-        return _api_log(seen, reading, words.get("last", str(LAST)))
+    try:
+        if path.startswith("/lane/") or path.startswith("/api/why/"):
+            return _why(seen, reading, path)
+        if path == "/log":
+            return _log(seen, reading, words.get("slug", ""), words.get("action", ""))
+        if path == "/api/log":
+            return _api_log(seen, reading, words.get("last", str(LAST)))
+    except StormError as exc:  # the log or the lane read anew, and found unreadable since the reading
+        from ..roots import hide
+        from .seen import Reading
+
+        return _unreadable(Reading(None, reading.version, error=hide(str(exc)), exit=exc.exit_code), path)
     return not_found()
 
 

@@ -3,7 +3,7 @@ request: read again only when the storm changed (the store's ``changes``:
 inotify on a directory, LISTEN on a database, followed by a thread of its
 own) or, when a page asks, once ``interval`` seconds have passed (time
 alone moves leases and schedules). What it read is kept with a ``version``
-(a digest of ``/api/list``'s document and the chain's head) that a page's
+(a digest of the chain's head and of the run order ``/`` shows) that a page's
 script compares to know the storm changed, and the bytes each path made
 from it, so a thousand open pages cost one reading and one rendering.
 It reads only: no lock, nothing written."""
@@ -34,12 +34,13 @@ KEPT = 64
 @dataclass(frozen=True)
 class Reading:
     """One reading: the ``sight`` (None when the storm could not be read:
-    ``error`` says why, ``exit`` its exit code), its ``version``, and
-    ``/api/list``'s document as bytes."""
+    ``error`` says why, ``exit`` its exit code), its ``version`` (a digest
+    of the chain's head and of the run order as ``/`` shows it), and the
+    body of ``/``'s <main>, made to compute it."""
 
     sight: Any
     version: str
-    listed: bytes = b""
+    front: str = ""
     error: str = ""
     exit: int = 0
     failure: Any = None  # the StormError itself
@@ -85,9 +86,8 @@ class Seen:
                 self._stop.wait(self.interval)
 
     def _read(self) -> Reading:
-        from ..cli.render import listing_json
-        from ..core.jsoncodec import dumps
         from ..service.sight import look
+        from .pages import run_order
 
         self._checked = time.monotonic()
         try:
@@ -103,9 +103,9 @@ class Seen:
                 pass
             return Reading(None, "error-" + sha256(words.encode()).hexdigest()[:16], error=words, exit=exc.exit_code,
                            failure=exc)
-        listed = (dumps(listing_json(sight.listing)) + "\n").encode("ascii")
-        head = f"{sight.log.seq} {sight.log.digest}".encode()
-        return Reading(sight, sha256(listed + head).hexdigest()[:16], listed)
+        front = run_order(sight.listing)
+        head = f"{sight.log.seq} {sight.log.digest} ".encode()
+        return Reading(sight, sha256(head + front.encode("utf-8")).hexdigest()[:16], front)
 
     def current(self) -> Reading:
         """The reading, read again first when the storm changed or

@@ -161,7 +161,12 @@ class Handler(BaseHTTPRequestHandler):
             return
         from .routes import route
 
-        status, kind, body = route(self.server.seen, self.path)
+        try:
+            status, kind, body = route(self.server.seen, self.path)
+        except Exception as exc:  # noqa: BLE001 -- a bug answers 500 and is said; the server serves on
+            self.server.say(f"storm-queue: serve: crashed on a request: {type(exc).__name__}: {exc} (this is a bug; "
+                            "please report it)")
+            status, kind, body = 500, "text/plain; charset=utf-8", b"500 internal error: storm-queue serve crashed\n"
         self._send(status, kind, body)
 
     def _refuse(self, status: int, words: str, extra: tuple[tuple[str, str], ...] = ()) -> None:

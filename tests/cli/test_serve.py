@@ -311,3 +311,21 @@ def test_a_slow_client_is_cut_off_and_many_are_served_at_once(inproc) -> None:
     for t in threads:
         t.join(timeout=30)
     assert results == [b"HTTP/1.0 200"] * 40
+
+
+def test_a_log_damaged_under_it_answers_503_and_it_serves_on(storm) -> None:
+    root = storm("a 1\nb 2\n")
+    assert run_cli(root, "bump", "b").returncode == 0
+    with serving(str(root)) as srv:
+        assert srv.get("/log")[0] == 200
+        log = (root / "priority.log").read_bytes()
+        with open(root / "priority.log", "r+b") as f:  # damage: line 1 is no longer the line its witness recorded
+            f.seek(log.index(b'"seq":1') + 6)
+            f.write(b"7")
+        wait_for(lambda: srv.get("/")[0] == 503, timeout=5)
+        for path in ("/", "/log", "/lane/a"):
+            status, _, body = srv.get(path)
+            assert status == 503 and b"priority order is unknown" in body, path
+        status, _, body = srv.get("/api/list")
+        assert status == 503 and json.loads(body)["exit"] == 3
+        assert srv.proc.poll() is None
