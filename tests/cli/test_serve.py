@@ -329,3 +329,12 @@ def test_a_log_damaged_under_it_answers_503_and_it_serves_on(storm) -> None:
         status, _, body = srv.get("/api/list")
         assert status == 503 and json.loads(body)["exit"] == 3
         assert srv.proc.poll() is None
+
+
+def test_a_storm_that_cannot_be_read_is_not_served(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    done = run_cli(tmp_path / "empty", "serve", "--port", "0")
+    assert done.returncode == 2 and "storm" in done.stderr and "serving" not in done.stderr
+    root = make_storm(tmp_path / "storm", "a 1\n", toml="[priority\n")  # not TOML: the order is unknown
+    done = run_cli(root, "serve", "--port", "0")
+    assert done.returncode == 3 and "Traceback" not in done.stderr
