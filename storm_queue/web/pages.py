@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 #: the script that follows the storm live (``/live.js``): it asks ``/api/head``
 #: every second and, when the storm's version changed, fetches the page again
-#: and puts its <main> and head line in place; without it the page is whole
+#: and puts its <main> and head line in place (a 503 page too: the storm cannot
+#: be read now, and says why); without it the page is whole
 LIVE_JS = """\
 "use strict";
 (function () {
@@ -47,7 +48,7 @@ LIVE_JS = """\
       .then(function (head) {
         if (!head || head.version === version()) { return null; }
         return fetch(location.href, {cache: "no-store", credentials: "same-origin"})
-          .then(function (r) { return r.ok ? r.text() : null; })
+          .then(function (r) { return r.ok || r.status === 503 ? r.text() : null; })
           .then(function (html) { if (html) { swap(html); } });
       })
       .catch(function () {})
