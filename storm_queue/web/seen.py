@@ -60,6 +60,9 @@ class Seen:
         self.reading: Reading = self._read()
         self._answers: dict[tuple[str, str], tuple[int, str, bytes]] = {}
         self._log: tuple[tuple[int, str | None], deque, bool] | None = None
+        self._log_lock = threading.Lock()  # the log's window, read by a storm object of its own
+        self._log_storm: Storm | None = None
+        self._log_end: tuple[int, int, str | None] | None = None  # the window's end: byte offset, seq, digest
         self._follower = threading.Thread(target=self._follow, name="storm-queue-changes", daemon=True)
 
     def start(self) -> None:
@@ -70,6 +73,8 @@ class Seen:
         if self._follower.is_alive():
             self._follower.join(timeout=5)
         self.storm.close()
+        if self._log_storm is not None:
+            self._log_storm.close()
 
     def _follow(self) -> None:
         """Mark the reading stale at every change the store reports."""
@@ -138,13 +143,60 @@ class Seen:
 
     def events(self, sight: Sight) -> tuple[list[tuple[bytes, dict]], bool]:
         """The log's last ``WINDOW`` lines as checked (each its bytes and
-        event), oldest first, as of ``sight``'s head, and whether they are
-        the whole log. Read again (the whole log streams past, each line
-        checked as ``log`` checks it) only when the head moved."""
+        event), oldest first, as of ``sight``'s head (or later), and whether
+        they are the whole log. Read again only when the head moved, under a
+        lock and a storm object of their own, so that a long log's read
+        holds up no other page. On a directory, the lines past the window's
+        end are read from there when the line ending there is still the
+        window's last (each checked and chained onto it, as ``log`` checks
+        them); else, and on a database, the whole log streams past."""
         head = (sight.log.seq, sight.log.digest)
-        with self._lock:
-            if self._log is None or self._log[0] != head:
-                ring: deque = deque(maxlen=WINDOW)
-                read = self.storm.history(lambda line, event: ring.append((line, event)))
-                self._log = (head, ring, read.seq <= WINDOW)
-            return list(self._log[1]), self._log[2]
+        with self._log_lock:
+            if self._log is not None and self._log[0] == head:
+                return list(self._log[1]), self._log[2]
+            if self._log_storm is None:
+                self._log_storm = self._make()
+            storm = self._log_storm
+            ring: deque = deque(maxlen=WINDOW)
+            try:
+                if not (storm.keeps_files and self._log is not None and self._follow_log(storm, ring)):
+                    ring.clear()
+                    read = storm.history(lambda line, event: ring.append((line, event)))
+                    self._log_end = (read.length, read.seq, read.digest) if read.seq else None
+            except StormError:
+                storm.close()
+                self._log_storm, self._log = None, None
+                raise
+            self._log = (head, ring, not ring or ring[0][1]["seq"] == 1)
+            return list(ring), self._log[2]
+
+    def _follow_log(self, storm: Storm, ring: deque) -> bool:
+        """The window taken on into ``ring``: the lines a directory's log
+        holds past the end of the window held, read from there when the line
+        ending there is still the one the window ends with, each checked
+        and chained onto it; False (nothing taken) when it is not."""
+        from ..core.framing import digest
+        from ..core.stream import Bad, LineCheck
+        from ..store.directory.log import reader
+        from ..store.directory.log.checkpoint import line_ending_at
+
+        decl = storm.declaration()
+        if decl.log_error or self._log_end is None:
+            return False
+        offset, seq, last = self._log_end
+        new: list[tuple[bytes, dict]] = []
+        lines = LineCheck(seq=seq, digest=last, offset=offset, each=lambda line, event: new.append((line, event)),
+                          quick=False)
+        try:
+            with reader.open_log(storm.store.log_path(decl)) as f:
+                end = line_ending_at(f.fileno(), offset)
+                if end is None or digest(end) != last:
+                    return False
+                f.seek(offset)
+                reader.chain(f, lines)
+        except (OSError, Bad):  # the whole read says what is wrong
+            return False
+        ring.extend(self._log[1])
+        ring.extend(new)
+        self._log_end = (lines.offset, lines.seq, lines.digest)
+        return True

@@ -338,3 +338,45 @@ def test_a_storm_that_cannot_be_read_is_not_served(tmp_path: Path) -> None:
     root = make_storm(tmp_path / "storm", "a 1\n", toml="[priority\n")  # not TOML: the order is unknown
     done = run_cli(root, "serve", "--port", "0")
     assert done.returncode == 3 and "Traceback" not in done.stderr
+
+
+def test_the_log_window_follows_the_log_from_its_checkpoint(storm, monkeypatch) -> None:
+    """In this process: the window takes on the lines past its end when they
+    chain onto it, reading the log from there, and is the log's last lines
+    either way; a log started anew is read whole again."""
+    from storm_queue.service.sight import look
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.directory.log import checkpoint, reader
+    from storm_queue.web import seen as seen_mod
+
+    monkeypatch.setattr(checkpoint, "EVERY", 4)
+    monkeypatch.setattr(seen_mod, "WINDOW", 10)
+    root = storm("a 1\nb 2\n")
+    made = lambda: Storm.find(str(root), env=clean_env())  # noqa: E731
+    seen = seen_mod.Seen(made)
+    walks = []
+    full = reader.read
+
+    def counted(path, *args, **kwargs):
+        walks.append(kwargs.get("use_checkpoint", True))
+        return full(path, *args, **kwargs)
+
+    monkeypatch.setattr(reader, "read", counted)
+    try:
+        for n in range(25):
+            assert run_cli(root, "bump" if n % 2 else "unbump", "b").returncode in (0, 2)
+            lines, whole = seen.events(look(made()))
+            everything = [e["seq"] for e in (json.loads(x) for x in (root / "priority.log").read_bytes().splitlines())]
+            assert [e["seq"] for _, e in lines] == everything[-10:] and whole == (everything[0] == everything[-10:][0])
+        assert walks.count(False) == 1  # the whole log once; then only what it grew by
+        other = make_storm(root.parent / "other", "a 1\nb 2\n")
+        for _ in range(30):  # another log, longer, under the same name: its line at the window's end is another
+            assert run_cli(other, "bump", "a").returncode == 0
+        for name in ("priority.log", ".priority.log.witness"):
+            (root / name).write_bytes((other / name).read_bytes())
+        (root / ".priority.log.checkpoint").unlink()
+        lines, _ = seen.events(look(made()))
+        assert [line for line, _ in lines] == (other / "priority.log").read_bytes().splitlines(keepends=True)[-10:]
+        assert walks.count(False) == 2  # read whole again
+    finally:
+        seen.close()
