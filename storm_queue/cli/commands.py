@@ -10,7 +10,8 @@ from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
 from .params import (  # noqa: F401 -- Command and Param: the names of the table's parts, where app and tests look
     ADD_LANE, AWAY, CLAIM_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, MEMBERSHIP, NOT_BEFORE, READ,
-    REQUEST, REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
+    OUTPUT, REQUEST, REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SEEN_READ, SERVE, SERVE_CODES, SLUG, TOKEN, WAIT,
+    WHEN, Command, Param, ttl,
 )
 
 COMMANDS = (
@@ -62,6 +63,17 @@ Example: storm-queue why billing""",
             epilog((0, "the answer was printed"), (2, "SLUG is unknown or not a name; no storm here; or a usage error"), 3, 4,
                    AWAY),
             (SLUG, JSON, ROOT), "handlers:show_why"),
+    Command("whoami", """Say who you are to the storm, and what you may request.
+
+First the principal your requests are recorded under (operator:NAME,
+source:NAME, runner:ROLE, reader:ROLE, account:NAME, lane:"VALUE"), then
+the requests the storm would admit, then why it refuses the rest. Reads
+only. --json: {"by", "operator", "settles", "may", "refused"}.
+
+Example: storm-queue whoami --json""",
+            epilog((0, "the answer was printed"), READ, 4, AWAY),
+            (Param("source", "--source", metavar="NAME", help="As the automation NAME, declared in storm.toml "
+                   "[priority] sources."), JSON, ROOT), "handlers:whoami"),
     Command("watch", """Show the storm live, full screen, until q or Ctrl-C.
 
 The decision next would give; the running lanes with holder, token and
@@ -84,6 +96,18 @@ Example: storm-queue watch --once | grep '^next:'""",
                    low=0.1, high=3600, show_default=True),
              Param("once", "--once", "flag", help="Print one frame and exit (what watch does when stdout is not a terminal)."),
              ROOT), "handlers:show_watch", top=("root",)),
+    Command("metrics", """Print the storm's state as OpenMetrics text, for Prometheus.
+
+Lanes by state, leases, the log's head, requests by outcome (docs/metrics.md).
+
+Example: storm-queue metrics --output /var/lib/node_exporter/textfile/storm.prom""",
+            epilog((0, "the metrics were printed or written"), SEEN_READ, 3, 4, AWAY), (OUTPUT, ROOT), "seen:metrics", top=("root",)),
+    Command("serve", """Serve a read-only web view of the storm until Ctrl-C.
+
+GET and HEAD only; loopback only unless --token-file (docs/serve.md).
+
+Example: storm-queue serve --host 0.0.0.0 --token-file ~/.storm-token""",
+            SERVE_CODES, (*SERVE, ROOT), "seen:serve", top=("root",), quick=False),
     Command("next", """Print the decision: run, review, wait or empty.
 
 One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty.
@@ -205,7 +229,9 @@ than any before it for that lane); it is wait while storm.toml
 back first (recorded). With --wait SECONDS, a claim that would answer
 wait or halted waits for a change that can make a lane claimable (a
 finish, add, push, bump, settle, resume, waive, unpark, a lease expiring,
-a schedule coming due), at most SECONDS, then answers as claim does.
+a schedule coming due), at most SECONDS, then answers as claim does; so
+does review, to a caller who may not settle (a runner role). A wait on
+finished lanes alone is answered at once: nothing more can run.
 
 Example: storm-queue claim --holder runner-1 --ttl 900
 

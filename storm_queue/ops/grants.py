@@ -72,4 +72,4 @@ def _membership(storm: Storm, verb: str, kind: str, role: str, reason: str | Non
 
         return Step(out, [body], before=change)
 
-    return storm.request(req, shape, plan, operator_only=True)
+    return storm.request(req, shape, plan)

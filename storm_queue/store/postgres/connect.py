@@ -172,10 +172,11 @@ TEXT_MOST = 4096
 
 def not_carried(req: Request, lane: str | None = None, holder: str | None = None) -> Refusal | None:
     """Why the server cannot take ``req`` as asked, or None: a text that
-    holds a NUL or is not Unicode (PostgreSQL's text holds neither), a
-    name, key, source, holder or lane value over ``TEXT_MOST`` characters,
-    a token or TTL that is not a whole number. Refused by the client,
-    never recorded: no request carrying it can reach the log."""
+    holds a NUL or is not Unicode (PostgreSQL's text holds neither); and
+    of a request the server serves, a name, key, source, holder or lane
+    value over ``TEXT_MOST`` characters, a token or TTL that is not a whole
+    number. Refused by the client, never recorded: no request carrying it
+    can reach the log."""
     from ...core.lane import Refusal
 
     texts = [req.slug, req.reason, req.source, req.key, lane, holder,
@@ -184,15 +185,18 @@ def not_carried(req: Request, lane: str | None = None, holder: str | None = None
         if text is not None and ("\x00" in text or not _encodes(text)):
             return Refusal("not_carried", "a text of this request holds a NUL character or is not valid Unicode, which "
                            "a database storm cannot carry: ask without it")
-    long = [t for t in (req.slug, req.source, req.key, lane, holder, *(a for a in req.args[:1] if isinstance(a, str)))
+    if req.verb not in ("claim", "renew", "finish", "release", "recover"):  # (the operator's request path records them)
+        return None
+    args = tuple(req.args) + (None, None)  # (as a caller that judges a request asks it: whoami, with none)
+    long = [t for t in (req.slug, req.source, req.key, lane, holder, args[0] if isinstance(args[0], str) else None)
             if t is not None and len(t) > TEXT_MOST]
-    if req.verb == "finish":
-        long += [req.args[1]] if isinstance(req.args[1], str) and len(req.args[1]) > TEXT_MOST else []
+    if req.verb == "finish" and isinstance(args[1], str) and len(args[1]) > TEXT_MOST:
+        long.append(args[1])
     if long:
         return Refusal("not_carried", f"a name, key, source, holder or lane value of this request is longer than "
                        f"{TEXT_MOST:,} characters, which a database storm does not take")
-    numbers = [req.args[0]] if req.verb in ("renew", "finish", "release") else []
-    numbers += [req.args[1]] if req.verb in ("claim", "renew") and req.args[1] is not None else []
+    numbers = [args[0]] if req.verb in ("renew", "finish", "release") and req.args else []
+    numbers += [args[1]] if req.verb in ("claim", "renew") and args[1] is not None else []
     if any(type(n) is not int for n in numbers):
         return Refusal("not_carried", "a token or TTL of this request is not a whole number, which a database storm "
                        "does not take")

@@ -310,7 +310,11 @@ class Database:
         """The session's role against the role that ran ``init``; a role
         the operator granted as a runner may claim, renew, finish and
         release leases and recover expired ones (``RUNNER_VERBS``), as ``runner:ROLE``, and
-        its other requests are refused ``not_operator``, recorded."""
+        its other requests are refused ``not_operator``, not recorded (the
+        server records only the requests it serves for a runner); a role
+        granted as a reader is ``reader:ROLE``, refused every request (not
+        recorded: it may not write). A request whose text the server cannot
+        carry is refused ``not_carried``, not recorded."""
         from .connect import not_carried
 
         who, op = self._roles()
@@ -320,8 +324,13 @@ class Database:
         carried = not_carried(req, lane)
         if carried is not None:  # text the server cannot take: no line can carry it
             return Judged(Verdict(verdict.by, carried), None, "a database storm cannot carry it", who)
-        self._runner = who != op and verdict.refusal is not None and verdict.refusal.code == "not_operator" \
-            and self._granted(who) == "runner"
+        kind = self._granted(who) if who != op and verdict.refusal is not None and \
+            verdict.refusal.code == "not_operator" else None
+        self._runner = kind == "runner"
+        if kind == "reader":
+            return Judged(Verdict(f"reader:{who}", Refusal(
+                "not_operator", f"role {who} is a reader of this storm: it may read it, and nothing more; "
+                f"{verdict.refusal.message}")), None, f"role {who} cannot write the storm of {op}", who)
         if self._runner:
             if req.verb in RUNNER_VERBS and req.source is None and not operator_only:
                 return Judged(Verdict(f"runner:{who}", None), None, "", who)  # (an older schema: writing refuses it)

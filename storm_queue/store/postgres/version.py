@@ -62,14 +62,13 @@ def migrate(store: Database, was: int) -> None:
     for n, script in migrations():
         if n > was:
             store.conn.execute(script)
-    if was < BOUNDARY:  # the runner policy the server serves runners by (0005.sql), of the declaration in force
-        from .policy import write_policy  # (written again: an edited line of an earlier version took it away)
+    if was < BOUNDARY:  # the runner policy the server serves runners by (0005.sql; its backoff keys, 0008.sql), of
+        from .policy import write_policy  # the declaration in force (again: an edited line took it away before 9)
         from .unicode import write_unprintable
 
         write_policy(store.conn, store.conn.execute(q("read_declaration")).fetchone()[0])
         write_unprintable(store.conn)  # what the server's refusals quote outside text by (0009.sql)
     store._version = None  # read again once this transaction ends
-
 
 
 def withdrawn(store: Database) -> str | None:
