@@ -50,6 +50,7 @@ CODES: dict[str, tuple[int, str]] = {
     "deps_mismatch": (2, "`push` of a queued slug with other dependencies"),
     "log_readable": (2, "`reset` while the log replays"),
     "stale_fence": (2, "`renew`, `finish` or `release` with a token that is not the live lease's (absent, older, newer, expired, released or recovered)"),
+    "not_holder": (1, "a runner role's `renew`, `finish` or `release` of a live lease another principal took (its token is no proof: the log shows it)"),
     "lane_cancelled": (2, "`renew`, `finish` or `release` with the token of a lease that `cancel` revoked: stop the lane's work"),
     "lease_live": (2, "`recover SLUG` while its lease is live, without `--force`"),
     "not_running": (2, "`recover SLUG` of a lane that is not running"),

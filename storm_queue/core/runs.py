@@ -144,14 +144,21 @@ def claimed(by: str, holder: str, decision: str, slug: str | None, token: int | 
                    decision=decision, holder=holder, token=token, expires=expires)
 
 
-def _fence(snap: Snapshot, slug: str, token: int, verb: str) -> Refusal | None:
-    """Whether ``token`` may act on ``slug``'s lease: None when it is the
-    live lease's; ``lane_cancelled`` when a cancel revoked the lease of
-    that token; else ``stale_fence`` (no lease, another token's, or one
+def _fence(snap: Snapshot, slug: str, token: int, verb: str, by: str = "") -> Refusal | None:
+    """Whether ``token`` may act on ``slug``'s lease for ``by``: None when
+    it is the live lease's, taken by ``by`` or ``by`` is not a runner role
+    (the operator, or a source, acts on any); ``not_holder`` when a runner
+    role presents the live token of a lease another principal took (a
+    token is read from the log by anyone: the lease's principal is what a
+    runner role proves); ``lane_cancelled`` when a cancel revoked the lease
+    of that token; else ``stale_fence`` (no lease, another token's, or one
     past its expiry). The one fence of renew, finish and release."""
     run = snap.state.run(slug)
     lease = run.lease
     if lease is not None and lease.token == token and running(snap, slug) != ORPHAN:
+        if by.startswith("runner:") and lease.by != by:
+            return Refusal("not_holder", f"the lease on {slug} (token {token}) was taken by {lease.by}, not {by}: a "
+                           f"runner role may {verb} only a lease it took itself")
         return None
     if run.cancelled is not None and any(a.token == token and a.end == "cancelled" for a in run.history):
         c = run.cancelled
@@ -169,10 +176,12 @@ def _fence(snap: Snapshot, slug: str, token: int, verb: str) -> Refusal | None:
                    "and claim again")
 
 
-def plan_renew(snap: Snapshot, policy: Policy, slug: str, token: int, ttl: int | None, t: float) -> dict[str, Any] | Refusal:
+def plan_renew(snap: Snapshot, policy: Policy, slug: str, token: int, ttl: int | None, t: float,
+               by: str = "") -> dict[str, Any] | Refusal:
     """Extend the live lease by ``ttl`` from now (None: by the TTL it was
-    claimed or last renewed with), within ``max_lease_age`` of its claim."""
-    refusal = _fence(snap, slug, token, "renew")
+    claimed or last renewed with), within ``max_lease_age`` of its claim
+    (``by``: who asks, ``_fence``)."""
+    refusal = _fence(snap, slug, token, "renew", by)
     if refusal:
         return refusal
     lease = snap.state.run(slug).lease
@@ -205,13 +214,13 @@ def backoff(policy: Policy, attempts: int) -> int:
 
 
 def plan_finish(snap: Snapshot, policy: Policy, slug: str, token: int, result: str,
-                note: str | None) -> list[dict[str, Any]] | Refusal:
+                note: str | None, by: str = "") -> list[dict[str, Any]] | Refusal:
     """End the live lease with ``result``; a failure that spent the last
     attempt quarantines the lane. Any other failure, under a declared
     ``retry_delay``, carries the storm's own backoff: ``not_before``, the
     finish's time (``snap.now``) plus ``backoff`` of the attempts spent,
     which the fold makes the lane's schedule, as a ``schedule`` line would."""
-    refusal = _fence(snap, slug, token, "finish")
+    refusal = _fence(snap, slug, token, "finish", by)
     if refusal:
         return refusal
     event: dict[str, Any] = {"action": "finish", "slug": slug, "token": token, "result": result}
@@ -225,11 +234,11 @@ def plan_finish(snap: Snapshot, policy: Policy, slug: str, token: int, result: s
     return events
 
 
-def plan_release(snap: Snapshot, policy: Policy, slug: str, token: int) -> list[dict[str, Any]] | Refusal:
+def plan_release(snap: Snapshot, policy: Policy, slug: str, token: int, by: str = "") -> list[dict[str, Any]] | Refusal:
     """The holder gives its live lease back: the lane may be claimed again
     at once, and the attempt stays spent (so one that spent the last
     attempt quarantines the lane, as a failed finish does)."""
-    refusal = _fence(snap, slug, token, "release")
+    refusal = _fence(snap, slug, token, "release", by)
     if refusal:
         return refusal
     run = snap.state.run(slug)

@@ -194,7 +194,7 @@ def renew(storm: Storm, slug: str, token: int, ttl: int | None = None, source: s
         refusal = ttl_refusal(decl.runner, ttl)
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
-        event = plan_renew(snap, decl.runner, req.slug, token, ttl, wall.seconds())
+        event = plan_renew(snap, decl.runner, req.slug, token, ttl, wall.seconds(), by)
         if isinstance(event, Refusal):
             return event
         out = Outcome("done", "renew", req.slug, by, message=f"renewed {req.slug} token {token} until {event['expires']}",
@@ -224,7 +224,7 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
     decl = declaration(storm.store)
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
-        events = plan_finish(snap, decl.runner, req.slug, token, result, req.args[2])
+        events = plan_finish(snap, decl.runner, req.slug, token, result, req.args[2], by)
         if isinstance(events, Refusal):
             return events
         run = snap.state.run(req.slug)
@@ -258,7 +258,7 @@ def release(storm: Storm, slug: str, token: int, source: str | None = None, reas
     decl = declaration(storm.store)
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
-        events = plan_release(snap, decl.runner, req.slug, token)
+        events = plan_release(snap, decl.runner, req.slug, token, by)
         if isinstance(events, Refusal):
             return events
         run = snap.state.run(req.slug)

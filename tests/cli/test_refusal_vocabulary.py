@@ -280,6 +280,18 @@ def _unknown_role(make: Make, request=None) -> Answer:
     return cli(make("a 1\n"), "grant", "runner", "no_such_role")
 
 
+def _not_holder(make: Make, request=None) -> Answer:
+    """A database storm only: two runner roles; one presents the live token of the other's lease (a token is
+    no proof of who holds it: anyone who reads the log knows it)."""
+    pg_server, pg_role = request.getfixturevalue("pg_server"), request.getfixturevalue("pg_role")
+    url = make("a 1\nb 2\n")
+    first, second = pg_role(prefix="runner"), pg_role(prefix="runner")
+    for role in (first, second):
+        assert run_cli(url, "grant", "runner", role).returncode == 0
+    assert ok(pg_server.url_as(url, first), "claim", "--holder", "r1").strip() == "run a 1 1"
+    return cli(pg_server.url_as(url, second), "finish", "a", "--token", "1", "--result", "ok")
+
+
 def _reorder_conflict(make: Make, request=None) -> Answer:
     """A database storm only: the request waits on a row another session
     locked, which then waits on the storm's lock: a deadlock the
@@ -385,6 +397,7 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
     "invalid_kind": _invalid_kind,
     "reason_too_long": _reason_too_long,
     "note_too_long": _note_too_long,
+    "not_holder": _not_holder,
     "not_carried": _not_carried,
     "unknown_role": _unknown_role,
 }
@@ -395,7 +408,7 @@ ALSO = {"declaration_unreadable": [_declaration_unreadable_runner], "operator_on
 #: the codes the command line cannot produce (it checks them as usage errors), so the API does
 API_ONLY = {"invalid_token", "invalid_result", "invalid_ledger", "invalid_kind"}
 #: the codes only a database storm gives; their scenarios take the test's ``request`` for the server fixtures
-DATABASE_ONLY = {"reorder_conflict", "unknown_role", "not_carried"}
+DATABASE_ONLY = {"reorder_conflict", "unknown_role", "not_carried", "not_holder"}
 #: of those, the codes never recorded (no line can carry what they refuse)
 NEVER_RECORDED = {"not_carried"}
 #: the codes about what only a directory has, each with why

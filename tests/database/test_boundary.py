@@ -284,3 +284,170 @@ def test_a_runner_request_is_timed_by_the_servers_clock_never_its_own(pg_server,
     assert taken["decision"] == "run a 1 2", taken  # a's lease is past on the storm's clock, taken back
     rc, findings = doctor(db)
     assert ("warning", "clock_moved") in [(f["severity"], f["code"]) for f in findings], findings
+
+
+# -- the server's twins of the Python rules it writes by (migrations/0009.sql) ---
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+#: text a request may carry to the server (no NUL, no lone surrogate: not_carried refuses those)
+CARRIED = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=24)
+NAMEISH = st.one_of(CARRIED, st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._-]{0,12}", fullmatch=True),
+                    st.sampled_from(["a..b", "-a", ".hidden", "x" * 200, "x" * 201, "caf\u00e9", "a b", ""]))
+
+
+@pytest.fixture(scope="module")
+def server(pg_server):
+    """A storm's database and a connection to it as its owner, for the module."""
+    import secrets
+
+    from storm_queue.store.postgres import libpq
+    from storm_queue.store.postgres.connect import create
+
+    name = f"twins_{secrets.token_hex(4)}"
+    pg_server.create_database(name, "postgres")
+    url = pg_server.url(name, "postgres")
+    create(url)
+    conn = libpq.connect(url)
+    yield conn
+    conn.close()
+    pg_server.drop_database(name)
+
+
+QUICK = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@QUICK
+@given(text=st.one_of(CARRIED, st.sampled_from(["\u00a0", "\u2028", "\x7f", "\U0001f600", "\u0378", "\ue000", "a\\\"b",
+                                                "\U000e0001", "\u061c"])))
+def test_the_servers_quoting_is_core_names_quote(server, text) -> None:
+    from storm_queue.core.names import quote
+
+    assert server.execute("SELECT storm_queue.quoted(%s::text)", (text,)).fetchone()[0] == quote(text)
+
+
+@QUICK
+@given(text=NAMEISH)
+def test_the_servers_names_are_core_names(server, text) -> None:
+    from storm_queue.core.names import is_name, why_not_name
+
+    got = server.execute("SELECT storm_queue.is_name(%s::text), storm_queue.why_not_name(%s::text)", (text, text)).fetchone()
+    assert got[0] is is_name(text)
+    if not is_name(text):
+        assert got[1] == why_not_name(text)
+
+
+@QUICK
+@given(verb=st.sampled_from(["claim", "renew", "finish", "release", "recover"]), slug=st.one_of(st.none(), NAMEISH),
+       reason=st.one_of(st.none(), CARRIED), source=st.one_of(st.none(), NAMEISH),
+       args=st.lists(st.one_of(st.none(), st.booleans(), st.integers(-10**20, 10**20), CARRIED), max_size=3))
+def test_the_servers_fingerprint_is_core_outcomes(server, verb, slug, reason, source, args) -> None:
+    """The server computes a request's fingerprint (its key's proof) as
+    ``Request.fingerprint`` does: the JSON of the request as core/jsoncodec
+    writes it, hashed."""
+    from storm_queue.core.jsoncodec import dumps
+    from storm_queue.core.outcome import Request
+
+    items = ", ".join(dumps(a) for a in args)
+    got = server.execute("SELECT storm_queue.fingerprint(%s::text, %s::text, %s::text, %s::text, %s::text)",
+                         (verb, slug, reason, source, items)).fetchone()[0]
+    assert got == Request(verb, slug, reason, source, None, tuple(args)).fingerprint()
+
+
+def test_the_servers_unprintable_table_is_this_pythons(server) -> None:
+    """unprintable.txt (what init fills storm_queue.unprintable from) is
+    this Python's str.isprintable, when this Python's Unicode is the
+    file's; another Python's differs only on characters assigned between
+    the two versions (those it calls printable that the file does not)."""
+    import unicodedata
+
+    from storm_queue.store.postgres.unicode import computed, kept
+
+    version, ranges = kept()
+    assert server.execute("SELECT array_agg(ARRAY[lo, hi] ORDER BY lo) FROM storm_queue.unprintable").fetchone()[0] == \
+        [list(r) for r in ranges]
+    if version == unicodedata.unidata_version:
+        assert computed() == ranges
+    else:  # a newer Unicode assigns characters the file left unassigned: only those may differ
+        unprintable = {c for lo, hi in ranges for c in range(lo, hi + 1)}
+        mine = {c for lo, hi in computed() for c in range(lo, hi + 1)}
+        assert mine <= unprintable and all(unicodedata.category(chr(c)) != "Cn" for c in unprintable - mine)
+
+
+#: a value of every kind a line's field may be given, of the right kind or not
+VALUE = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.sampled_from([2**60, 1.5, 1.0]), st.just("a"),
+                  st.just("../x"), st.just("ok"), st.just("2026-12-02T00:00:00.000000Z"),
+                  st.lists(st.sampled_from(["a", "b", "../c"]), max_size=2), st.just({"x": 1}))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(action=st.sampled_from(["claim", "renew", "finish", "expire", "recover", "release", "refused", "push", "bump",
+                               "settle", "adopt", "upgrade", "quarantine", "schedule", "cancel", "halt", "nosuch"]),
+       fields=st.dictionaries(st.sampled_from(["slug", "issue", "holder", "token", "ttl", "expires", "attempt", "result",
+                                               "note", "reason", "key", "requested", "code", "message", "authorised",
+                                               "deps", "moved", "removed", "appended", "ledger", "marker", "lane",
+                                               "from", "to", "rederived", "attempts", "budget", "not_before", "noop"]),
+                              VALUE, max_size=9),
+       drop=st.sampled_from([None, "v", "seq", "at", "by", "prev"]))
+def test_a_line_the_insert_check_admits_the_python_decoder_reads(server, action, fields, drop) -> None:
+    """The insert check (line_refusal) admits no line framing.decode would
+    refuse: random lines, of every action and none, their fields of the
+    right kind or not."""
+    from storm_queue.core.framing import Malformed, decode, encode
+
+    event = {"v": 1, "seq": 5, "at": "2026-12-02T00:00:00.000000Z", "action": action, "by": "operator:op",
+             "prev": "0" * 64, **fields}
+    if drop:
+        del event[drop]
+    line = encode(event)
+    why = server.execute("SELECT storm_queue.line_refusal(%s::bytea, 5, %s)", (line, "0" * 64)).fetchone()[0]
+    if why is None:
+        decode(line)  # never Malformed
+    else:
+        try:
+            decode(line)
+        except Malformed:
+            pass  # refused by both; else the check is stricter than the decoder (its ints, its stamps, its principals)
+
+
+def test_the_line_table_of_the_insert_check_is_framings(server) -> None:
+    """storm_queue.line_field holds core/framing.py's SCHEMA, OPTIONAL,
+    OPTIONAL_OF and NAMED: a field added there must be added here."""
+    from storm_queue.core import framing
+
+    rows = set(server.execute("SELECT action, field, kind, need, named FROM storm_queue.line_field").fetchall())
+    expected = {("*", f, k, "required", False) for f, k in framing._COMMON.items()}
+    expected |= {("*", f, k, "optional", False) for f, k in framing.OPTIONAL.items()}
+    for action, fields in framing.SCHEMA.items():
+        named = framing.NAMED.get(action, ("slug",)) if action not in ("refused", "reset", "repair") else ()
+        expected |= {(action, f, k, "required", f in named) for f, k in fields.items()}
+        expected |= {(action, f, k, "optional", f in named) for f, k in framing.OPTIONAL_OF.get(action, {}).items()}
+    assert rows == expected, rows ^ expected
+
+
+def test_keys_are_forgotten_as_the_python_fold_forgets_them(pg_server, db, runner, clock) -> None:
+    """A key binds its principal's first request under it (the operator's
+    through the request path, a runner's through the server), and is
+    forgotten KEY_DAYS after, at the log's first line of a later day, on
+    both sides: verify holds the server's keys to the Python fold's."""
+    import psycopg
+
+    from storm_queue.core.fold import KEY_DAYS
+
+    ok(db, "bump", "b", "--key", "op-1")
+    first = ok(runner, "claim", "--holder", "h", "--key", "run-1")
+    again = ok(runner, "claim", "--holder", "h", "--key", "run-1")
+    assert again["repeat"] and again["decision"] == first["decision"] and again["recorded"] is False
+    conflict = run_cli(runner, "claim", "--holder", "other", "--key", "run-1", "--json")
+    assert json.loads(conflict.stdout)["code"] == "idempotency_conflict"
+    with psycopg.connect(db, autocommit=True) as conn:
+        assert {k for k, in conn.execute("SELECT key FROM storm_queue.keyed")} == {"op-1", "run-1"}
+    assert json.loads(run_cli(db, "verify", "--json").stdout)["sound"] is True
+    clock.advance((KEY_DAYS + 1) * 86400)
+    ok(db, "add", "z", "9", "--key", "op-2")  # the operator's line of a later day: the old keys go
+    with psycopg.connect(db, autocommit=True) as conn:
+        assert {k for k, in conn.execute("SELECT key FROM storm_queue.keyed")} == {"op-2"}
+    assert json.loads(run_cli(db, "verify", "--json").stdout)["sound"] is True
+    fresh = ok(runner, "claim", "--holder", "h", "--key", "run-1")  # a new request now
+    assert "repeat" not in fresh

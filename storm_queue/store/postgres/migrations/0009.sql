@@ -845,14 +845,20 @@ END
 $$;
 
 -- core/runs.py _fence: why a runner's token does not hold the live lease on
--- the lane (stale_fence, or lane_cancelled), or NULLs when it does.
+-- the lane for p_by (not_holder: a runner role's, of a lease another
+-- principal took; stale_fence, or lane_cancelled), or NULLs when it does.
 CREATE FUNCTION storm_queue.serve_fence(r storm_queue.run, p_slug text, p_token numeric, p_verb text, p_now text,
-                                        OUT code text, OUT message text)
+                                        p_by text, OUT code text, OUT message text)
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_why text;
 BEGIN
     IF r.lease_token = p_token AND r.expires COLLATE "C" > p_now COLLATE "C" THEN
+        IF p_by LIKE 'runner:%' AND r.lease_by IS DISTINCT FROM p_by THEN
+            code := 'not_holder';
+            message := 'the lease on ' || p_slug || ' (token ' || p_token || ') was taken by ' || r.lease_by || ', not '
+                || p_by || ': a runner role may ' || p_verb || ' only a lease it took itself';
+        END IF;
         RETURN;
     END IF;
     IF r.cancelled_at IS NOT NULL AND p_token = ANY (r.cancelled_tokens) THEN
@@ -1356,7 +1362,7 @@ BEGIN
         RETURN b.answer;
     END IF;
     SELECT * INTO r FROM storm_queue.run WHERE slug = p_slug;
-    SELECT * INTO f FROM storm_queue.serve_fence(r, p_slug, p_token, 'renew', b.at);
+    SELECT * INTO f FROM storm_queue.serve_fence(r, p_slug, p_token, 'renew', b.at, b.who);
     IF f.code IS NULL THEN
         v_ttl := coalesce(p_ttl, nullif(r.ttl, 0), (b.policy->>'ttl')::numeric);
         SELECT * INTO f FROM storm_queue.serve_ttl_refusal(b.policy, v_ttl);
@@ -1464,7 +1470,7 @@ BEGIN
         RETURN b.answer;
     END IF;
     SELECT * INTO r FROM storm_queue.run WHERE slug = p_slug;
-    SELECT * INTO f FROM storm_queue.serve_fence(r, p_slug, p_token, 'finish', b.at);
+    SELECT * INTO f FROM storm_queue.serve_fence(r, p_slug, p_token, 'finish', b.at, b.who);
     IF f.code IS NOT NULL THEN
         RETURN storm_queue.serve_refused(b.at, b.who, 'finish', p_slug, f.code, f.message, true, b.reason, b.key,
                                          b.fingerprint, p_ask);
@@ -1518,7 +1524,7 @@ BEGIN
         RETURN b.answer;
     END IF;
     SELECT * INTO r FROM storm_queue.run WHERE slug = p_slug;
-    SELECT * INTO f FROM storm_queue.serve_fence(r, p_slug, p_token, 'release', b.at);
+    SELECT * INTO f FROM storm_queue.serve_fence(r, p_slug, p_token, 'release', b.at, b.who);
     IF f.code IS NOT NULL THEN
         RETURN storm_queue.serve_refused(b.at, b.who, 'release', p_slug, f.code, f.message, true, b.reason, b.key,
                                          b.fingerprint, p_ask);
