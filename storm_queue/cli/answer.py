@@ -259,8 +259,8 @@ def listed(root: str | None, states: str | None = None):
         from ..core.errors import BadArgument
         from ..core.resolver import STATES
 
-        wanted = frozenset(s.strip() for s in states.split(",") if s.strip())
-        unknown = sorted(wanted - set(STATES))
+        wanted = tuple(dict.fromkeys(s.strip() for s in states.split(",") if s.strip()))
+        unknown = sorted(set(wanted) - set(STATES))
         if unknown or not wanted:
             raise BadArgument(f"--state {states!r}: {', '.join(unknown) or 'no state'} is not a state; the states are "
                               f"{', '.join(STATES)}")
@@ -272,7 +272,7 @@ def listed(root: str | None, states: str | None = None):
     from ..core.records import replace
     from ..core.resolver import only
 
-    return replace(listing, view=only(listing.view, wanted))
+    return replace(listing, view=only(listing.view, frozenset(wanted)), only=wanted)
 
 
 def reading(root: str | None):

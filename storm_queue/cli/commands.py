@@ -132,16 +132,33 @@ Example: storm-queue add api 13 --deps schema
 
 Example: storm-queue add --from lanes.txt --key import-2026-12-02""", REQUEST_CODES,
             (*ADD_LANE, DEPS, FROM, *REQUEST, JSON, ROOT), "handlers:add"),
-    Command("settle", """Settle SLUG as integrated or abandoned.
+    Command("settle", """Settle SLUG as integrated or abandoned, or a batch at once.
 
 LEDGER is integrated or abandoned. On a directory storm it appends SLUG to integrated.txt or
 abandoned.txt; on a database storm it adds the settled row. A lane
 holding a live lease is refused (lane_running) unless --force.
 
-Example: storm-queue settle api integrated --reason "merged\"""", REQUEST_CODES,
-            (SLUG, Param("ledger", kind="choice", required=True, choices=("integrated", "abandoned")),
+A batch review, one request, all or nothing: --finished LEDGER settles
+every lane finished now (it ran and awaits review); --from FILE LEDGER
+(- for standard input) the slugs of FILE, one a line (blank lines and #
+comments aside). A slug that is unknown, not finished or already settled
+refuses the whole batch, naming its line (exit 2, recorded): nothing is
+settled. With --dry-run: the lanes it would settle; nothing is recorded.
+
+Example: storm-queue settle api integrated --reason "merged\"
+
+Example: storm-queue settle --finished integrated --dry-run
+
+Example: storm-queue settle --from reviewed.txt integrated --reason "reviewed on 2026-12-04\"""",
+            REQUEST_CODES,
+            (Param("slug", metavar="[SLUG]", complete="slug"),
+             Param("ledger", kind="choice", metavar="LEDGER", choices=("integrated", "abandoned")),
+             Param("finished", "--finished", "flag", help="Settle every lane finished now (awaiting review); "
+                   "LEDGER is then the only argument."),
+             Param("from_file", "--from", "file", "FILE", "Settle the slugs of FILE (- for standard input), one a "
+                   "line, all or nothing; LEDGER is then the only argument."),
              Param("force", "--force", "flag", help="Settle a lane that holds a live lease, expiring the lease first (recorded)."),
-             *REQUEST, JSON, ROOT), "handlers:settle"),
+             *REQUEST, DRY_RUN, JSON, ROOT), "handlers:settle"),
     Command("declare", """Record FILE as a database storm's declaration (operator only).
 
 The file is read as storm.toml is ([priority] sources, [runner]); the

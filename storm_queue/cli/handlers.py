@@ -33,9 +33,31 @@ def add(root: str | None, as_json: bool, slug: str | None, issue: str | None, de
     return answer(storm(root, wait).add_batch(text, from_file, reason=reason, source=source, key=key), as_json)
 
 
-def settle(root: str | None, as_json: bool, slug: str, ledger: str, force: bool, reason: str | None,
-           source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).settle(slug, ledger, reason=reason, source=source, key=key, force=force), as_json)
+def settle(root: str | None, as_json: bool, slug: str | None, ledger: str | None, finished: bool, from_file: str | None,
+           force: bool, reason: str | None, source: str | None, wait: float, key: str | None, dry_run: bool) -> int:
+    from ..core.errors import BadArgument
+
+    forms = "settle SLUG LEDGER, settle --finished LEDGER or settle --from FILE LEDGER"
+    if not finished and from_file is None:
+        if slug is None or ledger is None:
+            raise BadArgument(f"settle takes SLUG and LEDGER (integrated or abandoned): {forms}; nothing was done")
+        return answer(storm(root, wait).settle(slug, ledger, reason=reason, source=source, key=key, force=force,
+                                               dry_run=dry_run), as_json)
+    batch = "--finished" if finished else "--from FILE"
+    if finished and from_file is not None:
+        raise BadArgument(f"give --finished or --from FILE, not both: {forms}; nothing was done")
+    if ledger is not None:
+        raise BadArgument(f"settle {batch} takes LEDGER alone, no SLUG: {forms}; nothing was done")
+    if slug not in ("integrated", "abandoned"):
+        raise BadArgument(f"settle {batch} takes LEDGER, integrated or abandoned"
+                          + ("" if slug is None else f", not {slug!r}") + "; nothing was done")
+    text = None
+    if from_file is not None:
+        from .answer import read_arg
+
+        text = read_arg(from_file, "--from").decode("utf-8", "replace")
+    return answer(storm(root, wait).settle_batch(slug, text, from_file or "-", reason=reason, source=source, key=key,
+                                                 force=force, dry_run=dry_run), as_json)
 
 
 def declare(root: str | None, as_json: bool, file: str, reason: str | None, key: str | None, wait: float) -> int:

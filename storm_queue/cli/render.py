@@ -141,8 +141,8 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
         widths = (max(len(r.slug) for r in rows), max(len(r.issue) for r in rows),
                   max([len(printable(m.by)) for m in marks if m] + [1]))
         lines += [_plain_row(r, listing, widths) for r in rows]
-    if not view.rows:
-        lines.append("lanes: none to run")
+    if not (rows if listing.only else view.rows):  # narrowed to some states: none of those shown, settled too
+        lines.append(f"lanes: {none_words(listing)}")
     if view.settled and not show_settled:
         lines.append(f"settled: {len(view.settled)} lane(s), not listed (--all lists them)")
     for slug in view.stray:
@@ -152,6 +152,12 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
     for s in listing.skipped:
         lines.append(skipped_text(s))
     return "\n".join(lines)
+
+
+def none_words(listing: Listing) -> str:
+    """What a listing with no lane to show says: none to run, or with
+    ``list --state``, none in the states asked for (``none quarantined``)."""
+    return "none " + " or ".join(listing.only) if listing.only else "none to run"
 
 
 def _lanes(words: str, slugs: list[str]) -> str:

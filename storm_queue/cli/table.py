@@ -203,7 +203,9 @@ def listing_table(listing: Listing, show_settled: bool = False, width: int | Non
             parts.append(Text(f"narrow terminal: not shown: {names} (a wider terminal, or list --plain, shows "
                               "every column)", style="dim"))
     else:
-        parts.append(Text("no lanes to run"))
+        from .render import none_words
+
+        parts.append(Text(f"lanes: {none_words(listing)}"))
     if view.settled and not show_settled:
         parts.append(Text(f"{len(view.settled)} settled lane(s) not shown (--all shows them)", style="dim"))
     if view.stray:

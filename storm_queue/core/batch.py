@@ -95,19 +95,22 @@ def lookups(lanes: tuple[queuetext.Lane, ...], queued: Mapping[str, queuetext.La
     return tuple(bad)
 
 
-def refusal(bad: tuple[Bad, ...], name: str) -> Refusal:
+def refusal(bad: tuple[Bad, ...], name: str, done: str = "added", holds: str = "lane",
+            give: str = "lines of SLUG ISSUE [DEPS], as queue.txt holds them") -> Refusal:
     """The refusal of a batch read from ``name`` whose bad lines are ``bad``
-    (in line order): the code of the first, and words naming it and the
-    next few. ``bad`` empty: the batch holds no lane (``empty_batch``)."""
+    (in line order; a line 0 is a lane the batch did not read from a line):
+    the code of the first, and words naming it and the next few, saying
+    that nothing was ``done``. ``bad`` empty: the batch
+    holds no ``holds`` (``empty_batch``), and ``give`` says what it should."""
     if not bad:
-        return Refusal("empty_batch", f"{name} holds no lane (only blank lines and comments, or nothing): nothing "
-                       "was added; give lines of SLUG ISSUE [DEPS], as queue.txt holds them")
+        return Refusal("empty_batch", f"{name} holds no {holds} (only blank lines and comments, or nothing): nothing "
+                       f"was {done}; give {give}")
     first, rest = bad[0], bad[1:]
-    words = f"{name} line {first.line}: {first.refusal.message}"
+    words = (f"{name} line {first.line}: " if first.line else "") + first.refusal.message  # line 0: no line to name
     if rest:
-        named = ", ".join(f"line {b.line} ({b.refusal.code})" for b in rest[:MORE])
+        named = ", ".join(f"line {b.line} ({b.refusal.code})" if b.line else b.refusal.code for b in rest[:MORE])
         words += f"; also {named}" + (f" and {len(rest) - MORE} more" if len(rest) > MORE else "")
-    return Refusal(first.refusal.code, f"{words}; nothing was added (a batch is taken whole or not at all): correct "
+    return Refusal(first.refusal.code, f"{words}; nothing was {done} (a batch is taken whole or not at all): correct "
                    f"the line{'s' if rest else ''} and ask again")
 
 

@@ -39,6 +39,8 @@ class Listing:
     needs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: where the storm moved (``migrate``), as printed; '' while it is kept here
     moved_to: str = ""
+    #: the states the rows were narrowed to (``list --state``), in the order asked; () for every lane
+    only: tuple[str, ...] = ()
 
     @property
     def decision(self) -> str:
@@ -90,6 +92,8 @@ class Outcome:
     due: str | None = None
     #: the lanes a batch (``add --from``) queued, in order
     added: list[str] | None = None
+    #: the lanes a batch review (``settle --finished``, ``settle --from``) settled, or would settle, in order
+    settled: list[str] | None = None
 
     @property
     def exit_code(self) -> int:
@@ -137,7 +141,7 @@ class Outcome:
         if self.dry_run:
             out["dry_run"] = True
             out["order"] = self.order
-        for name in ("decision", "holder", "token", "expires", "repeat", "adopted", "added"):
+        for name in ("decision", "holder", "token", "expires", "repeat", "adopted", "added", "settled"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         if self.action == "claim" and self.outcome != "refused":

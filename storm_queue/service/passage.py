@@ -312,7 +312,12 @@ def _rehearsed(req: Request, step: Step, snap: Snapshot, log: logread.LogRead) -
         body = step.events[-1]
         snap = with_lane(snap, queuetext.Lane(req.slug, body["issue"], tuple(body["deps"]), 1 << 61))
     events = [{"at": snap.now, "by": out.by, **e} for e in step.events]
-    after = Snapshot(snap.lanes, snap.ledgers, fold.replay(events, snap.state), snap.now)
+    led = snap.ledgers
+    settles = [(e["slug"], e["ledger"]) for e in step.events if e["action"] == "settle" and not e.get("noop")]
+    if settles:  # what the ledgers will say once the settles are written
+        led = replace(led, integrated=led.integrated | {s for s, how in settles if how == "integrated"},
+                      abandoned=led.abandoned | {s for s, how in settles if how == "abandoned"})
+    after = Snapshot(snap.lanes, led, fold.replay(events, snap.state), snap.now)
     out.dry_run = True
     out.order = [row.slug for row in resolve(after).rows]
     out.message = f"{out.message} ({DRY_RUN})"

@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 #: each request kind, and the module whose function of that name serves it
 #: (loaded on a kind's first use, so a command pays only for its own)
 KINDS = {
-    **dict.fromkeys(("bump", "unbump", "push", "add", "add_batch", "settle", "waive", "declare", "reset", "halt", "resume"),
+    **dict.fromkeys(("bump", "unbump", "push", "add", "add_batch", "settle", "settle_batch", "waive", "declare", "reset",
+                     "halt", "resume"),
                     "storm_queue.service.requests"),
     **dict.fromkeys(("claim", "renew", "finish", "release", "recover", "cancel", "unpark", "schedule"),
                     "storm_queue.service.leases"),
@@ -42,7 +43,7 @@ class Storm:
 
     The requests are its methods, each the function of that name in the
     module ``KINDS`` gives, taking the storm first: ``bump``, ``unbump``,
-    ``push``, ``add``, ``add_batch``, ``settle``, ``waive``, ``declare``, ``reset``,
+    ``push``, ``add``, ``add_batch``, ``settle``, ``settle_batch``, ``waive``, ``declare``, ``reset``,
     ``halt``, ``resume`` (``service.requests``); ``claim``, ``renew``,
     ``finish``, ``release``, ``recover``, ``cancel``, ``unpark``,
     ``schedule`` (``service.leases``);

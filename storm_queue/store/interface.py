@@ -140,8 +140,10 @@ class Effects(Protocol):
         several (each ended by a newline), in their order, at once; return
         how to undo it (None: the store's transaction undoes it)."""
 
-    def settle(self, slug: str, how: str) -> None:
-        """Write ``slug`` into the ledger ``how`` (integrated, abandoned)."""
+    def settle(self, slugs: str | tuple[str, ...], how: str) -> Callable[[], None] | None:
+        """Write ``slugs`` (one slug, or several in their order, at once)
+        into the ledger ``how`` (integrated, abandoned); return how to undo
+        it (None: the store's transaction undoes it)."""
 
     def mark_running(self, slug: str, body: dict[str, Any]) -> None:
         """Say ``slug`` runs under the lease ``body`` describes (a marker

@@ -213,7 +213,7 @@ def test_an_io_error_at_each_step_of_a_batch(tmp_path, error, sticky):
             seen.add(failure.recorded)
             assert failure.exit_code == 4 and os.strerror(error) in str(failure), where
             assert failure.recorded is not False or not counted, where
-        if "may still carry (some of) the batch's 2 lane(s), unrecorded" in str(failure):
+        if "may still carry (some of) the batch's 2 lanes, unrecorded" in str(failure):
             seen.add("kept")
             assert not counted, where
             assert queued[-2:] == ["y", "z"] or (root / "queue.txt").read_bytes() == queue_before, where
@@ -228,3 +228,63 @@ def test_an_io_error_at_each_step_of_a_batch(tmp_path, error, sticky):
     assert {False, True} <= seen, seen
     if sticky:
         assert "kept" in seen, seen
+
+
+SETTLE_QUEUE = "a 1\nb 2\nc 3\n"
+
+
+def _finished(root: Path) -> None:
+    """A log, and lanes a and c finished, awaiting review."""
+    _with_log(root)
+    for slug in ("a", "c"):
+        marks = root / "lanes" / slug / ".qwenstorm"
+        marks.mkdir(parents=True)
+        (marks / "result.json").write_text('{"completed": true}\n')
+
+
+@pytest.mark.parametrize("sticky", [False, True], ids=["once", "from-then-on"])
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EIO], ids=["ENOSPC", "EIO"])
+def test_an_io_error_at_each_step_of_a_batch_review(tmp_path, error, sticky):
+    """``settle --finished`` (issue 33, item 2): at each durable step, the
+    whole batch is on the log or none of it; integrated.txt carries its
+    lanes exactly when the log does, or the answer says it may still carry
+    them unrecorded (the disk failed to cut them back off too); and after
+    the fault the storm lists, takes requests and verifies."""
+    steps = _durable_steps(tmp_path, _finished, lambda s: s.settle_batch("integrated", reason=TOKEN))
+    seen = set()
+    for step in range(1, steps + 1):
+        root = make_storm(tmp_path / f"r{step}", SETTLE_QUEUE)
+        _finished(root)
+        outcome, failure = None, None
+        with pytest.MonkeyPatch.context() as mp:
+            t = Tracer(mp, fail_at=step, error=error, sticky=sticky)
+            t.on = True
+            try:
+                outcome = Storm(str(root), env=_env()).settle_batch("integrated", reason=TOKEN)
+            except RecordFailed as exc:
+                failure = exc
+            finally:
+                t.stop()
+        where = f"{os.strerror(error)} at durable step {step} of {steps} ({next(c for c in t.calls if c.failed)})\n{t}"
+        counted = [e["slug"] for e in _counted(root) if e.get("reason") == TOKEN]
+        ledger = root / "integrated.txt"
+        settled = ledger.read_text().split() if ledger.exists() else []
+        assert counted in ([], ["a", "c"]), where
+        if failure is None:
+            assert outcome.recorded and outcome.settled == ["a", "c"] and counted, where
+        else:
+            seen.add(failure.recorded)
+            assert failure.exit_code == 4 and os.strerror(error) in str(failure), where
+            assert failure.recorded is not False or not counted, where
+        if "may still carry (some of) the lanes it settles, unrecorded" in str(failure):
+            seen.add("kept")
+            assert not counted, where
+        elif counted or (failure is not None and failure.recorded is None):
+            assert settled == ["a", "c"], where
+        else:
+            assert settled == [], where
+        storm = Storm(str(root), env=_env())
+        storm.listing()
+        assert storm.bump("b", reason="after the fault").recorded, where
+        assert [e["slug"] for e in _check_log(root) if e.get("reason") == TOKEN] == counted, where
+    assert {False, True} <= seen, seen

@@ -42,12 +42,15 @@ class Files:
         self._writable()
         return queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
 
-    def settle(self, slug: str, how: str) -> None:
-        """A crash after this and before the record leaves a settled lane,
-        and a retry is a recorded no-op."""
+    def settle(self, slugs: str | tuple[str, ...], how: str) -> Callable[[], None]:
+        """The slugs one line each, in one durable write (``append_line``);
+        what it returns takes them back off. A crash after this and before
+        the record leaves the lanes settled: a retried ``settle SLUG`` is a
+        recorded no-op, a retried batch names them (``lane_settled``)."""
         self._writable()
-        queuefile.append_line(os.path.join(self.root, ledger.INTEGRATED if how == "integrated" else ledger.ABANDONED),
-                              slug + "\n")
+        text = slugs + "\n" if isinstance(slugs, str) else "".join(s + "\n" for s in slugs)
+        return queuefile.append_line(os.path.join(self.root, ledger.INTEGRATED if how == "integrated" else ledger.ABANDONED),
+                                     text)
 
     def mark_running(self, slug: str, body: dict[str, Any]) -> None:
         ledger.mark_running(self.root, slug, body, None)

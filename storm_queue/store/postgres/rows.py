@@ -106,8 +106,11 @@ class Writes:
         with self.store.conn.cursor() as cur:  # in order: a lane's pos is its place
             cur.executemany(q("insert_lane"), rows)
 
-    def settle(self, slug: str, how: str) -> None:
-        self.store.conn.execute(q("insert_settled"), (slug, how, now()))
+    def settle(self, slugs: str | tuple[str, ...], how: str) -> None:
+        at = now()
+        rows = [(slug, how, at) for slug in ((slugs,) if isinstance(slugs, str) else slugs)]
+        with self.store.conn.cursor() as cur:
+            cur.executemany(q("insert_settled"), rows)
 
     def mark_running(self, slug: str, body: dict[str, Any]) -> None:
         """A database storm keeps leases in its state row alone: no marker."""
