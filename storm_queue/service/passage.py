@@ -129,7 +129,12 @@ def _request(store: Store, judged: Judged, req: Request, shape: Refusal | None, 
                 undo()
             except OSError:
                 pass
-        return _not_written(fx, req, by, judged.name, refusal, authorised, exc, queued, at, owner_ids)
+        return _not_written(fx, req, by, judged.name, refusal, authorised, exc, queued, at, owner_ids,
+                            step.out if step is not None and refusal is None else None)
+    except RecordFailed as exc:  # the store lost its connection as it committed, and learnt that it did
+        if exc.recorded is True and exc.outcome is None and step is not None and refusal is None:
+            exc.outcome = step.out
+        raise
     out.warnings = ([] if log.torn else list(log.warnings)) + out.warnings
     if events:
         _recorded(fx, req, out, events, len(bodies) - 1 if own is None else own % len(bodies), len(bodies),
@@ -207,9 +212,12 @@ def _recorded(fx: Effects, req: Request, out: Outcome, events: list[dict[str, An
 
 
 def _not_written(fx: Effects, req: Request, by: str, who: str, refusal: Refusal | None, authorised: bool,
-                 exc: Exception, queued: bool, at: str, owner_ids: tuple[int, int] | None) -> Outcome:
+                 exc: Exception, queued: bool, at: str, owner_ids: tuple[int, int] | None,
+                 done: Outcome | None = None) -> Outcome:
     """The answer when an I/O error stopped the record, saying truthfully
-    what is on disk (see ``core.errors.AppendFailed``)."""
+    what is on disk (see ``core.errors.AppendFailed``). A record that
+    counts though it was not witnessed raises ``RecordFailed`` carrying
+    ``done``, the answer the admitted request recorded."""
     import errno
 
     state = exc.state if isinstance(exc, AppendFailed) else "nothing"
@@ -226,7 +234,8 @@ def _not_written(fx: Effects, req: Request, by: str, who: str, refusal: Refusal 
         fx.say(at, _progress_words(out, req), owner_ids)
         if refusal is not None:
             return out
-        raise RecordFailed(f"the {req.verb} was recorded but not witnessed: {note}; do not ask again", recorded=True)
+        raise RecordFailed(f"the {req.verb} was recorded but not witnessed: {note}; do not ask again", recorded=True,
+                           outcome=done)
     if state == "uncertain":
         raise RecordFailed(
             f"the {req.verb} may or may not be on the log: the disk could not make it durable ({why}) and its line "

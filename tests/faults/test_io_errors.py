@@ -11,6 +11,7 @@ its request is never acknowledged."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
@@ -288,3 +289,59 @@ def test_an_io_error_at_each_step_of_a_batch_review(tmp_path, error, sticky):
         assert storm.bump("b", reason="after the fault").recorded, where
         assert [e["slug"] for e in _check_log(root) if e.get("reason") == TOKEN] == counted, where
     assert {False, True} <= seen, seen
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["words", "json"])
+def test_a_claim_recorded_but_not_witnessed_still_prints_its_line(tmp_path, as_json):
+    """Issue 33, item 8: on a full disk a claim whose line is on the log
+    (the lease counts) but whose witness could not be replaced exits 4 as
+    before, and prints its decision line on stdout with its token (with
+    ``--json``: ``decision`` and ``token`` in the one document), so the
+    runner can use its slot, or give the lease back. At every durable step
+    of the claim: the line is printed exactly when the lease counts."""
+    from tests.conftest import run_main
+
+    def ask(root: Path):
+        return run_main(["claim", "--holder", "r1", *(["--json"] if as_json else []), "--root", str(root)], env=_env())
+
+    clean = make_storm(tmp_path / "clean", QUEUE)
+    with pytest.MonkeyPatch.context() as mp:
+        t = Tracer(mp)
+        t.on = True
+        assert ask(clean).returncode == 0
+        t.stop()
+    steps = t.durable
+    seen = set()
+    for step in range(1, steps + 1):
+        root = make_storm(tmp_path / f"c{step}", QUEUE)
+        with pytest.MonkeyPatch.context() as mp:
+            t = Tracer(mp, fail_at=step, error=errno.ENOSPC)
+            t.on = True
+            try:
+                done = ask(root)
+            finally:
+                t.stop()
+        where = f"ENOSPC at durable step {step} of {steps}\n{t}\n{done.stdout}\n{done.stderr}"
+        assert "Traceback" not in done.stderr, where
+        leases = [e for e in _counted(root) if e["action"] == "claim"]
+        if done.returncode == 0:
+            continue
+        assert done.returncode == 4, where
+        if not leases:
+            assert "run a" not in done.stdout, where
+            continue
+        seen.add("recorded")
+        line = f"run a 1 {leases[0]['token']}"
+        assert "recorded but not witnessed" in done.stderr and "do not ask again" in done.stderr, where
+        if as_json:
+            doc = json.loads(done.stdout)
+            assert (doc["outcome"], doc["exit"], doc["recorded"]) == ("error", 4, True), where
+            assert (doc["decision"], doc["token"], doc["holder"], doc["slug"]) == (line, leases[0]["token"], "r1", "a")
+            assert "recorded but not witnessed" in doc["message"], where
+        else:
+            assert done.stdout == line + "\n", where
+        # the lease it printed counts: its token renews and finishes the lane
+        storm = Storm(str(root), env=_env())
+        assert storm.renew("a", leases[0]["token"]).outcome == "done", where
+        assert storm.finish("a", leases[0]["token"], "ok").outcome == "done", where
+    assert seen == {"recorded"}
