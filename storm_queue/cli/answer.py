@@ -100,6 +100,8 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
             doc = {"outcome": "unknown" if exc.exit_code == 3 else "error", "message": words, "exit": exc.exit_code}
             if hasattr(exc, "recorded"):
                 doc["recorded"] = exc.recorded
+            if getattr(exc, "moved", ""):  # a storm that moved: where it went, as every read document says
+                doc["moved"] = exc.moved
             done = getattr(exc, "outcome", None)
             if done is not None:  # what the request recorded all the same (a claim's decision and token)
                 doc = {**done.to_json(), **doc, "warnings": done.warnings}

@@ -87,6 +87,10 @@ Example: storm-queue watch --once | grep '^next:'""",
     Command("next", """Print the decision: run, review, wait or empty.
 
 One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty.
+It is the order, for a runner that counts its own slots: it says run
+however many lanes are running. claim decides within storm.toml [runner]
+slots (wait while every slot is held), as list's slots: line, why and
+watch say.
 
 Example: storm-queue next""",
             epilog((0, "the decision was printed"), READ, 3, 4, AWAY), (JSON, ROOT), "answer:next_decision"),
@@ -213,7 +217,7 @@ Example: storm-queue waive billing schema --undo --reason "schema is back in sco
             (SLUG, Param("dep", required=True, complete="slug"),
              Param("undo", "--undo", "flag", help="End the waiver: SLUG waits for DEP again."), *REQUEST, DRY_RUN, JSON, ROOT),
             "handlers:waive"),
-    Command("claim", """Decide as next does and lease the lane to run.
+    Command("claim", """Decide what starts now, within [runner] slots, and lease it.
 
 One line: run SLUG ISSUE TOKEN | review SLUG... | wait [SLUG...] |
 empty. Only run takes a lease (recorded, with a fencing token greater

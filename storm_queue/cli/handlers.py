@@ -172,6 +172,11 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
             out.write(render.event_text(event) + "\n")
     try:
         read = history.walk(source.history, flt, last, emit)
+        moved = source.moved() if as_json else ""
+        if moved:  # one line more, not an event (it has no seq): where the storm went
+            from ..core.jsoncodec import dumps
+
+            out.buffer.write((dumps({"moved": moved}) + "\n").encode("ascii"))
         out.flush()
     except BrokenPipeError:  # the reader stopped reading (| head): end quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
@@ -215,10 +220,15 @@ def verify(root: str | None, as_json: bool) -> int:
 
     with progress_bar(size, "verifying the log", show=size >= LONG_LOG and sys.stderr.isatty()) as update:
         audit = source.verify(progress=update)
+    from ..roots import shown
+
+    moved = shown(audit.state.moved_to)
     if as_json:
-        emit_json(audit.to_json())
+        emit_json({**audit.to_json(), "moved": moved or None})
     else:
         say(render.audit_text(audit))
+        if moved:
+            say(f"moved: {render.printable(moved)}: the log's last line says the storm moved there; its lanes run there")
         warn(audit.warnings)
     return 0 if audit.sound else 3
 
@@ -282,7 +292,7 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     hours = running_hours or facts.declaration.running_hours or audit.DEFAULT_RUNNING_HOURS
     findings = facts.diagnose(hours)
     if as_json:
-        emit_json(audit.report_json(source.root, hours, findings))
+        emit_json(audit.report_json(source.root, hours, findings, source.moved()))
     elif findings:
         say(audit.render_text(findings))
         errors = sum(f.severity == audit.ERROR for f in findings)

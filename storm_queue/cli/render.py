@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..core.fold import Mark, Run
     from ..core.queuetext import Skipped
     from ..core.resolver import Row
+    from ..core.runs import Slots
     from ..core.verify import Audit
     from ..core.why import Why
     from ..service.storm import Listing
@@ -50,6 +51,36 @@ def run_json(run: Run) -> dict[str, Any]:
     }
 
 
+def slots_json(slots: Slots | None) -> dict[str, Any] | None:
+    """Every slot held (a claim answers wait): how many, and the lanes holding them."""
+    return None if slots is None else {"limit": slots.limit, "held": list(slots.held)}
+
+
+def slots_words(slots: Slots) -> str:
+    """Who holds every slot, in words: ``a, b hold all 2 [runner] slots``."""
+    held = ", ".join(printable(s) for s in slots.held)
+    if slots.limit == 1:
+        return f"{held} holds the one [runner] slot"
+    return f"{held} hold all {slots.limit} [runner] slots"
+
+
+def slots_line(decision: str, slots: Slots) -> str:
+    """``list``'s word for every slot held, under its ``next:`` line (the order)."""
+    return f"{slots_words(slots)}: a claim answers wait; {decision[4:]} runs next once a slot frees"
+
+
+def next_words(decision: str, moved: str = "", slots: Slots | None = None) -> str:
+    """What ``list``, ``why`` and ``watch`` say is next: ``next``'s decision
+    (the order), except ``moved to URL`` on a storm that moved (``next`` and
+    ``claim`` exit 3 there) and, while every slot is held, the wait a claim
+    answers, naming the lane next in order and the lanes holding the slots."""
+    if moved:
+        return f"moved to {printable(moved)}"
+    if slots is not None and decision.startswith("run "):
+        return f"wait for a slot: {decision[4:]} runs next once a slot frees ({slots_words(slots)})"
+    return decision
+
+
 def listing_json(listing: Listing) -> dict[str, Any]:
     view = listing.view
     return {
@@ -62,6 +93,7 @@ def listing_json(listing: Listing) -> dict[str, Any]:
         "settled": [_row_json(r, listing) for r in view.settled],
         "starving_after": listing.starving_after,
         "halted": view.halt is not None, "halt": act_json(view.halt),
+        "slots": slots_json(listing.slots), "moved": listing.moved_to or None,
     }
 
 
@@ -134,6 +166,10 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
     view = listing.view
     rows = view.rows + (view.settled if show_settled else ())
     lines = [f"storm: {printable(listing.root)}", f"next: {view.decision}"]
+    if listing.moved_to:  # first of all: the storm runs elsewhere
+        lines = [f"next: {next_words(view.decision, listing.moved_to)}", lines[0]]
+    elif listing.slots is not None:
+        lines.append(f"slots: {slots_line(view.decision, listing.slots)}")
     if view.halt is not None:
         lines.append(f"halted: {halt_note(view.halt)}")
     if rows:
@@ -280,6 +316,8 @@ def why_json(why: Why) -> dict[str, Any]:
         # the operator's waivers of its dependencies (issue 12)
         "waivers": [{"dep": dep, "seq": w.seq, "at": w.at, "by": w.by, "reason": w.reason} for dep, w in why.waivers],
         "halted": why.halt is not None, "halt": act_json(why.halt),
+        # every slot held (issue 33 item 7), and a storm that moved (item 6)
+        "slots": slots_json(why.slots), "waits_for_slot": why.waits_for_slot, "moved": why.moved or None,
     }
 
 
@@ -292,12 +330,15 @@ def why_text(why: Why) -> str:
     from ..core.halt import halt_note
 
     name = quote(why.slug) if why.state == "invalid" else why.slug
-    lines = [f"{name}: {why.state}" + ("" if why.status == why.state else f": {printable(why.status)}")]
+    lines = [f"{name}: {why.state}" + ("" if why.status == why.state else f": {printable(why.status)}")
+             + (f": waits for a slot ({slots_words(why.slots)})" if why.waits_for_slot else "")]
     if why.issue is not None:
         lines.append(f"issue: {printable(why.issue)}")
     if why.position is not None:
         where = f"position {why.position} of {why.of} in run order"
-        if why.is_next:
+        if why.waits_for_slot:
+            where += "; it is what runs next, once a slot frees"
+        elif why.is_next:
             where += "; it is what next runs"
         lines.append(where)
         if why.ahead:
@@ -334,7 +375,7 @@ def why_text(why: Why) -> str:
                      "the next request re-derives it")
     if why.halt is not None:
         lines.append(f"halted: {halt_note(why.halt)}")
-    lines.append(f"next: {why.decision}")
+    lines.append(f"next: {next_words(why.decision, why.moved, why.slots)}")
     return "\n".join(lines)
 
 

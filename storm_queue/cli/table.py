@@ -13,8 +13,8 @@ from rich.text import Text
 from ..core.halt import halt_note
 from ..core.names import printable, quote
 from ..core.resolver import Row
-from ..service.storm import Listing
-from .render import kept_words, last_attempt
+from ..service.storm import Listing, moved_note
+from .render import kept_words, last_attempt, next_words, slots_line
 
 STATE_STYLES = {
     "ready": "bold green", "running": "bold cyan", "finished": "magenta",
@@ -169,7 +169,11 @@ def listing_table(listing: Listing, show_settled: bool = False, width: int | Non
     and ``why`` say everything a cut cell held)."""
     view = listing.view
     title = Text(f"storm {printable(listing.root)}")
-    parts: list = [title, Text.assemble("next: ", (view.decision, "bold"))]
+    parts: list = [title, Text.assemble("next: ", (next_words(view.decision, listing.moved_to), "bold"))]
+    if listing.moved_to:
+        parts.insert(0, Text(f"moved: {printable(moved_note(listing.moved_to))}", style="bold reverse red"))
+    elif listing.slots is not None:
+        parts.append(Text(f"slots: {slots_line(view.decision, listing.slots)}", style="yellow"))
     if view.halt is not None:
         parts.append(Text(f"halted: {halt_note(view.halt)}", style="bold red"))
     rows = view.rows + (view.settled if show_settled else ())

@@ -19,7 +19,12 @@ class UnknownOrder(StormError):
 
 class Moved(UnknownOrder):
     """The storm moved (``migrate``): its order is kept where it went, and
-    a runner asking here must not be sent to work (exit 3)."""
+    a runner asking here must not be sent to work (exit 3). ``moved`` is
+    where it went, as printed (a password masked)."""
+
+    def __init__(self, message: str, moved: str = ""):
+        super().__init__(message)
+        self.moved = moved
 
 
 class NoStorm(StormError):

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Mapping
 
     from .resolver import View
+    from .runs import Slots
 
 
 @dataclass
@@ -41,6 +42,8 @@ class Listing:
     moved_to: str = ""
     #: the states the rows were narrowed to (``list --state``), in the order asked; () for every lane
     only: tuple[str, ...] = ()
+    #: every one of ``[runner] slots`` held while ``next`` answers run: a claim answers wait (``runs.full_slots``)
+    slots: Slots | None = None
 
     @property
     def decision(self) -> str:

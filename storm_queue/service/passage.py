@@ -300,7 +300,7 @@ def _not_moved(req: Request, log: logread.LogRead) -> None:
         where = f"this storm moved to {shown(log.state.moved_to)} (the log's last line says so)"
         if req.verb == "claim":
             raise Moved(f"the order is no longer kept here: {where}; claim there with --root URL; nothing was "
-                        "leased or recorded here")
+                        "leased or recorded here", shown(log.state.moved_to))
         raise NotHere(f"{where}: ask there with --root URL; nothing was recorded here")
 
 

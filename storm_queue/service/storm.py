@@ -117,9 +117,11 @@ class Storm:
     def declaration(self) -> config.Declaration:
         return self.store.declaration()
 
-    def listing(self, decl: config.Declaration | None = None, waits: bool = True) -> Listing:
+    def listing(self, decl: config.Declaration | None = None, waits: bool = True, slots: bool = True) -> Listing:
         """The storm as it will run; reads only, writes nothing. With
-        ``waits``, how long each ready lane has waited (``starving``)."""
+        ``waits``, how long each ready lane has waited (``starving``); with
+        ``slots``, whether every slot is held while the order says run
+        (``runs.full_slots``: a claim would wait)."""
         decl = decl or self.store.declaration()
         log = self.store.read(decl)
         snap = self.store.snapshot(log)
@@ -144,17 +146,25 @@ class Storm:
             found = waited(snap, view.rows, decl.starving_after, wall.seconds())
         from ..core.lane import keepers
 
+        held = None
+        if slots:
+            from ..core.runs import full_slots
+
+            held = full_slots(snap, decl.runner)
         return Listing(self.root, view, snap.skipped, warnings, log.state.marks, log.seq, found, decl.starving_after,
-                       keepers(snap), shown(log.state.moved_to))
+                       keepers(snap), shown(log.state.moved_to), slots=held)
 
     def why(self, slug: str) -> why.Why:
         """Where the lane ``slug`` stands and why, as plain data; reads only."""
         from ..core import why
         from ..core.names import as_text
+        from ..core.records import replace
+        from ..core.runs import full_slots
 
         decl = self.store.declaration()
         snap = self.store.snapshot(self.store.read(decl))
-        return why.explain(snap, resolve(snap), snap.skipped, as_text(slug), decl.runner)
+        found = why.explain(snap, resolve(snap), snap.skipped, as_text(slug), decl.runner)
+        return replace(found, slots=full_slots(snap, decl.runner), moved=shown(snap.state.moved_to))
 
     def next(self) -> tuple[Listing, list[str]]:
         """Decide, then let the store do what a decision does as the
@@ -162,12 +172,12 @@ class Storm:
         Returns the listing and notes for stderr. A storm that moved
         decides nothing here (``Moved``, exit 3)."""
         decl = self.store.declaration()
-        listing = self.listing(decl, waits=False)
+        listing = self.listing(decl, waits=False, slots=False)  # the order alone: next counts no slots
         if listing.moved_to:
             from ..core.errors import Moved
 
             raise Moved(f"the order is no longer kept here: this storm moved to {listing.moved_to} (the log's last "
-                        "line says so); ask there with --root URL")
+                        "line says so); ask there with --root URL", listing.moved_to)
         return listing, self.store.decided(decl, listing.view, listing.skipped)
 
     def moved(self) -> str:
