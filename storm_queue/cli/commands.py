@@ -178,18 +178,26 @@ Example: storm-queue declare storm.toml --root postgresql://operator@db.example/
              Param("key", "--key", metavar="KEY", help="An idempotency key."), WAIT, JSON, ROOT), "handlers:declare"),
     Command("reset", """Start a new log when the old one cannot be replayed.
 
-Operator only, and refused while the log replays.
+Operator only, a directory storm, and refused while the log replays.
 
 The old log and witness are kept beside it under new names. With
---keep-intact (a directory storm) the new log begins with the old one's
-longest prefix that verifies from line 1, and so with its lanes' order
-and leases.
+--keep-intact the new log begins with the old one's longest prefix that
+verifies from line 1, and so with its lanes' order and leases. Every
+line of the old log it does not keep is named: its number, seq, action
+and lane, or why it could not be read. With --dry-run: what it would keep
+and lose, and the run order after it; nothing is written.
+
+A database storm's log is rows, never reset (exit 2): storm-queue verify
+names the first bad line, and the database's backup restores it.
+
+Example: storm-queue reset --keep-intact --dry-run --reason "log cut short by a full disk"
 
 Example: storm-queue reset --keep-intact --reason "log cut short by a full disk\"""",
-            epilog((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, a database "
-                                                     "storm, or a usage error"), 4, 5),
+            epilog((0, "a new log was started (or, with --dry-run, would be)"), 1,
+                   (2, "refused: a blank --reason, the log still replays, a database storm, or a usage error"), 4, 5),
             (Param("keep_intact", "--keep-intact", "flag", help="Begin the new log with the old one's lines that "
-                   "verify from line 1 (a directory storm)."), *REQUEST, JSON, ROOT), "handlers:reset"),
+                   "verify from line 1."), *REQUEST, Param("dry_run", "--dry-run", "flag", help="Show what would be "
+                   "kept and lost, and the run order after it; write nothing."), JSON, ROOT), "handlers:reset"),
     Command("adopt", """Take over a priority log written by the earlier priority tool.
 
 Operator only. The old log is checked line by line, kept byte for byte

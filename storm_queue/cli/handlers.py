@@ -79,8 +79,9 @@ def upgrade(root: str | None, as_json: bool, url: str, reason: str | None, key: 
 
 
 def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
-          keep_intact: bool = False) -> int:
-    return answer(storm(root, wait).reset(reason, source=source, key=key, keep_intact=keep_intact), as_json)
+          keep_intact: bool = False, dry_run: bool = False) -> int:
+    return answer(storm(root, wait).reset(reason, source=source, key=key, keep_intact=keep_intact, dry_run=dry_run),
+                  as_json)
 
 
 def adopt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
@@ -226,7 +227,7 @@ def verify(root: str | None, as_json: bool) -> int:
     if as_json:
         emit_json({**audit.to_json(), "moved": moved or None})
     else:
-        say(render.audit_text(audit))
+        say(render.audit_text(audit, source.keeps_files))
         if moved:
             say(f"moved: {render.printable(moved)}: the log's last line says the storm moved there; its lanes run there")
         warn(audit.warnings)

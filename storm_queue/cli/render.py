@@ -4,7 +4,7 @@ guard escapes anything unprintable before it reaches a terminal."""
 from __future__ import annotations
 
 from ..core.exit_codes import AUTHORITY, CODES
-from ..core.logread import ADOPT_HINT, OLD_FORMAT, RESET_HINT
+from ..core.logread import ADOPT_HINT, OLD_FORMAT, RESET_HINT, RESTORE_HINT
 from ..core.names import printable, quote
 from ..core.outcome import act_json
 from ..roots import shown
@@ -434,13 +434,16 @@ def _run_lines(why: Why) -> list[str]:
     return lines
 
 
-def audit_text(audit: Audit) -> str:
-    """``verify``'s report: the verdict first, the first bad line named."""
+def audit_text(audit: Audit, files: bool = True) -> str:
+    """``verify``'s report: the verdict first, the first bad line named, and
+    what the operator does: on a directory storm (``files``) a reset (or an
+    adopt), on a database storm a restore from its backup."""
     name = printable(audit.log)
     p = audit.problem
     if p is not None:
         where = f" (line {p.line} starts at byte {p.offset})" if p.line else ""
-        hint = "" if audit.checkpoint == "disagrees" else f"\n{ADOPT_HINT if p.what == OLD_FORMAT else RESET_HINT}"
+        way = (ADOPT_HINT if p.what == OLD_FORMAT else RESET_HINT) if files else RESTORE_HINT
+        hint = "" if audit.checkpoint == "disagrees" else f"\n{way}"
         return f"{name}: NOT sound: {printable(p.what)}{where}{hint}"
     lines = [f"{name}: sound: {audit.lines} line(s), {audit.length} bytes; framing, schema, chain, seq and witness agree"]
     if audit.checkpoint == "agrees":

@@ -97,7 +97,7 @@ def _request(store: Store, judged: Judged, req: Request, shape: Refusal | None, 
             except UnknownOrder as damage:
                 if plan is not None and on_unknown is None:
                     raise  # answer 3, record nothing
-                return _unknown(fx, req, by, refusal, authorised, on_unknown, damage, decl, at, dry_run)
+                return _unknown(store, fx, req, by, refusal, authorised, on_unknown, damage, decl, at, dry_run)
             _not_moved(req, log)
             repeated, refusal, authorised, step, snap = _decide(store, fx, req, by, refusal, authorised, plan, log, at,
                                                                 dry_run)
@@ -157,7 +157,7 @@ def _aborted(store: Store, judged: Judged, req: Request, decl: config.Declaratio
                    message if recorded else f"{message} (not recorded)", recorded=recorded)
 
 
-def _unknown(fx: Effects, req: Request, by: str, refusal: Refusal | None, authorised: bool,
+def _unknown(store: Store, fx: Effects, req: Request, by: str, refusal: Refusal | None, authorised: bool,
              on_unknown: Callable[..., Outcome] | None, damage: UnknownOrder, decl: config.Declaration, at: str,
              dry_run: bool) -> Outcome:
     """The answer of a request that may meet an unknown order (a reset,
@@ -168,7 +168,7 @@ def _unknown(fx: Effects, req: Request, by: str, refusal: Refusal | None, author
                         why_not=DRY_RUN if dry_run else "the priority order is unknown")
     if on_unknown is not None:
         return on_unknown(req, by, decl, at, damage)
-    return _start_new_log(fx, req, by, at)
+    return _start_new_log(store, fx, req, by, at, dry_run)
 
 
 def _decide(store: Store, fx: Effects, req: Request, by: str, refusal: Refusal | None, authorised: bool,
@@ -259,15 +259,28 @@ def _refused(req: Request, by: str, refusal: Refusal, authorised: bool, recorded
     return Outcome("refused", req.verb, req.slug, by, refusal.code, message, recorded=recorded)
 
 
-def _start_new_log(fx: Effects, req: Request, by: str, at: str) -> Outcome:
+def _start_new_log(store: Store, fx: Effects, req: Request, by: str, at: str, dry_run: bool) -> Outcome:
     """The operator's reset of an unreadable log: keep it aside, begin anew
     (with ``--keep-intact`` among its arguments, from the old log's longest
-    prefix that verifies)."""
+    prefix that verifies), naming every line it loses. A ``dry_run`` says
+    what it would keep and lose, and the run order after it, and writes
+    nothing."""
+    keep = KEEP_INTACT in req.args
+    cut = fx.cut(keep)
+    if dry_run:
+        lost = cut.abandons - cut.kept.length
+        words = (f"would start a new log from the {cut.kept.seq} line(s) of the old one that verify from line 1 "
+                 f"(the state they replay to), losing {len(cut.lost)} line(s), {lost} bytes" if keep else
+                 f"would start a new log keeping none of the old one's lines, losing {len(cut.lost)} line(s), "
+                 f"{cut.abandons} bytes abandoned")
+        out = Outcome("done", "reset", None, by, message=f"{words}; the old one would be kept beside it ({DRY_RUN})",
+                      dry_run=True, cut=cut)
+        out.order = [row.slug for row in resolve(store.snapshot(cut.kept, at)).rows]
+        return out
     body = {"action": "reset", "reason": req.reason, "abandons": None}
     if req.key is not None:
         body.update(key=req.key, fingerprint=req.fingerprint())
-    keep = KEEP_INTACT in req.args
-    event = fx.start_over(body, at, by, keep)
+    event = fx.start_over(body, at, by, cut)
     if keep:
         words = (f"started a new log from the {event['kept']} line(s) of the old one that verify from line 1 "
                  f"(the state they replay to), {event['lost']} bytes lost; "
@@ -275,7 +288,7 @@ def _start_new_log(fx: Effects, req: Request, by: str, at: str) -> Outcome:
                     "there was no old log file to keep"))
     else:
         words = f"started a new log; the old one is kept beside it ({event['abandons']} bytes abandoned)"
-    out = Outcome("done", "reset", None, by, recorded=True, event=event, message=words)
+    out = Outcome("done", "reset", None, by, recorded=True, event=event, message=words, cut=cut)
     fx.say(at, _progress_words(out, req), None)
     return out
 

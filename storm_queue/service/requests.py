@@ -434,11 +434,13 @@ def _halt_or_resume(storm: Storm, verb: str, reason: str | None, source: str | N
 
 
 def reset(storm: Storm, reason: str | None, source: str | None = None, key: str | None = None,
-          keep_intact: bool = False) -> Outcome:
+          keep_intact: bool = False, dry_run: bool = False) -> Outcome:
     """Start a new log when the old one cannot be replayed; operator only.
     ``keep_intact``: the new log begins with the longest prefix of the old
     one that verifies from line 1, and so with the state it replays to (a
-    directory storm's; a database storm's log is never set aside)."""
+    directory storm's; a database storm's log is never set aside: ``NotHere``).
+    ``Outcome.cut`` names every line of the old log it loses. With
+    ``dry_run``, say what it would keep and lose, and write nothing."""
     from .passage import KEEP_INTACT
 
     req = Request("reset", None, optional_text(reason), optional_text(source), optional_text(key),
@@ -446,7 +448,7 @@ def reset(storm: Storm, reason: str | None, source: str | None = None, key: str 
     refusal = shape_names(None, (), req.source)
     if refusal is None and not (req.reason or "").strip():
         refusal = Refusal("blank_reason", "reset needs --reason TEXT saying why the old log is abandoned")
-    return storm.request(req, refusal, None)
+    return storm.request(req, refusal, None, dry_run)
 
 
 def _lane_step(req: Request, by: str, plan: Plan | Refusal, fields: dict[str, Any], line: str | None = None) -> Step | Refusal:
