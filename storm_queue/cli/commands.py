@@ -86,11 +86,9 @@ Example: storm-queue watch --once | grep '^next:'""",
              ROOT), "handlers:show_watch", top=("root",)),
     Command("next", """Print the decision: run, review, wait or empty.
 
-One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty.
-It is the order, for a runner that counts its own slots: it says run
-however many lanes are running. claim decides within storm.toml [runner]
-slots (wait while every slot is held), as list's slots: line, why and
-watch say.
+One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty:
+the order, for a runner that counts its own slots (claim also waits
+while every one of storm.toml [runner] slots is held).
 
 Example: storm-queue next""",
             epilog((0, "the decision was printed"), READ, 3, 4, AWAY), (JSON, ROOT), "answer:next_decision"),
@@ -136,31 +134,24 @@ Example: storm-queue add api 13 --deps schema
 
 Example: storm-queue add --from lanes.txt --key import-2026-12-02""", REQUEST_CODES,
             (*ADD_LANE, DEPS, FROM, *REQUEST, JSON, ROOT), "handlers:add"),
-    Command("settle", """Settle SLUG as integrated or abandoned, or a batch at once.
+    Command("settle", """Settle SLUG, or a batch, as LEDGER: integrated or abandoned.
 
-LEDGER is integrated or abandoned. On a directory storm it appends SLUG to integrated.txt or
-abandoned.txt; on a database storm it adds the settled row. A lane
-holding a live lease is refused (lane_running) unless --force.
+Appends to integrated.txt or abandoned.txt (a database: settled rows). A
+lane holding a live lease is refused (lane_running) unless --force. A
+batch review is one request, all or nothing: --finished settles every
+lane finished now, --from FILE (- for standard input) the slugs of FILE,
+one a line; an unknown, unfinished or settled slug refuses it (exit 2,
+recorded, naming the line). --dry-run: what it would settle, recording
+nothing.
 
-A batch review, one request, all or nothing: --finished LEDGER settles
-every lane finished now (it ran and awaits review); --from FILE LEDGER
-(- for standard input) the slugs of FILE, one a line (blank lines and #
-comments aside). A slug that is unknown, not finished or already settled
-refuses the whole batch, naming its line (exit 2, recorded): nothing is
-settled. With --dry-run: the lanes it would settle; nothing is recorded.
+Example: storm-queue settle api integrated --reason "merged"
 
-Example: storm-queue settle api integrated --reason "merged\"
-
-Example: storm-queue settle --finished integrated --dry-run
-
-Example: storm-queue settle --from reviewed.txt integrated --reason "reviewed on 2026-12-04\"""",
+Example: storm-queue settle --finished integrated --dry-run""",
             REQUEST_CODES,
             (Param("slug", metavar="[SLUG]", complete="slug"),
              Param("ledger", kind="choice", metavar="LEDGER", choices=("integrated", "abandoned")),
-             Param("finished", "--finished", "flag", help="Settle every lane finished now (awaiting review); "
-                   "LEDGER is then the only argument."),
-             Param("from_file", "--from", "file", "FILE", "Settle the slugs of FILE (- for standard input), one a "
-                   "line, all or nothing; LEDGER is then the only argument."),
+             Param("finished", "--finished", "flag", help="Settle every lane finished now (then LEDGER alone)."),
+             Param("from_file", "--from", "file", "FILE", "Settle FILE's slugs, one a line (- reads stdin; LEDGER alone)."),
              Param("force", "--force", "flag", help="Settle a lane that holds a live lease, expiring the lease first (recorded)."),
              *REQUEST, DRY_RUN, JSON, ROOT), "handlers:settle"),
     Command("declare", """Record FILE as a database storm's declaration (operator only).
@@ -178,23 +169,16 @@ Example: storm-queue declare storm.toml --root postgresql://operator@db.example/
              Param("key", "--key", metavar="KEY", help="An idempotency key."), WAIT, JSON, ROOT), "handlers:declare"),
     Command("reset", """Start a new log when the old one cannot be replayed.
 
-Operator only, a directory storm, and refused while the log replays.
+Operator only, a directory storm, refused while the log replays. The
+old log and witness are kept beside it. With --keep-intact the new
+log begins with the old one's longest prefix that verifies from line 1.
+Each line it loses is named (number, seq, action, lane). --dry-run: what
+it would keep and lose; nothing is written. A database storm's log is
+never reset (exit 2): its backup restores it.
 
-The old log and witness are kept beside it under new names. With
---keep-intact the new log begins with the old one's longest prefix that
-verifies from line 1, and so with its lanes' order and leases. Every
-line of the old log it does not keep is named: its number, seq, action
-and lane, or why it could not be read. With --dry-run: what it would keep
-and lose, and the run order after it; nothing is written.
-
-A database storm's log is rows, never reset (exit 2): storm-queue verify
-names the first bad line, and the database's backup restores it.
-
-Example: storm-queue reset --keep-intact --dry-run --reason "log cut short by a full disk"
-
-Example: storm-queue reset --keep-intact --reason "log cut short by a full disk\"""",
-            epilog((0, "a new log was started (or, with --dry-run, would be)"), 1,
-                   (2, "refused: a blank --reason, the log still replays, a database storm, or a usage error"), 4, 5),
+Example: storm-queue reset --keep-intact --dry-run --reason "log cut short by a full disk\"""",
+            epilog((0, "a new log was started (or would be: --dry-run)"), 1, (2, "refused: a blank --reason, the log "
+                   "still replays, a database storm, or a usage error"), 4, 5),
             (Param("keep_intact", "--keep-intact", "flag", help="Begin the new log with the old one's lines that "
                    "verify from line 1."), *REQUEST, Param("dry_run", "--dry-run", "flag", help="Show what would be "
                    "kept and lost, and the run order after it; write nothing."), JSON, ROOT), "handlers:reset"),

@@ -13,7 +13,8 @@ from __future__ import annotations
 from ..core import clock
 from ..core.names import printable
 from ..core.records import dataclass
-from .render import event_text, last_attempt, mark_words, next_words
+from .render import event_text, last_attempt, mark_words
+from .standing import next_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

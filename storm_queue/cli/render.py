@@ -8,6 +8,7 @@ from ..core.logread import ADOPT_HINT, OLD_FORMAT, RESET_HINT, RESTORE_HINT
 from ..core.names import printable, quote
 from ..core.outcome import act_json
 from ..roots import shown
+from .standing import next_words, none_words, slots_json, slots_line, slots_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -16,7 +17,6 @@ if TYPE_CHECKING:
     from ..core.fold import Mark, Run
     from ..core.queuetext import Skipped
     from ..core.resolver import Row
-    from ..core.runs import Slots
     from ..core.verify import Audit
     from ..core.why import Why
     from ..service.storm import Listing
@@ -49,36 +49,6 @@ def run_json(run: Run) -> dict[str, Any]:
         "history": [{"token": a.token, "holder": a.holder, "at": a.at, "end": a.end, "ended": a.ended, "note": a.note}
                     for a in run.history],
     }
-
-
-def slots_json(slots: Slots | None) -> dict[str, Any] | None:
-    """Every slot held (a claim answers wait): how many, and the lanes holding them."""
-    return None if slots is None else {"limit": slots.limit, "held": list(slots.held)}
-
-
-def slots_words(slots: Slots) -> str:
-    """Who holds every slot, in words: ``a, b hold all 2 [runner] slots``."""
-    held = ", ".join(printable(s) for s in slots.held)
-    if slots.limit == 1:
-        return f"{held} holds the one [runner] slot"
-    return f"{held} hold all {slots.limit} [runner] slots"
-
-
-def slots_line(decision: str, slots: Slots) -> str:
-    """``list``'s word for every slot held, under its ``next:`` line (the order)."""
-    return f"{slots_words(slots)}: a claim answers wait; {decision[4:]} runs next once a slot frees"
-
-
-def next_words(decision: str, moved: str = "", slots: Slots | None = None) -> str:
-    """What ``list``, ``why`` and ``watch`` say is next: ``next``'s decision
-    (the order), except ``moved to URL`` on a storm that moved (``next`` and
-    ``claim`` exit 3 there) and, while every slot is held, the wait a claim
-    answers, naming the lane next in order and the lanes holding the slots."""
-    if moved:
-        return f"moved to {printable(moved)}"
-    if slots is not None and decision.startswith("run "):
-        return f"wait for a slot: {decision[4:]} runs next once a slot frees ({slots_words(slots)})"
-    return decision
 
 
 def listing_json(listing: Listing) -> dict[str, Any]:
@@ -188,12 +158,6 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
     for s in listing.skipped:
         lines.append(skipped_text(s))
     return "\n".join(lines)
-
-
-def none_words(listing: Listing) -> str:
-    """What a listing with no lane to show says: none to run, or with
-    ``list --state``, none in the states asked for (``none quarantined``)."""
-    return "none " + " or ".join(listing.only) if listing.only else "none to run"
 
 
 def _lanes(words: str, slugs: list[str]) -> str:

@@ -14,7 +14,8 @@ from ..core.halt import halt_note
 from ..core.names import printable, quote
 from ..core.resolver import Row
 from ..service.storm import Listing, moved_note
-from .render import kept_words, last_attempt, next_words, slots_line
+from .render import kept_words, last_attempt
+from .standing import next_words, none_words, slots_line
 
 STATE_STYLES = {
     "ready": "bold green", "running": "bold cyan", "finished": "magenta",
@@ -207,8 +208,6 @@ def listing_table(listing: Listing, show_settled: bool = False, width: int | Non
             parts.append(Text(f"narrow terminal: not shown: {names} (a wider terminal, or list --plain, shows "
                               "every column)", style="dim"))
     else:
-        from .render import none_words
-
         parts.append(Text(f"lanes: {none_words(listing)}"))
     if view.settled and not show_settled:
         parts.append(Text(f"{len(view.settled)} settled lane(s) not shown (--all shows them)", style="dim"))

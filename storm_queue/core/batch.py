@@ -117,3 +117,18 @@ def refusal(bad: tuple[Bad, ...], name: str, done: str = "added", holds: str = "
 def source_name(path: str) -> str:
     """How a refusal names where the batch came from (``-``: standard input)."""
     return "standard input" if path == "-" else quote(path)
+
+
+def counted(done: str, slugs: tuple[str, ...] | list[str], tail: str = "") -> str:
+    """What a batch did to ``slugs``, counted and named (``queued 3 lanes:
+    a b c``; of more than ten, the first and last five and how many between)."""
+    n = len(slugs)
+    words = f"{done} {lanes(n)}{tail}"
+    if n <= 10:
+        return f"{words}: {' '.join(slugs)}"
+    return f"{words}: {' '.join(slugs[:5])}, {n - 10} more, {' '.join(slugs[-5:])}"
+
+
+def lanes(n: int) -> str:
+    """``1 lane``, ``2 lanes``."""
+    return f"{n} lane{'' if n == 1 else 's'}"

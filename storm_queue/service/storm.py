@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 #: each request kind, and the module whose function of that name serves it
 #: (loaded on a kind's first use, so a command pays only for its own)
 KINDS = {
-    **dict.fromkeys(("bump", "unbump", "push", "add", "add_batch", "settle", "settle_batch", "waive", "declare", "reset",
-                     "halt", "resume"),
+    **dict.fromkeys(("bump", "unbump", "push", "add", "add_batch", "waive", "declare", "reset", "halt", "resume"),
                     "storm_queue.service.requests"),
+    **dict.fromkeys(("settle", "settle_batch"), "storm_queue.service.settling"),
     **dict.fromkeys(("claim", "renew", "finish", "release", "recover", "cancel", "unpark", "schedule"),
                     "storm_queue.service.leases"),
     "adopt": "storm_queue.ops.adopt",
@@ -43,8 +43,9 @@ class Storm:
 
     The requests are its methods, each the function of that name in the
     module ``KINDS`` gives, taking the storm first: ``bump``, ``unbump``,
-    ``push``, ``add``, ``add_batch``, ``settle``, ``settle_batch``, ``waive``, ``declare``, ``reset``,
-    ``halt``, ``resume`` (``service.requests``); ``claim``, ``renew``,
+    ``push``, ``add``, ``add_batch``, ``waive``, ``declare``, ``reset``,
+    ``halt``, ``resume`` (``service.requests``); ``settle``, ``settle_batch``
+    (``service.settling``); ``claim``, ``renew``,
     ``finish``, ``release``, ``recover``, ``cancel``, ``unpark``,
     ``schedule`` (``service.leases``);
     ``adopt`` (``ops.adopt``); ``upgrade`` (``ops.upgrade``); ``grant``,
