@@ -214,7 +214,10 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
 def _claim_waits(wait: float) -> Callable[[Any], None]:
     """What a claim says at a terminal once it begins to wait for work."""
     def note(out: Any) -> None:
-        sys.stderr.write(f"storm-queue: nothing to lease now ({out.decision.split(' ')[0]}); waiting up to --wait "
+        word = out.decision.split(" ")[0]
+        if word == "review":
+            word = "review: the finished lanes await a review you may not make"
+        sys.stderr.write(f"storm-queue: nothing to lease now ({word}); waiting up to --wait "
                          f"{wait:g} seconds for a change that can make a lane claimable (Ctrl-C stops, recording "
                          "nothing)\n")
         sys.stderr.flush()

@@ -9,8 +9,9 @@ from __future__ import annotations
 from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
 from .params import (  # noqa: F401 -- Command and Param: the names of the table's parts, where app and tests look
-    ADD_LANE, AWAY, CLAIM_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, MEMBERSHIP, NOT_BEFORE, READ,
-    REQUEST, REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
+    ADD_LANE, AWAY, CLAIM_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEEP_INTACT, KEY, MEMBERSHIP, NOT_BEFORE,
+    READ, REQUEST, REQUEST_CODES, RESET_DRY_RUN, ROOT, ROOT_HELP, RUNNER_CODES, SETTLE, SLUG, TOKEN, WAIT, WHEN,
+    Command, Param, ttl,
 )
 
 COMMANDS = (
@@ -62,6 +63,17 @@ Example: storm-queue why billing""",
             epilog((0, "the answer was printed"), (2, "SLUG is unknown or not a name; no storm here; or a usage error"), 3, 4,
                    AWAY),
             (SLUG, JSON, ROOT), "handlers:show_why"),
+    Command("whoami", """Say who you are to the storm, and what you may request.
+
+First the principal your requests are recorded under (operator:NAME,
+source:NAME, runner:ROLE, reader:ROLE, account:NAME, lane:"VALUE"), then
+the requests the storm would admit, then why it refuses the rest. Reads
+only. --json: {"by", "operator", "settles", "may", "refused"}.
+
+Example: storm-queue whoami --json""",
+            epilog((0, "the answer was printed"), READ, 4, AWAY),
+            (Param("source", "--source", metavar="NAME", help="As the automation NAME, declared in storm.toml "
+                   "[priority] sources."), JSON, ROOT), "handlers:whoami"),
     Command("watch", """Show the storm live, full screen, until q or Ctrl-C.
 
 The decision next would give; the running lanes with holder, token and
@@ -86,9 +98,8 @@ Example: storm-queue watch --once | grep '^next:'""",
              ROOT), "handlers:show_watch", top=("root",)),
     Command("next", """Print the decision: run, review, wait or empty.
 
-One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty:
-the order, for a runner that counts its own slots (claim also waits
-while every one of storm.toml [runner] slots is held).
+One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty: the
+order (claim also waits while every one of [runner] slots is held).
 
 Example: storm-queue next""",
             epilog((0, "the decision was printed"), READ, 3, 4, AWAY), (JSON, ROOT), "answer:next_decision"),
@@ -136,24 +147,13 @@ Example: storm-queue add --from lanes.txt --key import-2026-12-02""", REQUEST_CO
             (*ADD_LANE, DEPS, FROM, *REQUEST, JSON, ROOT), "handlers:add"),
     Command("settle", """Settle SLUG, or a batch, as LEDGER: integrated or abandoned.
 
-Appends to integrated.txt or abandoned.txt (a database: settled rows). A
-lane holding a live lease is refused (lane_running) unless --force. A
-batch review is one request, all or nothing: --finished settles every
-lane finished now, --from FILE (- for standard input) the slugs of FILE,
-one a line; an unknown, unfinished or settled slug refuses it (exit 2,
-recorded, naming the line). --dry-run: what it would settle, recording
-nothing.
+A live lease is refused (lane_running) unless --force. --finished settles
+every lane finished now, --from FILE (- for stdin) the slugs of FILE, one
+a line: one request, all or nothing (an unknown, unfinished or settled
+slug refuses it, exit 2, recorded). --dry-run: what it would settle.
 
-Example: storm-queue settle api integrated --reason "merged"
-
-Example: storm-queue settle --finished integrated --dry-run""",
-            REQUEST_CODES,
-            (Param("slug", metavar="[SLUG]", complete="slug"),
-             Param("ledger", kind="choice", metavar="LEDGER", choices=("integrated", "abandoned")),
-             Param("finished", "--finished", "flag", help="Settle every lane finished now (then LEDGER alone)."),
-             Param("from_file", "--from", "file", "FILE", "Settle FILE's slugs, one a line (- reads stdin; LEDGER alone)."),
-             Param("force", "--force", "flag", help="Settle a lane that holds a live lease, expiring the lease first (recorded)."),
-             *REQUEST, DRY_RUN, JSON, ROOT), "handlers:settle"),
+Example: storm-queue settle --finished integrated --dry-run""", REQUEST_CODES,
+            (*SETTLE, *REQUEST, DRY_RUN, JSON, ROOT), "handlers:settle"),
     Command("declare", """Record FILE as a database storm's declaration (operator only).
 
 The file is read as storm.toml is ([priority] sources, [runner]); the
@@ -169,19 +169,15 @@ Example: storm-queue declare storm.toml --root postgresql://operator@db.example/
              Param("key", "--key", metavar="KEY", help="An idempotency key."), WAIT, JSON, ROOT), "handlers:declare"),
     Command("reset", """Start a new log when the old one cannot be replayed.
 
-Operator only, a directory storm, refused while the log replays. The
-old log and witness are kept beside it. With --keep-intact the new
-log begins with the old one's longest prefix that verifies from line 1.
-Each line it loses is named (number, seq, action, lane). --dry-run: what
-it would keep and lose; nothing is written. A database storm's log is
-never reset (exit 2): its backup restores it.
+Operator only, a directory storm (a database's backup restores its log),
+refused while the log replays. The old log is kept beside it; with
+--keep-intact the new one begins with its lines that verify from line 1.
+Each line lost is named. --dry-run: what it would keep and lose.
 
 Example: storm-queue reset --keep-intact --dry-run --reason "log cut short by a full disk\"""",
             epilog((0, "a new log was started (or would be: --dry-run)"), 1, (2, "refused: a blank --reason, the log "
                    "still replays, a database storm, or a usage error"), 4, 5),
-            (Param("keep_intact", "--keep-intact", "flag", help="Begin the new log with the old one's lines that "
-                   "verify from line 1."), *REQUEST, Param("dry_run", "--dry-run", "flag", help="Show what would be "
-                   "kept and lost, and the run order after it; write nothing."), JSON, ROOT), "handlers:reset"),
+            (KEEP_INTACT, *REQUEST, RESET_DRY_RUN, JSON, ROOT), "handlers:reset"),
     Command("adopt", """Take over a priority log written by the earlier priority tool.
 
 Operator only. The old log is checked line by line, kept byte for byte
@@ -218,7 +214,9 @@ than any before it for that lane); it is wait while storm.toml
 back first (recorded). With --wait SECONDS, a claim that would answer
 wait or halted waits for a change that can make a lane claimable (a
 finish, add, push, bump, settle, resume, waive, unpark, a lease expiring,
-a schedule coming due), at most SECONDS, then answers as claim does.
+a schedule coming due), at most SECONDS, then answers as claim does; so
+does review, to a caller who may not settle (a runner role). A wait on
+finished lanes alone is answered at once: nothing more can run.
 
 Example: storm-queue claim --holder runner-1 --ttl 900
 

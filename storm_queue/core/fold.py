@@ -346,6 +346,8 @@ class Fold:
                     if history and history[-1].token == token and history[-1].end is None:
                         history = history[:-1] + (replace(history[-1], end=end, ended=at, note=event.get("note")),)
                     run = replace(run, lease=None, history=history)
+            if action == "finish" and "not_before" in event:  # the storm's backoff after a failed attempt
+                run = replace(run, not_before=event["not_before"])
         elif action == "quarantine":
             run = replace(run, quarantined=at)
         elif action == "unpark":
