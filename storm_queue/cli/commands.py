@@ -10,8 +10,8 @@ from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
 from .params import (  # noqa: F401 -- Command and Param: the names of the table's parts, where app and tests look
     ADD_LANE, AWAY, CLAIM_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEEP_INTACT, KEY, MEMBERSHIP, NOT_BEFORE,
-    READ, REQUEST, REQUEST_CODES, RESET_DRY_RUN, ROOT, ROOT_HELP, RUNNER_CODES, SETTLE, SLUG, TOKEN, WAIT, WHEN,
-    Command, Param, ttl,
+    OUTPUT, READ, REQUEST, REQUEST_CODES, RESET_DRY_RUN, ROOT, ROOT_HELP, RUNNER_CODES, SEEN_READ, SERVE, SERVE_CODES,
+    SETTLE, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
 )
 
 COMMANDS = (
@@ -96,6 +96,18 @@ Example: storm-queue watch --once | grep '^next:'""",
                    low=0.1, high=3600, show_default=True),
              Param("once", "--once", "flag", help="Print one frame and exit (what watch does when stdout is not a terminal)."),
              ROOT), "handlers:show_watch", top=("root",)),
+    Command("metrics", """Print the storm's state as OpenMetrics text, for Prometheus.
+
+Lanes by state, leases, the log's head, requests by outcome (docs/metrics.md).
+
+Example: storm-queue metrics --output /var/lib/node_exporter/textfile/storm.prom""",
+            epilog((0, "the metrics were printed or written"), SEEN_READ, 3, 4, AWAY), (OUTPUT, ROOT), "seen:metrics", top=("root",)),
+    Command("serve", """Serve a read-only web view of the storm until Ctrl-C.
+
+GET and HEAD only; loopback only unless --token-file (docs/serve.md).
+
+Example: storm-queue serve --host 0.0.0.0 --token-file ~/.storm-token""",
+            SERVE_CODES, (*SERVE, ROOT), "seen:serve", top=("root",), quick=False),
     Command("next", """Print the decision: run, review, wait or empty.
 
 One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty: the

@@ -129,3 +129,17 @@ MEMBERSHIP = (Param("kind", kind="choice", required=True, choices=("runner", "re
               Param("role", metavar="ROLE", required=True),
               Param("reason", "--reason", metavar="TEXT", help="Why; recorded with the request."),
               KEY, WAIT, JSON, ROOT)
+
+
+#: ``metrics`` and ``serve`` (issue 34): where the metrics go, where the view listens, and their refusals
+OUTPUT = Param("output", "--output", "file", "FILE", "Replace FILE atomically with the metrics, rather than print them.")
+SERVE = (Param("host", "--host", metavar="HOST", help="The address to listen on.", default="127.0.0.1", show_default=True),
+         Param("port", "--port", "int", "PORT", "The TCP port (0: any free one).", 8650, low=0, high=65535,
+               show_default=True),
+         Param("token_file", "--token-file", "file", "FILE",
+               "Require 'Authorization: Bearer TOKEN' on every request, TOKEN being FILE's first line."))
+SEEN_READ = (2, "no storm here, a storm file cannot be read, --output cannot be written, or a usage error")
+SERVE_CODES = epilog((0, "never: it serves until stopped"),
+                     (2, "no storm here, a --host that is not loopback without --token-file, a token file refused, an "
+                         "address that cannot be bound, or a usage error"),
+                     3, 4, AWAY, (130, "stopped with Ctrl-C"), (143, "stopped with SIGTERM"))

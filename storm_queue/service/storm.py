@@ -146,13 +146,15 @@ class Storm:
         return Principal(verdicts[0][1].by, tuple(verb for verb, verdict in verdicts if verdict.admitted),
                          refused[0] if refused else None)
 
-    def listing(self, decl: config.Declaration | None = None, waits: bool = True, slots: bool = True) -> Listing:
+    def listing(self, decl: config.Declaration | None = None, waits: bool = True,
+                log: logread.LogRead | None = None, slots: bool = True) -> Listing:
         """The storm as it will run; reads only, writes nothing. With
-        ``waits``, how long each ready lane has waited (``starving``); with
-        ``slots``, whether every slot is held while the order says run
+        ``waits``, how long each ready lane has waited (``starving``);
+        ``log``: the log as the caller has just read it (else read now);
+        with ``slots``, whether every slot is held while the order says run
         (``runs.full_slots``: a claim would wait)."""
         decl = decl or self.store.declaration()
-        log = self.store.read(decl)
+        log = log or self.store.read(decl)
         snap = self.store.snapshot(log)
         view = resolve(snap)
         warnings = list(log.warnings)

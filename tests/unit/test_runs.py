@@ -247,7 +247,8 @@ def test_renew_and_finish_need_the_live_leases_token(verb: str, case: str) -> No
     refused(r, "stale_fence")
     assert words in r.message and f"may not {verb}" in r.message
     assert w.events[-1]["action"] == "refused" and w.events[-1]["code"] == "stale_fence"
-    assert w.state == before  # recorded, changes nothing
+    assert replace(w.state, requests={}) == replace(before, requests={})  # recorded, changes nothing ...
+    assert w.state.requests[verb]["refused"] == before.requests.get(verb, {}).get("refused", 0) + 1  # ... but its count
     if case != "finished":
         assert "a" not in w.finished
 
@@ -263,7 +264,7 @@ def test_the_fold_ignores_runner_events_whose_token_is_not_the_live_leases() -> 
     for action, extra in (("renew", {"expires": stamp(T0 + 999)}), ("finish", {"result": "ok"}),
                           ("finish", {"result": "failed"}), ("expire", {"expired": lease.expires})):
         older = {"action": action, "slug": "a", "token": 1, "seq": 99, "at": stamp(T0 + 1), "by": "x", **extra}
-        assert fold.apply(live, older) == live
+        assert replace(fold.apply(live, older), requests=live.requests) == live  # counted, and nothing more
         newer = {**older, "token": 5}
         got = fold.apply(live, newer).run("a")
         # a newer token is only observed: it raises the floor, ends nothing
@@ -272,7 +273,7 @@ def test_the_fold_ignores_runner_events_whose_token_is_not_the_live_leases() -> 
     w.finish("a", 2, "ok")
     ended = w.state
     late = {"action": "finish", "slug": "a", "token": 2, "result": "failed", "seq": 99, "at": w.now, "by": "x"}
-    assert fold.apply(ended, late) == ended
+    assert replace(fold.apply(ended, late), requests=ended.requests) == ended  # counted, and nothing more
 
 
 def test_the_fold_of_a_claim_and_how_each_attempt_ends() -> None:
@@ -409,7 +410,8 @@ def test_an_expire_guarded_by_an_old_token_ends_nothing() -> None:
     stale = runs.expiries(w.snap(), w.policy)
     w.claim()
     live = w.state
-    assert fold.replay([{**e, "seq": 50, "at": w.now, "by": "x"} for e in stale], live) == live
+    again = fold.replay([{**e, "seq": 50, "at": w.now, "by": "x"} for e in stale], live)
+    assert replace(again, requests=live.requests) == live  # counted, and nothing more
 
 
 # -- retry budget and quarantine ----------------------------------------------
