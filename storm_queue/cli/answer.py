@@ -100,6 +100,11 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
             doc = {"outcome": "unknown" if exc.exit_code == 3 else "error", "message": words, "exit": exc.exit_code}
             if hasattr(exc, "recorded"):
                 doc["recorded"] = exc.recorded
+            if getattr(exc, "moved", ""):  # a storm that moved: where it went, as every read document says
+                doc["moved"] = exc.moved
+            done = getattr(exc, "outcome", None)
+            if done is not None:  # what the request recorded all the same (a claim's decision and token)
+                doc = {**done.to_json(), **doc, "warnings": done.warnings}
             emit_json(doc)
         err(f"storm-queue: {words}")
         code = exc.exit_code
@@ -179,8 +184,17 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
     """``claim``: take back orphans, decide, lease; print the decision line
     (or the refusal on stderr). ``wait``: how long to wait for work
     (``leases.claim``), and for the writers' lock when longer than 30 s."""
-    out = storm(root, max(30.0, wait)).claim(holder, ttl, source=source, reason=reason, key=key, wait=wait,
-                                             waiting=_claim_waits(wait) if sys.stderr.isatty() else None)
+    from ..core.errors import RecordFailed
+
+    try:
+        out = storm(root, max(30.0, wait)).claim(holder, ttl, source=source, reason=reason, key=key, wait=wait,
+                                                 waiting=_claim_waits(wait) if sys.stderr.isatty() else None)
+    except RecordFailed as exc:  # a lease recorded all the same counts: its runner hears its line (exit 4)
+        done = exc.outcome
+        if not as_json and done is not None and done.decision:
+            sys.stdout.write(done.decision + "\n")
+            sys.stdout.flush()
+        raise
     if as_json:
         emit_json(out.to_json())
     elif out.outcome == "refused":
@@ -262,8 +276,8 @@ def listed(root: str | None, states: str | None = None):
         from ..core.errors import BadArgument
         from ..core.resolver import STATES
 
-        wanted = frozenset(s.strip() for s in states.split(",") if s.strip())
-        unknown = sorted(wanted - set(STATES))
+        wanted = tuple(dict.fromkeys(s.strip() for s in states.split(",") if s.strip()))
+        unknown = sorted(set(wanted) - set(STATES))
         if unknown or not wanted:
             raise BadArgument(f"--state {states!r}: {', '.join(unknown) or 'no state'} is not a state; the states are "
                               f"{', '.join(STATES)}")
@@ -275,7 +289,7 @@ def listed(root: str | None, states: str | None = None):
     from ..core.records import replace
     from ..core.resolver import only
 
-    return replace(listing, view=only(listing.view, wanted))
+    return replace(listing, view=only(listing.view, frozenset(wanted)), only=wanted)
 
 
 def reading(root: str | None):

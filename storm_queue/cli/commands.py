@@ -9,9 +9,9 @@ from __future__ import annotations
 from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
 from .params import (  # noqa: F401 -- Command and Param: the names of the table's parts, where app and tests look
-    ADD_LANE, AWAY, CLAIM_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, MEMBERSHIP, NOT_BEFORE, READ,
-    OUTPUT, REQUEST, REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SEEN_READ, SERVE, SERVE_CODES, SLUG, TOKEN, WAIT,
-    WHEN, Command, Param, ttl,
+    ADD_LANE, AWAY, CLAIM_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEEP_INTACT, KEY, MEMBERSHIP, NOT_BEFORE,
+    OUTPUT, READ, REQUEST, REQUEST_CODES, RESET_DRY_RUN, ROOT, ROOT_HELP, RUNNER_CODES, SEEN_READ, SERVE, SERVE_CODES,
+    SETTLE, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
 )
 
 COMMANDS = (
@@ -110,7 +110,8 @@ Example: storm-queue serve --host 0.0.0.0 --token-file ~/.storm-token""",
             SERVE_CODES, (*SERVE, ROOT), "seen:serve", top=("root",), quick=False),
     Command("next", """Print the decision: run, review, wait or empty.
 
-One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty.
+One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty: the
+order (claim also waits while every one of [runner] slots is held).
 
 Example: storm-queue next""",
             epilog((0, "the decision was printed"), READ, 3, 4, AWAY), (JSON, ROOT), "answer:next_decision"),
@@ -156,16 +157,15 @@ Example: storm-queue add api 13 --deps schema
 
 Example: storm-queue add --from lanes.txt --key import-2026-12-02""", REQUEST_CODES,
             (*ADD_LANE, DEPS, FROM, *REQUEST, JSON, ROOT), "handlers:add"),
-    Command("settle", """Settle SLUG as integrated or abandoned.
+    Command("settle", """Settle SLUG, or a batch, as LEDGER: integrated or abandoned.
 
-LEDGER is integrated or abandoned. On a directory storm it appends SLUG to integrated.txt or
-abandoned.txt; on a database storm it adds the settled row. A lane
-holding a live lease is refused (lane_running) unless --force.
+A live lease is refused (lane_running) unless --force. --finished settles
+every lane finished now, --from FILE (- for stdin) the slugs of FILE, one
+a line: one request, all or nothing (an unknown, unfinished or settled
+slug refuses it, exit 2, recorded). --dry-run: what it would settle.
 
-Example: storm-queue settle api integrated --reason "merged\"""", REQUEST_CODES,
-            (SLUG, Param("ledger", kind="choice", required=True, choices=("integrated", "abandoned")),
-             Param("force", "--force", "flag", help="Settle a lane that holds a live lease, expiring the lease first (recorded)."),
-             *REQUEST, JSON, ROOT), "handlers:settle"),
+Example: storm-queue settle --finished integrated --dry-run""", REQUEST_CODES,
+            (*SETTLE, *REQUEST, DRY_RUN, JSON, ROOT), "handlers:settle"),
     Command("declare", """Record FILE as a database storm's declaration (operator only).
 
 The file is read as storm.toml is ([priority] sources, [runner]); the
@@ -181,18 +181,15 @@ Example: storm-queue declare storm.toml --root postgresql://operator@db.example/
              Param("key", "--key", metavar="KEY", help="An idempotency key."), WAIT, JSON, ROOT), "handlers:declare"),
     Command("reset", """Start a new log when the old one cannot be replayed.
 
-Operator only, and refused while the log replays.
+Operator only, a directory storm (a database's backup restores its log),
+refused while the log replays. The old log is kept beside it; with
+--keep-intact the new one begins with its lines that verify from line 1.
+Each line lost is named. --dry-run: what it would keep and lose.
 
-The old log and witness are kept beside it under new names. With
---keep-intact (a directory storm) the new log begins with the old one's
-longest prefix that verifies from line 1, and so with its lanes' order
-and leases.
-
-Example: storm-queue reset --keep-intact --reason "log cut short by a full disk\"""",
-            epilog((0, "a new log was started"), 1, (2, "refused: a blank --reason, the log still replays, a database "
-                                                     "storm, or a usage error"), 4, 5),
-            (Param("keep_intact", "--keep-intact", "flag", help="Begin the new log with the old one's lines that "
-                   "verify from line 1 (a directory storm)."), *REQUEST, JSON, ROOT), "handlers:reset"),
+Example: storm-queue reset --keep-intact --dry-run --reason "log cut short by a full disk\"""",
+            epilog((0, "a new log was started (or would be: --dry-run)"), 1, (2, "refused: a blank --reason, the log "
+                   "still replays, a database storm, or a usage error"), 4, 5),
+            (KEEP_INTACT, *REQUEST, RESET_DRY_RUN, JSON, ROOT), "handlers:reset"),
     Command("adopt", """Take over a priority log written by the earlier priority tool.
 
 Operator only. The old log is checked line by line, kept byte for byte
@@ -220,7 +217,7 @@ Example: storm-queue waive billing schema --undo --reason "schema is back in sco
             (SLUG, Param("dep", required=True, complete="slug"),
              Param("undo", "--undo", "flag", help="End the waiver: SLUG waits for DEP again."), *REQUEST, DRY_RUN, JSON, ROOT),
             "handlers:waive"),
-    Command("claim", """Decide as next does and lease the lane to run.
+    Command("claim", """Decide what starts now, within [runner] slots, and lease it.
 
 One line: run SLUG ISSUE TOKEN | review SLUG... | wait [SLUG...] |
 empty. Only run takes a lease (recorded, with a fencing token greater

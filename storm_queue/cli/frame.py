@@ -14,6 +14,7 @@ from ..core import clock
 from ..core.names import printable
 from ..core.records import dataclass
 from .render import event_text, last_attempt, mark_words
+from .standing import next_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -162,9 +163,13 @@ def build(listing: Listing, events: Iterable[dict[str, Any]], now: str) -> Frame
     notes += [f"stray: {s} is prioritised but queue.txt no longer carries it (never run)" for s in view.stray]
     if listing.skipped:
         notes.append(f"skipped: {len(listing.skipped)} queue.txt line(s) never run (storm-queue list names them)")
+    if listing.moved_to:
+        from ..service.storm import moved_note
+
+        notes.insert(0, f"moved: {printable(moved_note(listing.moved_to))}")
     shown = tuple((str(e.get("action")), event_text(e)) for e in list(events)[-EVENTS:])
-    return Frame(printable(listing.root), now, view.decision, running, tuple(priority), held, counts,
-                 len(view.settled), shown, tuple(notes))
+    return Frame(printable(listing.root), now, next_words(view.decision, listing.moved_to, listing.slots), running,
+                 tuple(priority), held, counts, len(view.settled), shown, tuple(notes))
 
 
 def failed(root: str, error: str, now: str, last: Frame | None = None) -> Frame:

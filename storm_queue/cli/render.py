@@ -4,10 +4,11 @@ guard escapes anything unprintable before it reaches a terminal."""
 from __future__ import annotations
 
 from ..core.exit_codes import AUTHORITY, CODES
-from ..core.logread import ADOPT_HINT, OLD_FORMAT, RESET_HINT
+from ..core.logread import ADOPT_HINT, OLD_FORMAT, RESET_HINT, RESTORE_HINT
 from ..core.names import printable, quote
 from ..core.outcome import act_json
 from ..roots import shown
+from .standing import next_words, none_words, slots_json, slots_line, slots_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def listing_json(listing: Listing) -> dict[str, Any]:
         "settled": [_row_json(r, listing) for r in view.settled],
         "starving_after": listing.starving_after,
         "halted": view.halt is not None, "halt": act_json(view.halt),
+        "slots": slots_json(listing.slots), "moved": listing.moved_to or None,
     }
 
 
@@ -134,6 +136,10 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
     view = listing.view
     rows = view.rows + (view.settled if show_settled else ())
     lines = [f"storm: {printable(listing.root)}", f"next: {view.decision}"]
+    if listing.moved_to:  # first of all: the storm runs elsewhere
+        lines = [f"next: {next_words(view.decision, listing.moved_to)}", lines[0]]
+    elif listing.slots is not None:
+        lines.append(f"slots: {slots_line(view.decision, listing.slots)}")
     if view.halt is not None:
         lines.append(f"halted: {halt_note(view.halt)}")
     if rows:
@@ -141,8 +147,8 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
         widths = (max(len(r.slug) for r in rows), max(len(r.issue) for r in rows),
                   max([len(printable(m.by)) for m in marks if m] + [1]))
         lines += [_plain_row(r, listing, widths) for r in rows]
-    if not view.rows:
-        lines.append("lanes: none to run")
+    if not (rows if listing.only else view.rows):  # narrowed to some states: none of those shown, settled too
+        lines.append(f"lanes: {none_words(listing)}")
     if view.settled and not show_settled:
         lines.append(f"settled: {len(view.settled)} lane(s), not listed (--all lists them)")
     for slug in view.stray:
@@ -275,6 +281,8 @@ def why_json(why: Why) -> dict[str, Any]:
         # the operator's waivers of its dependencies (issue 12)
         "waivers": [{"dep": dep, "seq": w.seq, "at": w.at, "by": w.by, "reason": w.reason} for dep, w in why.waivers],
         "halted": why.halt is not None, "halt": act_json(why.halt),
+        # every slot held (issue 33 item 7), and a storm that moved (item 6)
+        "slots": slots_json(why.slots), "waits_for_slot": why.waits_for_slot, "moved": why.moved or None,
     }
 
 
@@ -287,12 +295,15 @@ def why_text(why: Why) -> str:
     from ..core.halt import halt_note
 
     name = quote(why.slug) if why.state == "invalid" else why.slug
-    lines = [f"{name}: {why.state}" + ("" if why.status == why.state else f": {printable(why.status)}")]
+    lines = [f"{name}: {why.state}" + ("" if why.status == why.state else f": {printable(why.status)}")
+             + (f": waits for a slot ({slots_words(why.slots)})" if why.waits_for_slot else "")]
     if why.issue is not None:
         lines.append(f"issue: {printable(why.issue)}")
     if why.position is not None:
         where = f"position {why.position} of {why.of} in run order"
-        if why.is_next:
+        if why.waits_for_slot:
+            where += "; it is what runs next, once a slot frees"
+        elif why.is_next:
             where += "; it is what next runs"
         lines.append(where)
         if why.ahead:
@@ -329,7 +340,7 @@ def why_text(why: Why) -> str:
                      "the next request re-derives it")
     if why.halt is not None:
         lines.append(f"halted: {halt_note(why.halt)}")
-    lines.append(f"next: {why.decision}")
+    lines.append(f"next: {next_words(why.decision, why.moved, why.slots)}")
     return "\n".join(lines)
 
 
@@ -388,13 +399,16 @@ def _run_lines(why: Why) -> list[str]:
     return lines
 
 
-def audit_text(audit: Audit) -> str:
-    """``verify``'s report: the verdict first, the first bad line named."""
+def audit_text(audit: Audit, files: bool = True) -> str:
+    """``verify``'s report: the verdict first, the first bad line named, and
+    what the operator does: on a directory storm (``files``) a reset (or an
+    adopt), on a database storm a restore from its backup."""
     name = printable(audit.log)
     p = audit.problem
     if p is not None:
         where = f" (line {p.line} starts at byte {p.offset})" if p.line else ""
-        hint = "" if audit.checkpoint == "disagrees" else f"\n{ADOPT_HINT if p.what == OLD_FORMAT else RESET_HINT}"
+        way = (ADOPT_HINT if p.what == OLD_FORMAT else RESET_HINT) if files else RESTORE_HINT
+        hint = "" if audit.checkpoint == "disagrees" else f"\n{way}"
         return f"{name}: NOT sound: {printable(p.what)}{where}{hint}"
     lines = [f"{name}: sound: {audit.lines} line(s), {audit.length} bytes; framing, schema, chain, seq and witness agree"]
     if audit.checkpoint == "agrees":

@@ -166,6 +166,16 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
                            "take it over, keeping its order: storm-queue adopt --reason TEXT" if OLD_FORMAT in facts.log_error
                            else "restore the log and its witness from a backup, or keep the lines that verify from line 1: "
                            "storm-queue reset --keep-intact --reason TEXT"))
+    moved = facts.log.state.moved_to if facts.log is not None else ""
+    if moved:
+        from ..roots import shown
+
+        out.append(Finding(ERROR, "moved", facts.log_rel,
+                           f"this storm moved to {shown(moved)} (the log's last line, a migrate, says so): its lanes "
+                           "run there; here next and claim exit 3 and every request is refused, and list, why and "
+                           "watch show the storm as it was when it moved",
+                           f"point the runners and the operator at it: --root {shown(moved)} (or STORM_QUEUE_ROOT); "
+                           "keep this directory as the record of the storm before the move"))
     for seq in facts.passwords:
         out.append(Finding(ERROR, "password_recorded", f"{facts.log_rel}:{seq}",
                            f"line {seq} records a database password (the URL a migrate moved the storm to, written by "
@@ -428,9 +438,9 @@ def render_text(findings: list[Finding]) -> str:
     )
 
 
-def report_json(root: str, running_hours: float, findings: list[Finding]) -> dict[str, Any]:
-    """The ``doctor --json`` document."""
+def report_json(root: str, running_hours: float, findings: list[Finding], moved: str = "") -> dict[str, Any]:
+    """The ``doctor --json`` document; ``moved``: where the storm moved, as printed."""
     return {"root": root, "clean": not findings, "running_hours": running_hours,
             "errors": sum(f.severity == ERROR for f in findings),
             "warnings": sum(f.severity == WARNING for f in findings),
-            "findings": [f.to_json() for f in findings]}
+            "findings": [f.to_json() for f in findings], "moved": moved or None}

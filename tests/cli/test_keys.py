@@ -137,7 +137,11 @@ def test_a_repeated_request_answers_as_the_first_and_appends_nothing(tmp_path: P
     if args[0] == "claim":
         assert again.stdout == first.stdout == "run a 1 1\n"
     else:
-        assert without_message(again.stdout) == without_message(first.stdout), (first.stdout, again.stdout)
+        said = first.stdout
+        if args[0] == "reset":  # the lines a reset kept and lost are named once (issue 33 item 5): the log lists none
+            assert "\nkept: " in said and "\nlost: " in said, said
+            said = said.split("\nkept: ")[0] + "\n"
+        assert without_message(again.stdout) == without_message(said), (first.stdout, again.stdout)
         assert f"a repeat of line {seq}" in again.stdout and "nothing new recorded" in again.stdout, again.stdout
     assert tree(root) == before  # not a byte appended, not a file touched
 

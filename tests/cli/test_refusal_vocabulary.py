@@ -202,6 +202,25 @@ def _empty_batch(make: Make) -> Answer:
     return _batch(make, "a 1\n", "# nothing yet\n\n")
 
 
+def _review(root: Path, lines: str) -> Answer:
+    """``settle --from FILE integrated`` of ``lines`` (FILE in a directory of its own)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "reviewed.txt"
+    path.write_text(lines)
+    return cli(root, "settle", "--from", str(path), "integrated")
+
+
+def _not_finished(make: Make) -> Answer:
+    return _review(make("a 1\nb 2\n"), "a\n")
+
+
+def _lane_settled(make: Make) -> Answer:
+    root = make("a 1\nb 2\n")
+    ok(root, "settle", "b", "integrated")
+    return _review(root, "b\n")
+
+
 def _dependency_cycle(make: Make) -> Answer:
     return cli(make("a 1 z\n"), "push", "z", "5", "--deps", "a")
 
@@ -359,6 +378,8 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
     "dependency_unknown": _dependency_unknown,
     "duplicate_slug": _duplicate_slug,
     "empty_batch": _empty_batch,
+    "not_finished": _not_finished,
+    "lane_settled": _lane_settled,
     "dependency_cycle": _dependency_cycle,
     "needed_by_named": _needed_by_named,
     "not_prioritised": _not_prioritised,

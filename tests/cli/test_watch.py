@@ -34,8 +34,9 @@ def cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess
 
 @pytest.fixture
 def spring(tmp_path: Path) -> Path:
-    """A storm with a prioritised lane (a hostile reason), a running lease and a blocked lane."""
-    root = make_storm(tmp_path / "spring", QUEUE, abandoned=["gone"])
+    """A storm with a prioritised lane (a hostile reason), a running lease and a blocked lane;
+    two slots, so that docs is what a claim takes next too."""
+    root = make_storm(tmp_path / "spring", QUEUE, abandoned=["gone"], toml="[runner]\nslots = 2\n")
     cli(root, "bump", "api", "--reason", HOSTILE)
     cli(root, "claim", "--holder", "runner-1", "--ttl", "600")
     return root

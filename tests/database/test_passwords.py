@@ -120,7 +120,8 @@ def test_migrate_records_the_url_without_its_password_and_says_it_masked(tcp_sto
         assert SECRET not in (root / "priority.log").read_text()
         for args in (("bump", "a"), ("log",), ("log", "--json"), ("list",), ("doctor",), ("next",)):
             never_said(run_cli(root, *args))
-        assert run_cli(root, "doctor").returncode == 0
+        doctor = json.loads(run_cli(root, "doctor", "--json").stdout)  # no password recorded: only the move (item 6)
+        assert [f["code"] for f in doctor["findings"]] == ["moved"] and doctor["moved"] == target
     finally:
         server.drop_database(db)
 
@@ -143,6 +144,6 @@ def test_doctor_names_a_password_an_earlier_release_recorded(tmp_path) -> None:
     for args in (("doctor",), ("log",), ("log", "--json"), ("bump", "a"), ("list", "--json"), ("next",)):
         never_said(run_cli(root, *args))
     masked = [json.loads(line) for line in run_cli(root, "log", "--json").stdout.splitlines()]
-    assert masked[-1]["to"] == "postgresql://op@db.example/storm?password=***"
+    assert masked[-2]["to"] == masked[-1]["moved"] == "postgresql://op@db.example/storm?password=***"
     assert SECRET in (root / "priority.log").read_text(errors="replace") or quote(SECRET, safe="") in (
         root / "priority.log").read_text()  # the log itself stays append-only

@@ -44,12 +44,14 @@ def _checked(store: Database) -> Iterator[tuple[bytes, dict[str, Any]]]:
         try:
             event = decode(line)
         except Malformed as exc:
-            raise logread.Damage(store.root, f"line {expected} is malformed: {exc}", expected, offset) from None
+            raise logread.Damage(store.root, f"line {expected} is malformed: {exc}", expected, offset,
+                                 logread.RESTORE_HINT) from None
         if seq != expected or event["seq"] != expected:
-            raise logread.Damage(store.root, f"line {expected} has seq {event['seq']}, expected {expected}", expected, offset)
+            raise logread.Damage(store.root, f"line {expected} has seq {event['seq']}, expected {expected}", expected,
+                                 offset, logread.RESTORE_HINT)
         if event["prev"] != prev:
             raise logread.Damage(store.root, f"line {expected} breaks the chain: its prev does not match line "
-                                f"{expected - 1}", expected, offset)
+                                f"{expected - 1}", expected, offset, logread.RESTORE_HINT)
         yield line, event
         prev, offset, expected = digest(line), offset + len(line), expected + 1
 
