@@ -85,32 +85,40 @@ def interrupted(signum: int, as_json: bool) -> NoReturn:
     sys.exit(code)
 
 
-def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
-    """Run a command's work and exit with its code; typed errors and crashes
-    get the exit codes ``core.exit_codes`` maps them to."""
+def said(exc: BaseException) -> tuple[str, str, int]:
+    """What a command says of the error ``exc`` that ends it: its outcome
+    word (``unknown`` for exit 3, ``error`` for a typed refusal, ``crashed``
+    for anything else), its words (no password: ``roots.hide``) and its
+    exit code (``core.exit_codes``)."""
     from ..core.errors import StormError
     from ..core.exit_codes import CRASHED
     from ..roots import hide
 
+    if isinstance(exc, StormError):
+        return ("unknown" if exc.exit_code == 3 else "error"), hide(str(exc)), exc.exit_code
+    return "crashed", hide(f"{type(exc).__name__}: {exc}"), CRASHED
+
+
+def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
+    """Run a command's work and exit with its code; typed errors and crashes
+    get the exit codes ``core.exit_codes`` maps them to."""
+    from ..core.errors import StormError
+
     try:
         code = work()
-    except StormError as exc:
-        words = hide(str(exc))
-        if as_json:
-            doc = {"outcome": "unknown" if exc.exit_code == 3 else "error", "message": words, "exit": exc.exit_code}
-            if hasattr(exc, "recorded"):
-                doc["recorded"] = exc.recorded
-            emit_json(doc)
-        err(f"storm-queue: {words}")
-        code = exc.exit_code
     except (Interrupted, KeyboardInterrupt) as exc:
         interrupted(getattr(exc, "signum", 2), as_json)
     except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal
-        words = hide(f"{type(exc).__name__}: {exc}")
+        outcome, words, code = said(exc)
         if as_json:
-            emit_json({"outcome": "crashed", "message": words, "exit": CRASHED})
-        err(f"storm-queue: crashed: {words} (this is a bug; please report it)")
-        code = CRASHED
+            doc = {"outcome": outcome, "message": words, "exit": code}
+            if hasattr(exc, "recorded"):
+                doc["recorded"] = exc.recorded
+            emit_json(doc)
+        if isinstance(exc, StormError):
+            err(f"storm-queue: {words}")
+        else:
+            err(f"storm-queue: crashed: {words} (this is a bug; please report it)")
     sys.exit(code)
 
 
@@ -139,20 +147,20 @@ def _waiting(who: str, path: str, wait: float) -> None:
 
 
 def next_decision(root: str | None, as_json: bool) -> int:
-    """``next``: decide, do the owner's side effects, print the decision.
-    When it cannot decide (exit 3), its one-line reason goes to stdout as
-    well as stderr: a runner that logs what ``next`` prints says why."""
-    from ..core.errors import UnknownOrder
-
+    """``next``: decide, do the owner's side effects, print the decision
+    line (under the operator's halt: ``halted`` and who halted the storm,
+    when and why, ``decision_line``). When it cannot decide (any
+    exit but 0), its one-line reason (``OUTCOME: WORDS``, ``said``) goes to
+    stdout as well as stderr: a runner that logs what ``next`` prints says
+    why."""
     try:
         listing, notes = storm(root, reads=True).next()
-    except UnknownOrder as exc:
+    except Exception as exc:
         if not as_json:
             from ..core.names import printable
-            from ..roots import hide
 
-            sys.stdout.write(printable(f"unknown: {hide(str(exc))}") + "\n")
-            sys.stdout.flush()
+            outcome, words, _ = said(exc)
+            say(printable(f"{outcome}: {words}"))
         raise
     for note in notes:
         err(f"storm-queue: {note}")
@@ -167,10 +175,23 @@ def next_decision(root: str | None, as_json: bool) -> int:
         emit_json({"decision": listing.decision, "warnings": listing.warnings, "halted": halt is not None,
                    "halt": act_json(halt)})
     else:
-        sys.stdout.write(listing.decision + "\n")  # a decision is ASCII: names and digits
-        sys.stdout.flush()
+        say(decision_line(listing.decision, halt))  # names and digits, and a halt's words escaped
         warn(listing.warnings)
     return 0
+
+
+def decision_line(decision: str, halt: Any) -> str:
+    """The line ``next`` and ``claim`` print for ``decision``: itself, but
+    under the operator's halt (``fold.Act``), ``halted`` followed on the
+    same line by who halted the storm, when and why (``halted by
+    operator:NAME at STAMP, reason "TEXT"``, the reason escaped and
+    quoted), so that a runner that logs a line it does not know says why
+    nothing starts."""
+    if decision == "halted" and halt is not None:
+        from ..core.halt import halt_words
+
+        return halt_words(halt)
+    return decision
 
 
 def claim_decision(root: str | None, as_json: bool, holder: str | None = None, ttl: int | None = None,
@@ -186,8 +207,7 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
     elif out.outcome == "refused":
         err(f"storm-queue: {out.text()}")
     else:
-        sys.stdout.write(out.decision + "\n")  # names and digits
-        sys.stdout.flush()
+        say(decision_line(out.decision, out.halt))  # names and digits, and a halt's words escaped
         if out.halt is not None:
             from ..core.halt import halt_note
 

@@ -84,9 +84,14 @@ Example: storm-queue watch --once | grep '^next:'""",
                    low=0.1, high=3600, show_default=True),
              Param("once", "--once", "flag", help="Print one frame and exit (what watch does when stdout is not a terminal)."),
              ROOT), "handlers:show_watch", top=("root",)),
-    Command("next", """Print the decision: run, review, wait or empty.
+    Command("next", """Print the decision: run, review, wait, halted or empty.
 
-One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty.
+One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty; while
+the operator's halt is in force, halted followed by who halted the storm,
+when and why (halted by operator:NAME at TIME, reason "TEXT"). When it
+cannot decide (any exit but 0), the reason is one line on stdout too
+(unknown: ..., error: ... or crashed: ...), for a runner that logs what
+next prints.
 
 Example: storm-queue next""",
             epilog((0, "the decision was printed"), READ, 3, 4, AWAY), (JSON, ROOT), "answer:next_decision"),
@@ -199,7 +204,8 @@ Example: storm-queue waive billing schema --undo --reason "schema is back in sco
     Command("claim", """Decide as next does and lease the lane to run.
 
 One line: run SLUG ISSUE TOKEN | review SLUG... | wait [SLUG...] |
-empty. Only run takes a lease (recorded, with a fencing token greater
+empty | halted (followed, as next prints it, by who halted the storm,
+when and why; with --json the decision is the word halted). Only run takes a lease (recorded, with a fencing token greater
 than any before it for that lane); it is wait while storm.toml
 [runner] slots lanes are running. Leases past their expiry are taken
 back first (recorded). With --wait SECONDS, a claim that would answer
@@ -247,11 +253,13 @@ Example: storm-queue release e --token 3 --reason "runner stopped by SIGTERM\"""
     Command("recover", """Take back orphaned leases (every one, or SLUG's).
 
 A lease past its expiry is an orphan: its lane may be claimed again.
-With SLUG (operator only), also end a running marker that has no lease
-behind it (written by hand or by an older runner); with --force and
---reason, end SLUG's live lease whose holder is gone: recorded, and its
-token is refused from then on (stale_fence). --force changes nothing for
-a lane without a live lease.
+With SLUG (operator only), take back SLUG's orphaned lease; with --force
+and --reason (its runner is gone), end SLUG's live lease: recorded, and
+its token is refused from then on (stale_fence); or end a running marker
+that has no lease behind it. A runner that takes no leases (one that
+runs what next decides) marks every lane it runs so: without --force
+such a lane is refused (marker_running), since taking it back while it
+runs lets next offer it again.
 
 Example: storm-queue recover
 
@@ -259,7 +267,8 @@ Example: storm-queue recover e --reason "runner host lost\"
 
 Example: storm-queue recover e --force --reason "host r1 was reinstalled\"""", RUNNER_CODES,
             (Param("slug", complete="slug"),
-             Param("force", "--force", "flag", help="End SLUG's live lease too (its holder is gone); needs --reason."),
+             Param("force", "--force", "flag", help="End SLUG's live lease, or its running marker with no lease, too (its "
+                                                  "runner is gone); needs --reason."),
              *REQUEST, JSON, ROOT), "handlers:recover"),
     Command("cancel", """Cancel SLUG: it will not run, or stops running.
 
@@ -278,9 +287,9 @@ Operator only, with --reason. The lane's attempt history stays.
 Example: storm-queue unpark e --reason "flaky disk replaced\"""", RUNNER_CODES, (SLUG, *REQUEST, JSON, ROOT), "handlers:unpark"),
     Command("halt", """Halt the storm: no lane starts until resume.
 
-Operator only, with --reason. While halted, claim leases nothing and
-answers halted, next says wait; leases already held run on and may
-renew and finish. Halting a halted storm is a recorded no-op.
+Operator only, with --reason. While halted, claim leases nothing, and
+claim and next answer halted, followed by who halted the storm, when and
+why; leases already held run on and may renew and finish. Halting a halted storm is a recorded no-op.
 
 Example: storm-queue halt --reason "disk full on the build host\"""", RUNNER_CODES,
             (*REQUEST, DRY_RUN, JSON, ROOT), "handlers:halt"),

@@ -199,7 +199,7 @@ def ago(at: str, now: str) -> str:
 def lease_words(h: Holding) -> str:
     """What is left of a running lane's lease, in words."""
     if h.kind == "marker":
-        return f"a running marker with no lease (only storm-queue recover {h.slug} takes it back)"
+        return "a running marker with no lease: a runner that takes no leases runs it"
     if h.left is None:
         return "lease expiry unknown"
     if h.kind == "orphan" or h.left <= 0:

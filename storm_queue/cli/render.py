@@ -353,8 +353,10 @@ def _run_lines(why: Why) -> list[str]:
                      "storm-queue recover takes it back")
     elif why.how == "marker":
         token = "carrying no token" if why.marker_token is None else f"carrying token {why.marker_token}"
-        lines.append(f"marker: a running marker with no lease behind it ({token}); no claim or recover takes it "
-                     f"back: only the operator's storm-queue recover {slug}")
+        lines.append(f"marker: a running marker with no lease behind it ({token}): a runner that takes no leases (one "
+                     "that runs what storm-queue next decides) marks every lane it runs so; claim and next leave it "
+                     f"alone, and it runs until that runner finishes it (should that runner be gone, the operator's "
+                     f"storm-queue recover {slug} --force --reason TEXT takes it back)")
     if run.history or run.attempts or run.quarantined is not None:
         of = "" if why.budget is None else f" of {why.budget}"
         earlier = len(run.history) - run.attempts

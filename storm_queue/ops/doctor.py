@@ -283,7 +283,9 @@ def runner_findings(snap: Snapshot, budget: int) -> list[Finding]:
             out.append(Finding(WARNING, "marker_without_lease", slug,
                                f"has a running marker ({carries}) with no lease behind it in the log: no claim or "
                                "recover takes it back" + (", and it holds a [runner] slot" if slug in snap.lanes else ""),
-                               f"if no runner is working on it, as the operator: storm-queue recover {slug}"))
+                               "none if a runner that takes no leases (one that runs what storm-queue next decides) "
+                               "is running it, as it marks every lane it runs so; if no runner is working on it, as the "
+                               f"operator: storm-queue recover {slug} --force --reason TEXT"))
         if run.quarantined is not None and slug in snap.lanes:
             last = run.history[-1] if run.history else None
             ended = "" if last is None else f"; its last attempt (token {last.token}) ended {last.end or 'never'}" + (

@@ -121,7 +121,7 @@ def storms(tmp_path: Path) -> dict[str, Path]:
         f.write(b'{"v":1,"seq":2')
     unknown = make_storm(tmp_path / "unknown", QUEUE)
     (unknown / "priority.log").write_text("not json\n")
-    halted = make_storm(tmp_path / "halted", QUEUE)  # next says wait and claim halted, naming the halt on stderr
+    halted = make_storm(tmp_path / "halted", QUEUE)  # next and claim say halted, by whom, when and why
     subprocess.run([sys.executable, "-m", "storm_queue", "halt", "--reason", 'a "freeze"', "--root", str(halted)],
                    env=clean_env(), check=True, capture_output=True, timeout=60)
     return {"plain": plain, "marks": marks, "torn": torn, "unknown": unknown, "halted": halted}
@@ -144,7 +144,8 @@ def test_quick_forms_answer_as_click_does(tmp_path: Path, form: list[str]) -> No
             assert quick.returncode == 0 and b'"halted": true' in quick.stdout
         elif name == "halted":
             assert quick.returncode == 0 and b"halted by operator:" in quick.stderr and b'"freeze' in quick.stderr
-            assert b"wait" in quick.stdout
+            assert quick.stdout.startswith(b"halted by operator:") or b'"decision": "halted"' in quick.stdout
+            assert b'reason "a \\"freeze\\""' in quick.stdout or b'"halted": true' in quick.stdout
 
 
 def test_other_forms_answer_as_click_does(tmp_path: Path) -> None:
@@ -185,7 +186,8 @@ def test_quick_claims_answer_as_click_does(tmp_path: Path, form: list[str]) -> N
         if name == "plain" and "--ttl" not in form and "bad name" not in form:
             assert quick.returncode == 0 and quick.stdout.split()[0] in (b"run", b'{"outcome":')
         if name == "halted" and "--ttl" not in form and "bad name" not in form:
-            assert quick.returncode == 0 and (quick.stdout == b"halted\n" or b'"halted": true' in quick.stdout)
+            assert quick.returncode == 0 and (re.fullmatch(rb'halted by operator:\S+ at \S+Z, reason "a \\"freeze\\""\n',
+                                                           quick.stdout) or b'"decision": "halted"' in quick.stdout)
 
 
 def test_no_storm_here_answers_as_click_does(tmp_path: Path) -> None:
