@@ -370,14 +370,14 @@ def test_each_command_loads_only_its_part_of_the_storm(tmp_path: Path, args: tup
 DATABASE_BUMP_MODULES = {
     "cli", "cli.answer", "cli.commands", "cli.entry", "cli.params", "core", "core.authority", "core.clock",
     "core.config", "core.errors", "core.exit_codes", "core.fold", "core.framing", "core.jsoncodec", "core.lane",
-    "core.ledgers", "core.logread", "core.names", "core.outcome", "core.queuetext", "core.records", "core.resolver",
-    "core.shapes", "core.statebody", "roots", "service", "service.passage", "service.requests", "service.storm",
+    "core.ledgers", "core.logread", "core.names", "core.outcome", "core.passwords", "core.queuetext", "core.records",
+    "core.resolver", "core.shapes", "core.statebody", "roots", "service", "service.passage", "service.requests", "service.storm",
     "store", "store.postgres", "store.postgres.connect", "store.postgres.log", "store.postgres.queries",
     "store.postgres.rows", "store.postgres.store", "store.postgres.version", "store.postgres.libpq",
     "store.postgres.libpq.binding", "store.postgres.libpq.connection", "store.postgres.libpq.exceptions",
     "store.postgres.libpq.values", "wall"}
 #: what a database request loads beyond a directory's: ctypes and select (the driver), urllib.parse
-#: and what it loads (roots.py reads the URL), contextlib and what it loads (the store's transactions)
+#: and what it loads (core/passwords.py reads the URL), contextlib and what it loads (the store's transactions)
 DRIVER_MODULES = {"_ctypes", "ctypes", "ctypes._endian", "struct", "_struct", "types", "select",
                   "urllib", "urllib.parse", "ipaddress", "re", "re._casefix", "re._compiler", "re._constants",
                   "re._parser", "_sre", "enum", "copyreg", "keyword", "operator", "_operator", "reprlib",
