@@ -386,6 +386,8 @@ Example: storm-queue revoke runner ci_runner --root postgresql://operator@db.exa
             MEMBERSHIP, "handlers:revoke"),
     Command("upgrade", """Upgrade the schema of the database storm URL (operator only).
 
+The storm is URL, else found as every command finds it: --root, else
+$STORM_QUEUE_ROOT, else the nearest storm above the working directory.
 It is carried forward to this storm-queue's version. Applies every pending migration in one transaction under
 the storm's lock and records an upgrade line naming the versions from
 and to; a storm at this version already is a recorded no-op. Until it
@@ -393,14 +395,16 @@ is upgraded, a storm an earlier storm-queue made answers every read,
 and refuses every write (exit 2). Killed midway, the storm stays at its
 old version, whole.
 
-Example: storm-queue upgrade postgresql://operator@db.example/storm""",
+Example: storm-queue upgrade postgresql://operator@db.example/storm
+
+Example: STORM_QUEUE_ROOT=postgresql://operator@db.example/storm storm-queue upgrade""",
             epilog((0, "the schema was upgraded (or was at this version already)"),
                    (1, "refused: not the storm's operator"),
                    (2, "a schema newer than this storm-queue's, a directory storm, or a usage error"), 4, 5),
-            (Param("url", metavar="URL", required=True),
+            (Param("url", metavar="URL"),
              Param("reason", "--reason", metavar="TEXT", help="Why you upgrade; recorded with the request."),
-             Param("key", "--key", metavar="KEY", help="An idempotency key."), WAIT, JSON),
-            "handlers:upgrade", top=()),
+             Param("key", "--key", metavar="KEY", help="An idempotency key."), WAIT, JSON, ROOT),
+            "handlers:upgrade"),
     Command("doctor", """Audit the storm and say what to fix, one finding a line.
 
 Each line is SEVERITY CODE SUBJECT: MESSAGE (fix: FIX). An error is a

@@ -139,9 +139,10 @@ def _when(at: str) -> str:
     return printable(at[:19].replace("T", " ") + "Z") if len(at) >= 19 else printable(at)
 
 
-def build(listing: Listing, events: Iterable[dict[str, Any]], now: str) -> Frame:
+def build(listing: Listing, events: Iterable[dict[str, Any]], now: str, files: bool = True) -> Frame:
     """The frame for ``listing`` and the log's last ``events`` (oldest
-    first; only the last ``EVENTS`` are kept) at the stamp ``now``."""
+    first; only the last ``EVENTS`` are kept) at the stamp ``now``, of a
+    storm that keeps ``files`` (else rows: ``render.event_text``)."""
     view = listing.view
     t = _seconds(now)
     running = tuple(_holding(r, t) for r in view.rows if r.state == "running")
@@ -162,7 +163,7 @@ def build(listing: Listing, events: Iterable[dict[str, Any]], now: str) -> Frame
     notes += [f"stray: {s} is prioritised but queue.txt no longer carries it (never run)" for s in view.stray]
     if listing.skipped:
         notes.append(f"skipped: {len(listing.skipped)} queue.txt line(s) never run (storm-queue list names them)")
-    shown = tuple((str(e.get("action")), event_text(e)) for e in list(events)[-EVENTS:])
+    shown = tuple((str(e.get("action")), event_text(e, files)) for e in list(events)[-EVENTS:])
     return Frame(printable(listing.root), now, view.decision, running, tuple(priority), held, counts,
                  len(view.settled), shown, tuple(notes))
 
