@@ -57,15 +57,40 @@ def warn(warnings: list[str]) -> None:
         err(f"storm-queue: warning: {w}")
 
 
+#: while a ``claim --wait`` waits for work: how many lines this process had
+#: appended to a directory's log when the wait began, whether the claim
+#: recorded anything before it (either store), and when the wait began
+WAITING: list[tuple[int, bool, str]] = []
+
+
+def _lines(events: list[dict[str, Any]]) -> str:
+    """Recorded events in words: ``the quarantine a (line 3)``, and so on."""
+    return ", ".join(f"the {e['action']}{' ' + e['slug'] if e.get('slug') else ''} (line {e['seq']})" for e in events)
+
+
 def interrupted(signum: int, as_json: bool) -> NoReturn:
     """Exit 128 + ``signum`` (130 for SIGINT, 143 for SIGTERM) with one line
     on stderr saying what was recorded, and with ``--json`` one document on
     stdout. The writers' lock defers both signals while it is held
     (``log.lock.held``), so a request is either not begun or recorded
-    whole: the log lines this process appended say which."""
+    whole: the log lines this process appended say which. A ``claim
+    --wait`` interrupted while it waits recorded nothing at the interrupt;
+    what it recorded when it began (an expired lease, a quarantine) is said
+    as recorded then (``WAITING``)."""
     writer = sys.modules.get("storm_queue.store.directory.log.writer")
     events = list(getattr(writer, "appended", ()))
-    if events:
+    if WAITING:
+        count, began, since = WAITING[-1]
+        words = f"interrupted while claim --wait waited for work (since {since})"
+        words += (f": after it began waiting it recorded {_lines(events[count:])}, and its answer may not have been "
+                  "printed" if events[count:] else ": nothing was recorded at the interrupt")
+        if events[:count]:
+            words += f"; when the claim began it recorded {_lines(events[:count])}"
+        elif began:
+            words += "; when the claim began it recorded what it found (expired leases, quarantines)"
+        if events or began:
+            words += f"; storm-queue log --last {max(len(events), 1)} shows {'them' if len(events) > 1 else 'it'}"
+    elif events:
         last = events[-1]
         slug = f" {last['slug']}" if last.get("slug") else ""
         words = (f"interrupted: the {last['action']}{slug} was recorded (line {last['seq']}) but its answer may not "
@@ -201,7 +226,8 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
     (or the refusal on stderr). ``wait``: how long to wait for work
     (``leases.claim``), and for the writers' lock when longer than 30 s."""
     out = storm(root, max(30.0, wait)).claim(holder, ttl, source=source, reason=reason, key=key, wait=wait,
-                                             waiting=_claim_waits(wait) if sys.stderr.isatty() else None)
+                                             waiting=_claim_waits(wait))
+    WAITING.clear()  # answered: an interrupt from here on is not one during the wait
     if as_json:
         emit_json(out.to_json())
     elif out.outcome == "refused":
@@ -218,8 +244,15 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
 
 
 def _claim_waits(wait: float) -> Callable[[Any], None]:
-    """What a claim says at a terminal once it begins to wait for work."""
+    """What a claim notes once it begins to wait for work (``WAITING``, for
+    an interrupt to say what was recorded when), and says at a terminal."""
     def note(out: Any) -> None:
+        from ..wall import now
+
+        writer = sys.modules.get("storm_queue.store.directory.log.writer")
+        WAITING.append((len(getattr(writer, "appended", ())), bool(out.recorded), now()))
+        if not sys.stderr.isatty():
+            return
         sys.stderr.write(f"storm-queue: nothing to lease now ({out.decision.split(' ')[0]}); waiting up to --wait "
                          f"{wait:g} seconds for a change that can make a lane claimable (Ctrl-C stops, recording "
                          "nothing)\n")
