@@ -263,7 +263,7 @@ def runner_findings(snap: Snapshot, budget: int) -> list[Finding]:
         from ..core.halt import halt_words
 
         out.append(Finding(WARNING, "halted", "storm", f"the storm is {halt_words(snap.state.halt)}: no lane starts "
-                           "(claim leases nothing, next says wait); leases already held run on",
+                           "(claim leases nothing; claim and next answer halted); leases already held run on",
                            "when the cause is dealt with, as the operator: storm-queue resume --reason TEXT"))
     led = snap.ledgers
     for slug in sorted(set(snap.state.runs) | set(led.running)):
