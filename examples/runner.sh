@@ -9,26 +9,43 @@
 # (postgresql://... or postgres://...). On a database storm there are no
 # files to share: a lane's work runs in $RUNNER_LANES/SLUG on this host, the
 # lease length comes from `storm-queue why`, and a finished lane is settled
-# with `storm-queue settle` (recorded) instead of a line appended to
-# integrated.txt or abandoned.txt.
+# (by a runner that may settle) with `storm-queue settle` (recorded) instead
+# of a line appended to integrated.txt or abandoned.txt.
 #
 # It asks `storm-queue claim` what to do, does exactly that, and asks again,
 # until the storm is empty. It is what a real runner does, minus the real
 # work (which a lane supplies as an executable lanes/SLUG/run.sh, or which
 # $LANE_COMMAND stands in for).
 #
+# A runner does only a runner's work. It learns once, at start, with
+# `storm-queue whoami --json`, whether it may settle a lane (the review):
+# the operator may (on a directory storm the runner is the operator's
+# account, as its claims are), and so may a source the operator declares;
+# a database storm's runner role (docs/many-hosts.md) may not. A runner
+# that may not settle makes only a runner's requests (claim, renew, finish,
+# release; and reads): a lane it finished ok it leaves for the operator's
+# review (`storm-queue settle SLUG integrated|abandoned`), saying so, and
+# goes on. Under `[runner] unattended` (the declaration; UNATTENDED on a
+# directory storm) the next claim gives it the next lane; otherwise `claim`
+# answers `review SLUG...`, and the runner says once which lanes await the
+# review and waits for it with `claim --wait $RUNNER_WAIT` (which waits a
+# review out for a caller who may not settle: it answers once the operator
+# has settled them). It says which of the two it does, once.
+#
 # --once: ask for one decision, carry it out (run the lane to its end, or
-# settle the lanes to review) and exit 0, whatever it was: for cron, which
-# mails what it prints (an empty storm, or one that waits on a running
-# lane, prints nothing; one held up by the operator says so every run), e.g.
+# settle the lanes to review when it may) and exit 0, whatever it was: for
+# cron, which mails what it prints (an empty storm, or one that waits on a
+# running lane, prints nothing; one held up by the operator says so every
+# run), e.g.
 #   */5 * * * * examples/runner.sh --once /srv/storm
 #
-# A lane that fails is not retried at once: the runner records
-# `storm-queue schedule SLUG --not-before +Ns` (with a reason that says so),
-# so every runner passes it over for N seconds while other lanes run; N
-# doubles with each failed attempt of the lane, from $RUNNER_RETRY_DELAY up
-# to $RUNNER_RETRY_MAX. Once its `[runner] attempts` are spent the lane is
-# quarantined, as ever.
+# A lane that fails is retried by the storm itself: `finish --result
+# failed` spends the attempt, and under a declared `[runner] retry_delay`
+# the storm passes the lane over for that many seconds (doubled with each
+# attempt spent, at most `[runner] retry_max`) while other lanes run; the
+# runner says what `finish` answered ("...; attempt 1 of 3, it will be
+# claimed again after STAMP"). Once its `[runner] attempts` are spent the
+# lane is quarantined, as ever. The runner never schedules a lane.
 #
 # When the answer is `wait` or `halted`, the next claim is `claim --wait
 # $RUNNER_WAIT`: it answers the moment a lane can be claimed (or after
@@ -36,14 +53,17 @@
 # Exit 5 (busy, or a database storm's server unreachable: nothing changed)
 # is asked again after a pause that doubles each time in a row.
 #
-# When nothing can run and nothing will change by itself (no lane is running
-# under a lease or scheduled: a quarantined lane, a lane blocked or waiting
-# on one, a dependency queue.txt does not know, finished lanes waiting for
-# a batch review under UNATTENDED, a running marker with no lease holding a
-# [runner] slot), the runner says so once on stderr, naming each lane and the
-# command that unblocks it (`storm-queue unpark SLUG --reason TEXT`, ...),
-# and goes on waiting for the operator (or, with --once, exits 0). It says
-# it again only when what holds the storm up changes.
+# When nothing more can run for it (the answer is `wait`, and every lane
+# not settled is finished, awaiting the operator's review), the runner says
+# so and exits 0, as on `empty`. When nothing else can run and nothing
+# will change by itself (no lane is running under a lease or scheduled: a
+# quarantined lane, a lane blocked or waiting on one, a dependency
+# queue.txt does not know, finished lanes waiting for a batch review under
+# UNATTENDED, a running marker with no lease holding a [runner] slot), the
+# runner says so once on stderr, naming each lane and the command that
+# unblocks it (`storm-queue unpark SLUG --reason TEXT`, ...), and goes on
+# waiting for the operator (or, with --once, exits 0). It says it again
+# only when what holds the storm up changes.
 #
 # Several copies may run at once against one storm, on one machine or on
 # several that share it: `claim` takes a lease on a lane under the writers'
@@ -105,16 +125,13 @@
 #                  fail, e.g. on a busy storm, before the lease runs out)
 #   RUNNER_GRACE   seconds a stopped lane's processes have to end after
 #                  SIGTERM before they get SIGKILL (default: 10)
-#   RUNNER_RETRY_DELAY  whole seconds a lane waits after its first failed
-#                  attempt, doubled after each further one (default: 30;
-#                  0 retries a failed lane at once)
-#   RUNNER_RETRY_MAX    the longest such wait, in whole seconds (default: 600)
 #   RUNNER_LANES   the directory holding each lane's work directory SLUG (and
 #                  its run.sh) (default: STORM_ROOT/lanes on a directory
 #                  storm, ./lanes on a database storm)
 #
-# Exit status: 0 when the storm is empty (with --once: when the decision was
-# carried out); otherwise storm-queue's own status (3: the priority order is
+# Exit status: 0 when the storm is empty, or nothing more can run for it
+# (every lane left awaits the operator's review) (with --once: when the
+# decision was carried out); otherwise storm-queue's own status (3: the priority order is
 # unknown, and a runner must not guess at it; the operator repairs it with
 # `storm-queue reset`; 2 for a decision or answer this runner does not
 # understand, or a usage error); 130 or 143 when stopped by SIGINT or
@@ -164,11 +181,8 @@ fi
 POLL="${RUNNER_POLL:-1}"
 WAIT_FOR="${RUNNER_WAIT:-60}"
 BUSY_MAX="${RUNNER_BUSY_MAX:-30}"
-RETRY_DELAY="${RUNNER_RETRY_DELAY:-30}"
-RETRY_MAX="${RUNNER_RETRY_MAX:-600}"
 GRACE="${RUNNER_GRACE:-10}"
-for setting in "RUNNER_RETRY_DELAY=$RETRY_DELAY" "RUNNER_RETRY_MAX=$RETRY_MAX" "RUNNER_GRACE=$GRACE" \
-    "RUNNER_WAIT=$WAIT_FOR"; do
+for setting in "RUNNER_GRACE=$GRACE" "RUNNER_WAIT=$WAIT_FOR"; do
     if ! [[ "${setting#*=}" =~ ^[0-9]{1,9}$ ]]; then
         say "$setting is not a whole number of seconds"
         exit 2
@@ -178,6 +192,11 @@ if [[ $WAIT_FOR -eq 0 ]]; then
     say "RUNNER_WAIT=0: a claim must wait at least 1 second for the storm to change"
     exit 2
 fi
+for gone in RUNNER_RETRY_DELAY RUNNER_RETRY_MAX; do  # the storm's own backoff replaced them
+    if [[ -n "${!gone+set}" ]]; then
+        say "$gone is no longer read: a failed lane waits the storm's own backoff, [runner] retry_delay and retry_max in storm.toml (declared with storm-queue declare on a database storm)"
+    fi
+done
 # storm-queue's command line, split into words once.
 read -r -a STORM_QUEUE_CMD <<<"${STORM_QUEUE:-storm-queue}"
 
@@ -201,7 +220,7 @@ sq() {
 say_again() {
     local line
     while IFS= read -r line || [[ -n "$line" ]]; do
-        say "$line"
+        [[ -z "$line" ]] || say "$line"
     done <"$1"
     rm -f "$1"
 }
@@ -238,6 +257,9 @@ fi
 # is told while the runner that finished X is about to settle it), so the
 # check and the append happen under flock(1) on integrated.txt itself: a
 # lane is settled once, whoever gets there first.
+#
+# Only a runner that may settle ($SETTLES: the operator, a declared source)
+# settles; a runner role never asks to (its lanes await the operator).
 #
 # A database storm has no ledger files: there the runner asks storm-queue to
 # settle the lane (`settle SLUG integrated|abandoned`, recorded; one that
@@ -544,9 +566,10 @@ run_lane() {
     #    removes the running marker in one step: the lane goes from running
     #    to finished with no moment in between where it looks ready.
     #    `--result failed` spends the attempt: the lane is claimable again
-    #    (by any runner), and after `[runner] attempts` attempts storm-queue
-    #    quarantines it until the operator's `unpark`. So a failed lane is
-    #    not abandoned here any more.
+    #    (by any runner; after the storm's backoff, when `[runner]
+    #    retry_delay` declares one), and after `[runner] attempts` attempts
+    #    storm-queue quarantines it until the operator's `unpark`. So a
+    #    failed lane is not abandoned, nor scheduled, here.
     local result=ok answer rc
     [[ $status -eq 0 ]] || result=failed
     while true; do
@@ -576,45 +599,41 @@ run_lane() {
     done
     stop_now
 
-    # 5. Settle it (the review step; see settle above), or let it wait
-    #    before its next attempt.
-    if [[ $result == ok ]]; then
+    # 5. Settle it (the review step; see settle above) when this runner
+    #    may; else leave it for the operator's review. A failed lane waits
+    #    for the storm's own backoff, or its `unpark` once quarantined:
+    #    `finish` said which.
+    if [[ $result == ok && $SETTLES -eq 1 ]]; then
         settle "$slug" ok
-    else
-        retry_later "$slug" "$status"
+    elif [[ $result == ok ]]; then
+        say "$slug finished ok; it awaits the operator's review (storm-queue settle $slug integrated --root $ROOT_WORD, or abandoned)"
+        LEFT_FOR_REVIEW=1
+    elif [[ "$answer" == *'is quarantined after'* ]]; then
+        say "$slug failed (exit $status) and is quarantined: its attempts are spent;" \
+            "look at them (storm-queue why $slug --root $ROOT_WORD), then: storm-queue unpark $slug --reason TEXT --root $ROOT_WORD"
+    else  # finish said when it is claimed again: after the storm's backoff, or at once
+        local words
+        words="$(sed -nE 's/.*"message": "([^"\\]*)".*/\1/p' <<<"$answer")"
+        if [[ "$words" == "$slug failed (token $token); "* ]]; then
+            say "$slug failed (exit $status, token $token); ${words#"$slug failed (token $token); "}"
+        else
+            say "$slug failed (exit $status): $words"
+        fi
     fi
 }
 
-# A lane that failed waits before its next attempt, longer after each: this
-# records `schedule SLUG --not-before +Ns`, so every runner passes it over
-# (and runs other lanes) until then; N is $RETRY_DELAY doubled for each
-# attempt the lane has spent before this one, at most $RETRY_MAX. The
-# attempts spent are `why --json`'s; a quarantined lane waits for the
-# operator instead.
-retry_later() {
-    local slug="$1" status="$2" why attempts budget delay n
-    why="$(sq why "$slug" --root "$ROOT" --json 2>/dev/null)" || why=""
-    if [[ "$why" == *'"quarantined": "'* ]]; then
-        say "$slug failed (exit $status) and is quarantined: its attempts are spent;" \
-            "look at them (storm-queue why $slug --root $ROOT_WORD), then: storm-queue unpark $slug --reason TEXT --root $ROOT_WORD"
-        return 0
-    fi
-    attempts="$(sed -nE 's/.*"attempts": ([0-9]+).*/\1/p' <<<"$why")"
-    budget="$(sed -nE 's/.*"budget": ([0-9]+).*/\1/p' <<<"$why")"
-    if [[ $RETRY_DELAY -eq 0 || -z "$attempts" ]]; then
-        say "$slug failed (exit $status): claim hands it out again until its attempts are spent"
-        return 0
-    fi
-    delay=$RETRY_DELAY
-    for ((n = 1; n < attempts && delay < RETRY_MAX; n++)); do
-        delay=$((delay * 2))
-    done
-    ((delay <= RETRY_MAX)) || delay=$RETRY_MAX
-    if sq schedule "$slug" --not-before "+${delay}s" --root "$ROOT" \
-        --reason "runner $HOLDER: attempt $attempts of ${budget:-?} failed (exit $status); retry after ${delay}s" >/dev/null; then
-        say "$slug failed (exit $status), attempt $attempts of ${budget:-?}: retrying it in ${delay}s; other lanes run meanwhile"
+# A word as the shell reads it, for the commands the runner tells the
+# operator to run: as it is when the shell takes it so; else in single
+# quotes (so a URL's hidden password reads ***, not \*\*\*); a word that
+# holds a character that is not printable, as printf %q writes it (a
+# terminal never receives it raw).
+shell_word() {
+    local quoted
+    quoted="$(printf '%q' "$1")"
+    if [[ "$quoted" == "$1" || "$1" == *[![:print:]]* ]]; then
+        printf '%s' "$quoted"
     else
-        say "$slug failed (exit $status), and it could not be scheduled for later: claim hands it out again at once"
+        printf "'%s'" "${1//\'/\'\\\'\'}"
     fi
 }
 
@@ -622,10 +641,40 @@ retry_later() {
 # the operator, who may be anywhere.
 # A database URL is shown with any password hidden, as storm-queue shows it.
 if [[ $DATABASE -eq 1 ]]; then
-    ROOT_WORD="$(printf '%q' "$(sed -E 's#^(postgres(ql)?://[^:@/]*):[^@/]*@#\1:***@#; s#([?&]password=)[^&]*#\1***#' <<<"$ROOT")")"
+    ROOT_WORD="$(shell_word "$(sed -E 's#^(postgres(ql)?://[^:@/]*):[^@/]*@#\1:***@#; s#([?&]password=)[^&]*#\1***#' <<<"$ROOT")")"
 else
-    ROOT_WORD="$(printf '%q' "$(cd "$ROOT" 2>/dev/null && pwd || printf '%s' "$ROOT")")"
+    ROOT_WORD="$(shell_word "$(cd "$ROOT" 2>/dev/null && pwd || printf '%s' "$ROOT")")"
 fi
+
+# Whether this runner may settle a lane (the review), as the storm judges
+# it (`storm-queue whoami`): the operator may, and a declared source; a
+# database storm's runner role may not, and then never asks to.
+SETTLES=0
+LEFT_FOR_REVIEW=0  # 1 once it left a lane it finished for the operator's review
+learn_who() {
+    local who rc
+    while true; do
+        rc=0
+        who="$(sq whoami --root "$ROOT" --json)" || rc=$?
+        case "$rc" in
+            0) busy_over; break ;;
+            5) busy_again "asking who it is" ;;
+            *) exit "$rc" ;;
+        esac
+    done
+    if [[ "$who" == *'"settles": true'* ]]; then
+        SETTLES=1
+        return 0
+    fi
+    if [[ "$who" == *'"may": []'* ]]; then
+        return 0  # it may request nothing: its claim is refused, saying why
+    fi
+    local by
+    by="$(sed -nE 's/^\{"by": "(([^"\\]|\\.)*)".*/\1/p' <<<"$who")"  # as JSON escapes it: never raw
+    say "runs as $by, which may not settle a lane: the lanes it finishes await the operator's review" \
+        "(storm-queue settle SLUG integrated --root $ROOT_WORD, or abandoned)"
+}
+learn_who
 
 # When the answer is `wait`: is anything going to change by itself? If a
 # lane is running under a lease (live, or orphaned: a claim takes it back)
@@ -688,9 +737,20 @@ stuck_report() {
     ' <<<"$rows"
 }
 
+# Whether every lane not settled is finished, awaiting review (and at
+# least one is): `list --plain`'s STATE column (its fifth), on the lines
+# of lanes.
+only_reviews_left() {
+    local rows
+    rows="$(sq list --plain --root "$ROOT" 2>/dev/null)" || return 1
+    awk '$1 ~ /^[0-9]+$/ { lanes++; if ($5 != "finished") other = 1 } END { exit !(lanes > 0 && !other) }' <<<"$rows"
+}
+
 # Say what holds the storm up once, and again only when it changes.
 STUCK_SAID=""
 HALT_SAID=""
+REVIEW_SAID=""  # the lanes to review this runner (which may not settle) last said it waits for
+MODE_SAID=""  # 1 once it said whether the storm is attended or not
 say_if_stuck() {
     local report
     report="$(stuck_report)" || return 0  # a signal ended it: the loop acts on the signal
@@ -741,6 +801,13 @@ while true; do
     read -r verb rest <<<"$decision" || true
     CLAIM_WAITS=0
     [[ "$verb" == halted ]] || HALT_SAID=""
+    [[ "$verb" == review ]] || REVIEW_SAID=""
+    if [[ $LEFT_FOR_REVIEW -eq 1 && "$verb" != review && -z "$MODE_SAID" ]]; then
+        # a lane it left for review holds nothing up: the storm is unattended
+        say "the storm is unattended: this runner goes on with the next lanes, and the lanes it finished await" \
+            "the operator's review"
+        MODE_SAID=1
+    fi
     case "$verb" in
         run)
             # run SLUG ISSUE TOKEN: we hold a lease on the first ready lane
@@ -750,11 +817,30 @@ while true; do
             run_lane "$slug" "$issue" "$token"
             ;;
         review)
-            # review SLUG...: finished lanes await review (no UNATTENDED).
+            # review SLUG...: finished lanes await review (the storm is
+            # attended: no UNATTENDED). This runner settles them when it
+            # may; else they are the operator's, and it says so once (again
+            # when the lanes to review change) and waits for the review:
+            # its `claim --wait` waits a review out, as it waits out `wait`.
             STUCK_SAID=""
-            for slug in $rest; do
-                settle "$slug"
-            done
+            if [[ $SETTLES -eq 1 ]]; then
+                for slug in $rest; do
+                    settle "$slug"
+                done
+            else
+                if [[ "$rest" != "$REVIEW_SAID" ]]; then
+                    say "the storm is attended: $rest await(s) the operator's review (storm-queue settle SLUG integrated" \
+                        "--root $ROOT_WORD, or abandoned); $([[ $ONCE -eq 1 ]] && printf 'exiting (--once)' ||
+                            printf 'waiting for the review (claim --wait %s); this is said once, until the lanes to review change' "$WAIT_FOR")"
+                    REVIEW_SAID="$rest"
+                    MODE_SAID=1
+                fi
+                if [[ $ONCE -eq 1 ]]; then
+                    exit 0
+                fi
+                CLAIM_WAITS=1
+                continue
+            fi
             ;;
         wait)
             # wait [SLUG...]: lanes are pending (running under other leases,
@@ -762,8 +848,16 @@ while true; do
             # their scheduled time, or quarantined until the operator's
             # `storm-queue unpark`) but none can be claimed now; look again
             # later, with a claim that waits for the storm to change. An
-            # orphaned lease is taken back by a later claim. When nothing
-            # will change by itself, say so (once).
+            # orphaned lease is taken back by a later claim. When every lane
+            # left is finished (the slugs: a batch review under
+            # UNATTENDED), nothing more can run for this runner: say so
+            # and exit 0, as on `empty`. When nothing will change by
+            # itself, say so (once).
+            if [[ -n "$rest" ]] && only_reviews_left; then
+                [[ $ONCE -eq 1 ]] || say "nothing more can run: every lane left ($rest) awaits the operator's review" \
+                    "(storm-queue settle SLUG integrated --root $ROOT_WORD, or abandoned)"
+                exit 0
+            fi
             say_if_stuck
             if [[ $ONCE -eq 1 ]]; then
                 exit 0

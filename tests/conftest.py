@@ -78,6 +78,28 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
+# The suite may be started with SIGINT ignored: ``nohup pytest … &`` (a shell
+# ignores SIGINT in what it starts in the background), and an ignored signal
+# is inherited by every child across exec. A test that signals a child
+# (``examples/runner.sh``, which cannot trap a signal ignored on entry; a
+# ``python -m storm_queue``, which then never raises KeyboardInterrupt) would
+# wait for an end that never comes. So this process handles SIGINT as Python
+# does by default, and every child starts with it at its default (exec
+# resets a handled signal); tests/children.py's ``start`` resets it in the
+# child too (issue 33, item 11).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(autouse=True)
+def _children_end():
+    """Every child a test started with ``tests.children.start`` ends with
+    the test: its whole session (a runner's lanes' process groups too)."""
+    yield
+    from tests.children import stop_all
+
+    stop_all()
+
 
 def make_storm(root: Path, queue: str = "", *, integrated=(), abandoned=(), finished=(), running=(),
                unattended: bool = False, toml: str | None = None) -> Path:
@@ -175,7 +197,7 @@ class _Watchdog:
         self.armed = False
         if self.timer is not None:
             self.timer.cancel()
-            self.timer.join()
+            self.timer.join(timeout=30)
 
     def __exit__(self, *exc: object) -> None:
         self.disarm()

@@ -253,7 +253,10 @@ def _claim_waits(wait: float) -> Callable[[Any], None]:
         WAITING.append((len(getattr(writer, "appended", ())), bool(out.recorded), now()))
         if not sys.stderr.isatty():
             return
-        sys.stderr.write(f"storm-queue: nothing to lease now ({out.decision.split(' ')[0]}); waiting up to --wait "
+        word = out.decision.split(" ")[0]
+        if word == "review":
+            word = "review: the finished lanes await a review you may not make"
+        sys.stderr.write(f"storm-queue: nothing to lease now ({word}); waiting up to --wait "
                          f"{wait:g} seconds for a change that can make a lane claimable (Ctrl-C stops, recording "
                          "nothing)\n")
         sys.stderr.flush()

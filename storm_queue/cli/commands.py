@@ -10,7 +10,8 @@ from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
 from .params import (  # noqa: F401 -- Command and Param: the names of the table's parts, where app and tests look
     ADD_LANE, AWAY, CLAIM_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, MEMBERSHIP, NOT_BEFORE, READ,
-    REQUEST, REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SLUG, TOKEN, WAIT, WHEN, Command, Param, ttl,
+    OUTPUT, REQUEST, REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SEEN_READ, SERVE, SERVE_CODES, SLUG, TOKEN, WAIT,
+    WHEN, Command, Param, ttl,
 )
 
 COMMANDS = (
@@ -62,6 +63,17 @@ Example: storm-queue why billing""",
             epilog((0, "the answer was printed"), (2, "SLUG is unknown or not a name; no storm here; or a usage error"), 3, 4,
                    AWAY),
             (SLUG, JSON, ROOT), "handlers:show_why"),
+    Command("whoami", """Say who you are to the storm, and what you may request.
+
+First the principal your requests are recorded under (operator:NAME,
+source:NAME, runner:ROLE, reader:ROLE, account:NAME, lane:"VALUE"), then
+the requests the storm would admit, then why it refuses the rest. Reads
+only. --json: {"by", "operator", "settles", "may", "refused"}.
+
+Example: storm-queue whoami --json""",
+            epilog((0, "the answer was printed"), READ, 4, AWAY),
+            (Param("source", "--source", metavar="NAME", help="As the automation NAME, declared in storm.toml "
+                   "[priority] sources."), JSON, ROOT), "handlers:whoami"),
     Command("watch", """Show the storm live, full screen, until q or Ctrl-C.
 
 The decision next would give; the running lanes with holder, token and
@@ -84,14 +96,22 @@ Example: storm-queue watch --once | grep '^next:'""",
                    low=0.1, high=3600, show_default=True),
              Param("once", "--once", "flag", help="Print one frame and exit (what watch does when stdout is not a terminal)."),
              ROOT), "handlers:show_watch", top=("root",)),
+    Command("metrics", """Print the storm's state as OpenMetrics text, for Prometheus.
+
+Lanes by state, leases, the log's head, requests by outcome (docs/metrics.md).
+
+Example: storm-queue metrics --output /var/lib/node_exporter/textfile/storm.prom""",
+            epilog((0, "the metrics were printed or written"), SEEN_READ, 3, 4, AWAY), (OUTPUT, ROOT), "seen:metrics", top=("root",)),
+    Command("serve", """Serve a read-only web view of the storm until Ctrl-C.
+
+GET and HEAD only; loopback only unless --token-file (docs/serve.md).
+
+Example: storm-queue serve --host 0.0.0.0 --token-file ~/.storm-token""",
+            SERVE_CODES, (*SERVE, ROOT), "seen:serve", top=("root",), quick=False),
     Command("next", """Print the decision: run, review, wait, halted or empty.
 
-One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty; while
-the operator's halt is in force, halted followed by who halted the storm,
-when and why (halted by operator:NAME at TIME, reason "TEXT"). When it
-cannot decide (any exit but 0), the reason is one line on stdout too
-(unknown: ..., error: ... or crashed: ...), for a runner that logs what
-next prints.
+One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty |
+halted by WHO at TIME, reason "TEXT". Exit 2-5: the reason, on stdout too.
 
 Example: storm-queue next""",
             epilog((0, "the decision was printed"), READ, 3, 4, AWAY), (JSON, ROOT), "answer:next_decision"),
@@ -204,14 +224,15 @@ Example: storm-queue waive billing schema --undo --reason "schema is back in sco
     Command("claim", """Decide as next does and lease the lane to run.
 
 One line: run SLUG ISSUE TOKEN | review SLUG... | wait [SLUG...] |
-empty | halted (followed, as next prints it, by who halted the storm,
-when and why; with --json the decision is the word halted). Only run takes a lease (recorded, with a fencing token greater
+empty | halted (by WHO...). Only run takes a lease (recorded, with a fencing token greater
 than any before it for that lane); it is wait while storm.toml
 [runner] slots lanes are running. Leases past their expiry are taken
 back first (recorded). With --wait SECONDS, a claim that would answer
 wait or halted waits for a change that can make a lane claimable (a
 finish, add, push, bump, settle, resume, waive, unpark, a lease expiring,
-a schedule coming due), at most SECONDS, then answers as claim does.
+a schedule coming due), at most SECONDS, then answers as claim does; so
+does review, to a caller who may not settle (a runner role). A wait on
+finished lanes alone is answered at once: nothing more can run.
 
 Example: storm-queue claim --holder runner-1 --ttl 900
 
@@ -253,13 +274,10 @@ Example: storm-queue release e --token 3 --reason "runner stopped by SIGTERM\"""
     Command("recover", """Take back orphaned leases (every one, or SLUG's).
 
 A lease past its expiry is an orphan: its lane may be claimed again.
-With SLUG (operator only), take back SLUG's orphaned lease; with --force
-and --reason (its runner is gone), end SLUG's live lease: recorded, and
-its token is refused from then on (stale_fence); or end a running marker
-that has no lease behind it. A runner that takes no leases (one that
-runs what next decides) marks every lane it runs so: without --force
-such a lane is refused (marker_running), since taking it back while it
-runs lets next offer it again.
+With SLUG (operator only), and --force --reason (its runner is gone),
+end SLUG's live lease (its token refused from then on: stale_fence), or
+its running marker with no lease (marker_running without --force: a
+runner driven by next may be running it).
 
 Example: storm-queue recover
 
@@ -267,8 +285,7 @@ Example: storm-queue recover e --reason "runner host lost\"
 
 Example: storm-queue recover e --force --reason "host r1 was reinstalled\"""", RUNNER_CODES,
             (Param("slug", complete="slug"),
-             Param("force", "--force", "flag", help="End SLUG's live lease, or its running marker with no lease, too (its "
-                                                  "runner is gone); needs --reason."),
+             Param("force", "--force", "flag", help="End SLUG's live lease or marker (its runner is gone); needs --reason."),
              *REQUEST, JSON, ROOT), "handlers:recover"),
     Command("cancel", """Cancel SLUG: it will not run, or stops running.
 
@@ -287,9 +304,9 @@ Operator only, with --reason. The lane's attempt history stays.
 Example: storm-queue unpark e --reason "flaky disk replaced\"""", RUNNER_CODES, (SLUG, *REQUEST, JSON, ROOT), "handlers:unpark"),
     Command("halt", """Halt the storm: no lane starts until resume.
 
-Operator only, with --reason. While halted, claim leases nothing, and
-claim and next answer halted, followed by who halted the storm, when and
-why; leases already held run on and may renew and finish. Halting a halted storm is a recorded no-op.
+Operator only, with --reason. While halted, claim leases nothing, claim
+and next answer halted (by whom, when, why); leases already held run on
+and may renew and finish. Halting a halted storm is a recorded no-op.
 
 Example: storm-queue halt --reason "disk full on the build host\"""", RUNNER_CODES,
             (*REQUEST, DRY_RUN, JSON, ROOT), "handlers:halt"),
@@ -386,18 +403,14 @@ Example: storm-queue revoke runner ci_runner --root postgresql://operator@db.exa
             MEMBERSHIP, "handlers:revoke"),
     Command("upgrade", """Upgrade the schema of the database storm URL (operator only).
 
-The storm is URL, else found as every command finds it: --root, else
-$STORM_QUEUE_ROOT, else the nearest storm above the working directory.
-It is carried forward to this storm-queue's version. Applies every pending migration in one transaction under
+URL, else --root or $STORM_QUEUE_ROOT, is carried forward to this storm-queue's version. Applies every pending migration in one transaction under
 the storm's lock and records an upgrade line naming the versions from
 and to; a storm at this version already is a recorded no-op. Until it
 is upgraded, a storm an earlier storm-queue made answers every read,
 and refuses every write (exit 2). Killed midway, the storm stays at its
 old version, whole.
 
-Example: storm-queue upgrade postgresql://operator@db.example/storm
-
-Example: STORM_QUEUE_ROOT=postgresql://operator@db.example/storm storm-queue upgrade""",
+Example: storm-queue upgrade postgresql://operator@db.example/storm""",
             epilog((0, "the schema was upgraded (or was at this version already)"),
                    (1, "refused: not the storm's operator"),
                    (2, "a schema newer than this storm-queue's, a directory storm, or a usage error"), 4, 5),

@@ -178,6 +178,22 @@ def show_why(root: str | None, as_json: bool, slug: str) -> int:
     return found.exit_code
 
 
+def whoami(root: str | None, as_json: bool, source: str | None = None) -> int:
+    from ..core.names import printable
+
+    found = storm(root, reads=True).whoami(source)
+    refusal = found.refusal
+    if as_json:
+        emit_json({"by": found.by, "operator": found.operator, "settles": found.settles, "may": list(found.may),
+                   "refused": None if refusal is None else {"code": refusal.code, "message": refusal.message}})
+        return 0
+    say(printable(found.by))
+    say(f"may: {' '.join(found.may) or 'nothing'}")
+    if refusal is not None:
+        say(printable(f"{'nothing else' if found.may else 'nothing'} ({refusal.code}): {refusal.message}"))
+    return 0
+
+
 def show_watch(root: str | None, as_json: bool, interval: float, once: bool) -> int:
     from .watch import run
 

@@ -83,9 +83,9 @@ FROM = Param("from_file", "--from", "file", "FILE", "Add every lane of FILE (- f
 WAIT = Param("wait", "--wait", "float", "SECONDS", "How long to wait for another writer.", 30.0, low=0, show_default=True)
 #: claim's --wait: for work, not only for the lock (issue 21, item 4)
 CLAIM_WAIT = Param("wait", "--wait", "float", "SECONDS",
-                   "When nothing can be leased (wait, halted), wait up to SECONDS for a change that can make a lane "
-                   "claimable, then answer as claim does; the writers' lock is waited for up to 30 s, or SECONDS "
-                   "when longer.", 0.0, low=0, high=86400, show_default=True)
+                   "When nothing can be leased (wait, halted; review, for a caller who may not settle), wait up to "
+                   "SECONDS for a change that can make a lane claimable, then answer as claim does; the writers' lock "
+                   "is waited for up to 30 s, or SECONDS when longer.", 0.0, low=0, high=86400, show_default=True)
 KEY = Param("key", "--key", metavar="KEY", help="An idempotency key: asked again with the same key and arguments, "
             "the first outcome is returned and nothing is recorded.")
 #: what every request takes after its own params, in the order help lists them
@@ -117,3 +117,17 @@ MEMBERSHIP = (Param("kind", kind="choice", required=True, choices=("runner", "re
               Param("role", metavar="ROLE", required=True),
               Param("reason", "--reason", metavar="TEXT", help="Why; recorded with the request."),
               KEY, WAIT, JSON, ROOT)
+
+
+#: ``metrics`` and ``serve`` (issue 34): where the metrics go, where the view listens, and their refusals
+OUTPUT = Param("output", "--output", "file", "FILE", "Replace FILE atomically with the metrics, rather than print them.")
+SERVE = (Param("host", "--host", metavar="HOST", help="The address to listen on.", default="127.0.0.1", show_default=True),
+         Param("port", "--port", "int", "PORT", "The TCP port (0: any free one).", 8650, low=0, high=65535,
+               show_default=True),
+         Param("token_file", "--token-file", "file", "FILE",
+               "Require 'Authorization: Bearer TOKEN' on every request, TOKEN being FILE's first line."))
+SEEN_READ = (2, "no storm here, a storm file cannot be read, --output cannot be written, or a usage error")
+SERVE_CODES = epilog((0, "never: it serves until stopped"),
+                     (2, "no storm here, a --host that is not loopback without --token-file, a token file refused, an "
+                         "address that cannot be bound, or a usage error"),
+                     3, 4, AWAY, (130, "stopped with Ctrl-C"), (143, "stopped with SIGTERM"))

@@ -244,7 +244,8 @@ def event_text(event: dict[str, Any], files: bool = True) -> str:
 _RUNNER_WORDS = {
     "claim": lambda e: f" to {printable(e['holder'])}: token {e['token']}, attempt {e['attempt']}, until {printable(e['expires'])}",
     "renew": lambda e: f": token {e['token']} until {printable(e['expires'])}",
-    "finish": lambda e: f": token {e['token']} {printable(e['result'])}" + (f"; note {quote(e['note'])}" if e.get("note") is not None else ""),
+    "finish": lambda e: f": token {e['token']} {printable(e['result'])}" + (f"; note {quote(e['note'])}" if e.get("note") is not None else "")
+    + (f"; claimed again after {printable(e['not_before'])}" if e.get("not_before") is not None else ""),
     "expire": lambda e: f": token {e['token']}, lease expired at {printable(e['expired'])}",
     "recover": lambda e: (f": the live lease of token {e['token']}, its holder gone (--force)" if e.get("force") else
                           f": a running marker with no lease (token {e['token'] if e['token'] is not None else 'none'})"),

@@ -46,13 +46,49 @@ DOES = {"claim": "claim a lane", "renew": "renew a lease", "finish": "finish a l
         "revoke": "end what a runner or a reader was admitted to"}
 
 
+#: the requests no source may make: the operator's alone, whoever asks (``recover`` naming a lane is too:
+#: its caller says so, ``operator_only``)
+OPERATOR_ONLY = frozenset(("waive", "declare", "reset", "halt", "resume", "unpark", "adopt", "upgrade", "grant",
+                           "revoke"))
+#: every request a caller may be admitted to, as ``whoami`` lists them: a runner's, then the lane's order's, then
+#: the operator's
+REQUESTS = ("claim", "renew", "finish", "release", "recover", "bump", "unbump", "push", "add", "settle", "cancel",
+            "schedule", "unpark", "waive", "halt", "resume", "declare", "reset", "adopt", "upgrade", "grant", "revoke")
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who asks, as the store judges them (``whoami``): ``by``, the
+    principal their requests are recorded under; ``may``, the requests of
+    ``REQUESTS`` the store's judgement admits, in that order; ``refusal``,
+    why the first request it refuses is refused (None: it refuses none).
+    It says nothing of what a request is refused for other than who asks
+    (a database storm's ``adopt``, a directory's ``grant``)."""
+
+    by: str
+    may: tuple[str, ...]
+    refusal: Refusal | None
+
+    @property
+    def operator(self) -> bool:
+        """Whether it is the operator, asking as such (not as a source)."""
+        return self.by.startswith("operator:")
+
+    @property
+    def settles(self) -> bool:
+        """Whether it may settle a finished lane (the review): the operator, or a declared source."""
+        return "settle" in self.may
+
+
 def decide(lane: str | None, is_operator: bool, name: str, operator: str, whose: str, decl: Declaration,
            source: str | None, operator_only: bool = False, exposed: list[str] | None = None,
            verb: str | None = None) -> Verdict:
     """The grant, whatever the store: a lane process is refused, then anyone
     but the operator (``whose`` says what makes ``operator`` the operator),
-    then a source the declaration does not admit. ``exposed`` says what
-    makes the declaration untrustworthy (empty: nothing)."""
+    then a source the declaration does not admit (or any source, for a
+    request ``operator_only`` or of ``OPERATOR_ONLY``). ``exposed`` says
+    what makes the declaration untrustworthy (empty: nothing)."""
+    operator_only = operator_only or verb in OPERATOR_ONLY
     if lane is not None:
         return Verdict(
             "lane:" + dumps(lane),

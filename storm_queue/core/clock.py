@@ -33,8 +33,34 @@ def stamp(t: float) -> str:
     return f"{year:04d}-{month:02d}-{day:02d}T{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}.{micro:06d}Z"
 
 
+_MONTH_DAYS = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _days(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 to the date (H. Hinnant's ``days_from_civil``)."""
+    y = year - (month <= 2)
+    era = (y if y >= 0 else y - 399) // 400
+    yoe = y - era * 400
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    return era * 146097 + doe - 719468
+
+
 def seconds(text: str) -> float:
-    """The POSIX time of a stamp (``ValueError`` when it is not one)."""
+    """The POSIX time of a stamp (``ValueError`` when it is not one): a stamp
+    of the log's one form is read by arithmetic (``datetime.strptime``
+    would load ``re``, ``calendar`` and ``locale``: a reader's start-up
+    twice over), the same float ``datetime`` gives; anything else is left
+    to ``datetime`` to read or refuse."""
+    if len(text) == 27 and text.isascii() and text[4] == text[7] == "-" and text[10] == "T" \
+            and text[13] == text[16] == ":" and text[19] == "." and text[26] == "Z":
+        parts = (text[0:4], text[5:7], text[8:10], text[11:13], text[14:16], text[17:19], text[20:26])
+        if all(p.isdigit() for p in parts):
+            year, month, day, hour, minute, second, micro = map(int, parts)
+            leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+            if year >= 1 and 1 <= month <= 12 and hour < 24 and minute < 60 and second < 60 \
+                    and 1 <= day <= (29 if month == 2 and leap else _MONTH_DAYS[month - 1]):
+                whole = _days(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
+                return (whole * 10**6 + micro) / 10**6
     from datetime import datetime, timezone
 
     moment = datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)

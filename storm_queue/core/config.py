@@ -19,7 +19,8 @@ RESERVED_SOURCES = frozenset({"operator"})
 KNOWN = {
     "priority": ("sources", "log", "starving_after"),
     "doctor": ("running_hours",),
-    "runner": ("slots", "attempts", "ttl", "ttl_min", "ttl_max", "max_lease_age", "unattended"),
+    "runner": ("slots", "attempts", "ttl", "ttl_min", "ttl_max", "max_lease_age", "unattended", "retry_delay",
+               "retry_max"),
 }
 
 
@@ -28,10 +29,13 @@ class Policy:
     """``[runner]``: how many lanes may hold a lease at once (``slots``), the
     attempts a lane may spend before it is quarantined, the lease TTL a claim
     gets by default, the window a TTL must fall in, and how long one claim
-    may be renewed for in all (seconds); and ``unattended``: finished lanes
+    may be renewed for in all (seconds); ``unattended``: finished lanes
     wait for a batch review instead of holding the storm (what the
     ``UNATTENDED`` file says on a directory storm; a database storm has no
-    such file, so this declared key is how it says it)."""
+    such file, so this declared key is how it says it); and the storm's own
+    backoff after a failed attempt (``runs.backoff``): a lane whose attempt
+    N failed is not claimed again for ``retry_delay * 2**(N-1)`` seconds,
+    at most ``retry_max`` (``retry_delay`` 0: claimed again at once)."""
 
     slots: int = 1
     attempts: int = 3
@@ -40,6 +44,8 @@ class Policy:
     ttl_max: int = 86400
     max_lease_age: int = 14400
     unattended: bool = False
+    retry_delay: int = 0
+    retry_max: int = 600
 
 
 @dataclass(frozen=True)
@@ -231,8 +237,9 @@ def _policy(table: object) -> Policy | str:
                 return "storm.toml: [runner] unattended must be true or false"
             values[name] = value
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= RUNNER_MAX:
-            return f"storm.toml: [runner] {name} must be a whole number from 1 to {RUNNER_MAX}"
+        least = 0 if name == "retry_delay" else 1  # no delay at all is a retry_delay
+        if isinstance(value, bool) or not isinstance(value, int) or not least <= value <= RUNNER_MAX:
+            return f"storm.toml: [runner] {name} must be a whole number from {least} to {RUNNER_MAX}"
         values[name] = value
     policy = Policy(**values)
     if not policy.ttl_min <= policy.ttl <= min(policy.ttl_max, policy.max_lease_age):

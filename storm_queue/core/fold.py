@@ -153,6 +153,8 @@ class LaneState:
     touched: Mapping[str, str] = field(default_factory=dict)
     #: the halt in force (who halted the storm, when and why), None while runners may start lanes
     halt: Act | None = None
+    #: how many lines the log records, by action (a refusal: the action it refused) and outcome (``outcome``)
+    requests: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
 
     def run(self, slug: str) -> Run:
         return self.runs.get(slug, NO_RUN)
@@ -180,6 +182,7 @@ class Fold:
         self.halt = start.halt
         self.waivers = {slug: dict(deps) for slug, deps in start.waivers.items()}
         self.touched = dict(start.touched)
+        self.requests = {action: dict(counts) for action, counts in start.requests.items()}
         self.changed = False
 
     def step(self, event: Mapping) -> None:
@@ -187,6 +190,10 @@ class Fold:
         refusal made under a key still binds the key); an ``adopt`` that is
         not a no-op sets the lane to the one it adopted."""
         action = event["action"]
+        self.changed = True
+        counts = self.requests.setdefault(event.get("requested", action) if action == "refused" else action, {})
+        how = outcome(event)
+        counts[how] = counts.get(how, 0) + 1
         if self.keys and str(event.get("at", ""))[:10] > self.keys_day:
             self._forget(str(event["at"])[:10])
         if "key" in event:
@@ -346,6 +353,8 @@ class Fold:
                     if history and history[-1].token == token and history[-1].end is None:
                         history = history[:-1] + (replace(history[-1], end=end, ended=at, note=event.get("note")),)
                     run = replace(run, lease=None, history=history)
+            if action == "finish" and "not_before" in event:  # the storm's backoff after a failed attempt
+                run = replace(run, not_before=event["not_before"])
         elif action == "quarantine":
             run = replace(run, quarantined=at)
         elif action == "unpark":
@@ -365,7 +374,19 @@ class Fold:
         return LaneState(tuple(self.lane), tuple(self.named), dict(marks), dict(self.runs),
                          {by: dict(keys) for by, keys in self.keys.items()}, self.keys_day, self.token_floor, self.moved_to,
                          {slug: dict(deps) for slug, deps in self.waivers.items()}, dict(self.touched),
-                         self.halt)
+                         self.halt, {action: dict(counts) for action, counts in self.requests.items()})
+
+
+#: how a recorded request ended, as ``LaneState.requests`` counts it
+OUTCOMES = ("done", "noop", "refused")
+
+
+def outcome(event: Mapping) -> str:
+    """How the request a log line records ended: ``refused`` (a refusal),
+    ``noop`` (recorded, nothing done: the line says why), else ``done``."""
+    if event["action"] == "refused":
+        return "refused"
+    return "noop" if event.get("noop") else "done"
 
 
 #: the actions of runners and of the operator over runs

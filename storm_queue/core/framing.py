@@ -59,8 +59,11 @@ SCHEMA: dict[str, dict[str, str]] = {
     "release": {"slug": _STR, "token": _INT, "holder": _STR},  # the holder gave its live lease back (issue 20 item 6)
     "cancel": {"slug": _STR, "token": _OPT_INT},  # the lane settled abandoned; the lease of token revoked (item 7)
 }
+#: the optional fields of any action: ``not_before`` is a push's schedule, and a failed finish's backoff (the
+#: storm's own retry delay, ``[runner] retry_delay``); ``carried``, a migrate's: what it carried in a form of the
+#: database's own
 OPTIONAL = {"reason": _STR, "noop": _STR, "key": _STR, "fingerprint": _STR, "note": _STR, "not_before": _OPT_STR,
-            "carried": _LIST}  # a migrate's: what it carried in a form of the database's own
+            "carried": _LIST}
 #: the optional fields of one action alone: a reset --keep-intact's (issue 20 item 4) name the old log kept
 #: aside, the lines of it the new log begins with, the last of those lines' digest and the bytes lost
 OPTIONAL_OF = {"reset": {"abandoned": _OPT_STR, "kept": _INT, "kept_digest": _OPT_STR, "lost": _INT},

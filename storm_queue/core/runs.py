@@ -189,17 +189,40 @@ def plan_renew(snap: Snapshot, policy: Policy, slug: str, token: int, ttl: int |
     return {"action": "renew", "slug": slug, "token": token, "ttl": ttl, "expires": stamp(t + ttl)}
 
 
+#: the doubling of a backoff stops here: ``retry_delay * 2**30`` is past any ``retry_max`` (at most ten years of
+#: seconds), so the delay is the same, and a lane's thousandth attempt costs no thousand-bit number
+_DOUBLINGS = 30
+
+
+def backoff(policy: Policy, attempts: int) -> int:
+    """The seconds a lane whose ``attempts``-th attempt (since it was last
+    unparked) just failed waits before it is claimed again: ``retry_delay``
+    doubled for each attempt before it, at most ``retry_max``; 0 when
+    ``retry_delay`` is 0 (no backoff)."""
+    if policy.retry_delay <= 0:
+        return 0
+    return min(policy.retry_max, policy.retry_delay << min(max(attempts - 1, 0), _DOUBLINGS))
+
+
 def plan_finish(snap: Snapshot, policy: Policy, slug: str, token: int, result: str,
                 note: str | None) -> list[dict[str, Any]] | Refusal:
     """End the live lease with ``result``; a failure that spent the last
-    attempt quarantines the lane."""
+    attempt quarantines the lane. Any other failure, under a declared
+    ``retry_delay``, carries the storm's own backoff: ``not_before``, the
+    finish's time (``snap.now``) plus ``backoff`` of the attempts spent,
+    which the fold makes the lane's schedule, as a ``schedule`` line would."""
     refusal = _fence(snap, slug, token, "finish")
     if refusal:
         return refusal
     event: dict[str, Any] = {"action": "finish", "slug": slug, "token": token, "result": result}
     if note is not None:
         event["note"] = note
-    return _ended(snap, policy, slug, snap.state.run(slug), event)
+    run = snap.state.run(slug)
+    events = _ended(snap, policy, slug, run, event)
+    delay = backoff(policy, run.attempts) if result == "failed" and len(events) == 1 else 0
+    if delay:
+        event["not_before"] = stamp(seconds(snap.now) + delay)
+    return events
 
 
 def plan_release(snap: Snapshot, policy: Policy, slug: str, token: int) -> list[dict[str, Any]] | Refusal:

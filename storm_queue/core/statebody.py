@@ -16,7 +16,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-FORMAT = 5  # 3: the lane state gained waivers and touched; 4: halt and Run.unparked (issue 12); 5: Run.cancelled
+#: 3: the lane state gained waivers and touched; 4: halt and Run.unparked (issue 12); 5: Run.cancelled;
+#: 6: requests, the lines counted by action and outcome (issue 34: an earlier body has none, so it is
+#: read past and the log folded from line 1, never taken for zero requests)
+FORMAT = 6
 
 
 class Table:
@@ -146,6 +149,11 @@ def unsound(state: fold.LaneState) -> str:
             return "holds a waiver the fold could not have made"
     if not all(is_name(slug) and isinstance(at, str) for slug, at in state.touched.items()):
         return "holds a time the fold could not have made"
+    if not (isinstance(state.requests, dict) and all(
+            isinstance(action, str) and isinstance(counts, dict) and all(
+                how in fold.OUTCOMES and type(n) is int and n > 0 for how, n in counts.items())
+            for action, counts in state.requests.items())):
+        return "holds a count of requests the fold could not have made"
     for by, keys in state.keys.items():
         if not (isinstance(keys, dict) and all(
                 isinstance(k, fold.Keyed) and type(k.seq) is int and isinstance(k.fingerprint, str)

@@ -74,14 +74,14 @@ def adopt(storm: Storm, reason: str | None, source: str | None = None, key: str 
         return Step(Outcome("noop", "adopt", None, by, message=noop), [body])
 
     if not storm.keeps_files:  # a database storm holds no earlier tool's log: an unknown order stays exit 3
-        return storm.request(req, refusal, plan, dry_run, operator_only=True)
+        return storm.request(req, refusal, plan, dry_run)
     store = storm.store
     decl = None
     if refusal is None:
         decl = store.declaration()
         if store.judge(req, decl, True).verdict.admitted:
             _check_first(store.log_path(decl))  # before the lock, so a bad old log leaves not even a lock file
-    return storm.request(req, refusal, plan, dry_run, decl=decl, operator_only=True,
+    return storm.request(req, refusal, plan, dry_run, decl=decl,
                          on_unknown=lambda req, by, decl, at, damage: _adopt_old(
                              store, req, by, store.log_path(decl), at, damage, dry_run))
 

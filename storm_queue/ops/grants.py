@@ -62,4 +62,4 @@ def _membership(storm: Storm, verb: str, kind: str, role: str, reason: str | Non
         return Step(Outcome("done", verb, None, by, message=words), [body],
                     before=lambda: store.change_member(verb, kind, role))
 
-    return storm.request(req, shape, plan, operator_only=True)
+    return storm.request(req, shape, plan)

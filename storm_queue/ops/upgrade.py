@@ -41,4 +41,4 @@ def upgrade(storm: Storm, reason: str | None = None, key: str | None = None) -> 
         return Step(Outcome("done", "upgrade", None, by, message=f"upgraded the schema from version {was} to {to}"),
                     [body], before=lambda: version.migrate(store, was))
 
-    return storm.request(req, None, plan, operator_only=True)
+    return storm.request(req, None, plan)

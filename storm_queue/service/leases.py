@@ -42,6 +42,7 @@ def default_holder() -> str:
 
 
 #: the decisions a claim with ``wait`` waits out: nothing can be leased now, and a change may let a lane be
+#: (and ``review``, for a caller who may not settle: ``_waits``)
 WAITED = ("wait", "halted")
 #: the longest a waiting claim goes without reading the wall clock again (it may be set, or a test move it)
 TICK = 1.0
@@ -58,17 +59,23 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     ``Outcome.halt`` says who halted the storm, when and why.
 
     With ``wait`` seconds, a decision of ``wait`` or ``halted`` is not the
-    answer yet: the claim waits for a change to the storm
+    answer yet, nor is ``review`` for a caller who may not settle a lane
+    (a runner role: the review is a decision only the operator, or a
+    declared source, acts on; the store judges it, as it would judge a
+    ``settle`` of the caller's): the claim waits for a change to the storm
     (``Store.changes``), for the moment time alone changes it (a lease
     expiring, a schedule coming due: ``runs.next_due``) or for ``wait``
     seconds to pass, whichever comes first, and asks again; then it
-    answers exactly as a claim asked at that moment. An ask that leases
+    answers exactly as a claim asked at that moment. A ``wait`` that names
+    finished lanes is answered at once when they are all the storm has left
+    to do (``only_reviews_left``): nothing more can run. An ask that leases
     nothing records nothing (but the expiries it found), so a wait adds
     no line to the log: at most the claim that leases is recorded.
     ``waiting(answer)`` is told once, when the wait begins, what the
     claim would have answered then."""
     out, due = _claim(storm, holder, ttl, source, reason, key)
-    if wait <= 0 or not _waits(out):
+    settles: list[bool] = []  # whether the caller may settle, judged once, when a review is first met
+    if wait <= 0 or not _waits(out, storm, lambda: _settles(storm, source, settles)):
         return out
     if waiting is not None:
         waiting(out)
@@ -78,14 +85,42 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     with storm.store.changes() as changes:
         while True:
             out, due = _claim(storm, holder, ttl, source, reason, key)  # again, watched: no change is missed
-            if not _waits(out) or time.monotonic() >= end:
+            if not _waits(out, storm, lambda: _settles(storm, source, settles)) or time.monotonic() >= end:
                 return out
             _until(changes, end, due)
 
 
-def _waits(out: Outcome) -> bool:
-    """Whether a claim's answer is one a waiting claim waits out (``WAITED``)."""
-    return out.outcome == "done" and out.slug is None and (out.decision or "").split(" ")[0] in WAITED
+def _waits(out: Outcome, storm: Storm, settles: Callable[[], bool]) -> bool:
+    """Whether a claim's answer is one a waiting claim waits out: ``WAITED``,
+    and ``review`` when the caller may not settle (``settles()``); but not a
+    ``wait`` that names finished lanes (a batch review) when they are all
+    that is left (``only_reviews_left``): as on ``empty``, nothing more can
+    run until a lane is added."""
+    if out.outcome != "done" or out.slug is not None:
+        return False
+    words = (out.decision or "").split(" ")
+    if words[0] == "wait" and len(words) > 1 and only_reviews_left(storm):
+        return False
+    return words[0] in WAITED or (words[0] == "review" and not settles())
+
+
+def only_reviews_left(storm: Storm) -> bool:
+    """Whether every lane of the storm not settled is finished, awaiting
+    review (and one is): read now, without the lock."""
+    from ..core.resolver import FINISHED, resolve
+
+    store = storm.store
+    rows = resolve(store.snapshot(store.read(declaration(store)))).rows
+    return bool(rows) and all(row.state == FINISHED for row in rows)
+
+
+def _settles(storm: Storm, source: str | None, known: list[bool]) -> bool:
+    """Whether the caller (as ``source``) may settle a lane: the store's
+    judgement of a ``settle`` of theirs, asked once (kept in ``known``)."""
+    if not known:
+        req = Request("settle", None, None, optional_text(source))
+        known.append(storm.store.judge(req, declaration(storm.store), False).verdict.admitted)
+    return known[0]
 
 
 def _until(changes: Changes, end: float, due: str | None) -> None:
@@ -175,7 +210,9 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
            reason: str | None = None, key: str | None = None) -> Outcome:
     """End the live lease on ``slug`` held under ``token``: ``ok``
     leaves the lane finished, awaiting review; ``failed`` makes it
-    claimable again, or quarantines it once its attempts are spent."""
+    claimable again (after the storm's backoff, ``[runner] retry_delay``,
+    when one is declared: the answer says when), or quarantines it once
+    its attempts are spent."""
     req = Request("finish", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, result, optional_text(note)))
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
     if refusal is None and result not in ("ok", "failed"):
@@ -195,7 +232,8 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
         elif len(events) > 1:
             words = f"{req.slug} failed (token {token}) and is quarantined after {run.attempts} attempts"
         else:
-            words = f"{req.slug} failed (token {token}); attempt {run.attempts} of {decl.runner.attempts}, it will be claimed again"
+            words = (f"{req.slug} failed (token {token}); attempt {run.attempts} of {decl.runner.attempts}, "
+                     f"it will be claimed again" + (f" after {events[0]['not_before']}" if "not_before" in events[0] else ""))
         out = Outcome("done", "finish", req.slug, by, message=words, token=token)
         before = None
         if result == "ok":  # result.json before the log: a crash between leaves a finished lane, never a ready one
@@ -320,7 +358,7 @@ def unpark(storm: Storm, slug: str, reason: str | None, source: str | None = Non
         return Step(Outcome("done", "unpark", req.slug, by, message=f"{req.slug} may be claimed again, "
                             f"with {decl.runner.attempts} fresh attempts"), [event])
 
-    return storm.request(req, refusal, plan, decl=decl, operator_only=True)
+    return storm.request(req, refusal, plan, decl=decl)
 
 def schedule(storm: Storm, slug: str, not_before: str, source: str | None = None, reason: str | None = None,
              key: str | None = None) -> Outcome:

@@ -238,7 +238,7 @@ def waive(storm: Storm, slug: str, dep: str, reason: str | None, undo: bool = Fa
                       moved=list(result.moved), removed=list(result.removed), swept=dict(result.swept))
         return Step(out, [body], before=(lambda: fx.unmark_blocked(req.slug)) if lifts else None)
 
-    return storm.request(req, refusal, plan, dry_run, operator_only=True)
+    return storm.request(req, refusal, plan, dry_run)
 
 def declare(storm: Storm, path: str, reason: str | None = None, key: str | None = None) -> Outcome:
     """Record the file at ``path`` as a database storm's declaration
@@ -281,7 +281,7 @@ def declare(storm: Storm, path: str, reason: str | None = None, key: str | None 
         return Step(Outcome("done", "declare", None, by, message=f"the storm's declaration is now {path} (sha256 {sha[:16]})"),
                     [body])
 
-    return storm.request(req, None, plan, operator_only=True)
+    return storm.request(req, None, plan)
 
 
 def halt(storm: Storm, reason: str | None, source: str | None = None, dry_run: bool = False,
@@ -317,7 +317,7 @@ def _halt_or_resume(storm: Storm, verb: str, reason: str | None, source: str | N
                  "--reason TEXT; leases already held run on" if verb == "halt" else "resumed: lanes start again")
         return Step(Outcome("done", verb, None, by, message=words), [event])
 
-    return storm.request(req, refusal, plan, dry_run, operator_only=True)
+    return storm.request(req, refusal, plan, dry_run)
 
 
 def reset(storm: Storm, reason: str | None, source: str | None = None, key: str | None = None,

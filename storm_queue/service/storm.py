@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, Mapping
 
     from ..core import config, logread, why
+    from ..core.authority import Principal
     from ..core.verify import Audit
     from ..store.interface import Store
 
@@ -116,11 +117,40 @@ class Storm:
     def declaration(self) -> config.Declaration:
         return self.store.declaration()
 
-    def listing(self, decl: config.Declaration | None = None, waits: bool = True) -> Listing:
+    def whoami(self, source: str | None = None) -> Principal:
+        """Who asks: the principal a request of this caller (as the
+        declared ``source``, when given) is recorded under, and the requests
+        the store's own judgement (``Store.judge``, as every request is
+        judged) admits. Reads only: no lock, nothing recorded. A caller
+        that may not read the storm is judged as the request path judges
+        it (its declaration unread: as none); a source that is not a name
+        is ``BadArgument`` (exit 2)."""
+        from ..core.authority import REQUESTS, Principal
+        from ..core.config import Declaration
+        from ..core.errors import BadArgument, StormUnreadable
+        from ..core.outcome import Request
+        from ..core.shapes import optional_text, shape_names
+
+        source = optional_text(source)
+        bad = shape_names(None, (), source)
+        if bad is not None:
+            raise BadArgument(f"{bad.message}; nothing was asked")
+        try:
+            decl = self.store.declaration()
+        except StormUnreadable:
+            decl = Declaration(False)
+        verdicts = [(verb, self.store.judge(Request(verb, None, None, source), decl, False).verdict) for verb in REQUESTS]
+        refused = [verdict.refusal for _, verdict in verdicts if verdict.refusal is not None]
+        return Principal(verdicts[0][1].by, tuple(verb for verb, verdict in verdicts if verdict.admitted),
+                         refused[0] if refused else None)
+
+    def listing(self, decl: config.Declaration | None = None, waits: bool = True,
+                log: logread.LogRead | None = None) -> Listing:
         """The storm as it will run; reads only, writes nothing. With
-        ``waits``, how long each ready lane has waited (``starving``)."""
+        ``waits``, how long each ready lane has waited (``starving``);
+        ``log``: the log as the caller has just read it (else read now)."""
         decl = decl or self.store.declaration()
-        log = self.store.read(decl)
+        log = log or self.store.read(decl)
         snap = self.store.snapshot(log)
         view = resolve(snap)
         warnings = list(log.warnings)

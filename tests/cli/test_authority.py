@@ -115,8 +115,9 @@ def run_forked(root: Path, *args: str, env: dict[str, str] | None = None,
                 os.close(fd)
     for fd in open_fds:
         os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
+    from tests.children import reap
+
+    code = os.waitstatus_to_exitcode(reap(pid, 120))
     ran = Ran(code, b"".join(chunks[out_r]).decode("utf-8", "replace"), b"".join(chunks[err_r]).decode("utf-8", "replace"))
     assert code not in (96, 97, 98), ran.stderr
     return ran

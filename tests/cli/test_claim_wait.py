@@ -1,6 +1,7 @@
 """Claims that wait for work (issue 21, item 4): ``claim --wait SECONDS``
 on both stores (tests/stores.py). A claim that would answer ``wait`` or
-``halted`` waits for a change that can make a lane claimable (a finish,
+``halted`` (or ``review``, from a runner role, which may not settle: issue
+33) waits for a change that can make a lane claimable (a finish,
 add, push, settle, resume, waive, unpark, a runner role's finish; a lease
 expiring, a schedule coming due), then answers exactly as ``claim`` does;
 a change that leaves nothing claimable (a bump) sends it back to waiting; one that times out answers as
@@ -153,7 +154,7 @@ def test_a_change_that_leaves_nothing_claimable_sends_the_claim_back_to_waiting(
     assert waiting.answer().decision == "review a"
 
 
-@pytest.mark.parametrize("how", ["expiry", "schedule"])
+@pytest.mark.parametrize("how", ["expiry", "schedule", "backoff"])
 def test_a_waiting_claim_is_woken_when_a_lease_expires_or_a_schedule_comes_due(store, clock, how, monkeypatch):
     """No change is made: time alone lets a lane run (the injected clock
     moves on; the claim reads it again every TICK, here 50 ms, not 1 s)."""
@@ -163,6 +164,10 @@ def test_a_waiting_claim_is_woken_when_a_lease_expires_or_a_schedule_comes_due(s
     if how == "expiry":
         store.make("a 1\nb 2\n", toml="[runner]\nslots = 1\n")
         assert ok(store, "claim", "--ttl", "600")["decision"] == "run a 1 1"
+    elif how == "backoff":  # the storm's own backoff after a failed attempt (issue 33): a schedule on the finish line
+        store.make("a 1\n", toml="[runner]\nretry_delay = 600\n")
+        ok(store, "claim")
+        ok(store, "finish", "a", "--token", "1", "--result", "failed")
     else:
         store.make("a 1\n")
         ok(store, "schedule", "a", "--not-before", "+1h")
@@ -173,6 +178,8 @@ def test_a_waiting_claim_is_woken_when_a_lease_expires_or_a_schedule_comes_due(s
     actions = [e["action"] for e in store.events()[seen:]]
     if how == "expiry":
         assert out.decision == "run a 1 2" and actions == ["expire", "claim"], (out, actions)
+    elif how == "backoff":
+        assert out.decision == "run a 1 2" and actions == ["claim"], (out, actions)
     else:
         assert out.decision == "run a 1 1" and actions == ["claim"], (out, actions)
 
@@ -231,6 +238,65 @@ def test_a_runner_roles_finish_wakes_a_waiting_claim(pg_server, pg_url, pg_role,
     assert waiting.answer().decision == "run a 1 2"
 
 
+def test_the_operators_waiting_claim_answers_review_at_once(store):
+    """Issue 33, item 1: a review is the operator's to act on, so the
+    operator's claim (and a declared source's) answers it, however long
+    it was told to wait."""
+    store.make("a 1\nb 2\n", toml='[priority]\nsources = ["cron"]\n')
+    ok(store, "claim")
+    ok(store, "finish", "a", "--token", "1", "--result", "ok")
+    for source in ((), ("--source", "cron")):
+        done = store.cli("claim", "--wait", "86400", *source, timeout=WOKEN_WITHIN)
+        assert (done.returncode, done.stdout) == (0, "review a\n"), done.stderr
+
+
+def test_a_wait_on_nothing_but_finished_lanes_is_answered_at_once_as_nothing_more_can_run(store):
+    """Issue 33, item 1: under a batch review (unattended), a ``wait`` that
+    names finished lanes when they are all that is left waits for nothing
+    that can come by itself (only a lane added can run): the waiting claim
+    answers it at once, and one that waited while another lane ran answers
+    it as soon as that lane finishes, not at the end of its --wait."""
+    store.make("a 1\nb 2\n", toml="[runner]\nslots = 2\n", unattended=True)
+    ok(store, "claim")
+    ok(store, "finish", "a", "--token", "1", "--result", "ok")
+    assert ok(store, "claim")["decision"] == "run b 2 1"
+    waiting = Waiting(store.root)  # b runs: this claim waits
+    assert waiting.thread.is_alive()
+    ok(store, "finish", "b", "--token", "1", "--result", "ok")
+    out = waiting.answer()  # within WOKEN_WITHIN, long before its --wait of LONG
+    assert (out.outcome, out.decision, out.recorded) == ("done", "wait a b", False)
+    done = store.cli("claim", "--wait", "86400", timeout=WOKEN_WITHIN)
+    assert (done.returncode, done.stdout) == (0, "wait a b\n"), done.stderr
+
+
+@pytest.mark.postgresql
+def test_a_runner_roles_waiting_claim_waits_out_the_review_until_the_operator_settles(pg_server, pg_url, pg_role,
+                                                                                      tmp_path):
+    """Issue 33, item 1: a runner role may not settle, so to its claim
+    ``review`` is no work at all: ``claim --wait`` waits it out, as it
+    waits out ``wait``, and answers once the operator has settled the lane
+    (a lane it may then run). Past its --wait it answers ``review``."""
+    from tests.stores import DatabaseStorm
+
+    store = DatabaseStorm(pg_url, tmp_path / "lanes")
+    store.make("a 1\nb 2\n", toml="[runner]\nslots = 1\n")
+    role = pg_role(prefix="runner")
+    ok(store, "grant", "runner", role)
+    runner = DatabaseStorm(pg_server.url_as(pg_url, role), tmp_path / "lanes")
+    assert ok(runner, "claim")["decision"] == "run a 1 1"
+    ok(runner, "finish", "a", "--token", "1", "--result", "ok")
+    assert ok(runner, "claim")["decision"] == "review a"  # without --wait: answered as ever
+    waited = runner.cli("claim", "--wait", "0.5", timeout=WOKEN_WITHIN)
+    assert (waited.returncode, waited.stdout) == (0, "review a\n")  # waited in vain: answered as claim does
+    seen = len(store.events())
+    waiting = Waiting(runner.root)
+    assert waiting.thread.is_alive()  # not answered: it waits
+    ok(store, "settle", "a", "integrated")  # the operator's review
+    out = waiting.answer()
+    assert (out.outcome, out.decision, out.by) == ("done", "run b 2 1", f"runner:{role}")
+    assert [e["action"] for e in store.events()[seen:]] == ["settle", "claim"]  # the wait recorded nothing
+
+
 @pytest.mark.postgresql
 def test_a_listening_connection_lost_while_waiting_is_made_again(pg_server, pg_url, tmp_path):
     """The server ends the claim's LISTEN connection: the claim counts it as
@@ -282,7 +348,7 @@ def _waiting_process(store, argv: list[str]) -> subprocess.Popen:
                     return proc
         time.sleep(0.02)
     proc.kill()
-    pytest.fail(f"the claim never began to wait: {proc.communicate()}")
+    pytest.fail(f"the claim never began to wait: {proc.communicate(timeout=30)}")
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])

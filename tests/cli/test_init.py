@@ -139,8 +139,9 @@ def _init_as_nobody(path: Path) -> int:
             code = exc.code if isinstance(exc.code, int) else 97
         finally:
             os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+    from tests.children import reap
+
+    return os.waitstatus_to_exitcode(reap(pid, 120))
 
 
 def test_another_account_gets_a_storm_it_owns(open_base):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.children import end, start
 from tests.conftest import REPO, clean_env, run_cli
 from tests.stores import DatabaseStorm
 
@@ -43,9 +43,12 @@ def runner_env(log: Path, store: DirectoryStorm | DatabaseStorm | None = None, *
                         "RUNNER_HOLDER": HOLDER, **lanes, **extra})
 
 
-def start_runner(root: Path | str, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(["bash", str(RUNNER), str(root)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+def start_runner(root: Path | str, env: dict[str, str], *flags: str) -> subprocess.Popen:
+    """The runner on ROOT, in a session of its own with its signals at their
+    defaults (tests/children.py: the test's end kills what is left of it,
+    its lanes' process groups too)."""
+    return start(["bash", str(RUNNER), *flags, str(root)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                 text=True)
 
 
 def run_sh(store, slug: str, body: str) -> Path:
@@ -58,30 +61,43 @@ def run_sh(store, slug: str, body: str) -> Path:
 
 
 def root_word(root: str) -> str:
-    """STORM_ROOT as the runner shows it in the commands it tells the operator (``printf %q``)."""
-    return subprocess.run(["bash", "-c", 'printf %q "$1"', "_", str(root)], capture_output=True, text=True,
-                          check=True).stdout
+    """STORM_ROOT as the runner shows it in the commands it tells the
+    operator: as it is when the shell takes it so, else in single quotes
+    (a URL's hidden password reads ***), or ``printf %q``'s form when it
+    holds what is not printable."""
+    quoted = subprocess.run(["bash", "-c", 'printf %q "$1"', "_", str(root)], capture_output=True, text=True,
+                            check=True, timeout=30).stdout
+    if quoted == str(root) or not str(root).isprintable():
+        return quoted
+    return "'" + str(root).replace("'", "'\\''") + "'"
+
+
+def said(proc: subprocess.Popen) -> tuple:
+    """What an ended (or ending) runner printed, for a failing assertion: read within 10 s, its session killed past it."""
+    return end(proc, 10)[:2]
 
 
 def finish(proc: subprocess.Popen, timeout: float = 90) -> tuple[int, str, str]:
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+    """The runner's exit status and what it printed, once it ends; past
+    ``timeout`` seconds its whole session (the lane's process group too)
+    is killed and the test fails."""
+    out, err, in_time = end(proc, timeout)
+    if not in_time:
         pytest.fail(f"runner.sh did not finish in {timeout} s\nstdout:\n{out}\nstderr:\n{err}")
     return proc.returncode, out, err
 
 
-def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60) -> None:
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 60, whole: bool = False) -> None:
+    """Until PATH exists (``whole``: and holds a line ending in a newline,
+    as ``echo $? > PATH`` leaves it once written, not only created)."""
     deadline = time.monotonic() + timeout
-    while not path.exists():
+    while not (path.exists() and (not whole or path.read_text().endswith("\n"))):
         if proc.poll() is not None:
-            out, err = proc.communicate()
+            out, err = said(proc)
             pytest.fail(f"runner.sh exited {proc.returncode} before {path} appeared\n{out}\n{err}")
         if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            pytest.fail(f"{path} never appeared")
+            out, err = said(proc)
+            pytest.fail(f"{path} never appeared{' whole' if whole else ''}\n{out}\n{err}")
         time.sleep(0.02)
 
 
@@ -101,7 +117,7 @@ def test_runner_script_is_executable_bash_with_strict_mode() -> None:
     text = RUNNER.read_text()
     assert text.startswith("#!/usr/bin/env bash") or text.startswith("#!/bin/bash")
     assert "set -euo pipefail" in text
-    assert subprocess.run(["bash", "-n", str(RUNNER)], capture_output=True).returncode == 0
+    assert subprocess.run(["bash", "-n", str(RUNNER)], capture_output=True, timeout=30).returncode == 0
 
 
 def test_runner_runs_lanes_in_the_order_list_predicted(store, tmp_path: Path) -> None:
@@ -154,19 +170,20 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(st
     # its `[runner] attempts` are spent, and then quarantines it: the lane
     # holds what depends on it (the storm is not empty, the runner waits)
     # until the operator unparks it or, as here, abandons it (storm-queue
-    # settle). Since issue 13 a failed lane waits a growing delay (a
-    # schedule) before its next attempt, and c runs meanwhile
-    # (test_runner_waits.py has more).
-    store.make("a 1\nb 2 a\nc 3\n", toml="[runner]\nattempts = 3\n")
+    # settle). Since issue 13 a failed lane waits a growing delay before its
+    # next attempt, and c runs meanwhile; since issue 33 that delay is the
+    # storm's own backoff ([runner] retry_delay: the finish line's
+    # not_before), never a runner's schedule (test_runner_waits.py has more).
+    store.make("a 1\nb 2 a\nc 3\n", toml="[runner]\nattempts = 3\nretry_delay = 1\n")
     root = store.root
     run_sh(store, "a", "#!/usr/bin/env bash\nexit 7\n")
     log = tmp_path / "ran.txt"
-    proc = start_runner(root, runner_env(log, store, RUNNER_RETRY_DELAY="1"))
+    proc = start_runner(root, runner_env(log, store))
     try:
         deadline = time.monotonic() + 120
         # c runs while a waits out its delay; on a loaded machine a's delay may end first, so only the count is fixed
         while sorted(lines(log)) != ["a", "a", "a", "c"] or not any(e["action"] == "quarantine" for e in store.events()):
-            assert proc.poll() is None, proc.communicate()
+            assert proc.poll() is None, said(proc)
             assert time.monotonic() < deadline, lines(log)
             time.sleep(0.05)
         rows = {r["slug"]: r for r in listed(root)["rows"]}
@@ -180,7 +197,8 @@ def test_failed_lane_is_retried_then_quarantined_and_what_needs_it_never_runs(st
         ran = lines(log)
         assert [(e["slug"], e["token"], e["result"]) for e in events if e["action"] == "finish"] == [
             (slug, ran[:n + 1].count(slug), "ok" if slug == "c" else "failed") for n, slug in enumerate(ran)]
-        assert [e["slug"] for e in events if e["action"] == "schedule"] == ["a", "a"]
+        assert [e["slug"] for e in events if e["action"] == "finish" and "not_before" in e] == ["a", "a"]
+        assert not [e for e in events if e["action"] == "schedule"]
         assert [(e["slug"], e["attempts"]) for e in events if e["action"] == "quarantine"] == [("a", 3)]
         assert store.result("a") is None
     finally:
@@ -243,7 +261,7 @@ def test_push_while_a_lane_runs_runs_right_after_it(store, tmp_path: Path) -> No
         wait_for(flags / "started", proc)
         if store.kind == "directory":
             assert (store.lanes_dir / "c" / ".qwenstorm" / "running").exists()
-        wait_for(flags / "push-exit", proc)
+        wait_for(flags / "push-exit", proc, whole=True)  # created by the shell before echo writes it
         # the lane's own push was refused and recorded, and appended nothing
         assert (flags / "push-exit").read_text().strip() == "1"
         refused = store.events()[-1]

@@ -25,15 +25,14 @@ Every test runs the same body on a directory storm and on a database storm
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import signal
 import sys
 import time
 from pathlib import Path
 
-from tests.cli.test_runner import finish, lines, listed, run_sh, runner_env, start_runner, wait_for
+from tests.children import end, kill_session, stop
+from tests.cli.test_runner import finish, lines, listed, run_sh, runner_env, said, start_runner, wait_for
 from tests.conftest import run_cli
 
 GATE_TIMEOUT = 180  # seconds a gated lane waits before it fails loudly instead of hanging
@@ -177,7 +176,7 @@ def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(sto
         try:
             deadline = time.monotonic() + 120
             while sorted(lines(rescuer_log)) != ["a", "b", "c"]:
-                assert rescuer.poll() is None, rescuer.communicate()
+                assert rescuer.poll() is None, said(rescuer)
                 assert time.monotonic() < deadline, lines(rescuer_log)
                 time.sleep(0.05)
             # `slow` is still doomed's: its renewals kept the lease alive
@@ -185,10 +184,9 @@ def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(sto
             assert lines(doomed_log) == ["slow"]
 
             # Kill the doomed runner, its renewer and its lane's work at once
-            # (the lane runs in a process group of its own).
-            os.killpg(doomed.pid, signal.SIGKILL)
-            os.killpg(int((flags / "attempt-1.pid").read_text()), signal.SIGKILL)
-            doomed.communicate()
+            # (the lane runs in a process group of its own, in the runner's session).
+            kill_session(doomed.pid)
+            end(doomed, 30)
             assert doomed.returncode == -signal.SIGKILL
 
             # Once the lease expires, the rescuer's next claim records the
@@ -226,13 +224,7 @@ def test_killing_a_runner_mid_lane_leads_to_recovery_after_its_lease_expires(sto
         assert code == 0, err
         assert out == ""
     finally:
-        if doomed.poll() is None:
-            os.killpg(doomed.pid, signal.SIGKILL)
-            lane = flags / "attempt-1.pid"  # the lane's own process group holds the runner's streams too
-            if lane.exists():
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(int(lane.read_text()), signal.SIGKILL)
-            doomed.communicate()
+        stop(doomed)  # its session: the runner's group and the lane's own, which holds the runner's streams too
 
     # the recovered lane finished under the rescuer's token and was settled once
     result = store.result("slow")
@@ -277,7 +269,7 @@ def test_a_lane_that_outlives_its_ttl_keeps_its_lease_by_renewing(store, tmp_pat
             renewals = [e for e in store.events() if e["action"] == "renew"]
             if time.monotonic() - claimed > 2 * ttl + 1 and len(renewals) >= 3:
                 break
-            assert proc.poll() is None, proc.communicate()
+            assert proc.poll() is None, said(proc)
             assert time.monotonic() - claimed < 120, renewals
             time.sleep(0.2)
         # Another claimer finds the lane still leased: one slot, taken; no expiry.

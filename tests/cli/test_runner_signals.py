@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_runner import RUNNER, finish, lines, run_sh, runner_env, start_runner, wait_for
+from tests.cli.test_runner import RUNNER, finish, lines, run_sh, runner_env, said, start_runner, wait_for
 from tests.conftest import clean_env
 
 SIGNALS = [pytest.param(signal.SIGINT, 130, False, id="SIGINT"), pytest.param(signal.SIGTERM, 143, False, id="SIGTERM"),
@@ -124,7 +124,7 @@ def test_a_signal_while_the_runner_waits_exits_130_and_releases_nothing(store, t
                                                STORM_QUEUE=str(wrapper(tmp_path)), ANSWERS=str(answers)))
     deadline = time.monotonic() + 60
     while len(lines(answers)) < 1:  # it was told wait: it waits in claim --wait (test_runner_wakes.py)
-        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        assert proc.poll() is None and time.monotonic() < deadline, said(proc)
         time.sleep(0.05)
     assert set(lines(answers)) == {"wait"}
     proc.send_signal(signal.SIGINT)
@@ -153,7 +153,7 @@ def test_a_cancel_while_the_runner_runs_the_lane_stops_its_process_and_the_runne
         pids = lane_pids(flags, "a")
         deadline = time.monotonic() + 120
         while len([e for e in store.events() if e["action"] == "renew"]) < 2:  # kept alive past its 3 s TTL
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            assert proc.poll() is None and time.monotonic() < deadline, said(proc)
             time.sleep(0.05)
         assert not [e for e in store.events() if e["action"] == "expire"]
         cancelled = store.cli("cancel", "a", "--reason", "wrong branch")

@@ -1,6 +1,7 @@
 """``examples/runner.sh`` when a lane fails or nothing can run (issue 13
-item 10): a failed lane waits a growing delay (recorded as a schedule) while
-other lanes run; a storm held up by the operator is said once, naming each
+item 10): a failed lane waits a growing delay while other lanes run (since
+issue 33 the storm's own backoff, ``[runner] retry_delay``, recorded on the
+failed finish's line: the runner schedules nothing); a storm held up by the operator is said once, naming each
 lane and the command that unblocks it; ``--once`` carries out one decision
 and exits, for cron. Every test runs the real script; those that take
 ``store`` run the same body on a directory storm and on a database storm
@@ -18,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_runner import RUNNER, finish, lines, listed, root_word, run_sh, runner_env
+from tests.children import end, start
+from tests.cli.test_runner import RUNNER, finish, lines, listed, root_word, run_sh, runner_env, said
 from tests.conftest import clean_env, log_events, make_storm, run_cli
 
 STUCK = "runner r1: nothing can run, and nothing will change by itself: the storm waits for you"
@@ -32,56 +34,62 @@ def failing(store, slug: str) -> Path:
     return run_sh(store, slug, "#!/usr/bin/env bash\nexit 7\n")
 
 
-def start_saying(root: Path | str, env: dict[str, str], said: Path) -> subprocess.Popen:
-    """The runner, its stderr going to ``said`` (so a test can wait for a line, not a fixed time)."""
-    with open(said, "w") as err_file:
-        return subprocess.Popen(["bash", str(RUNNER), str(root)], env=env, stdout=subprocess.DEVNULL,
-                                stderr=err_file, text=True, start_new_session=True)
+def start_saying(root: Path | str, env: dict[str, str], said_to: Path, *flags: str) -> subprocess.Popen:
+    """The runner, its stderr going to ``said_to`` (so a test can wait for a
+    line, not a fixed time); in a session of its own with its signals at
+    their defaults, ended whole with the test (tests/children.py)."""
+    with open(said_to, "w") as err_file:
+        return start(["bash", str(RUNNER), *flags, str(root)], env=env, stdout=subprocess.DEVNULL, stderr=err_file,
+                     text=True)
 
 
 def until(what, proc: subprocess.Popen, timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while not what():
         if proc.poll() is not None:
-            out, err = proc.communicate()
+            out, err = said(proc)
             pytest.fail(f"runner.sh exited {proc.returncode}\n{out}\n{err}")
         if time.monotonic() > deadline:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+            out, err = said(proc)
             pytest.fail(f"timed out\n{out}\n{err}")
         time.sleep(0.05)
 
 
-def run_once(root: Path | str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", str(RUNNER), "--once", str(root)], env=env, capture_output=True, text=True,
-                          timeout=120)
+def run_once(root: Path | str, env: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess:
+    """``runner.sh --once ROOT`` to its end, as ``subprocess.run`` answers it; past ``timeout`` seconds its
+    whole session is killed and the test fails."""
+    proc = start(["bash", str(RUNNER), "--once", str(root)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                 text=True)
+    out, err, in_time = end(proc, timeout)
+    if not in_time:
+        pytest.fail(f"runner.sh --once did not finish in {timeout} s\n{out}\n{err}")
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarantine_is_said_once(store, tmp_path):
     """A real process: examples/runner.sh, a shell script calling the installed command."""
-    store.make("a 1\nb 2 a\nc 3\n", toml="[runner]\nattempts = 4\n")
+    store.make("a 1\nb 2 a\nc 3\n", toml="[runner]\nattempts = 4\nretry_delay = 2\nretry_max = 4\n")
     root = store.root
     failing(store, "a")
     log = tmp_path / "ran.txt"
     said_to = tmp_path / "runner.err"
-    proc = start_saying(root, runner_env(log, store, RUNNER_RETRY_DELAY="2", RUNNER_RETRY_MAX="4"), said_to)
+    proc = start_saying(root, runner_env(log, store), said_to)
     try:
         until(lambda: STUCK in said_to.read_text(), proc)
         time.sleep(1.0)  # twenty polls at RUNNER_POLL=0.05: the runner must not repeat itself
         assert proc.poll() is None, "a quarantined lane keeps the storm from being empty"
         events = store.events()
-        # each failure of a recorded a schedule 2, 4, then 4 (RUNNER_RETRY_MAX) seconds on (2 s, not
-        # less: c is claimed before a's first delay ends even when each command takes half a second)
-        schedules = [e for e in events if e["action"] == "schedule"]
-        assert [e["slug"] for e in schedules] == ["a", "a", "a"]
-        assert [round(seconds(e["not_before"]) - seconds(e["at"])) for e in schedules] == [2, 4, 4]
-        assert [e["reason"] for e in schedules] == [
-            f"runner r1: attempt {n} of 4 failed (exit 7); retry after {d}s" for n, d in ((1, 2), (2, 4), (3, 4))]
+        # each failure of a but the last carried the storm's backoff: 2, 4, then 4 (retry_max) seconds on (2 s,
+        # not less: c is claimed before a's first delay ends even when each command takes half a second)
+        failed = [e for e in events if e["action"] == "finish" and e["slug"] == "a"]
+        assert [e["result"] for e in failed] == ["failed"] * 4 and "not_before" not in failed[3]  # the 4th: quarantined
+        assert [round(seconds(e["not_before"]) - seconds(e["at"])) for e in failed[:3]] == [2, 4, 4]
+        assert not [e for e in events if e["action"] == "schedule"]  # the runner schedules nothing
         # and no attempt of a was claimed before its time
         claims = [e for e in events if e["action"] == "claim" and e["slug"] == "a"]
         assert len(claims) == 4
-        for schedule, claim in zip(schedules, claims[1:]):
-            assert seconds(claim["at"]) >= seconds(schedule["not_before"])
+        for finished, claim in zip(failed, claims[1:]):
+            assert seconds(claim["at"]) >= seconds(finished["not_before"])
         # c ran while a waited, right after a's first failure
         assert lines(log) == ["a", "c", "a", "a", "a"]
         assert listed(root)["decision"] == "wait"
@@ -98,17 +106,18 @@ def test_a_failed_lane_waits_a_growing_delay_while_other_lanes_run_and_a_quarant
                             f"then: storm-queue unpark a --reason TEXT --root {word}")
     assert said[at + 2] == "runner r1:   b: waits on a (quarantined)"
     assert said[at + 3] == "runner r1: waiting for the storm to change (claim --wait 60); this is said once, until it changes"
-    assert "runner r1: a failed (exit 7), attempt 1 of 4: retrying it in 2s; other lanes run meanwhile" in said
+    first = failed[0]["not_before"]
+    assert f"runner r1: a failed (exit 7, token 1); attempt 1 of 4, it will be claimed again after {first}" in said
 
 
 def test_unparking_the_lane_it_named_lets_the_runner_go_on_to_an_empty_storm(store, tmp_path):
     """A real process: examples/runner.sh, a shell script calling the installed command."""
-    store.make("a 1\nb 2 a\n", toml="[runner]\nattempts = 1\n")
+    store.make("a 1\nb 2 a\n", toml="[runner]\nattempts = 1\nretry_delay = 1\n")
     root = store.root
     script = failing(store, "a")
     log = tmp_path / "ran.txt"
     said = tmp_path / "runner.err"
-    proc = start_saying(root, runner_env(log, store, RUNNER_RETRY_DELAY="1"), said)
+    proc = start_saying(root, runner_env(log, store), said)
     until(lambda: STUCK in said.read_text(), proc)  # it has said so before the operator acts
     script.write_text("#!/usr/bin/env bash\nexit 0\n")
     unpark = run_cli(root, "unpark", "a", "--reason", "fixed the flaky test")
@@ -121,29 +130,33 @@ def test_unparking_the_lane_it_named_lets_the_runner_go_on_to_an_empty_storm(sto
     assert "runner r1: storm is empty" in err
 
 
-def test_retry_delay_0_retries_at_once_as_before(store, tmp_path):
+def test_without_a_declared_retry_delay_a_failed_lane_is_claimed_again_at_once(store, tmp_path):
     """A real process: examples/runner.sh, a shell script calling the installed command."""
     store.make("a 1\n", toml="[runner]\nattempts = 2\n")
     root = store.root
     failing(store, "a")
     before = len(store.events())
-    result = run_once(root, runner_env(tmp_path / "ran.txt", store, RUNNER_RETRY_DELAY="0"))
+    result = run_once(root, runner_env(tmp_path / "ran.txt", store))
     assert result.returncode == 0, result.stderr
-    assert "a failed (exit 7): claim hands it out again until its attempts are spent" in result.stderr
+    assert result.stderr.splitlines() == ["runner r1: running a (issue 1, token 1)",
+                                          "runner r1: a failed (exit 7, token 1); attempt 1 of 2, it will be claimed again"]
     assert [e["action"] for e in store.events()[before:]] == ["claim", "finish"]
     assert listed(root)["decision"] == "run a 1"
 
 
-@pytest.mark.parametrize("setting", ["RUNNER_RETRY_DELAY=soon", "RUNNER_RETRY_MAX=-1", "RUNNER_RETRY_DELAY=1.5"])
-def test_a_retry_setting_that_is_not_whole_seconds_is_a_usage_error(store, tmp_path, setting):
-    """A real process: examples/runner.sh, a shell script calling the installed command."""
-    store.make("a 1\n")
-    before = store.events()
-    name, value = setting.split("=")
-    result = run_once(store.root, runner_env(tmp_path / "ran.txt", store, **{name: value}))
-    assert result.returncode == 2
-    assert result.stderr == f"runner r1: {setting} is not a whole number of seconds\n"
-    assert store.events() == before
+@pytest.mark.parametrize("name", ["RUNNER_RETRY_DELAY", "RUNNER_RETRY_MAX"])
+def test_the_runners_own_retry_settings_are_gone_and_it_says_so(store, tmp_path, name):
+    """Issue 33: the storm's own backoff replaced them; one set is said to be
+    read no more (the declaration's keys named), and the runner goes on."""
+    store.make("a 1\n", toml="[runner]\nretry_delay = 30\n")
+    failing(store, "a")
+    result = run_once(store.root, runner_env(tmp_path / "ran.txt", store, **{name: "5"}))
+    assert result.returncode == 0, result.stderr
+    said = result.stderr.splitlines()
+    assert said[0] == (f"runner r1: {name} is no longer read: a failed lane waits the storm's own backoff, [runner] "
+                       "retry_delay and retry_max in storm.toml (declared with storm-queue declare on a database storm)")
+    finish = store.events()[-1]
+    assert finish["action"] == "finish" and round(seconds(finish["not_before"]) - seconds(finish["at"])) == 30
 
 
 def test_what_holds_the_storm_up_is_named_with_what_unblocks_it(tmp_path):
@@ -246,7 +259,7 @@ def test_once_settles_the_lanes_to_review_and_exits(store, tmp_path):
 def test_an_unknown_option_is_a_usage_error(tmp_path):
     """A real process: examples/runner.sh, a shell script calling the installed command."""
     result = subprocess.run(["bash", str(RUNNER), "--twice", str(tmp_path)], capture_output=True, text=True,
-                            env=clean_env(RUNNER_HOLDER="r1"))
+                            env=clean_env(RUNNER_HOLDER="r1"), timeout=60)
     assert result.returncode == 2
     assert result.stderr == "runner r1: unknown option --twice (usage: runner.sh [--once] [--help] [STORM_ROOT])\n"
 

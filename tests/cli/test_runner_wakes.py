@@ -122,17 +122,18 @@ def test_a_runner_backs_off_while_the_server_is_down_and_runs_the_lane_when_it_i
     env = runner_env(log, store, RUNNER_POLL="0.05", RUNNER_BUSY_MAX="0.2", RUNNER_WAIT=LONG)
     with pg_server.stopped():
         proc = start_saying(pg_url, env, said)
-        until(lambda: said.read_text().count("claiming again in") >= 5, proc, timeout=60)
+        until(lambda: said.read_text().count(" again in ") >= 5, proc, timeout=60)
         assert lines(log) == []
     status, _, _ = finish(proc, timeout=60)
     err = said.read_text()
     assert status == 0, err
     said_by(err, "r1")
-    pauses = [line.rsplit(" ", 1)[1] for line in err.splitlines() if "claiming again in" in line]
+    # its first request (whoami: may it settle?) and then its claims are asked again, the pause doubling
+    pauses = [line.rsplit(" ", 1)[1] for line in err.splitlines() if " again in " in line]
     assert pauses[:5] == ["0.05s", "0.1s", "0.2s", "0.2s", "0.2s"]  # doubled, up to RUNNER_BUSY_MAX
     assert set(pauses[5:]) <= {"0.2s"}
     assert err.count("runner r1: storm-queue: cannot connect to the database storm ") == len(pauses)
-    assert ("runner r1: storm busy or unreachable (exit 5, nothing changed); claiming again in 0.05s") in err
+    assert ("runner r1: storm busy or unreachable (exit 5, nothing changed); asking who it is again in 0.05s") in err
     assert lines(log) == ["a"]
     assert store.settled() == ["a"]
     assert [(e["action"], e["slug"]) for e in store.events() if e["action"] in ("claim", "finish")] == [

@@ -194,7 +194,9 @@ def run_in_pty(argv: list[str]) -> tuple[int, bytes]:
         if not chunk:
             break
         out += chunk
-    _, status = os.waitpid(pid, 0)
+    from tests.children import reap
+
+    status = reap(pid, 120)
     os.close(fd)
     return os.waitstatus_to_exitcode(status), out
 

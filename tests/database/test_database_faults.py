@@ -128,7 +128,7 @@ def test_a_backend_terminated_while_waiting_for_the_storm_is_not_recorded_and_a_
         finally:
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+                proc.wait(timeout=30)
             holder.execute("SELECT pg_advisory_unlock(%s, %s)", LOCK_KEYS)
     assert proc.returncode == 5, (out, err)
     answer = json.loads(out)
@@ -250,7 +250,7 @@ def test_a_writer_killed_mid_transaction_leaves_no_line_and_the_next_request_cha
         finally:
             if proc.poll() is None:
                 proc.kill()
-                proc.wait()
+                proc.wait(timeout=30)
             blocker.rollback()
         assert proc.returncode == -signal.SIGKILL
         backend_gone(watcher, pid)
@@ -289,7 +289,7 @@ def test_a_killed_runners_lease_expires_and_its_late_finish_is_refused(pg_server
     finally:
         if runner.poll() is None:
             runner.kill()
-            runner.wait()
+            runner.wait(timeout=30)
     code, _, doc = first_line.partition(" ")
     assert code == "0", first_line
     claimed = json.loads(doc)

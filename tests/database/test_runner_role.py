@@ -253,3 +253,34 @@ def test_a_storm_at_schema_version_3_takes_a_runners_release_once_upgraded(pg_se
     assert (upgraded["outcome"], events(pg_server, db)[-1]["from"]) == ("done", 3)
     assert answer(runner, "release", "a", "--token", "1")["outcome"] == "done"
     assert events(pg_server, db)[-1]["action"] == "release"
+
+
+def test_whoami_names_each_role_as_the_storm_judges_it(pg_server, db, pg_role):
+    """``whoami`` (issue 33, item 1) on a database storm: the operator, a
+    declared source, a runner role (which may not settle), a reader role
+    and a role never granted, each as every request of theirs is judged;
+    nothing is recorded."""
+    runner, reader, stranger = (pg_role(prefix=p) for p in ("runner", "reader", "stranger"))
+    answer(db, "grant", "runner", runner)
+    answer(db, "grant", "reader", reader)
+    seen = len(events(pg_server, db))
+    operator = answer(db, "whoami")
+    assert operator["by"] == f"operator:{dbname(db).replace('storm_', 'op_')}"
+    assert (operator["operator"], operator["settles"], operator["refused"]) == (True, True, None)
+    cron = answer(db, "whoami", "--source", "cron")
+    assert (cron["by"], cron["operator"], cron["settles"], cron["refused"]["code"]) == (
+        "source:cron", False, True, "operator_only")
+    as_runner = answer(pg_server.url_as(db, runner), "whoami")
+    assert (as_runner["by"], as_runner["operator"], as_runner["settles"], as_runner["may"]) == (
+        f"runner:{runner}", False, False, ["claim", "renew", "finish", "release", "recover"])
+    assert as_runner["refused"]["code"] == "not_operator" and "is a runner of this storm" in as_runner["refused"]["message"]
+    as_reader = answer(pg_server.url_as(db, reader), "whoami")
+    assert (as_reader["by"], as_reader["settles"], as_reader["may"]) == (f"reader:{reader}", False, [])
+    assert "is a reader of this storm" in as_reader["refused"]["message"]
+    assert answer(pg_server.url_as(db, reader), "claim", code=1)["by"] == f"reader:{reader}"  # as the request path says
+    as_stranger = answer(pg_server.url_as(db, stranger), "whoami")
+    assert (as_stranger["by"], as_stranger["may"], as_stranger["refused"]["code"]) == (
+        f"account:{stranger}", [], "not_operator")
+    words = run_cli(pg_server.url_as(db, runner), "whoami").stdout.splitlines()
+    assert words[:2] == [f"runner:{runner}", "may: claim renew finish release recover"], words
+    assert len(events(pg_server, db)) == seen  # whoami records nothing

@@ -19,7 +19,7 @@ import secrets
 from contextlib import contextmanager
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from storm_queue.core.outcome import Request
@@ -140,9 +140,12 @@ def answer(call):
     return ("answered", out.to_json(), out.text(), out.exit_code, out.event, out.due)
 
 
+#: runner policies, the storm's backoff among them (issue 33: retry_delay 0 is none; a retry_max below the
+#: delay caps it at once)
 POLICIES = st.fixed_dictionaries({
     "slots": st.integers(1, 3), "attempts": st.integers(1, 3), "ttl": st.sampled_from([5, 30]),
-    "max_lease_age": st.sampled_from([40, 100, 14400]), "unattended": st.booleans()})
+    "max_lease_age": st.sampled_from([40, 100, 14400]), "unattended": st.booleans(),
+    "retry_delay": st.sampled_from([0, 1, 5, 30]), "retry_max": st.sampled_from([3, 600])})
 
 STEPS = st.lists(st.one_of(
     st.tuples(st.just("tick"), st.sampled_from([0.0, 0.5, 4.999999, 5.0, 29.5, 61.25, 700.0])),
@@ -178,6 +181,15 @@ def _token(storm, slug: str, pick: int) -> int:
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                   HealthCheck.too_slow])
 @given(policy=POLICIES, deps=DEPS, steps=STEPS)
+@example(  # a failed finish under the storm's backoff: passed over until then, claimed again once it is due
+    policy={"slots": 1, "attempts": 3, "ttl": 30, "max_lease_age": 14400, "unattended": True, "retry_delay": 5,
+            "retry_max": 600},
+    deps={slug: [] for slug in LANES},
+    steps=[("claim", "h1", None), ("finish", "a", 0, "failed", "exit 1", None), ("claim", "h1", None),
+           ("finish", "b", 0, "ok", None, None), ("tick", 4.999999), ("claim", "h2", None),
+           ("finish", "c", 0, "failed", None, "r"), ("tick", 5.0), ("claim", "h1", None),
+           ("finish", "a", 0, "failed", None, None), ("tick", 9.5), ("claim", "h2", None), ("tick", 0.5),
+           ("claim", "h2", None)])
 def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(pg_server, _pg_cleanup, tmp_path, policy,
                                                                                  deps, steps) -> None:
     from storm_queue.store.postgres.queries import q
@@ -239,6 +251,11 @@ def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(
                 assert served.store.conn.execute(q("open_mark_sound")).fetchone()[0], step  # the claim's mark holds
             assert runs(served) == runs(served, folded=True) == runs(planned)
             assert served.verify().sound and planned.verify().sound
+            written = [json.loads(line) for line in lines(served)]
+            for event, after in zip(written, written[1:] + [{}]):  # the backoff on every failure it is due on
+                if event["action"] == "finish" and event["result"] == "failed":
+                    due = policy["retry_delay"] > 0 and after.get("action") != "quarantine"
+                    assert ("not_before" in event) == due, (event, after)
         finally:
             served.store.close()
             planned.store.close()

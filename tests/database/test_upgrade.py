@@ -171,7 +171,7 @@ def test_an_upgrade_killed_midway_leaves_the_old_version_whole(pg_server, made_b
             while not (waiting := watcher.execute(
                     "SELECT pid FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock' "
                     "AND query LIKE 'UPDATE storm_queue.state%%'", (name,)).fetchone()):
-                assert proc.poll() is None, proc.communicate()
+                assert proc.poll() is None, proc.communicate(timeout=30)
                 assert time.monotonic() < deadline, "the upgrade never reached its line"
                 time.sleep(0.05)
             # the migration ran in that transaction: the table it created (seen by no one else) is locked by it
@@ -291,5 +291,48 @@ def test_a_version_5_storm_is_carried_to_6_with_the_runs_a_claim_watches(pg_serv
     lease = again.claim(holder="h2").check()  # c, claimable again (a is held, b finished, d scheduled)
     assert lease.slug == "c" and lease.event["action"] == "claim"
     again.finish("c", lease.token, "ok").check()
+    assert again.verify().sound
+    again.store.close()
+
+
+def test_a_version_7_storm_is_carried_to_8_and_its_server_retries_by_the_declared_backoff(
+        pg_server, pg_database, monkeypatch, tmp_path) -> None:
+    """Schema version 8 (issue 33, item 1): the runner policy the server
+    reads is written again on upgrade, so a declaration that says
+    ``[runner] retry_delay`` (which a policy written before version 8 does
+    not carry) is served by it: a failed finish records its backoff."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres import queries, version  # noqa: F401 -- version binds migrations unpatched
+    from storm_queue.store.postgres.connect import create
+
+    every = queries.migrations()
+    monkeypatch.setattr(queries, "migrations", lambda: every[:7])
+    monkeypatch.setattr(queries, "_version", 7)
+    url = pg_database()
+    create(url)
+    storm = Storm.find(url)
+    (tmp_path / "storm.toml").write_text("[runner]\nretry_delay = 20\nretry_max = 600\n")
+    storm.declare(str(tmp_path / "storm.toml")).check()
+    storm.add("a", "1").check()
+    storm.store.close()
+    monkeypatch.undo()
+    with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:  # the policy as version 7's storm-queue wrote it
+        conn.execute("UPDATE storm_queue.storm SET runner = runner - 'retry_delay' - 'retry_max'")
+    assert version_table(pg_server, url) == 7
+    new(None, "upgrade", url)
+    assert version_table(pg_server, url) == CURRENT >= 8
+    with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:
+        assert conn.execute("SELECT runner->>'retry_delay', runner->>'retry_max' FROM storm_queue.storm").fetchone() == (
+            "20", "600")
+        # a policy without the keys (none was written before version 8) means no backoff, at most 600 s
+        assert conn.execute("SELECT storm_queue.backoff('{}'::jsonb, 3)").fetchone()[0] == 0
+        assert conn.execute("""SELECT storm_queue.backoff('{"retry_delay": 100}'::jsonb, 4)""").fetchone()[0] == 600
+    again = Storm.find(url)
+    lease = again.claim(holder="h").check()
+    failed = again.finish("a", lease.token, "failed").check()
+    assert failed.event["not_before"] > failed.event["at"] and "claimed again after" in failed.message
+    assert again.listing().view.rows[0].state == "scheduled"
     assert again.verify().sound
     again.store.close()

@@ -387,9 +387,10 @@ def run_writers(root: Path, writers: list[Writer], rng: random.Random) -> None:
             for w in writers:
                 os.kill(w.pid, signal.SIGKILL)
             raise RuntimeError("a writer hung for 90 seconds")
+    from tests.children import reap
+
     for w in writers:
-        _, status = os.waitpid(w.pid, 0)
-        w.status = os.waitstatus_to_exitcode(status)
+        w.status = os.waitstatus_to_exitcode(reap(w.pid, 90))
         w.stdout = b"".join(chunks[w.out_fd])
     for w in writers:
         if w.status not in (0, KILLED):

@@ -314,9 +314,10 @@ def run(clients: list[Client], plan_: list[tuple[int, str, object]], cluster, db
             for c in clients:
                 _kill(c)
             raise RuntimeError("a client hung for 90 seconds")
+    from tests.children import reap
+
     for c in clients:
-        _, status = os.waitpid(c.pid, 0)
-        c.status = os.waitstatus_to_exitcode(status)
+        c.status = os.waitstatus_to_exitcode(reap(c.pid, 90))
         c.stdout = b"".join(b for fd, kind in c.fds.items() if kind == "out" for b in chunks[fd])
         c.stderr = b"".join(b for fd, kind in c.fds.items() if kind == "err" for b in chunks[fd]).decode(errors="replace")
         fig.kills += c.status == KILLED

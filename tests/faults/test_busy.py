@@ -61,7 +61,7 @@ def test_busy_names_the_process_that_holds_the_lock(tmp_path):
         assert run_cli(root, "list").returncode == 0
     finally:
         holder.kill()
-        holder.wait()
+        holder.wait(timeout=30)
     assert (root / "priority.log").read_bytes() == before
     assert "z" not in (root / "queue.txt").read_text()
     assert run_cli(root, "bump", "b").returncode == 0

@@ -39,6 +39,7 @@ from storm_queue.store.directory import queuefile
 from storm_queue.service.storm import Storm
 from storm_queue.store.directory.log import reader
 from storm_queue.core import logread
+from storm_queue.core.records import replace
 
 POOL = tuple("abcdefghij")  # every slug the machine ever uses
 STRANGER = "zz-unknown"  # a dependency that no file ever knows
@@ -297,8 +298,10 @@ class LaneMachine(RuleBasedStateMachine):
             assert out.event["code"] == expected
             assert out.event["requested"] == out.action
             assert out.event["slug"] == slug
-            # a refusal changes nothing
-            assert after.state == before.state
+            # a refusal changes nothing but the count of refusals of its verb
+            assert replace(after.state, requests={}) == replace(before.state, requests={})
+            counts = lambda state: state.requests.get(out.action, {}).get("refused", 0)  # noqa: E731
+            assert counts(after.state) == counts(before.state) + 1
         return out, before, after
 
     def settle_model(self, out, verb: str, slug: str) -> None:

@@ -304,7 +304,8 @@ def test_reset_moves_the_checkpoint_aside_with_the_log(tmp_path: Path, monkeypat
     assert storm.reset("disk trouble").outcome == "done"
     assert [p for p in os.listdir(root) if p.startswith(".priority.log.checkpoint.abandoned-")]
     fresh = reader.read(str(root / "priority.log"))  # the new log's own checkpoint, at its reset line
-    assert fresh.seq == 1 and fresh.checkpoint_seq == 1 and fresh.state == fold.LaneState(token_floor=fresh.state.token_floor) and fresh.state.token_floor > 0
+    assert fresh.seq == 1 and fresh.checkpoint_seq == 1 and fresh.state == fold.LaneState(token_floor=fresh.state.token_floor, requests={"reset": {"done": 1}})
+    assert fresh.state.token_floor > 0
 
 
 def test_a_reader_racing_a_refresh_still_starts_from_a_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -112,3 +112,26 @@ def test_a_syntax_error_too_far_below_its_statement_says_the_mistake_may_be_abov
 
 def test_a_syntax_error_the_parser_cannot_place_is_said_as_it_is():
     assert config.syntax_error("x", "Something odd") == "storm.toml is not valid TOML: Something odd"
+
+
+def test_the_backoff_keys_default_to_none_and_are_read() -> None:
+    """[runner] retry_delay (0: no backoff, the default) and retry_max (default 600), issue 33 item 1."""
+    assert (config.parse("").runner.retry_delay, config.parse("").runner.retry_max) == (0, 600)
+    policy = config.parse("[runner]\nretry_delay = 0\nretry_max = 1\n").runner
+    assert (policy.retry_delay, policy.retry_max) == (0, 1)
+    policy = config.parse("[runner]\nretry_delay = 30\nretry_max = 3600\n").runner
+    assert (policy.retry_delay, policy.retry_max) == (30, 3600)
+    assert config.parse("[runner]\nretry_delay = 30\n").notes == ()  # a known key, not a typo
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("retry_delay = -1", "[runner] retry_delay must be a whole number from 0 to"),
+    ("retry_delay = 1.5", "[runner] retry_delay must be a whole number from 0 to"),
+    ("retry_delay = true", "[runner] retry_delay must be a whole number from 0 to"),
+    ("retry_delay = \"30s\"", "[runner] retry_delay must be a whole number from 0 to"),
+    ("retry_max = 0", "[runner] retry_max must be a whole number from 1 to"),
+    ("retry_max = 999999999999", "[runner] retry_max must be a whole number from 1 to"),
+])
+def test_a_bad_backoff_key_refuses_every_request(text: str, words: str) -> None:
+    decl = config.parse(f"[runner]\n{text}\n")
+    assert decl.sources_error is not None and words in decl.sources_error, decl.sources_error

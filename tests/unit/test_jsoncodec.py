@@ -95,5 +95,5 @@ def test_it_does_not_import_json_or_re_until_asked_to_refuse():
             "assert j.loads(b' [true] ') == [True]\n"
             "print(sorted(m for m in ('json', 're', 'enum') if m in sys.modules))\n"
             "try:\n    j.loads('{')\nexcept ValueError as e:\n    print(type(e).__name__, e)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
     assert out == "[]\nJSONDecodeError Expecting property name enclosed in double quotes: line 1 column 2 (char 1)\n"

@@ -18,6 +18,11 @@ from storm_queue.core.lane import Plan, Refusal, Snapshot
 from storm_queue.core.ledgers import Ledgers
 
 
+def uncounted(state: LaneState) -> LaneState:
+    """``state`` without its count of recorded requests (which every line moves): the lane as it stands."""
+    return replace(state, requests={})
+
+
 def ledgers(integrated=(), abandoned=(), finished=(), running=(), unattended=False):
     return Ledgers(frozenset(integrated), frozenset(abandoned), frozenset(finished),
                    dict.fromkeys(running), unattended)
@@ -98,7 +103,7 @@ def test_promise2_rebump_keeps_its_place_and_moves_nothing():
     s2, plan = bump(s, "e")
     assert plan.moved == () and plan.removed == () and plan.noop is None
     assert "e" in plan.already
-    assert s2.state == s.state
+    assert uncounted(s2.state) == uncounted(s.state)
     assert order(s2) == ["e", "c", "a", "b", "d"]
 
 
@@ -269,7 +274,7 @@ def test_promise6_derived_unbump_orphan_sequence():
     assert consistent(s)
     s, p = unbump(s, "b")
     assert set(p.removed) == {"d", "b"} and len(p.removed) == 2
-    assert s.state == EMPTY
+    assert uncounted(s.state) == EMPTY
     assert order(s) == order(s0) == ["x", "d", "a", "b"]
     assert resolver.resolve(s).decision == "run x 1"
 
@@ -279,7 +284,7 @@ def test_promise6_unbump_takes_back_what_the_bump_pulled_forward():
     s, _ = bump(s, "d")
     s, p = unbump(s, "d")
     assert p.removed == ("b", "c", "d")
-    assert s.state == EMPTY
+    assert uncounted(s.state) == EMPTY
     assert order(s) == ["a", "b", "c", "d", "e"]
 
 
@@ -475,7 +480,7 @@ def test_promise7_push_settled_or_finished_is_noop(where):
     assert plan.noop and "e" in plan.noop
     assert plan.moved == () and plan.removed == ()
     s2 = admit(s, "push", plan)
-    assert s2.state == EMPTY
+    assert uncounted(s2.state) == EMPTY
     # still in queue.txt
     s = snap("a 1\ne 5\n", **{where: ["e"]})
     plan, append = lane.plan_push(s, "e", "5", None)
@@ -489,7 +494,7 @@ def test_promise7_bump_settled_or_finished_is_noop(where):
     s2, plan = bump(s, "e")
     assert plan.noop and "e" in plan.noop
     assert plan.moved == () and plan.removed == ()
-    assert s2.state == EMPTY
+    assert uncounted(s2.state) == EMPTY
     assert "e" not in s2.state.named
 
 

@@ -249,7 +249,8 @@ def test_renew_and_finish_need_the_live_leases_token(verb: str, case: str) -> No
     refused(r, "stale_fence")
     assert words in r.message and f"may not {verb}" in r.message
     assert w.events[-1]["action"] == "refused" and w.events[-1]["code"] == "stale_fence"
-    assert w.state == before  # recorded, changes nothing
+    assert replace(w.state, requests={}) == replace(before, requests={})  # recorded, changes nothing ...
+    assert w.state.requests[verb]["refused"] == before.requests.get(verb, {}).get("refused", 0) + 1  # ... but its count
     if case != "finished":
         assert "a" not in w.finished
 
@@ -265,7 +266,7 @@ def test_the_fold_ignores_runner_events_whose_token_is_not_the_live_leases() -> 
     for action, extra in (("renew", {"expires": stamp(T0 + 999)}), ("finish", {"result": "ok"}),
                           ("finish", {"result": "failed"}), ("expire", {"expired": lease.expires})):
         older = {"action": action, "slug": "a", "token": 1, "seq": 99, "at": stamp(T0 + 1), "by": "x", **extra}
-        assert fold.apply(live, older) == live
+        assert replace(fold.apply(live, older), requests=live.requests) == live  # counted, and nothing more
         newer = {**older, "token": 5}
         got = fold.apply(live, newer).run("a")
         # a newer token is only observed: it raises the floor, ends nothing
@@ -274,7 +275,7 @@ def test_the_fold_ignores_runner_events_whose_token_is_not_the_live_leases() -> 
     w.finish("a", 2, "ok")
     ended = w.state
     late = {"action": "finish", "slug": "a", "token": 2, "result": "failed", "seq": 99, "at": w.now, "by": "x"}
-    assert fold.apply(ended, late) == ended
+    assert replace(fold.apply(ended, late), requests=ended.requests) == ended  # counted, and nothing more
 
 
 def test_the_fold_of_a_claim_and_how_each_attempt_ends() -> None:
@@ -411,7 +412,8 @@ def test_an_expire_guarded_by_an_old_token_ends_nothing() -> None:
     stale = runs.expiries(w.snap(), w.policy)
     w.claim()
     live = w.state
-    assert fold.replay([{**e, "seq": 50, "at": w.now, "by": "x"} for e in stale], live) == live
+    again = fold.replay([{**e, "seq": 50, "at": w.now, "by": "x"} for e in stale], live)
+    assert replace(again, requests=live.requests) == live  # counted, and nothing more
 
 
 # -- retry budget and quarantine ----------------------------------------------
@@ -436,6 +438,88 @@ def test_every_claim_spends_an_attempt_and_a_failure_at_the_budget_quarantines()
     w.finish("b", 2, "failed")
     c = w.claim()
     assert c.decision == "wait" and c.events == ()  # quarantined lanes are never the decision
+
+
+# -- the storm's own backoff (issue 33, item 1) ------------------------------
+
+BACKOFF = Policy(slots=1, attempts=5, ttl=10, ttl_min=1, ttl_max=1000, max_lease_age=100, retry_delay=30,
+                 retry_max=100)
+
+
+@pytest.mark.parametrize(("delay", "most", "attempts", "seconds_"), [
+    (30, 100, 1, 30), (30, 100, 2, 60), (30, 100, 3, 100), (30, 100, 4, 100), (1, 600, 10, 512),
+    (1, 600, 11, 600), (0, 600, 1, 0), (0, 600, 7, 0), (700, 600, 1, 600), (5, 316_224_000, 10 ** 6, 316_224_000)])
+def test_the_backoff_doubles_with_each_attempt_up_to_retry_max(delay, most, attempts, seconds_) -> None:
+    assert runs.backoff(replace(BACKOFF, retry_delay=delay, retry_max=most), attempts) == seconds_
+
+
+@settings(max_examples=200)
+@given(delay=st.integers(0, 316_224_000), most=st.integers(1, 316_224_000), attempts=st.integers(1, 10 ** 9))
+def test_the_backoff_is_the_formula_capped_at_retry_max(delay, most, attempts) -> None:
+    """retry_delay * 2**(attempts-1), at most retry_max (the doubling stops early, changing nothing)."""
+    got = runs.backoff(replace(BACKOFF, retry_delay=delay, retry_max=most), attempts)
+    assert got == (0 if delay == 0 else min(most, delay * 2 ** min(attempts - 1, 64)))
+
+
+def test_a_failed_finish_carries_the_backoff_and_the_lane_is_scheduled_until_then() -> None:
+    w = World("a 1\nb 2\n", BACKOFF, unattended=True)
+    w.claim()
+    [finish] = w.finish("a", 1, "failed", note="exit 1")
+    assert finish["not_before"] == stamp(T0 + 30) and w.run("a").not_before == stamp(T0 + 30)
+    assert list(finish) == ["action", "slug", "token", "result", "note", "not_before"]  # the line's field order
+    assert w.states() == {"a": "scheduled", "b": "ready"}
+    assert w.claim().decision == "run b 2 1"  # passed over
+    w.finish("b", 1, "ok")
+    w.advance(29.999999)
+    assert w.claim().decision == "wait b"
+    w.advance(0.000001)
+    assert w.claim().decision == "run a 1 2"  # due: claimed again
+    [again] = w.finish("a", 2, "failed")
+    assert again["not_before"] == stamp(w.t + 60)  # doubled
+    w.advance(60)
+    w.claim()
+    assert w.finish("a", 3, "failed")[0]["not_before"] == stamp(w.t + 100)  # capped at retry_max
+
+
+def test_no_backoff_at_retry_delay_0_after_an_ok_or_on_the_failure_that_quarantines() -> None:
+    w = World("a 1\nb 2\n", replace(BACKOFF, retry_delay=0))
+    w.claim()
+    [finish] = w.finish("a", 1, "failed")
+    assert "not_before" not in finish and w.run("a").not_before is None
+    assert w.claim().decision == "run a 1 2"  # at once, as before the backoff
+    w = World("a 1\nb 2\n", replace(BACKOFF, attempts=2))
+    w.claim()
+    assert "not_before" in w.finish("a", 1, "failed")[0]
+    w.advance(30)
+    w.claim()
+    es = w.finish("a", 2, "failed")  # the last attempt: quarantined, no schedule on top
+    assert [e["action"] for e in es] == ["finish", "quarantine"] and "not_before" not in es[0]
+    assert w.run("a").not_before == stamp(T0 + 30)  # the earlier backoff's, long past
+    assert w.claim().decision == "run b 2 1"
+    assert "not_before" not in w.finish("b", 1, "ok")[0]
+
+
+def test_unpark_starts_the_backoff_again_from_retry_delay() -> None:
+    w = World("a 1\n", replace(BACKOFF, attempts=2))
+    for token in (1, 2):
+        w.claim()
+        w.finish("a", token, "failed")
+        w.advance(30)
+    assert w.states() == {"a": "quarantined"}
+    w.unpark("a")
+    w.claim()
+    assert w.finish("a", 3, "failed")[0]["not_before"] == stamp(w.t + 30)  # attempts start again at 1
+
+
+def test_the_fold_takes_a_finish_lines_not_before_as_a_schedule_lines() -> None:
+    base = [{"action": "claim", "slug": "a", "issue": "1", "holder": "h", "token": 1, "ttl": 10,
+             "expires": stamp(T0 + 10), "attempt": 1, "at": stamp(T0), "by": "runner:r"}]
+    finish = {"action": "finish", "slug": "a", "token": 1, "result": "failed", "not_before": stamp(T0 + 99),
+              "at": stamp(T0 + 1), "by": "runner:r"}
+    schedule = {"action": "schedule", "slug": "a", "not_before": stamp(T0 + 99), "at": stamp(T0 + 1), "by": "operator:o"}
+    by_finish = fold.replay([*base, finish]).run("a")
+    assert by_finish.not_before == fold.replay([*base, schedule]).run("a").not_before == stamp(T0 + 99)
+    assert by_finish.lease is None and by_finish.history[-1].end == "failed"
 
 
 def test_an_expiry_that_spends_the_last_attempt_quarantines() -> None:

@@ -308,12 +308,19 @@ class Database:
         """The session's role against the role that ran ``init``; a role
         the operator granted as a runner may claim, renew, finish and
         release leases and recover expired ones (``RUNNER_VERBS``), as ``runner:ROLE``, and
-        its other requests are refused ``not_operator``, recorded."""
+        its other requests are refused ``not_operator``, recorded; a role
+        granted as a reader is ``reader:ROLE``, refused every request (not
+        recorded: it may not write)."""
         who, op = self._roles()
         verdict = decide(self.env.get(LANE_ENV), who == op, who, op or "unknown to this role",
                          "whose role created the storm", decl, req.source, operator_only, verb=req.verb)
-        self._runner = who != op and verdict.refusal is not None and verdict.refusal.code == "not_operator" \
-            and self._granted(who) == "runner"
+        kind = self._granted(who) if who != op and verdict.refusal is not None and \
+            verdict.refusal.code == "not_operator" else None
+        self._runner = kind == "runner"
+        if kind == "reader":
+            return Judged(Verdict(f"reader:{who}", Refusal(
+                "not_operator", f"role {who} is a reader of this storm: it may read it, and nothing more; "
+                f"{verdict.refusal.message}")), None, f"role {who} cannot write the storm of {op}", who)
         if self._runner:
             if req.verb in RUNNER_VERBS and req.source is None and not operator_only:
                 return Judged(Verdict(f"runner:{who}", None), None, "", who)

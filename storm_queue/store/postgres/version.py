@@ -58,8 +58,8 @@ def migrate(store: Database, was: int) -> None:
     for n, script in migrations():
         if n > was:
             store.conn.execute(script)
-    if was < 5:  # the runner policy the server serves runners by (0005.sql), of the declaration in force
-        from .policy import write_policy
+    if was < 8:  # the runner policy the server serves runners by (0005.sql; its backoff keys, 0008.sql), of the
+        from .policy import write_policy  # declaration in force
 
         write_policy(store.conn, store.conn.execute(q("read_declaration")).fetchone()[0])
     store._version = None  # read again once this transaction ends
