@@ -108,10 +108,11 @@ GET and HEAD only; loopback only unless --token-file (docs/serve.md).
 
 Example: storm-queue serve --host 0.0.0.0 --token-file ~/.storm-token""",
             SERVE_CODES, (*SERVE, ROOT), "seen:serve", top=("root",), quick=False),
-    Command("next", """Print the decision: run, review, wait or empty.
+    Command("next", """Print the decision: run, review, wait, halted or empty.
 
-One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty: the
-order (claim also waits while every one of [runner] slots is held).
+One line: run SLUG ISSUE | review SLUG... | wait [SLUG...] | empty |
+halted by WHO at TIME, reason "TEXT": the order (claim also waits while
+every one of [runner] slots is held). Exit 2-5: the reason, on stdout too.
 
 Example: storm-queue next""",
             epilog((0, "the decision was printed"), READ, 3, 4, AWAY), (JSON, ROOT), "answer:next_decision"),
@@ -220,7 +221,7 @@ Example: storm-queue waive billing schema --undo --reason "schema is back in sco
     Command("claim", """Decide what starts now, within [runner] slots, and lease it.
 
 One line: run SLUG ISSUE TOKEN | review SLUG... | wait [SLUG...] |
-empty. Only run takes a lease (recorded, with a fencing token greater
+empty | halted (by WHO...). Only run takes a lease (recorded, with a fencing token greater
 than any before it for that lane); it is wait while storm.toml
 [runner] slots lanes are running. Leases past their expiry are taken
 back first (recorded). With --wait SECONDS, a claim that would answer
@@ -270,11 +271,10 @@ Example: storm-queue release e --token 3 --reason "runner stopped by SIGTERM\"""
     Command("recover", """Take back orphaned leases (every one, or SLUG's).
 
 A lease past its expiry is an orphan: its lane may be claimed again.
-With SLUG (operator only), also end a running marker that has no lease
-behind it (written by hand or by an older runner); with --force and
---reason, end SLUG's live lease whose holder is gone: recorded, and its
-token is refused from then on (stale_fence). --force changes nothing for
-a lane without a live lease.
+With SLUG (operator only), and --force --reason (its runner is gone),
+end SLUG's live lease (its token refused from then on: stale_fence), or
+its running marker with no lease (marker_running without --force: a
+runner driven by next may be running it).
 
 Example: storm-queue recover
 
@@ -282,7 +282,7 @@ Example: storm-queue recover e --reason "runner host lost\"
 
 Example: storm-queue recover e --force --reason "host r1 was reinstalled\"""", RUNNER_CODES,
             (Param("slug", complete="slug"),
-             Param("force", "--force", "flag", help="End SLUG's live lease too (its holder is gone); needs --reason."),
+             Param("force", "--force", "flag", help="End SLUG's live lease or marker (its runner is gone); needs --reason."),
              *REQUEST, JSON, ROOT), "handlers:recover"),
     Command("cancel", """Cancel SLUG: it will not run, or stops running.
 
@@ -301,9 +301,9 @@ Operator only, with --reason. The lane's attempt history stays.
 Example: storm-queue unpark e --reason "flaky disk replaced\"""", RUNNER_CODES, (SLUG, *REQUEST, JSON, ROOT), "handlers:unpark"),
     Command("halt", """Halt the storm: no lane starts until resume.
 
-Operator only, with --reason. While halted, claim leases nothing and
-answers halted, next says wait; leases already held run on and may
-renew and finish. Halting a halted storm is a recorded no-op.
+Operator only, with --reason. While halted, claim leases nothing, claim
+and next answer halted (by whom, when, why); leases already held run on
+and may renew and finish. Halting a halted storm is a recorded no-op.
 
 Example: storm-queue halt --reason "disk full on the build host\"""", RUNNER_CODES,
             (*REQUEST, DRY_RUN, JSON, ROOT), "handlers:halt"),
@@ -400,7 +400,7 @@ Example: storm-queue revoke runner ci_runner --root postgresql://operator@db.exa
             MEMBERSHIP, "handlers:revoke"),
     Command("upgrade", """Upgrade the schema of the database storm URL (operator only).
 
-It is carried forward to this storm-queue's version. Applies every pending migration in one transaction under
+URL, else --root or $STORM_QUEUE_ROOT, is carried forward to this storm-queue's version. Applies every pending migration in one transaction under
 the storm's lock and records an upgrade line naming the versions from
 and to; a storm at this version already is a recorded no-op. Until it
 is upgraded, a storm an earlier storm-queue made answers every read,
@@ -411,10 +411,10 @@ Example: storm-queue upgrade postgresql://operator@db.example/storm""",
             epilog((0, "the schema was upgraded (or was at this version already)"),
                    (1, "refused: not the storm's operator"),
                    (2, "a schema newer than this storm-queue's, a directory storm, or a usage error"), 4, 5),
-            (Param("url", metavar="URL", required=True),
+            (Param("url", metavar="URL"),
              Param("reason", "--reason", metavar="TEXT", help="Why you upgrade; recorded with the request."),
-             Param("key", "--key", metavar="KEY", help="An idempotency key."), WAIT, JSON),
-            "handlers:upgrade", top=()),
+             Param("key", "--key", metavar="KEY", help="An idempotency key."), WAIT, JSON, ROOT),
+            "handlers:upgrade"),
     Command("doctor", """Audit the storm and say what to fix, one finding a line.
 
 Each line is SEVERITY CODE SUBJECT: MESSAGE (fix: FIX). An error is a

@@ -74,8 +74,12 @@ def revoke(root: str | None, as_json: bool, kind: str, role: str, reason: str | 
     return answer(storm(root, wait).revoke(kind, role, reason=reason, key=key), as_json)
 
 
-def upgrade(root: str | None, as_json: bool, url: str, reason: str | None, key: str | None, wait: float) -> int:
-    return answer(storm(url, wait).upgrade(reason=reason, key=key), as_json)
+def upgrade(root: str | None, as_json: bool, url: str | None, reason: str | None, key: str | None, wait: float) -> int:
+    if url is not None and root is not None and url != root:
+        from ..core.errors import BadArgument
+
+        raise BadArgument("upgrade takes one storm: URL or --root, not both; nothing was done")
+    return answer(storm(url or root, wait).upgrade(reason=reason, key=key), as_json)
 
 
 def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
@@ -170,7 +174,7 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
             out.buffer.write(history.printable_line(line, event))
     else:
         def emit(line: bytes, event: dict) -> None:
-            out.write(render.event_text(event) + "\n")
+            out.write(render.event_text(event, source.keeps_files) + "\n")
     try:
         read = history.walk(source.history, flt, last, emit)
         moved = source.moved() if as_json else ""

@@ -176,9 +176,11 @@ def _refusal_label(event: dict[str, Any]) -> str:
     return " [cannot be done as asked]" if code in CODES else ""
 
 
-def event_text(event: dict[str, Any]) -> str:
+def event_text(event: dict[str, Any], files: bool = True) -> str:
     """One recorded event as one line: seq, time, who, action, lane, what
-    moved, the outcome and the reason; outside text quoted and escaped."""
+    moved, the outcome and the reason; outside text quoted and escaped.
+    ``files``: the storm keeps files (a push appended its line to
+    queue.txt), else rows (a push added the lane's row)."""
     action = event["action"]
     head = f"{event['seq']:>6} {printable(event['at'])} {printable(event['by'])} "
     if action == "refused":
@@ -191,7 +193,7 @@ def event_text(event: dict[str, Any]) -> str:
         if action != "unbump":
             body += f" (issue {printable(event['issue'])})"
         if event.get("appended"):
-            body += " appended to queue.txt"
+            body += " appended to queue.txt" if files else " added as a lane row"
         if event.get("not_before") is not None:
             body += f" not before {printable(event['not_before'])}"
         body += f" {outcome}" + _lanes("moved", event.get("moved", [])) + _lanes("removed", event.get("removed", []))
@@ -365,8 +367,10 @@ def _run_lines(why: Why) -> list[str]:
                      "storm-queue recover takes it back")
     elif why.how == "marker":
         token = "carrying no token" if why.marker_token is None else f"carrying token {why.marker_token}"
-        lines.append(f"marker: a running marker with no lease behind it ({token}); no claim or recover takes it "
-                     f"back: only the operator's storm-queue recover {slug}")
+        lines.append(f"marker: a running marker with no lease behind it ({token}): a runner that takes no leases (one "
+                     "that runs what storm-queue next decides) marks every lane it runs so; claim and next leave it "
+                     f"alone, and it runs until that runner finishes it (should that runner be gone, the operator's "
+                     f"storm-queue recover {slug} --force --reason TEXT takes it back)")
     if run.history or run.attempts or run.quarantined is not None:
         of = "" if why.budget is None else f" of {why.budget}"
         earlier = len(run.history) - run.attempts
@@ -410,12 +414,12 @@ def audit_text(audit: Audit, files: bool = True) -> str:
         way = (ADOPT_HINT if p.what == OLD_FORMAT else RESET_HINT) if files else RESTORE_HINT
         hint = "" if audit.checkpoint == "disagrees" else f"\n{way}"
         return f"{name}: NOT sound: {printable(p.what)}{where}{hint}"
-    lines = [f"{name}: sound: {audit.lines} line(s), {audit.length} bytes; framing, schema, chain, seq and witness agree"]
+    lines = [f"{name}: sound: {audit.lines} line(s), {audit.length} bytes; {audit.agree}"]
     if audit.checkpoint == "agrees":
-        lines.append(f"checkpoint: at line {audit.checkpoint_line}, agrees with the whole replay")
+        lines.append(f"{audit.kept}: at line {audit.checkpoint_line}, agrees with the whole replay")
     elif audit.checkpoint == "ignored":
-        lines.append(f"checkpoint: ignored ({printable(audit.checkpoint_why or '')})")
+        lines.append(f"{audit.kept}: ignored ({printable(audit.checkpoint_why or '')})")
     else:
-        lines.append("checkpoint: none")
+        lines.append(f"{audit.kept}: none")
     lines.append(f"replay: {len(audit.lane)} lane(s) in the priority lane, {len(audit.named)} by name")
     return "\n".join(lines)

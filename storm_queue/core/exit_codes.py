@@ -51,6 +51,7 @@ CODES: dict[str, tuple[int, str]] = {
     "stale_fence": (2, "`renew`, `finish` or `release` with a token that is not the live lease's (absent, older, newer, expired, released or recovered)"),
     "lane_cancelled": (2, "`renew`, `finish` or `release` with the token of a lease that `cancel` revoked: stop the lane's work"),
     "lease_live": (2, "`recover SLUG` while its lease is live, without `--force`"),
+    "marker_running": (2, "`recover SLUG` of a lane running under a marker with no lease, without `--force`: a runner that takes no leases may be running it"),
     "not_running": (2, "`recover SLUG` of a lane that is not running"),
     "lane_running": (2, "`settle` (one lane, or a batch) of a lane holding a live lease, without `--force`"),
     "not_quarantined": (2, "`unpark` of a lane that is not quarantined"),

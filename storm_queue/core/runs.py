@@ -281,10 +281,14 @@ def plan_release(snap: Snapshot, policy: Policy, slug: str, token: int) -> list[
 
 def plan_recover(snap: Snapshot, policy: Policy, slug: str | None, force: bool = False) -> list[dict[str, Any]] | Refusal:
     """Without ``slug``: take back every orphaned lease. With it: take back
-    that lane's orphaned lease, or end a running marker that has no lease
-    (the marker's token, when it has one, is observed so that no later
-    token repeats it); with ``force``, also end its live lease (its holder
-    is gone, the operator says), whose token is refused from then on."""
+    that lane's orphaned lease; with ``force`` (its runner is gone, the
+    operator says), end a running marker that has no lease (the marker's
+    token, when it has one, is observed so that no later token repeats
+    it), or end its live lease, whose token is refused from then on. A
+    marker without ``force`` is refused (``marker_running``): a runner
+    that takes no leases (one that runs what ``next`` decides) marks every
+    lane it runs so, and taking one back lets ``next`` offer it again
+    while it runs."""
     if slug is None:
         return expiries(snap, policy)
     if slug not in snap.lanes and slug not in snap.state.runs and slug not in snap.ledgers.running:
@@ -294,8 +298,13 @@ def plan_recover(snap: Snapshot, policy: Policy, slug: str | None, force: bool =
     if how == ORPHAN:
         return _ended(snap, policy, slug, run, {"action": "expire", "slug": slug, "token": run.lease.token,
                                                 "expired": run.lease.expires})
-    if how == MARKER:
+    if how == MARKER and force:
         return [{"action": "recover", "slug": slug, "token": snap.ledgers.running[slug], "marker": True}]
+    if how == MARKER:
+        return Refusal("marker_running", f"{slug} is running under a marker with no lease: a runner that takes no "
+                       "leases (one that runs what storm-queue next decides) marks every lane it runs so, and taking "
+                       "it back would let next offer it again while it runs; if no runner is working on it, "
+                       f"storm-queue recover {slug} --force --reason TEXT takes it back")
     if how == LEASE and force:
         return _ended(snap, policy, slug, run, {"action": "recover", "slug": slug, "token": run.lease.token,
                                                 "marker": False, "force": True})

@@ -273,7 +273,7 @@ def runner_findings(snap: Snapshot, budget: int) -> list[Finding]:
         from ..core.halt import halt_words
 
         out.append(Finding(WARNING, "halted", "storm", f"the storm is {halt_words(snap.state.halt)}: no lane starts "
-                           "(claim leases nothing, next says wait); leases already held run on",
+                           "(claim leases nothing; claim and next answer halted); leases already held run on",
                            "when the cause is dealt with, as the operator: storm-queue resume --reason TEXT"))
     led = snap.ledgers
     for slug in sorted(set(snap.state.runs) | set(led.running)):
@@ -293,7 +293,9 @@ def runner_findings(snap: Snapshot, budget: int) -> list[Finding]:
             out.append(Finding(WARNING, "marker_without_lease", slug,
                                f"has a running marker ({carries}) with no lease behind it in the log: no claim or "
                                "recover takes it back" + (", and it holds a [runner] slot" if slug in snap.lanes else ""),
-                               f"if no runner is working on it, as the operator: storm-queue recover {slug}"))
+                               "none if a runner that takes no leases (one that runs what storm-queue next decides) "
+                               "is running it, as it marks every lane it runs so; if no runner is working on it, as the "
+                               f"operator: storm-queue recover {slug} --force --reason TEXT"))
         if run.quarantined is not None and slug in snap.lanes:
             last = run.history[-1] if run.history else None
             ended = "" if last is None else f"; its last attempt (token {last.token}) ended {last.end or 'never'}" + (

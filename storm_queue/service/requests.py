@@ -283,7 +283,7 @@ def _halt_or_resume(storm: Storm, verb: str, reason: str | None, source: str | N
         event = plan_halt(snap) if verb == "halt" else plan_resume(snap)
         if "noop" in event:
             return Step(Outcome("noop", verb, None, by, message=f"nothing to do: {event['noop']}"), [event])
-        words = ("halted: no lane starts (claim leases nothing, next says wait) until storm-queue resume "
+        words = ("halted: no lane starts (claim leases nothing; claim and next answer halted) until storm-queue resume "
                  "--reason TEXT; leases already held run on" if verb == "halt" else "resumed: lanes start again")
         return Step(Outcome("done", verb, None, by, message=words), [event])
 

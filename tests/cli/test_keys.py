@@ -73,7 +73,7 @@ REQUESTS: dict[str, tuple[str | None, tuple[str, ...], Callable[[Path], None] | 
     "claim": (None, (), None, ["claim", "--holder", "r1", "--ttl", "60", "--reason", "why"]),
     "renew": (None, (), _claimed, ["renew", "a", "--token", "1", "--ttl", "120", "--reason", "why"]),
     "finish": (None, (), _claimed, ["finish", "a", "--token", "1", "--result", "ok", "--note", "n", "--reason", "why"]),
-    "recover": (None, ("a",), None, ["recover", "a", "--reason", "a marker with no lease"]),
+    "recover": (None, ("a",), None, ["recover", "a", "--force", "--reason", "a marker with no lease"]),
     "unpark": ("[runner]\nattempts = 1\n", (), _quarantined, ["unpark", "a", "--reason", "fixed"]),
     "schedule": (None, (), None, ["schedule", "a", "--not-before", "2030-01-01", "--reason", "why"]),
     "add": (None, (), None, ["add", "z", "5", "--deps", "a", "--reason", "why"]),

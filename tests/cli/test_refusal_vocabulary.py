@@ -264,6 +264,14 @@ def _lease_live(make: Make) -> Answer:
     return cli(claimed(make), "recover", "a")
 
 
+def _marker_running(make: Make) -> Answer:
+    root = make("a 1\n")
+    marker = Path(root) / "lanes" / "a" / ".qwenstorm" / "running"  # as a runner that takes no leases writes it
+    marker.parent.mkdir(parents=True)
+    marker.write_text("")
+    return cli(root, "recover", "a", "--reason", "is that runner gone?")
+
+
 def _not_running(make: Make) -> Answer:
     return cli(make("a 1\n"), "recover", "a")
 
@@ -390,6 +398,7 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
     "lane_cancelled": _lane_cancelled,
     "lease_live": _lease_live,
     "not_running": _not_running,
+    "marker_running": _marker_running,
     "not_quarantined": _not_quarantined,
     "not_a_dependency": _not_a_dependency,
     "storm_unwritable": _storm_unwritable,
@@ -414,6 +423,7 @@ DIRECTORY_ONLY = {
                     "recorded (tests/database/test_database_storm.py)",
     "declaration_untrusted": "storm.toml's file mode; a database's declaration is a row only the operator writes",
     "storm_unwritable": "a directory's permissions; on a database only the operator's role may write at all",
+    "marker_running": "a running marker is a file; a database storm holds leases only",
 }
 
 
