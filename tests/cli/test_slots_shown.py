@@ -69,8 +69,8 @@ def test_a_slot_that_frees_is_seen_at_once_and_a_halt_says_halted(full) -> None:
     assert answer(full.cli("why", "d", "--json"))["slots"] == {"limit": 2, "held": ["b", "c"]}
     assert full.cli("halt", "--reason", "disk full").returncode == 0
     halted = answer(full.cli("why", "d", "--json"))
-    assert (halted["slots"], halted["decision"], halted["halted"]) == (None, "wait", True)
-    assert full.cli("watch", "--once").stdout.splitlines()[1] == "next: wait"
+    assert (halted["slots"], halted["decision"], halted["halted"]) == (None, "halted", True)
+    assert full.cli("watch", "--once").stdout.splitlines()[1] == "next: halted"
 
 
 def test_an_orphan_holds_no_slot_a_claim_would_take_back(store) -> None:
