@@ -712,7 +712,7 @@ stuck_report() {
         }
         state == "running" {
             marker = 1
-            out = out sprintf("  %s: %s; if no runner is working on it: storm-queue recover %s --root %s\n", slug, detail, slug, root); next
+            out = out sprintf("  %s: %s; if no runner is working on it: storm-queue recover %s --force --reason TEXT --root %s\n", slug, detail, slug, root); next
         }
         state == "finished" && db {
             out = out sprintf("  %s: %s (unattended is declared, so runners leave it to you): settle it: storm-queue settle %s integrated --root %s (or abandoned)\n", slug, detail, slug, root); next

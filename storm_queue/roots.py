@@ -28,6 +28,9 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
         return given
     if given:
         if not os.path.lexists(given):
+            refusal = not_a_url(given)
+            if refusal is not None:
+                raise refusal
             raise NoStorm(f"storm root {quote(shown(given))} does not exist; pass --root for an existing storm "
                           "(a directory or a postgresql:// URL), or make one there with storm-queue init")
         if not os.path.isdir(given):
@@ -35,8 +38,8 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
         if os.access(given, os.X_OK) and not any(os.path.lexists(os.path.join(given, f)) for f in STORM_FILES):
             from shlex import quote as sh
 
-            raise NoStorm(f"{printable(given)} is not a storm (no queue.txt or storm.toml): "
-                          f"create one with storm-queue init {sh(printable(given))}")
+            raise NoStorm(f"{printable(shown(given))} is not a storm (no queue.txt or storm.toml): "
+                          f"create one with storm-queue init {sh(printable(shown(given)))}")
         return os.path.abspath(given)
     here = os.path.abspath(cwd or os.getcwd())
     while True:
@@ -74,7 +77,11 @@ def opened(root: str | None, env: Mapping[str, str], wait: float):
 
 def create(target: str):
     """Make a storm at ``target`` (``init``): the schema and first line in
-    the database a URL names, else a directory's files."""
+    the database a URL names, else a directory's files; never a directory
+    named after what looks like a database (``not_a_url``)."""
+    refusal = None if is_url(target) else not_a_url(target, "init target")
+    if refusal is not None:
+        raise refusal
     return _named((DATABASE if is_url(target) else DIRECTORY)["create"])(target)
 
 
@@ -85,92 +92,66 @@ def is_url(root: str) -> bool:
 
 # -- passwords: never printed, never recorded ---------------------------------
 
-#: the query parameters that carry a secret (libpq's names, in any case)
-SECRET_PARAMS = ("password", "sslpassword")
-MASK = "***"
 
+def shown(root: str) -> str:
+    """``root`` as it may be printed: each password in it (a URL's, however
+    mistyped, or a keyword/value string's) masked ``***`` by its position
+    (``core.passwords.shown``); the rest as given."""
+    if "@" not in root and "=" not in root:  # no password without either: nothing to load
+        return root
+    from .core.passwords import shown as masked
 
-def _is_secret(param: str) -> bool:
-    """Whether the query parameter ``param`` (``key=value``) carries a secret."""
-    from urllib.parse import unquote
-
-    key, eq, _ = param.partition("=")
-    return bool(eq) and unquote(key).strip().lower() in SECRET_PARAMS
-
-
-def _secrets(url: str) -> list[tuple[int, int]]:
-    """The (start, end) spans of every password in ``url``, in order: the
-    userinfo's, then each secret query parameter's value. The userinfo ends
-    at the last ``@`` before the first ``/`` after the scheme (libpq stops
-    at the first ``@``; the last masks more, never less), and its password
-    starts after its first ``:``."""
-    start = url.find("://")
-    if start < 0:
-        return []
-    start += 3
-    slash = url.find("/", start)
-    at = url.rfind("@", start, len(url) if slash < 0 else slash)
-    colon = url.find(":", start, at) if at >= 0 else -1
-    spans = [(colon + 1, at)] if colon >= 0 else []
-    q = url.find("?", max(at, start))
-    if q >= 0:
-        pos = q + 1
-        for param in url[q + 1:].split("&"):
-            if _is_secret(param):
-                spans.append((pos + param.index("=") + 1, pos + len(param)))
-            pos += len(param) + 1
-    return spans
-
-
-def shown(url: str) -> str:
-    """``url`` as it may be printed: every password in it, in the userinfo
-    (``user:pw@``) or in a ``password`` or ``sslpassword`` query parameter
-    (any case), replaced by ``***``; the rest as given."""
-    for begin, end in reversed(_secrets(url)):
-        url = url[:begin] + MASK + url[end:]
-    return url
+    return masked(root)
 
 
 def without_password(url: str) -> str:
-    """``url`` as it may be recorded: its userinfo's password and its
-    secret query parameters removed (``.pgpass``, ``PGPASSFILE`` or a
-    service file give the password to whoever uses it next)."""
-    spans = _secrets(url)
-    if spans and url[spans[0][1]:spans[0][1] + 1] == "@":  # the userinfo's: drop it with its ":"
-        url = url[:spans[0][0] - 1] + url[spans[0][1]:]
-    base, q, query = url.partition("?")
-    kept = [p for p in query.split("&") if not _is_secret(p)]
-    return base + ("?" + "&".join(kept) if q and kept else "")
+    """``url`` as it may be recorded: its passwords cut out (``core.passwords``)."""
+    from .core.passwords import without_password as cut
+
+    return cut(url)
 
 
-def passwords(url: str | None, env: Mapping[str, str] | None = None) -> list[str]:
-    """Every password ``url`` carries (as written and percent-decoded) and
-    ``$PGPASSWORD`` from ``env`` (default: this process's environment, which
-    libpq reads), longest first: the strings a message must never show."""
-    from urllib.parse import unquote
-
-    found = [url[b:e] for b, e in _secrets(url)] if url else []
-    pgpassword = (os.environ if env is None else env).get("PGPASSWORD")
-    if pgpassword:
-        found.append(pgpassword)
-    out = {form for pw in found for form in (pw, unquote(pw), unquote(pw.replace("+", " "))) if form}
-    return sorted(out, key=len, reverse=True)  # a password inside another is masked after it
-
-
-#: the URLs ``find_root`` has returned in this process: ``hide`` masks
-#: their passwords in every message, whoever words it
+#: the URLs ``find_root`` has returned in this process: ``hide`` shows
+#: each as ``shown`` does in every message, whoever words it
 SEEN: list[str] = []
 
 
-def hide(text: str, url: str | None = None, env: Mapping[str, str] | None = None) -> str:
-    """``text`` (a message, the driver's or the server's words) with ``url``
-    and every URL of ``SEEN`` shown as ``shown`` shows them, and every
-    password of theirs and ``$PGPASSWORD`` (``passwords``) replaced by ``***``."""
-    urls = ([url] if url else []) + [u for u in SEEN if u != url]
-    found = set(passwords(None, env))
-    for u in urls:
-        text = text.replace(u, shown(u))
-        found.update(passwords(u, {}))
-    for pw in sorted(found, key=len, reverse=True):
-        text = text.replace(pw, MASK)
+def hide(text: str, url: str | None = None) -> str:
+    """``text`` (a message, the driver's or the server's words) with
+    ``url`` and every URL of ``SEEN`` shown as ``shown`` shows them. The
+    server never quotes a password, and libpq quotes one only in a URL it
+    reads otherwise than ``shown`` masks it, which ``store.postgres.connect``
+    refuses before it connects: no password is searched for by its text."""
+    for u in ([url] if url else []) + [u for u in SEEN if u != url]:
+        if u in text:
+            text = text.replace(u, shown(u))
     return text
+
+
+def must_be_url(text: str) -> None:
+    """``NoStorm`` (exit 2, any password masked) unless ``text`` is a
+    ``postgresql://`` (or ``postgres://``) URL: the target of ``migrate``,
+    whatever connects to a database."""
+    if not is_url(text):
+        raise not_a_url(text, "database URL") or NoStorm(
+            f"{quote(shown(text))} is not a database URL: write postgresql://USER@HOST:PORT/DBNAME; nothing was done")
+
+
+def not_a_url(root: str, role: str = "storm root") -> NoStorm | None:
+    """The refusal (exit 2, its password masked) of a ``root`` that looks
+    like a database's but is not a URL libpq takes as one: a libpq
+    keyword/value string (``host=... password=...``), or a URL whose
+    scheme is mistyped (``postgresql:/``, ``postgresql//``, none); None
+    for any other."""
+    from .core import passwords
+
+    kind = passwords.form(root)
+    if kind == passwords.KEYWORDS:
+        return NoStorm(f"{role} {quote(shown(root))} is a libpq keyword/value string, which storm-queue does not take "
+                       f"as a root: write it as a URL, {quote(passwords.as_url(root))}, and keep the password in "
+                       "~/.pgpass (or the file PGPASSFILE names), or percent-encoded in the URL "
+                       "(postgresql://USER:PASSWORD@HOST:PORT/DBNAME); nothing was done")
+    if kind == passwords.MISTYPED:
+        return NoStorm(f"{role} {quote(shown(root))} looks like a database URL, but a database storm's URL begins with "
+                       "postgresql:// (or postgres://): postgresql://USER@HOST:PORT/DBNAME; nothing was done")
+    return None

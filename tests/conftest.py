@@ -32,9 +32,11 @@ fresh ``python -m storm_queue`` child's would, and put back afterwards:
   SIGALRM: the writers' lock holds back another's alarm while it waits);
 - the state the CLI keeps in module globals between calls in one process
   (``IN_PROCESS_STATE``: the events ``writer.appended`` recorded, the
-  lock's ``on_wait`` and ``_armed``, the URLs ``roots.SEEN`` has seen) is
+  lock's ``on_wait`` and ``_armed``, the URLs ``roots.SEEN`` has seen, a
+  waiting claim's ``answer.WAITING``) is
   fresh for the call and put back after it; every PostgreSQL connection the
-  call opened (through ``psycopg.connect``) is closed at its end.
+  call opened (through ``psycopg.connect``, or the store's own driver's
+  ``libpq.connect``) is closed at its end.
   ``tests/unit/test_in_process.py`` proves no other module global of the
   package changes across calls, and no descriptor is left open.
 
@@ -154,6 +156,7 @@ IN_PROCESS_STATE = (
     ("storm_queue.store.directory.log.lock", "on_wait", lambda: None),
     ("storm_queue.store.directory.log.lock", "_armed", lambda: False),
     ("storm_queue.roots", "SEEN", list),
+    ("storm_queue.cli.answer", "WAITING", list),
 )
 #: the signals whose handlers a call may set
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGALRM, signal.SIGWINCH, signal.SIGUSR1)
@@ -260,36 +263,49 @@ def _restore_state(saved: list[tuple[object, str, object]]) -> None:
         setattr(mod, name, value)
 
 
+#: the drivers whose connections a call may open: (the module, its connect, its connection class)
+DRIVERS = (("psycopg", "connect", "Connection"),
+           ("storm_queue.store.postgres.libpq", "connect", "Connection"))  # the store's own, through ctypes
+
+
 def _connections():
-    """Record every connection ``psycopg.connect`` opens from now on;
-    returns (the list, a function that stops recording)."""
+    """Record every connection each driver's ``connect`` opens from now on
+    (``DRIVERS``, those loaded now); returns (the list, a function that
+    stops recording)."""
     made: list = []
-    psycopg = sys.modules.get("psycopg")
-    if psycopg is None:
-        return made, lambda: None
-    opener = psycopg.connect
+    undo = []
+    for name, attr, _ in DRIVERS:
+        mod = sys.modules.get(name)
+        if mod is None:
+            continue
+        opener = getattr(mod, attr)
 
-    def connect(*args, **kwargs):
-        conn = opener(*args, **kwargs)
-        made.append(conn)
-        return conn
+        def connect(*args, _opener=opener, **kwargs):
+            conn = _opener(*args, **kwargs)
+            made.append(conn)
+            return conn
 
-    psycopg.connect = connect
+        setattr(mod, attr, connect)
+        undo.append((mod, attr, opener))
 
     def stop() -> None:
-        psycopg.connect = opener
+        for mod, attr, opener in undo:
+            setattr(mod, attr, opener)
 
     return made, stop
 
 
-def _close_connections(made: list, loaded_before: bool) -> None:
-    """Close what the call left open: the connections recorded, or, when
-    the call itself loaded psycopg, every open one (none existed before)."""
-    if not loaded_before and "psycopg" in sys.modules:
-        import gc
+def _close_connections(made: list, loaded_before: set[str]) -> None:
+    """Close what the call left open (a process's end closes them; a
+    connection left to the garbage collector would close its socket in
+    the middle of a later test): the connections recorded, and, for a
+    driver the call itself loaded, every open one (none existed before)."""
+    import gc
 
-        psycopg = sys.modules["psycopg"]
-        made = [o for o in gc.get_objects() if isinstance(o, psycopg.Connection)]
+    for name, _, cls in DRIVERS:
+        if name not in loaded_before and name in sys.modules:
+            kind = getattr(sys.modules[name], cls)
+            made = made + [o for o in gc.get_objects() if isinstance(o, kind)]
     for conn in made:
         if not conn.closed:
             conn.close()
@@ -345,7 +361,7 @@ def _call(words: list[str], env: dict[str, str], cwd, stdin: bytes, text: bool, 
     out_bytes, err_bytes = out.buffer, err.buffer
     tz = os.environ.get("TZ")
     saved_state = _swap_state()
-    had_psycopg = "psycopg" in sys.modules
+    had_drivers = {name for name, _, _ in DRIVERS if name in sys.modules}
     made, stop_recording = _connections()
     timed_out = False
     code = 0
@@ -399,7 +415,7 @@ def _call(words: list[str], env: dict[str, str], cwd, stdin: bytes, text: bool, 
 
             time.tzset()
         stop_recording()
-        _close_connections(made, had_psycopg)
+        _close_connections(made, had_drivers)
         _restore_state(saved_state)
     stdout, stderr = out_bytes.value(), err_bytes.value()
     if timed_out:
@@ -464,7 +480,7 @@ class Clock:
     def __init__(self, request=None) -> None:
         import time
 
-        self._time, self.ahead, self._request = time.time, 0.0, request
+        self._time, self.ahead, self._request, self._still = time.time, 0.0, request, None
 
     def __call__(self) -> float:
         return self._time() + self.ahead
@@ -483,7 +499,17 @@ class Clock:
         for name in request.getfixturevalue("_pg_cleanup")["databases"]:
             with server.admin(name) as conn:
                 if conn.execute("SELECT to_regclass('storm_queue.clock')").fetchone()[0] is not None:
-                    conn.execute("UPDATE storm_queue.clock SET ahead = make_interval(secs => %s)", (self.ahead,))
+                    conn.execute("UPDATE storm_queue.clock SET ahead = make_interval(secs => %s), "
+                                 "fixed = to_timestamp(%s)", (self.ahead, None if self._still is None else self()))
+
+    def stand_still(self) -> None:
+        """From now on the clock moves only when ``advance`` moves it: steps
+        that must happen at one moment (claims within a short lease) do,
+        however slow the machine, with no timer to assert. A database
+        storm's clock stands still with it (``storm_queue.clock``'s ``fixed``)."""
+        at = self._time()
+        self._time, self._still = (lambda: at), at
+        self._move_servers()
 
 
 @pytest.fixture

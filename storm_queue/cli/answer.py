@@ -57,15 +57,40 @@ def warn(warnings: list[str]) -> None:
         err(f"storm-queue: warning: {w}")
 
 
+#: while a ``claim --wait`` waits for work: how many lines this process had
+#: appended to a directory's log when the wait began, whether the claim
+#: recorded anything before it (either store), and when the wait began
+WAITING: list[tuple[int, bool, str]] = []
+
+
+def _lines(events: list[dict[str, Any]]) -> str:
+    """Recorded events in words: ``the quarantine a (line 3)``, and so on."""
+    return ", ".join(f"the {e['action']}{' ' + e['slug'] if e.get('slug') else ''} (line {e['seq']})" for e in events)
+
+
 def interrupted(signum: int, as_json: bool) -> NoReturn:
     """Exit 128 + ``signum`` (130 for SIGINT, 143 for SIGTERM) with one line
     on stderr saying what was recorded, and with ``--json`` one document on
     stdout. The writers' lock defers both signals while it is held
     (``log.lock.held``), so a request is either not begun or recorded
-    whole: the log lines this process appended say which."""
+    whole: the log lines this process appended say which. A ``claim
+    --wait`` interrupted while it waits recorded nothing at the interrupt;
+    what it recorded when it began (an expired lease, a quarantine) is said
+    as recorded then (``WAITING``)."""
     writer = sys.modules.get("storm_queue.store.directory.log.writer")
     events = list(getattr(writer, "appended", ()))
-    if events:
+    if WAITING:
+        count, began, since = WAITING[-1]
+        words = f"interrupted while claim --wait waited for work (since {since})"
+        words += (f": after it began waiting it recorded {_lines(events[count:])}, and its answer may not have been "
+                  "printed" if events[count:] else ": nothing was recorded at the interrupt")
+        if events[:count]:
+            words += f"; when the claim began it recorded {_lines(events[:count])}"
+        elif began:
+            words += "; when the claim began it recorded what it found (expired leases, quarantines)"
+        if events or began:
+            words += f"; storm-queue log --last {max(len(events), 1)} shows {'them' if len(events) > 1 else 'it'}"
+    elif events:
         last = events[-1]
         slug = f" {last['slug']}" if last.get("slug") else ""
         words = (f"interrupted: the {last['action']}{slug} was recorded (line {last['seq']}) but its answer may not "
@@ -85,32 +110,45 @@ def interrupted(signum: int, as_json: bool) -> NoReturn:
     sys.exit(code)
 
 
-def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
-    """Run a command's work and exit with its code; typed errors and crashes
-    get the exit codes ``core.exit_codes`` maps them to."""
+def said(exc: BaseException) -> tuple[str, str, int]:
+    """What a command says of the error ``exc`` that ends it: its outcome
+    word (``unknown`` for exit 3, ``error`` for a typed refusal, ``crashed``
+    for anything else), its words (no password: ``roots.hide``) and its
+    exit code (``core.exit_codes``)."""
     from ..core.errors import StormError
     from ..core.exit_codes import CRASHED
     from ..roots import hide
 
+    if isinstance(exc, StormError):
+        return ("unknown" if exc.exit_code == 3 else "error"), hide(str(exc)), exc.exit_code
+    return "crashed", hide(f"{type(exc).__name__}: {exc}"), CRASHED
+
+
+def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
+    """Run a command's work and exit with its code; typed errors and crashes
+    get the exit codes ``core.exit_codes`` maps them to."""
+    from ..core.errors import StormError
+
     try:
         code = work()
-    except StormError as exc:
-        words = hide(str(exc))
-        if as_json:
-            doc = {"outcome": "unknown" if exc.exit_code == 3 else "error", "message": words, "exit": exc.exit_code}
-            if hasattr(exc, "recorded"):
-                doc["recorded"] = exc.recorded
-            emit_json(doc)
-        err(f"storm-queue: {words}")
-        code = exc.exit_code
     except (Interrupted, KeyboardInterrupt) as exc:
         interrupted(getattr(exc, "signum", 2), as_json)
     except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal
-        words = hide(f"{type(exc).__name__}: {exc}")
+        outcome, words, code = said(exc)
         if as_json:
-            emit_json({"outcome": "crashed", "message": words, "exit": CRASHED})
-        err(f"storm-queue: crashed: {words} (this is a bug; please report it)")
-        code = CRASHED
+            doc = {"outcome": outcome, "message": words, "exit": code}
+            if hasattr(exc, "recorded"):
+                doc["recorded"] = exc.recorded
+            if getattr(exc, "moved", ""):  # a storm that moved: where it went, as every read document says
+                doc["moved"] = exc.moved
+            done = getattr(exc, "outcome", None)
+            if done is not None:  # what the request recorded all the same (a claim's decision and token)
+                doc = {**done.to_json(), **doc, "warnings": done.warnings}
+            emit_json(doc)
+        if isinstance(exc, StormError):
+            err(f"storm-queue: {words}")
+        else:
+            err(f"storm-queue: crashed: {words} (this is a bug; please report it)")
     sys.exit(code)
 
 
@@ -139,20 +177,20 @@ def _waiting(who: str, path: str, wait: float) -> None:
 
 
 def next_decision(root: str | None, as_json: bool) -> int:
-    """``next``: decide, do the owner's side effects, print the decision.
-    When it cannot decide (exit 3), its one-line reason goes to stdout as
-    well as stderr: a runner that logs what ``next`` prints says why."""
-    from ..core.errors import UnknownOrder
-
+    """``next``: decide, do the owner's side effects, print the decision
+    line (under the operator's halt: ``halted`` and who halted the storm,
+    when and why, ``decision_line``). When it cannot decide (any
+    exit but 0), its one-line reason (``OUTCOME: WORDS``, ``said``) goes to
+    stdout as well as stderr: a runner that logs what ``next`` prints says
+    why."""
     try:
         listing, notes = storm(root, reads=True).next()
-    except UnknownOrder as exc:
+    except Exception as exc:
         if not as_json:
             from ..core.names import printable
-            from ..roots import hide
 
-            sys.stdout.write(printable(f"unknown: {hide(str(exc))}") + "\n")
-            sys.stdout.flush()
+            outcome, words, _ = said(exc)
+            say(printable(f"{outcome}: {words}"))
         raise
     for note in notes:
         err(f"storm-queue: {note}")
@@ -167,10 +205,23 @@ def next_decision(root: str | None, as_json: bool) -> int:
         emit_json({"decision": listing.decision, "warnings": listing.warnings, "halted": halt is not None,
                    "halt": act_json(halt)})
     else:
-        sys.stdout.write(listing.decision + "\n")  # a decision is ASCII: names and digits
-        sys.stdout.flush()
+        say(decision_line(listing.decision, halt))  # names and digits, and a halt's words escaped
         warn(listing.warnings)
     return 0
+
+
+def decision_line(decision: str, halt: Any) -> str:
+    """The line ``next`` and ``claim`` print for ``decision``: itself, but
+    under the operator's halt (``fold.Act``), ``halted`` followed on the
+    same line by who halted the storm, when and why (``halted by
+    operator:NAME at STAMP, reason "TEXT"``, the reason escaped and
+    quoted), so that a runner that logs a line it does not know says why
+    nothing starts."""
+    if decision == "halted" and halt is not None:
+        from ..core.halt import halt_words
+
+        return halt_words(halt)
+    return decision
 
 
 def claim_decision(root: str | None, as_json: bool, holder: str | None = None, ttl: int | None = None,
@@ -179,15 +230,24 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
     """``claim``: take back orphans, decide, lease; print the decision line
     (or the refusal on stderr). ``wait``: how long to wait for work
     (``leases.claim``), and for the writers' lock when longer than 30 s."""
-    out = storm(root, max(30.0, wait)).claim(holder, ttl, source=source, reason=reason, key=key, wait=wait,
-                                             waiting=_claim_waits(wait) if sys.stderr.isatty() else None)
+    from ..core.errors import RecordFailed
+
+    try:
+        out = storm(root, max(30.0, wait)).claim(holder, ttl, source=source, reason=reason, key=key, wait=wait,
+                                                 waiting=_claim_waits(wait))
+    except RecordFailed as exc:  # a lease recorded all the same counts: its runner hears its line (exit 4)
+        done = exc.outcome
+        if not as_json and done is not None and done.decision:
+            sys.stdout.write(done.decision + "\n")
+            sys.stdout.flush()
+        raise
+    WAITING.clear()  # answered: an interrupt from here on is not one during the wait
     if as_json:
         emit_json(out.to_json())
     elif out.outcome == "refused":
         err(f"storm-queue: {out.text()}")
     else:
-        sys.stdout.write(out.decision + "\n")  # names and digits
-        sys.stdout.flush()
+        say(decision_line(out.decision, out.halt))  # names and digits, and a halt's words escaped
         if out.halt is not None:
             from ..core.halt import halt_note
 
@@ -198,8 +258,15 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
 
 
 def _claim_waits(wait: float) -> Callable[[Any], None]:
-    """What a claim says at a terminal once it begins to wait for work."""
+    """What a claim notes once it begins to wait for work (``WAITING``, for
+    an interrupt to say what was recorded when), and says at a terminal."""
     def note(out: Any) -> None:
+        from ..wall import now
+
+        writer = sys.modules.get("storm_queue.store.directory.log.writer")
+        WAITING.append((len(getattr(writer, "appended", ())), bool(out.recorded), now()))
+        if not sys.stderr.isatty():
+            return
         word = out.decision.split(" ")[0]
         if word == "review":
             word = "review: the finished lanes await a review you may not make"
@@ -262,8 +329,8 @@ def listed(root: str | None, states: str | None = None):
         from ..core.errors import BadArgument
         from ..core.resolver import STATES
 
-        wanted = frozenset(s.strip() for s in states.split(",") if s.strip())
-        unknown = sorted(wanted - set(STATES))
+        wanted = tuple(dict.fromkeys(s.strip() for s in states.split(",") if s.strip()))
+        unknown = sorted(set(wanted) - set(STATES))
         if unknown or not wanted:
             raise BadArgument(f"--state {states!r}: {', '.join(unknown) or 'no state'} is not a state; the states are "
                               f"{', '.join(STATES)}")
@@ -275,7 +342,7 @@ def listed(root: str | None, states: str | None = None):
     from ..core.records import replace
     from ..core.resolver import only
 
-    return replace(listing, view=only(listing.view, wanted))
+    return replace(listing, view=only(listing.view, frozenset(wanted)), only=wanted)
 
 
 def reading(root: str | None):

@@ -14,6 +14,7 @@ from ..core import clock
 from ..core.names import printable
 from ..core.records import dataclass
 from .render import event_text, last_attempt, mark_words
+from .standing import next_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -139,9 +140,10 @@ def _when(at: str) -> str:
     return printable(at[:19].replace("T", " ") + "Z") if len(at) >= 19 else printable(at)
 
 
-def build(listing: Listing, events: Iterable[dict[str, Any]], now: str) -> Frame:
+def build(listing: Listing, events: Iterable[dict[str, Any]], now: str, files: bool = True) -> Frame:
     """The frame for ``listing`` and the log's last ``events`` (oldest
-    first; only the last ``EVENTS`` are kept) at the stamp ``now``."""
+    first; only the last ``EVENTS`` are kept) at the stamp ``now``, of a
+    storm that keeps ``files`` (else rows: ``render.event_text``)."""
     view = listing.view
     t = _seconds(now)
     running = tuple(_holding(r, t) for r in view.rows if r.state == "running")
@@ -162,9 +164,13 @@ def build(listing: Listing, events: Iterable[dict[str, Any]], now: str) -> Frame
     notes += [f"stray: {s} is prioritised but queue.txt no longer carries it (never run)" for s in view.stray]
     if listing.skipped:
         notes.append(f"skipped: {len(listing.skipped)} queue.txt line(s) never run (storm-queue list names them)")
-    shown = tuple((str(e.get("action")), event_text(e)) for e in list(events)[-EVENTS:])
-    return Frame(printable(listing.root), now, view.decision, running, tuple(priority), held, counts,
-                 len(view.settled), shown, tuple(notes))
+    if listing.moved_to:
+        from ..service.storm import moved_note
+
+        notes.insert(0, f"moved: {printable(moved_note(listing.moved_to))}")
+    shown = tuple((str(e.get("action")), event_text(e, files)) for e in list(events)[-EVENTS:])
+    return Frame(printable(listing.root), now, next_words(view.decision, listing.moved_to, listing.slots), running,
+                 tuple(priority), held, counts, len(view.settled), shown, tuple(notes))
 
 
 def failed(root: str, error: str, now: str, last: Frame | None = None) -> Frame:
@@ -199,7 +205,7 @@ def ago(at: str, now: str) -> str:
 def lease_words(h: Holding) -> str:
     """What is left of a running lane's lease, in words."""
     if h.kind == "marker":
-        return f"a running marker with no lease (only storm-queue recover {h.slug} takes it back)"
+        return "a running marker with no lease: a runner that takes no leases runs it"
     if h.left is None:
         return "lease expiry unknown"
     if h.kind == "orphan" or h.left <= 0:
@@ -384,7 +390,8 @@ def rich_view(frame: Frame, height: int | None = None, footer: str = "") -> Any:
                                  no_wrap=True, overflow="ellipsis")]
     if frame.error:
         parts.append(Text(f"cannot read the storm now: {frame.error}", style="bold red", no_wrap=True, overflow="ellipsis"))
-    parts.append(Text.assemble("next: ", (frame.decision, "bold reverse" if frame.decision.startswith("run ") else "bold")))
+    parts.append(Text.assemble("next: ", (frame.decision, "bold reverse" if frame.decision.startswith("run ") else "bold"),
+                               no_wrap=True, overflow="ellipsis"))
     parts.append(Text("lanes: " + summary(frame), style="dim", no_wrap=True, overflow="ellipsis"))
     parts.append(Text())
     parts += _running_part(frame)

@@ -33,9 +33,31 @@ def add(root: str | None, as_json: bool, slug: str | None, issue: str | None, de
     return answer(storm(root, wait).add_batch(text, from_file, reason=reason, source=source, key=key), as_json)
 
 
-def settle(root: str | None, as_json: bool, slug: str, ledger: str, force: bool, reason: str | None,
-           source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).settle(slug, ledger, reason=reason, source=source, key=key, force=force), as_json)
+def settle(root: str | None, as_json: bool, slug: str | None, ledger: str | None, finished: bool, from_file: str | None,
+           force: bool, reason: str | None, source: str | None, wait: float, key: str | None, dry_run: bool) -> int:
+    from ..core.errors import BadArgument
+
+    forms = "settle SLUG LEDGER, settle --finished LEDGER or settle --from FILE LEDGER"
+    if not finished and from_file is None:
+        if slug is None or ledger is None:
+            raise BadArgument(f"settle takes SLUG and LEDGER (integrated or abandoned): {forms}; nothing was done")
+        return answer(storm(root, wait).settle(slug, ledger, reason=reason, source=source, key=key, force=force,
+                                               dry_run=dry_run), as_json)
+    batch = "--finished" if finished else "--from FILE"
+    if finished and from_file is not None:
+        raise BadArgument(f"give --finished or --from FILE, not both: {forms}; nothing was done")
+    if ledger is not None:
+        raise BadArgument(f"settle {batch} takes LEDGER alone, no SLUG: {forms}; nothing was done")
+    if slug not in ("integrated", "abandoned"):
+        raise BadArgument(f"settle {batch} takes LEDGER, integrated or abandoned"
+                          + ("" if slug is None else f", not {slug!r}") + "; nothing was done")
+    text = None
+    if from_file is not None:
+        from .answer import read_arg
+
+        text = read_arg(from_file, "--from").decode("utf-8", "replace")
+    return answer(storm(root, wait).settle_batch(slug, text, from_file or "-", reason=reason, source=source, key=key,
+                                                 force=force, dry_run=dry_run), as_json)
 
 
 def declare(root: str | None, as_json: bool, file: str, reason: str | None, key: str | None, wait: float) -> int:
@@ -52,13 +74,18 @@ def revoke(root: str | None, as_json: bool, kind: str, role: str, reason: str | 
     return answer(storm(root, wait).revoke(kind, role, reason=reason, key=key), as_json)
 
 
-def upgrade(root: str | None, as_json: bool, url: str, reason: str | None, key: str | None, wait: float) -> int:
-    return answer(storm(url, wait).upgrade(reason=reason, key=key), as_json)
+def upgrade(root: str | None, as_json: bool, url: str | None, reason: str | None, key: str | None, wait: float) -> int:
+    if url is not None and root is not None and url != root:
+        from ..core.errors import BadArgument
+
+        raise BadArgument("upgrade takes one storm: URL or --root, not both; nothing was done")
+    return answer(storm(url or root, wait).upgrade(reason=reason, key=key), as_json)
 
 
 def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
-          keep_intact: bool = False) -> int:
-    return answer(storm(root, wait).reset(reason, source=source, key=key, keep_intact=keep_intact), as_json)
+          keep_intact: bool = False, dry_run: bool = False) -> int:
+    return answer(storm(root, wait).reset(reason, source=source, key=key, keep_intact=keep_intact, dry_run=dry_run),
+                  as_json)
 
 
 def adopt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
@@ -147,9 +174,14 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
             out.buffer.write(history.printable_line(line, event))
     else:
         def emit(line: bytes, event: dict) -> None:
-            out.write(render.event_text(event) + "\n")
+            out.write(render.event_text(event, source.keeps_files) + "\n")
     try:
         read = history.walk(source.history, flt, last, emit)
+        moved = source.moved() if as_json else ""
+        if moved:  # one line more, not an event (it has no seq): where the storm went
+            from ..core.jsoncodec import dumps
+
+            out.buffer.write((dumps({"moved": moved}) + "\n").encode("ascii"))
         out.flush()
     except BrokenPipeError:  # the reader stopped reading (| head): end quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
@@ -209,10 +241,15 @@ def verify(root: str | None, as_json: bool) -> int:
 
     with progress_bar(size, "verifying the log", show=size >= LONG_LOG and sys.stderr.isatty()) as update:
         audit = source.verify(progress=update)
+    from ..roots import shown
+
+    moved = shown(audit.state.moved_to)
     if as_json:
-        emit_json(audit.to_json())
+        emit_json({**audit.to_json(), "moved": moved or None})
     else:
-        say(render.audit_text(audit))
+        say(render.audit_text(audit, source.keeps_files))
+        if moved:
+            say(f"moved: {render.printable(moved)}: the log's last line says the storm moved there; its lanes run there")
         warn(audit.warnings)
     return 0 if audit.sound else 3
 
@@ -276,7 +313,7 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     hours = running_hours or facts.declaration.running_hours or audit.DEFAULT_RUNNING_HOURS
     findings = facts.diagnose(hours)
     if as_json:
-        emit_json(audit.report_json(source.root, hours, findings))
+        emit_json(audit.report_json(source.root, hours, findings, source.moved()))
     elif findings:
         say(audit.render_text(findings))
         errors = sum(f.severity == audit.ERROR for f in findings)

@@ -80,6 +80,18 @@ DEPS = Param("deps", "--deps", metavar="A,B", help="The lane's dependencies, com
 ADD_LANE = (Param("slug", complete="slug"), Param("issue"))
 FROM = Param("from_file", "--from", "file", "FILE", "Add every lane of FILE (- for standard input), lines as in "
              "queue.txt, all or nothing.")
+#: settle's lane and ledger, and the batch review's forms (--finished, --from FILE), which take LEDGER alone
+SETTLE = (Param("slug", metavar="[SLUG]", complete="slug"),
+          Param("ledger", kind="choice", metavar="LEDGER", choices=("integrated", "abandoned")),
+          Param("finished", "--finished", "flag", help="Settle every lane finished now (then LEDGER alone)."),
+          Param("from_file", "--from", "file", "FILE", "Settle FILE's slugs, one a line (- reads stdin; LEDGER alone)."),
+          Param("force", "--force", "flag", help="Settle a lane that holds a live lease, expiring the lease first "
+                "(recorded)."))
+#: reset's own: keep what verifies, and its dry run
+KEEP_INTACT = Param("keep_intact", "--keep-intact", "flag", help="Begin the new log with the old one's lines that "
+                    "verify from line 1.")
+RESET_DRY_RUN = Param("dry_run", "--dry-run", "flag", help="Show what would be kept and lost, and the run order after "
+                      "it; write nothing.")
 WAIT = Param("wait", "--wait", "float", "SECONDS", "How long to wait for another writer.", 30.0, low=0, show_default=True)
 #: claim's --wait: for work, not only for the lock (issue 21, item 4)
 CLAIM_WAIT = Param("wait", "--wait", "float", "SECONDS",

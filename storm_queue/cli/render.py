@@ -4,10 +4,11 @@ guard escapes anything unprintable before it reaches a terminal."""
 from __future__ import annotations
 
 from ..core.exit_codes import AUTHORITY, CODES
-from ..core.logread import ADOPT_HINT, OLD_FORMAT, RESET_HINT
+from ..core.logread import ADOPT_HINT, OLD_FORMAT, RESET_HINT, RESTORE_HINT
 from ..core.names import printable, quote
 from ..core.outcome import act_json
 from ..roots import shown
+from .standing import next_words, none_words, slots_json, slots_line, slots_words
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def listing_json(listing: Listing) -> dict[str, Any]:
         "settled": [_row_json(r, listing) for r in view.settled],
         "starving_after": listing.starving_after,
         "halted": view.halt is not None, "halt": act_json(view.halt),
+        "slots": slots_json(listing.slots), "moved": listing.moved_to or None,
     }
 
 
@@ -134,6 +136,10 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
     view = listing.view
     rows = view.rows + (view.settled if show_settled else ())
     lines = [f"storm: {printable(listing.root)}", f"next: {view.decision}"]
+    if listing.moved_to:  # first of all: the storm runs elsewhere
+        lines = [f"next: {next_words(view.decision, listing.moved_to)}", lines[0]]
+    elif listing.slots is not None:
+        lines.append(f"slots: {slots_line(view.decision, listing.slots)}")
     if view.halt is not None:
         lines.append(f"halted: {halt_note(view.halt)}")
     if rows:
@@ -141,8 +147,8 @@ def listing_text(listing: Listing, show_settled: bool = False) -> str:
         widths = (max(len(r.slug) for r in rows), max(len(r.issue) for r in rows),
                   max([len(printable(m.by)) for m in marks if m] + [1]))
         lines += [_plain_row(r, listing, widths) for r in rows]
-    if not view.rows:
-        lines.append("lanes: none to run")
+    if not (rows if listing.only else view.rows):  # narrowed to some states: none of those shown, settled too
+        lines.append(f"lanes: {none_words(listing)}")
     if view.settled and not show_settled:
         lines.append(f"settled: {len(view.settled)} lane(s), not listed (--all lists them)")
     for slug in view.stray:
@@ -170,9 +176,11 @@ def _refusal_label(event: dict[str, Any]) -> str:
     return " [cannot be done as asked]" if code in CODES else ""
 
 
-def event_text(event: dict[str, Any]) -> str:
+def event_text(event: dict[str, Any], files: bool = True) -> str:
     """One recorded event as one line: seq, time, who, action, lane, what
-    moved, the outcome and the reason; outside text quoted and escaped."""
+    moved, the outcome and the reason; outside text quoted and escaped.
+    ``files``: the storm keeps files (a push appended its line to
+    queue.txt), else rows (a push added the lane's row)."""
     action = event["action"]
     head = f"{event['seq']:>6} {printable(event['at'])} {printable(event['by'])} "
     if action == "refused":
@@ -185,7 +193,7 @@ def event_text(event: dict[str, Any]) -> str:
         if action != "unbump":
             body += f" (issue {printable(event['issue'])})"
         if event.get("appended"):
-            body += " appended to queue.txt"
+            body += " appended to queue.txt" if files else " added as a lane row"
         if event.get("not_before") is not None:
             body += f" not before {printable(event['not_before'])}"
         body += f" {outcome}" + _lanes("moved", event.get("moved", [])) + _lanes("removed", event.get("removed", []))
@@ -275,6 +283,8 @@ def why_json(why: Why) -> dict[str, Any]:
         # the operator's waivers of its dependencies (issue 12)
         "waivers": [{"dep": dep, "seq": w.seq, "at": w.at, "by": w.by, "reason": w.reason} for dep, w in why.waivers],
         "halted": why.halt is not None, "halt": act_json(why.halt),
+        # every slot held (issue 33 item 7), and a storm that moved (item 6)
+        "slots": slots_json(why.slots), "waits_for_slot": why.waits_for_slot, "moved": why.moved or None,
     }
 
 
@@ -287,12 +297,15 @@ def why_text(why: Why) -> str:
     from ..core.halt import halt_note
 
     name = quote(why.slug) if why.state == "invalid" else why.slug
-    lines = [f"{name}: {why.state}" + ("" if why.status == why.state else f": {printable(why.status)}")]
+    lines = [f"{name}: {why.state}" + ("" if why.status == why.state else f": {printable(why.status)}")
+             + (f": waits for a slot ({slots_words(why.slots)})" if why.waits_for_slot else "")]
     if why.issue is not None:
         lines.append(f"issue: {printable(why.issue)}")
     if why.position is not None:
         where = f"position {why.position} of {why.of} in run order"
-        if why.is_next:
+        if why.waits_for_slot:
+            where += "; it is what runs next, once a slot frees"
+        elif why.is_next:
             where += "; it is what next runs"
         lines.append(where)
         if why.ahead:
@@ -329,7 +342,7 @@ def why_text(why: Why) -> str:
                      "the next request re-derives it")
     if why.halt is not None:
         lines.append(f"halted: {halt_note(why.halt)}")
-    lines.append(f"next: {why.decision}")
+    lines.append(f"next: {next_words(why.decision, why.moved, why.slots)}")
     return "\n".join(lines)
 
 
@@ -354,8 +367,10 @@ def _run_lines(why: Why) -> list[str]:
                      "storm-queue recover takes it back")
     elif why.how == "marker":
         token = "carrying no token" if why.marker_token is None else f"carrying token {why.marker_token}"
-        lines.append(f"marker: a running marker with no lease behind it ({token}); no claim or recover takes it "
-                     f"back: only the operator's storm-queue recover {slug}")
+        lines.append(f"marker: a running marker with no lease behind it ({token}): a runner that takes no leases (one "
+                     "that runs what storm-queue next decides) marks every lane it runs so; claim and next leave it "
+                     f"alone, and it runs until that runner finishes it (should that runner be gone, the operator's "
+                     f"storm-queue recover {slug} --force --reason TEXT takes it back)")
     if run.history or run.attempts or run.quarantined is not None:
         of = "" if why.budget is None else f" of {why.budget}"
         earlier = len(run.history) - run.attempts
@@ -388,20 +403,23 @@ def _run_lines(why: Why) -> list[str]:
     return lines
 
 
-def audit_text(audit: Audit) -> str:
-    """``verify``'s report: the verdict first, the first bad line named."""
+def audit_text(audit: Audit, files: bool = True) -> str:
+    """``verify``'s report: the verdict first, the first bad line named, and
+    what the operator does: on a directory storm (``files``) a reset (or an
+    adopt), on a database storm a restore from its backup."""
     name = printable(audit.log)
     p = audit.problem
     if p is not None:
         where = f" (line {p.line} starts at byte {p.offset})" if p.line else ""
-        hint = "" if audit.checkpoint == "disagrees" else f"\n{ADOPT_HINT if p.what == OLD_FORMAT else RESET_HINT}"
+        way = (ADOPT_HINT if p.what == OLD_FORMAT else RESET_HINT) if files else RESTORE_HINT
+        hint = "" if audit.checkpoint == "disagrees" else f"\n{way}"
         return f"{name}: NOT sound: {printable(p.what)}{where}{hint}"
-    lines = [f"{name}: sound: {audit.lines} line(s), {audit.length} bytes; framing, schema, chain, seq and witness agree"]
+    lines = [f"{name}: sound: {audit.lines} line(s), {audit.length} bytes; {audit.agree}"]
     if audit.checkpoint == "agrees":
-        lines.append(f"checkpoint: at line {audit.checkpoint_line}, agrees with the whole replay")
+        lines.append(f"{audit.kept}: at line {audit.checkpoint_line}, agrees with the whole replay")
     elif audit.checkpoint == "ignored":
-        lines.append(f"checkpoint: ignored ({printable(audit.checkpoint_why or '')})")
+        lines.append(f"{audit.kept}: ignored ({printable(audit.checkpoint_why or '')})")
     else:
-        lines.append("checkpoint: none")
+        lines.append(f"{audit.kept}: none")
     lines.append(f"replay: {len(audit.lane)} lane(s) in the priority lane, {len(audit.named)} by name")
     return "\n".join(lines)

@@ -13,8 +13,9 @@ from rich.text import Text
 from ..core.halt import halt_note
 from ..core.names import printable, quote
 from ..core.resolver import Row
-from ..service.storm import Listing
+from ..service.storm import Listing, moved_note
 from .render import kept_words, last_attempt
+from .standing import next_words, none_words, slots_line
 
 STATE_STYLES = {
     "ready": "bold green", "running": "bold cyan", "finished": "magenta",
@@ -169,7 +170,11 @@ def listing_table(listing: Listing, show_settled: bool = False, width: int | Non
     and ``why`` say everything a cut cell held)."""
     view = listing.view
     title = Text(f"storm {printable(listing.root)}")
-    parts: list = [title, Text.assemble("next: ", (view.decision, "bold"))]
+    parts: list = [title, Text.assemble("next: ", (next_words(view.decision, listing.moved_to), "bold"))]
+    if listing.moved_to:
+        parts.insert(0, Text(f"moved: {printable(moved_note(listing.moved_to))}", style="bold reverse red"))
+    elif listing.slots is not None:
+        parts.append(Text(f"slots: {slots_line(view.decision, listing.slots)}", style="yellow"))
     if view.halt is not None:
         parts.append(Text(f"halted: {halt_note(view.halt)}", style="bold red"))
     rows = view.rows + (view.settled if show_settled else ())
@@ -203,7 +208,7 @@ def listing_table(listing: Listing, show_settled: bool = False, width: int | Non
             parts.append(Text(f"narrow terminal: not shown: {names} (a wider terminal, or list --plain, shows "
                               "every column)", style="dim"))
     else:
-        parts.append(Text("no lanes to run"))
+        parts.append(Text(f"lanes: {none_words(listing)}"))
     if view.settled and not show_settled:
         parts.append(Text(f"{len(view.settled)} settled lane(s) not shown (--all shows them)", style="dim"))
     if view.stray:

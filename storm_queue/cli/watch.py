@@ -186,7 +186,7 @@ def once(storm: Storm, out: Any = None) -> int:
     ``list`` does."""
     out = out or sys.stdout
     listing, events = Source(storm).read()
-    frame = build(listing, events, wall.now())
+    frame = build(listing, events, wall.now(), storm.keeps_files)
     if no_color() or not out.isatty():
         out.write(plain_text(frame) + "\n")
         out.flush()
@@ -202,7 +202,6 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
     is restored on every way out. SIGTERM ends it as any command's (143)."""
     from rich.console import Console
     from rich.live import Live
-    from rich.text import Text
 
     from ..core.errors import StormError
     from .answer import Interrupted
@@ -211,9 +210,9 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
     listing, events = source.read()  # a storm that cannot be read at all stops here, as list does
     sig = source.signature()
     due = boundary(listing, wall.now())
-    frame = build(listing, events, wall.now())
-    plain = no_color()
-    console = Console(no_color=plain, highlight=False)
+    frame = build(listing, events, wall.now(), storm.keeps_files)
+    # NO_COLOR: the same frame, fitted to the terminal as ever, with no style at all (no colour, no bold)
+    console = Console(color_system=None, highlight=False) if no_color() else Console(highlight=False)
     from ..store.directory.changes import Waker
 
     waker = Waker()
@@ -226,8 +225,6 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
             waker.watch(source.paths() if source.files else ())
 
             def draw(f: Frame) -> Any:
-                if plain:
-                    return Text(plain_text(f) + "\n" + footer)
                 return rich_view(f, console.size.height, footer)
 
             with Live(draw(frame), console=console, screen=True, auto_refresh=False, redirect_stdout=False,
@@ -250,7 +247,7 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
                             or (woke == "tick" and (new is None or frame.error))):
                         try:
                             listing, events = source.read()
-                            frame, due = build(listing, events, now), boundary(listing, now)
+                            frame, due = build(listing, events, now, source.files), boundary(listing, now)
                             waker.watch(source.paths() if source.files else ())
                         except StormError as exc:
                             frame = failed(storm.root, str(exc), now, frame)
@@ -262,7 +259,7 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
                     elif woke == "change":
                         continue  # nothing the view shows has changed
                     elif not frame.error:
-                        frame = build(listing, events, now)  # time alone: the clock, the leases' bars
+                        frame = build(listing, events, now, source.files)  # time alone: the clock, the leases' bars
                     view.update(draw(frame), refresh=True)
     except (Interrupted, KeyboardInterrupt) as exc:
         if getattr(exc, "signum", 2) == 2:  # Ctrl-C: a way out, the screen put back; its code is SIGINT's

@@ -95,22 +95,40 @@ def lookups(lanes: tuple[queuetext.Lane, ...], queued: Mapping[str, queuetext.La
     return tuple(bad)
 
 
-def refusal(bad: tuple[Bad, ...], name: str) -> Refusal:
+def refusal(bad: tuple[Bad, ...], name: str, done: str = "added", holds: str = "lane",
+            give: str = "lines of SLUG ISSUE [DEPS], as queue.txt holds them") -> Refusal:
     """The refusal of a batch read from ``name`` whose bad lines are ``bad``
-    (in line order): the code of the first, and words naming it and the
-    next few. ``bad`` empty: the batch holds no lane (``empty_batch``)."""
+    (in line order; a line 0 is a lane the batch did not read from a line):
+    the code of the first, and words naming it and the next few, saying
+    that nothing was ``done``. ``bad`` empty: the batch
+    holds no ``holds`` (``empty_batch``), and ``give`` says what it should."""
     if not bad:
-        return Refusal("empty_batch", f"{name} holds no lane (only blank lines and comments, or nothing): nothing "
-                       "was added; give lines of SLUG ISSUE [DEPS], as queue.txt holds them")
+        return Refusal("empty_batch", f"{name} holds no {holds} (only blank lines and comments, or nothing): nothing "
+                       f"was {done}; give {give}")
     first, rest = bad[0], bad[1:]
-    words = f"{name} line {first.line}: {first.refusal.message}"
+    words = (f"{name} line {first.line}: " if first.line else "") + first.refusal.message  # line 0: no line to name
     if rest:
-        named = ", ".join(f"line {b.line} ({b.refusal.code})" for b in rest[:MORE])
+        named = ", ".join(f"line {b.line} ({b.refusal.code})" if b.line else b.refusal.code for b in rest[:MORE])
         words += f"; also {named}" + (f" and {len(rest) - MORE} more" if len(rest) > MORE else "")
-    return Refusal(first.refusal.code, f"{words}; nothing was added (a batch is taken whole or not at all): correct "
+    return Refusal(first.refusal.code, f"{words}; nothing was {done} (a batch is taken whole or not at all): correct "
                    f"the line{'s' if rest else ''} and ask again")
 
 
 def source_name(path: str) -> str:
     """How a refusal names where the batch came from (``-``: standard input)."""
     return "standard input" if path == "-" else quote(path)
+
+
+def counted(done: str, slugs: tuple[str, ...] | list[str], tail: str = "") -> str:
+    """What a batch did to ``slugs``, counted and named (``queued 3 lanes:
+    a b c``; of more than ten, the first and last five and how many between)."""
+    n = len(slugs)
+    words = f"{done} {lanes(n)}{tail}"
+    if n <= 10:
+        return f"{words}: {' '.join(slugs)}"
+    return f"{words}: {' '.join(slugs[:5])}, {n - 10} more, {' '.join(slugs[-5:])}"
+
+
+def lanes(n: int) -> str:
+    """``1 lane``, ``2 lanes``."""
+    return f"{n} lane{'' if n == 1 else 's'}"

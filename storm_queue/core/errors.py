@@ -19,7 +19,12 @@ class UnknownOrder(StormError):
 
 class Moved(UnknownOrder):
     """The storm moved (``migrate``): its order is kept where it went, and
-    a runner asking here must not be sent to work (exit 3)."""
+    a runner asking here must not be sent to work (exit 3). ``moved`` is
+    where it went, as printed (a password masked)."""
+
+    def __init__(self, message: str, moved: str = ""):
+        super().__init__(message)
+        self.moved = moved
 
 
 class NoStorm(StormError):
@@ -54,13 +59,17 @@ class RecordFailed(StormError):
     """The request was decided but its record could not be written whole (an
     I/O error such as a full disk). ``recorded`` says what is true: False
     (it did not happen), True (its line is on the log and counts, but the
-    witness lags), None (the disk failed in a way that leaves it unknown)."""
+    witness lags), None (the disk failed in a way that leaves it unknown).
+    When it is True, ``outcome`` is the answer the request recorded (a
+    claim's decision line and token: the lease counts, so its runner must
+    hear of it)."""
 
     exit_code = ERRORS["RecordFailed"]
 
-    def __init__(self, message: str, recorded: bool | None = False):
+    def __init__(self, message: str, recorded: bool | None = False, outcome: object = None):
         super().__init__(message)
         self.recorded = recorded
+        self.outcome = outcome
 
 
 class StormUnreadable(StormError):

@@ -17,6 +17,11 @@ RESET_HINT = (
     "(the old log is kept beside it), or keep the lines that verify from line 1 with: "
     "storm-queue reset --keep-intact --reason TEXT"
 )
+#: what the exit-3 message of a database storm advises: its log is rows, never set aside nor started anew
+RESTORE_HINT = (
+    "storm-queue verify names the first bad line; the operator restores the database from its backup "
+    "(a database storm's log is rows, never set aside or begun anew)"
+)
 ADOPT_HINT = (
     "the operator takes it over, keeping its order, with: storm-queue adopt --reason TEXT "
     "(the old log is kept beside the new one)"
@@ -66,3 +71,70 @@ class LogRead:
     events: list[dict[str, Any]] | None = None
     warnings: list[str] = field(default_factory=list)
     checkpoint_seq: int = 0
+
+
+@dataclass(frozen=True)
+class Lost:
+    """One line of a log a reset would not keep: its number in the file
+    (``line``, from 1) and, when it can be read as an event, its ``seq``,
+    ``action``, ``slug`` (the lane it names, if any; a refusal's raw text
+    too) and, for a refusal, the verb it refused (``requested``); else
+    ``why`` it could not be read (a torn tail, a line that is not an event)."""
+
+    line: int
+    seq: int | None = None
+    action: str | None = None
+    slug: str | None = None
+    requested: str | None = None
+    why: str | None = None
+    #: the bytes after the last newline (a write never acknowledged), not a line
+    torn: bool = False
+
+    @property
+    def readable(self) -> bool:
+        return self.why is None
+
+    def to_json(self) -> dict[str, Any]:
+        if not self.readable:
+            return {"line": self.line, "readable": False, "why": self.why}
+        out: dict[str, Any] = {"line": self.line, "readable": True, "seq": self.seq, "action": self.action,
+                               "slug": self.slug}
+        if self.requested is not None:
+            out["requested"] = self.requested
+        return out
+
+
+def lost(raw: bytes, line: int) -> Lost:
+    """What line number ``line`` of a log a reset would not keep was:
+    ``raw`` its bytes (its newline included, when it has one)."""
+    from .framing import Malformed, decode
+
+    if not raw.endswith(b"\n"):
+        return Lost(line, why=f"torn: {len(raw)} bytes with no final newline (a write never acknowledged)", torn=True)
+    try:
+        event = decode(raw)
+    except Malformed as exc:
+        return Lost(line, why=f"not an event: {exc}")
+    slug = event.get("slug")
+    requested = event.get("requested") if event["action"] == "refused" else None
+    return Lost(line, event["seq"], event["action"], slug if isinstance(slug, str) else None,
+                requested if isinstance(requested, str) else None)
+
+
+@dataclass(frozen=True)
+class Cut:
+    """What a reset of an unreadable log keeps and loses, read before it
+    writes anything: ``kept``, the read of the lines the new log begins
+    with (``reset --keep-intact``: the longest prefix that verifies from
+    line 1; a plain reset keeps none), ``lost``, every line after them,
+    and ``abandons``, the larger of the old log's bytes on disk and its
+    witnessed length (what its reset line records); ``missing``, the
+    lines its witness recorded past the end of the file, which cannot be
+    named but by number."""
+
+    keep_intact: bool
+    kept: LogRead
+    lost: tuple[Lost, ...]
+    abandons: int
+    #: the lines the witness recorded that are no longer in the file (first, last), none when () (a log cut short)
+    missing: tuple[int, ...] = ()

@@ -13,7 +13,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Mapping
 
+    from .logread import Cut
     from .resolver import View
+    from .runs import Slots
 
 
 @dataclass
@@ -39,6 +41,10 @@ class Listing:
     needs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: where the storm moved (``migrate``), as printed; '' while it is kept here
     moved_to: str = ""
+    #: the states the rows were narrowed to (``list --state``), in the order asked; () for every lane
+    only: tuple[str, ...] = ()
+    #: every one of ``[runner] slots`` held while ``next`` answers run: a claim answers wait (``runs.full_slots``)
+    slots: Slots | None = None
 
     @property
     def decision(self) -> str:
@@ -90,6 +96,10 @@ class Outcome:
     due: str | None = None
     #: the lanes a batch (``add --from``) queued, in order
     added: list[str] | None = None
+    #: the lanes a batch review (``settle --finished``, ``settle --from``) settled, or would settle, in order
+    settled: list[str] | None = None
+    #: what a reset kept of the unreadable log and lost, each lost line named (``logread.Cut``)
+    cut: Cut | None = None
 
     @property
     def exit_code(self) -> int:
@@ -121,6 +131,8 @@ class Outcome:
             swept = [s for s in self.removed if self.swept.get(s) == why]
             if swept:
                 text += f"\nalso took out of the lane, {words}: " + " ".join(printable(s) for s in swept)
+        if self.cut is not None:
+            text += "\n" + cut_text(self.cut)
         if self.order is not None:
             text += "\nrun order after it: " + (" ".join(self.order) or "(no lanes to run)")
         return text
@@ -137,13 +149,49 @@ class Outcome:
         if self.dry_run:
             out["dry_run"] = True
             out["order"] = self.order
-        for name in ("decision", "holder", "token", "expires", "repeat", "adopted", "added"):
+        for name in ("decision", "holder", "token", "expires", "repeat", "adopted", "added", "settled"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
         if self.action == "claim" and self.outcome != "refused":
             out["halted"] = self.halt is not None
             out["halt"] = act_json(self.halt)
+        if self.cut is not None:
+            out["kept"] = self.cut.kept.seq
+            out["lost"] = [line.to_json() for line in self.cut.lost]
+            out["abandons"] = self.cut.abandons
+            out["missing"] = {"from": self.cut.missing[0], "to": self.cut.missing[1]} if self.cut.missing else None
         return out
+
+
+#: how many lost lines a reset names in words (``--json`` names every one)
+LOST_SHOWN = 20
+
+
+def cut_text(cut: Cut) -> str:
+    """What a reset keeps and loses, in words: the lines kept, then each
+    lost line, its number, seq, action and lane (outside text quoted), or
+    why it could not be read; past ``LOST_SHOWN``, how many more."""
+    from .names import is_name, quote
+
+    def word(text: str | None) -> str:
+        return "" if text is None else text if is_name(text) else quote(text)
+
+    lines = [f"kept: lines 1 to {cut.kept.seq}" if cut.kept.seq else "kept: no line"]
+    for lost in cut.lost[:LOST_SHOWN]:
+        if not lost.readable:
+            lines.append(f"lost: line {lost.line}: could not be read ({printable(lost.why or '')})")
+            continue
+        what = " ".join(w for w in (word(lost.action), word(lost.requested), word(lost.slug)) if w)
+        lines.append(f"lost: line {lost.line} (seq {lost.seq}): {what}")
+    if len(cut.lost) > LOST_SHOWN:
+        lines.append(f"lost: {len(cut.lost) - LOST_SHOWN} more line(s) (--json names every one)")
+    if cut.missing:
+        first, last = cut.missing
+        lines.append(f"lost: line{f's {first} to {last}' if last > first else f' {first}'}: gone from the file (its "
+                     f"witness recorded {last} lines), so what they did cannot be named")
+    if not cut.lost and not cut.missing:
+        lines.append("lost: no line")
+    return "\n".join(lines)
 
 
 def act_json(act: fold.Act | None) -> dict[str, Any] | None:

@@ -42,7 +42,7 @@ class View:
     decision: str
     to_block: tuple[Row, ...]
     stale: bool
-    #: the operator's halt in force (who, when, why): while it lasts the decision is ``wait``
+    #: the operator's halt in force (who, when, why): while it lasts the decision is ``halted``
     halt: Act | None = None
 
 
@@ -173,7 +173,7 @@ def _status(snap: Snapshot, slug: str, state: str, waits: tuple[str, ...],
     if state == RUNNING:
         how = running(snap, slug)
         if how == MARKER:
-            return f"running by a marker with no lease (only the operator's recover {slug} takes it back)"
+            return "running by a marker with no lease (a runner that takes no leases runs it)"
         lease = run.lease
         if how == ORPHAN:
             return (f"orphaned: the lease of {lease.holder} (token {lease.token}) expired at {lease.expires}; "
@@ -221,9 +221,9 @@ def _dep_word(snap: Snapshot, dep: str, cyc: dict[str, tuple[str, ...]] | None =
 
 def decide(rows: tuple[Row, ...], unattended: bool, halted: bool = False) -> str:
     """The one decision line ``next`` prints for lanes in run order; while
-    the storm is ``halted`` it is ``wait``, whatever the lanes."""
+    the storm is ``halted`` it is ``halted``, whatever the lanes."""
     if halted:
-        return "wait"
+        return "halted"
     finished = [r.slug for r in rows if r.state == FINISHED]
     if finished and not unattended:
         return "review " + " ".join(finished)
@@ -299,7 +299,7 @@ def decided(snap: Snapshot) -> Decided:
     else:
         decision = "empty"
     if snap.state.halt is not None:  # as ``decide`` says it: nothing starts while halted
-        decision = "wait"
+        decision = "halted"
     return Decided(decision, tuple(to_block), frozenset(busy | leased), frozenset(finished_set))
 
 

@@ -88,6 +88,49 @@ def _last_ok(run: Run) -> bool:
     return bool(run.history) and run.history[-1].end == "ok"
 
 
+@dataclass(frozen=True)
+class Slots:
+    """Every one of ``[runner] slots`` (``limit``) is held: the lanes that
+    hold them (``held``, in run order), running or holding a live lease."""
+
+    limit: int
+    held: tuple[str, ...]
+
+
+def _taken_back(snap: Snapshot, policy: Policy) -> tuple[list[dict[str, Any]], Snapshot]:
+    """The expiries and quarantines a claim records first, and the storm after them."""
+    events = expiries(snap, policy)
+    after = replace(snap, state=replay([{**e, "at": snap.now, "by": ""} for e in events], snap.state)) if events else snap
+    return events, after
+
+
+def _all_held(policy: Policy, busy: frozenset[str]) -> bool:
+    """Whether the lanes ``busy`` (``Decided.busy``) hold every one of the slots: a claim then leases nothing."""
+    return len(busy) >= policy.slots
+
+
+def _full(after: Snapshot, policy: Policy, busy: frozenset[str]) -> Slots | None:
+    """The slots, when ``busy`` (``Decided.busy``) holds every one of them."""
+    if not _all_held(policy, busy):
+        return None
+    lanes = after.lanes
+    known = in_run_order(after, frozenset(s for s in busy if s in lanes))
+    return Slots(policy.slots, known + tuple(sorted(s for s in busy if s not in lanes)))
+
+
+def full_slots(snap: Snapshot, policy: Policy) -> Slots | None:
+    """When a claim now would answer ``wait`` only because every one of
+    ``[runner] slots`` is held (the order's next lane is ready: ``next``
+    answers ``run``): the slots and the lanes that hold them; else None.
+    It decides as ``plan_claim`` does (orphans taken back first), and
+    records nothing: what ``list``, ``why`` and ``watch`` show as next."""
+    _, after = _taken_back(snap, policy)
+    seen = decided(after)
+    if after.state.halt is not None or not seen.decision.startswith("run "):
+        return None
+    return _full(after, policy, seen.busy)
+
+
 def plan_claim(snap: Snapshot, policy: Policy, holder: str, ttl: int, t: float) -> Claim:
     """Take back orphaned leases, then decide as ``next`` does; when the
     decision is ``run`` and fewer than ``slots`` lanes are running or hold
@@ -96,8 +139,7 @@ def plan_claim(snap: Snapshot, policy: Policy, holder: str, ttl: int, t: float) 
     found. The decision walks the run order only to the first ready lane
     (``resolver.decided``); while the operator's halt is in force the
     decision is ``halted`` and no lane is leased."""
-    events = expiries(snap, policy)
-    after = replace(snap, state=replay([{**e, "at": snap.now, "by": ""} for e in events], snap.state)) if events else snap
+    events, after = _taken_back(snap, policy)
     seen = decided(after)
     ended = tuple((e["slug"], e["token"]) for e in events if e["action"] == "expire")
     decision = seen.decision
@@ -106,7 +148,7 @@ def plan_claim(snap: Snapshot, policy: Policy, holder: str, ttl: int, t: float) 
     if not decision.startswith("run "):
         return Claim(tuple(events), decision, ended=ended, after=after, to_block=seen.to_block)
     # a lease holds its slot until it ends, even on a lane whose result.json came first (a finish cut short)
-    if len(seen.busy) >= policy.slots:
+    if _all_held(policy, seen.busy):
         return Claim(tuple(events), " ".join(["wait", *in_run_order(after, seen.finished)]), ended=ended, after=after,
                      to_block=seen.to_block)
     _, slug, issue = decision.split(" ")
@@ -248,10 +290,14 @@ def plan_release(snap: Snapshot, policy: Policy, slug: str, token: int, by: str 
 
 def plan_recover(snap: Snapshot, policy: Policy, slug: str | None, force: bool = False) -> list[dict[str, Any]] | Refusal:
     """Without ``slug``: take back every orphaned lease. With it: take back
-    that lane's orphaned lease, or end a running marker that has no lease
-    (the marker's token, when it has one, is observed so that no later
-    token repeats it); with ``force``, also end its live lease (its holder
-    is gone, the operator says), whose token is refused from then on."""
+    that lane's orphaned lease; with ``force`` (its runner is gone, the
+    operator says), end a running marker that has no lease (the marker's
+    token, when it has one, is observed so that no later token repeats
+    it), or end its live lease, whose token is refused from then on. A
+    marker without ``force`` is refused (``marker_running``): a runner
+    that takes no leases (one that runs what ``next`` decides) marks every
+    lane it runs so, and taking one back lets ``next`` offer it again
+    while it runs."""
     if slug is None:
         return expiries(snap, policy)
     if slug not in snap.lanes and slug not in snap.state.runs and slug not in snap.ledgers.running:
@@ -261,8 +307,13 @@ def plan_recover(snap: Snapshot, policy: Policy, slug: str | None, force: bool =
     if how == ORPHAN:
         return _ended(snap, policy, slug, run, {"action": "expire", "slug": slug, "token": run.lease.token,
                                                 "expired": run.lease.expires})
-    if how == MARKER:
+    if how == MARKER and force:
         return [{"action": "recover", "slug": slug, "token": snap.ledgers.running[slug], "marker": True}]
+    if how == MARKER:
+        return Refusal("marker_running", f"{slug} is running under a marker with no lease: a runner that takes no "
+                       "leases (one that runs what storm-queue next decides) marks every lane it runs so, and taking "
+                       "it back would let next offer it again while it runs; if no runner is working on it, "
+                       f"storm-queue recover {slug} --force --reason TEXT takes it back")
     if how == LEASE and force:
         return _ended(snap, policy, slug, run, {"action": "recover", "slug": slug, "token": run.lease.token,
                                                 "marker": False, "force": True})

@@ -42,6 +42,10 @@ class Audit:
     #: the whole lane state the lines fold to, and the chain digest of the last line
     state: fold.LaneState = fold.EMPTY
     digest: str | None = None
+    #: what a sound log agrees with, in words: a directory's log is checked against its witness; a
+    #: database's lines are rows, with no witness, and its folded state is a state row, not a checkpoint
+    agree: str = "framing, schema, chain, seq and witness agree"
+    kept: str = "checkpoint"
 
     @property
     def sound(self) -> bool:

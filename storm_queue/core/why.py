@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from .lane import Snapshot
     from .queuetext import Skipped
     from .resolver import View
+    from .runs import Slots
 
 #: the states ``why`` adds to the resolver's: a prioritised slug queue.txt
 #: no longer carries, a slug only a skipped line names, a slug nothing
@@ -86,6 +87,15 @@ class Why:
     waivers: tuple[tuple[str, Waiver], ...] = ()
     #: the operator's halt in force (who, when, why), None when the storm is not halted
     halt: Act | None = None
+    #: every one of ``[runner] slots`` held while ``next`` answers run (``runs.Slots``): a claim answers wait
+    slots: Slots | None = None
+    #: where the storm moved (``migrate``), as printed; '' while it is kept here
+    moved: str = ""
+
+    @property
+    def waits_for_slot(self) -> bool:
+        """Whether it is what runs next, once a slot frees (every slot is held)."""
+        return self.is_next and self.slots is not None
 
     @property
     def known(self) -> bool:

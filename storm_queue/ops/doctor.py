@@ -166,6 +166,16 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
                            "take it over, keeping its order: storm-queue adopt --reason TEXT" if OLD_FORMAT in facts.log_error
                            else "restore the log and its witness from a backup, or keep the lines that verify from line 1: "
                            "storm-queue reset --keep-intact --reason TEXT"))
+    moved = facts.log.state.moved_to if facts.log is not None else ""
+    if moved:
+        from ..roots import shown
+
+        out.append(Finding(ERROR, "moved", facts.log_rel,
+                           f"this storm moved to {shown(moved)} (the log's last line, a migrate, says so): its lanes "
+                           "run there; here next and claim exit 3 and every request is refused, and list, why and "
+                           "watch show the storm as it was when it moved",
+                           f"point the runners and the operator at it: --root {shown(moved)} (or STORM_QUEUE_ROOT); "
+                           "keep this directory as the record of the storm before the move"))
     for seq in facts.passwords:
         out.append(Finding(ERROR, "password_recorded", f"{facts.log_rel}:{seq}",
                            f"line {seq} records a database password (the URL a migrate moved the storm to, written by "
@@ -263,7 +273,7 @@ def runner_findings(snap: Snapshot, budget: int) -> list[Finding]:
         from ..core.halt import halt_words
 
         out.append(Finding(WARNING, "halted", "storm", f"the storm is {halt_words(snap.state.halt)}: no lane starts "
-                           "(claim leases nothing, next says wait); leases already held run on",
+                           "(claim leases nothing; claim and next answer halted); leases already held run on",
                            "when the cause is dealt with, as the operator: storm-queue resume --reason TEXT"))
     led = snap.ledgers
     for slug in sorted(set(snap.state.runs) | set(led.running)):
@@ -283,7 +293,9 @@ def runner_findings(snap: Snapshot, budget: int) -> list[Finding]:
             out.append(Finding(WARNING, "marker_without_lease", slug,
                                f"has a running marker ({carries}) with no lease behind it in the log: no claim or "
                                "recover takes it back" + (", and it holds a [runner] slot" if slug in snap.lanes else ""),
-                               f"if no runner is working on it, as the operator: storm-queue recover {slug}"))
+                               "none if a runner that takes no leases (one that runs what storm-queue next decides) "
+                               "is running it, as it marks every lane it runs so; if no runner is working on it, as the "
+                               f"operator: storm-queue recover {slug} --force --reason TEXT"))
         if run.quarantined is not None and slug in snap.lanes:
             last = run.history[-1] if run.history else None
             ended = "" if last is None else f"; its last attempt (token {last.token}) ended {last.end or 'never'}" + (
@@ -428,9 +440,9 @@ def render_text(findings: list[Finding]) -> str:
     )
 
 
-def report_json(root: str, running_hours: float, findings: list[Finding]) -> dict[str, Any]:
-    """The ``doctor --json`` document."""
+def report_json(root: str, running_hours: float, findings: list[Finding], moved: str = "") -> dict[str, Any]:
+    """The ``doctor --json`` document; ``moved``: where the storm moved, as printed."""
     return {"root": root, "clean": not findings, "running_hours": running_hours,
             "errors": sum(f.severity == ERROR for f in findings),
             "warnings": sum(f.severity == WARNING for f in findings),
-            "findings": [f.to_json() for f in findings]}
+            "findings": [f.to_json() for f in findings], "moved": moved or None}

@@ -97,7 +97,7 @@ def _request(store: Store, judged: Judged, req: Request, shape: Refusal | None, 
             except UnknownOrder as damage:
                 if plan is not None and on_unknown is None:
                     raise  # answer 3, record nothing
-                return _unknown(fx, req, by, refusal, authorised, on_unknown, damage, decl, at, dry_run)
+                return _unknown(store, fx, req, by, refusal, authorised, on_unknown, damage, decl, at, dry_run)
             _not_moved(req, log)
             repeated, refusal, authorised, step, snap = _decide(store, fx, req, by, refusal, authorised, plan, log, at,
                                                                 dry_run)
@@ -129,7 +129,12 @@ def _request(store: Store, judged: Judged, req: Request, shape: Refusal | None, 
                 undo()
             except OSError:
                 pass
-        return _not_written(fx, req, by, judged.name, refusal, authorised, exc, queued, at, owner_ids)
+        return _not_written(fx, req, by, judged.name, refusal, authorised, exc, queued, at, owner_ids,
+                            step.out if step is not None and refusal is None else None)
+    except RecordFailed as exc:  # the store lost its connection as it committed, and learnt that it did
+        if exc.recorded is True and exc.outcome is None and step is not None and refusal is None:
+            exc.outcome = step.out
+        raise
     out.warnings = ([] if log.torn else list(log.warnings)) + out.warnings
     if events:
         _recorded(fx, req, out, events, len(bodies) - 1 if own is None else own % len(bodies), len(bodies),
@@ -152,7 +157,7 @@ def _aborted(store: Store, judged: Judged, req: Request, decl: config.Declaratio
                    message if recorded else f"{message} (not recorded)", recorded=recorded)
 
 
-def _unknown(fx: Effects, req: Request, by: str, refusal: Refusal | None, authorised: bool,
+def _unknown(store: Store, fx: Effects, req: Request, by: str, refusal: Refusal | None, authorised: bool,
              on_unknown: Callable[..., Outcome] | None, damage: UnknownOrder, decl: config.Declaration, at: str,
              dry_run: bool) -> Outcome:
     """The answer of a request that may meet an unknown order (a reset,
@@ -163,7 +168,7 @@ def _unknown(fx: Effects, req: Request, by: str, refusal: Refusal | None, author
                         why_not=DRY_RUN if dry_run else "the priority order is unknown")
     if on_unknown is not None:
         return on_unknown(req, by, decl, at, damage)
-    return _start_new_log(fx, req, by, at)
+    return _start_new_log(store, fx, req, by, at, dry_run)
 
 
 def _decide(store: Store, fx: Effects, req: Request, by: str, refusal: Refusal | None, authorised: bool,
@@ -207,9 +212,12 @@ def _recorded(fx: Effects, req: Request, out: Outcome, events: list[dict[str, An
 
 
 def _not_written(fx: Effects, req: Request, by: str, who: str, refusal: Refusal | None, authorised: bool,
-                 exc: Exception, queued: bool, at: str, owner_ids: tuple[int, int] | None) -> Outcome:
+                 exc: Exception, queued: bool, at: str, owner_ids: tuple[int, int] | None,
+                 done: Outcome | None = None) -> Outcome:
     """The answer when an I/O error stopped the record, saying truthfully
-    what is on disk (see ``core.errors.AppendFailed``)."""
+    what is on disk (see ``core.errors.AppendFailed``). A record that
+    counts though it was not witnessed raises ``RecordFailed`` carrying
+    ``done``, the answer the admitted request recorded."""
     import errno
 
     state = exc.state if isinstance(exc, AppendFailed) else "nothing"
@@ -226,7 +234,8 @@ def _not_written(fx: Effects, req: Request, by: str, who: str, refusal: Refusal 
         fx.say(at, _progress_words(out, req), owner_ids)
         if refusal is not None:
             return out
-        raise RecordFailed(f"the {req.verb} was recorded but not witnessed: {note}; do not ask again", recorded=True)
+        raise RecordFailed(f"the {req.verb} was recorded but not witnessed: {note}; do not ask again", recorded=True,
+                           outcome=done)
     if state == "uncertain":
         raise RecordFailed(
             f"the {req.verb} may or may not be on the log: the disk could not make it durable ({why}) and its line "
@@ -250,15 +259,28 @@ def _refused(req: Request, by: str, refusal: Refusal, authorised: bool, recorded
     return Outcome("refused", req.verb, req.slug, by, refusal.code, message, recorded=recorded)
 
 
-def _start_new_log(fx: Effects, req: Request, by: str, at: str) -> Outcome:
+def _start_new_log(store: Store, fx: Effects, req: Request, by: str, at: str, dry_run: bool) -> Outcome:
     """The operator's reset of an unreadable log: keep it aside, begin anew
     (with ``--keep-intact`` among its arguments, from the old log's longest
-    prefix that verifies)."""
+    prefix that verifies), naming every line it loses. A ``dry_run`` says
+    what it would keep and lose, and the run order after it, and writes
+    nothing."""
+    keep = KEEP_INTACT in req.args
+    cut = fx.cut(keep)
+    if dry_run:
+        lost = cut.abandons - cut.kept.length
+        words = (f"would start a new log from the {cut.kept.seq} line(s) of the old one that verify from line 1 "
+                 f"(the state they replay to), losing {len(cut.lost)} line(s), {lost} bytes" if keep else
+                 f"would start a new log keeping none of the old one's lines, losing {len(cut.lost)} line(s), "
+                 f"{cut.abandons} bytes abandoned")
+        out = Outcome("done", "reset", None, by, message=f"{words}; the old one would be kept beside it ({DRY_RUN})",
+                      dry_run=True, cut=cut)
+        out.order = [row.slug for row in resolve(store.snapshot(cut.kept, at)).rows]
+        return out
     body = {"action": "reset", "reason": req.reason, "abandons": None}
     if req.key is not None:
         body.update(key=req.key, fingerprint=req.fingerprint())
-    keep = KEEP_INTACT in req.args
-    event = fx.start_over(body, at, by, keep)
+    event = fx.start_over(body, at, by, cut)
     if keep:
         words = (f"started a new log from the {event['kept']} line(s) of the old one that verify from line 1 "
                  f"(the state they replay to), {event['lost']} bytes lost; "
@@ -266,7 +288,7 @@ def _start_new_log(fx: Effects, req: Request, by: str, at: str) -> Outcome:
                     "there was no old log file to keep"))
     else:
         words = f"started a new log; the old one is kept beside it ({event['abandons']} bytes abandoned)"
-    out = Outcome("done", "reset", None, by, recorded=True, event=event, message=words)
+    out = Outcome("done", "reset", None, by, recorded=True, event=event, message=words, cut=cut)
     fx.say(at, _progress_words(out, req), None)
     return out
 
@@ -291,7 +313,7 @@ def _not_moved(req: Request, log: logread.LogRead) -> None:
         where = f"this storm moved to {shown(log.state.moved_to)} (the log's last line says so)"
         if req.verb == "claim":
             raise Moved(f"the order is no longer kept here: {where}; claim there with --root URL; nothing was "
-                        "leased or recorded here")
+                        "leased or recorded here", shown(log.state.moved_to))
         raise NotHere(f"{where}: ask there with --root URL; nothing was recorded here")
 
 
@@ -312,7 +334,12 @@ def _rehearsed(req: Request, step: Step, snap: Snapshot, log: logread.LogRead) -
         body = step.events[-1]
         snap = with_lane(snap, queuetext.Lane(req.slug, body["issue"], tuple(body["deps"]), 1 << 61))
     events = [{"at": snap.now, "by": out.by, **e} for e in step.events]
-    after = Snapshot(snap.lanes, snap.ledgers, fold.replay(events, snap.state), snap.now)
+    led = snap.ledgers
+    settles = [(e["slug"], e["ledger"]) for e in step.events if e["action"] == "settle" and not e.get("noop")]
+    if settles:  # what the ledgers will say once the settles are written
+        led = replace(led, integrated=led.integrated | {s for s, how in settles if how == "integrated"},
+                      abandoned=led.abandoned | {s for s, how in settles if how == "abandoned"})
+    after = Snapshot(snap.lanes, led, fold.replay(events, snap.state), snap.now)
     out.dry_run = True
     out.order = [row.slug for row in resolve(after).rows]
     out.message = f"{out.message} ({DRY_RUN})"

@@ -1,5 +1,5 @@
 """The operator's and the sources' requests: bump, unbump, push, add,
-settle, waive, halt, resume, declare and reset. Each is a function of the
+waive, halt, resume, declare and reset (settle: ``service.settling``). Each is a function of the
 storm, and its method (``storm.KINDS``): it shapes its arguments and
 plans with the pure core; ``passage.request`` takes it the rest of the way."""
 
@@ -14,7 +14,6 @@ from ..core.names import as_text, is_issue, quote
 from ..core.outcome import Outcome, Request, Step
 from ..core.queuetext import split_deps
 from ..core.shapes import optional_text, parse_when, shape_names, when_at
-from .passage import cached
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -103,6 +102,7 @@ def add_batch(storm: Storm, text: str, name: str = "-", reason: str | None = Non
     whole batch and rides on its last line. Refused, one refusal line names
     the first bad line, and nothing is added."""
     from ..core import batch
+    from ..core.batch import lanes
     from ..core.errors import RecordFailed
 
     found = batch.shape(as_text(text))
@@ -129,7 +129,7 @@ def add_batch(storm: Storm, text: str, name: str = "-", reason: str | None = Non
         out = storm.request(req, refusal, plan)
     except RecordFailed as exc:
         if exc.recorded is False and kept:
-            raise RecordFailed(f"{exc}; but queue.txt may still carry (some of) the batch's {len(slugs)} lane(s), "
+            raise RecordFailed(f"{exc}; but queue.txt may still carry (some of) the batch's {lanes(len(slugs))}, "
                                f"unrecorded: what was written could not be cut back off ({kept[0].strerror or kept[0]});"
                                " check it (storm-queue list) and take those lines out before adding them again") from None
         raise
@@ -140,12 +140,17 @@ def add_batch(storm: Storm, text: str, name: str = "-", reason: str | None = Non
 
 
 def _queue(fx: Effects, text: str, kept: list[OSError]) -> Callable[[], None] | None:
-    """Enqueue a batch's lines; return what takes them back off. Why they
-    stay when they could not be taken back off goes in ``kept``."""
+    """Enqueue a batch's lines; return what takes them back off (``taken_back``)."""
+    return taken_back(lambda: fx.queue(text), kept)
+
+
+def taken_back(write: Callable[[], Callable[[], None] | None], kept: list[OSError]) -> Callable[[], None] | None:
+    """Do ``write`` (an effect before the record); return what takes it
+    back. Why it stays when it could not be taken back goes in ``kept``."""
     from ..core.errors import LinesKept
 
     try:
-        undo = fx.queue(text)
+        undo = write()
     except LinesKept as exc:
         kept.append(exc)
         raise
@@ -164,44 +169,9 @@ def _queue(fx: Effects, text: str, kept: list[OSError]) -> Callable[[], None] | 
 
 def _queued(slugs: list[str]) -> str:
     """What an admitted batch says it did."""
-    if len(slugs) <= 10:
-        return f"queued {len(slugs)} lane(s): {' '.join(slugs)}"
-    return f"queued {len(slugs)} lanes: {' '.join(slugs[:5])} ... {' '.join(slugs[-5:])}"
+    from ..core.batch import counted
 
-def settle(storm: Storm, slug: str, ledger_name: str, reason: str | None = None, source: str | None = None,
-           key: str | None = None, force: bool = False) -> Outcome:
-    """Settle a queued lane as ``integrated`` or ``abandoned``. A lane
-    holding a live lease is refused (``lane_running``) unless ``force``,
-    which records the lease's expiry first."""
-    req = Request("settle", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (as_text(ledger_name), bool(force)))
-    refusal = shape_names(req.slug, (), req.source)
-    if refusal is None and req.args[0] not in ("integrated", "abandoned"):
-        refusal = Refusal("invalid_ledger", f"ledger {quote(req.args[0])} is neither integrated nor abandoned")
-
-    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
-        how = req.args[0]
-        if snap.ledgers.settled(req.slug):
-            was = "integrated" if req.slug in snap.ledgers.integrated else "abandoned"
-            noop = f"{req.slug} is already {was}"
-            return Step(Outcome("noop", "settle", req.slug, by, message=f"nothing to do: {noop}"),
-                        [{"action": "settle", "slug": req.slug, "ledger": how, "noop": noop}])
-        if req.slug not in snap.lanes:
-            return Refusal("unknown_slug", f"no lane {req.slug} is queued; add it first")
-        lease = snap.state.run(req.slug).lease
-        events: list[dict[str, Any]] = []
-        if lease is not None:
-            if lease.expires > snap.now and not force:
-                return Refusal("lane_running", f"{req.slug} holds a live lease (token {lease.token}, {lease.holder}, "
-                               f"until {lease.expires}); let it finish, or settle it with --force, which expires the lease first")
-            events.append({"action": "expire", "slug": req.slug, "token": lease.token, "expired": snap.now})
-        events.append({"action": "settle", "slug": req.slug, "ledger": how})
-        words = f"{req.slug} is {how}" + (f"; its lease (token {lease.token}) was expired first" if lease else "")
-        return Step(Outcome("done", "settle", req.slug, by, message=words, token=lease.token if lease else None),
-                    events, before=lambda: fx.settle(req.slug, how), own=-1,
-                    after=(lambda _: cached(lambda: fx.unmark_running(req.slug, lease.token), "running marker",
-                                                 req.slug)) if lease else None)
-
-    return storm.request(req, refusal, plan)
+    return counted("queued", slugs)
 
 def waive(storm: Storm, slug: str, dep: str, reason: str | None, undo: bool = False, source: str | None = None,
           dry_run: bool = False, key: str | None = None) -> Outcome:
@@ -313,7 +283,7 @@ def _halt_or_resume(storm: Storm, verb: str, reason: str | None, source: str | N
         event = plan_halt(snap) if verb == "halt" else plan_resume(snap)
         if "noop" in event:
             return Step(Outcome("noop", verb, None, by, message=f"nothing to do: {event['noop']}"), [event])
-        words = ("halted: no lane starts (claim leases nothing, next says wait) until storm-queue resume "
+        words = ("halted: no lane starts (claim leases nothing; claim and next answer halted) until storm-queue resume "
                  "--reason TEXT; leases already held run on" if verb == "halt" else "resumed: lanes start again")
         return Step(Outcome("done", verb, None, by, message=words), [event])
 
@@ -321,11 +291,13 @@ def _halt_or_resume(storm: Storm, verb: str, reason: str | None, source: str | N
 
 
 def reset(storm: Storm, reason: str | None, source: str | None = None, key: str | None = None,
-          keep_intact: bool = False) -> Outcome:
+          keep_intact: bool = False, dry_run: bool = False) -> Outcome:
     """Start a new log when the old one cannot be replayed; operator only.
     ``keep_intact``: the new log begins with the longest prefix of the old
     one that verifies from line 1, and so with the state it replays to (a
-    directory storm's; a database storm's log is never set aside)."""
+    directory storm's; a database storm's log is never set aside: ``NotHere``).
+    ``Outcome.cut`` names every line of the old log it loses. With
+    ``dry_run``, say what it would keep and lose, and write nothing."""
     from .passage import KEEP_INTACT
 
     req = Request("reset", None, optional_text(reason), optional_text(source), optional_text(key),
@@ -333,7 +305,7 @@ def reset(storm: Storm, reason: str | None, source: str | None = None, key: str 
     refusal = shape_names(None, (), req.source)
     if refusal is None and not (req.reason or "").strip():
         refusal = Refusal("blank_reason", "reset needs --reason TEXT saying why the old log is abandoned")
-    return storm.request(req, refusal, None)
+    return storm.request(req, refusal, None, dry_run)
 
 
 def _lane_step(req: Request, by: str, plan: Plan | Refusal, fields: dict[str, Any], line: str | None = None) -> Step | Refusal:

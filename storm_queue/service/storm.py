@@ -23,8 +23,9 @@ if TYPE_CHECKING:
 #: each request kind, and the module whose function of that name serves it
 #: (loaded on a kind's first use, so a command pays only for its own)
 KINDS = {
-    **dict.fromkeys(("bump", "unbump", "push", "add", "add_batch", "settle", "waive", "declare", "reset", "halt", "resume"),
+    **dict.fromkeys(("bump", "unbump", "push", "add", "add_batch", "waive", "declare", "reset", "halt", "resume"),
                     "storm_queue.service.requests"),
+    **dict.fromkeys(("settle", "settle_batch"), "storm_queue.service.settling"),
     **dict.fromkeys(("claim", "renew", "finish", "release", "recover", "cancel", "unpark", "schedule"),
                     "storm_queue.service.leases"),
     "adopt": "storm_queue.ops.adopt",
@@ -43,8 +44,9 @@ class Storm:
 
     The requests are its methods, each the function of that name in the
     module ``KINDS`` gives, taking the storm first: ``bump``, ``unbump``,
-    ``push``, ``add``, ``add_batch``, ``settle``, ``waive``, ``declare``, ``reset``,
-    ``halt``, ``resume`` (``service.requests``); ``claim``, ``renew``,
+    ``push``, ``add``, ``add_batch``, ``waive``, ``declare``, ``reset``,
+    ``halt``, ``resume`` (``service.requests``); ``settle``, ``settle_batch``
+    (``service.settling``); ``claim``, ``renew``,
     ``finish``, ``release``, ``recover``, ``cancel``, ``unpark``,
     ``schedule`` (``service.leases``);
     ``adopt`` (``ops.adopt``); ``upgrade`` (``ops.upgrade``); ``grant``,
@@ -145,10 +147,12 @@ class Storm:
                          refused[0] if refused else None)
 
     def listing(self, decl: config.Declaration | None = None, waits: bool = True,
-                log: logread.LogRead | None = None) -> Listing:
+                log: logread.LogRead | None = None, slots: bool = True) -> Listing:
         """The storm as it will run; reads only, writes nothing. With
         ``waits``, how long each ready lane has waited (``starving``);
-        ``log``: the log as the caller has just read it (else read now)."""
+        ``log``: the log as the caller has just read it (else read now);
+        with ``slots``, whether every slot is held while the order says run
+        (``runs.full_slots``: a claim would wait)."""
         decl = decl or self.store.declaration()
         log = log or self.store.read(decl)
         snap = self.store.snapshot(log)
@@ -173,17 +177,25 @@ class Storm:
             found = waited(snap, view.rows, decl.starving_after, wall.seconds())
         from ..core.lane import keepers
 
+        held = None
+        if slots:
+            from ..core.runs import full_slots
+
+            held = full_slots(snap, decl.runner)
         return Listing(self.root, view, snap.skipped, warnings, log.state.marks, log.seq, found, decl.starving_after,
-                       keepers(snap), shown(log.state.moved_to))
+                       keepers(snap), shown(log.state.moved_to), slots=held)
 
     def why(self, slug: str) -> why.Why:
         """Where the lane ``slug`` stands and why, as plain data; reads only."""
         from ..core import why
         from ..core.names import as_text
+        from ..core.records import replace
+        from ..core.runs import full_slots
 
         decl = self.store.declaration()
         snap = self.store.snapshot(self.store.read(decl))
-        return why.explain(snap, resolve(snap), snap.skipped, as_text(slug), decl.runner)
+        found = why.explain(snap, resolve(snap), snap.skipped, as_text(slug), decl.runner)
+        return replace(found, slots=full_slots(snap, decl.runner), moved=shown(snap.state.moved_to))
 
     def next(self) -> tuple[Listing, list[str]]:
         """Decide, then let the store do what a decision does as the
@@ -191,12 +203,12 @@ class Storm:
         Returns the listing and notes for stderr. A storm that moved
         decides nothing here (``Moved``, exit 3)."""
         decl = self.store.declaration()
-        listing = self.listing(decl, waits=False)
+        listing = self.listing(decl, waits=False, slots=False)  # the order alone: next counts no slots
         if listing.moved_to:
             from ..core.errors import Moved
 
             raise Moved(f"the order is no longer kept here: this storm moved to {listing.moved_to} (the log's last "
-                        "line says so); ask there with --root URL")
+                        "line says so); ask there with --root URL", listing.moved_to)
         return listing, self.store.decided(decl, listing.view, listing.skipped)
 
     def moved(self) -> str:

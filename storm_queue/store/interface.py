@@ -23,7 +23,7 @@ from ..core.authority import Judged
 if TYPE_CHECKING:
     from ..core.config import Declaration
     from ..core.lane import Snapshot
-    from ..core.logread import LogRead
+    from ..core.logread import Cut, LogRead
     from ..core.outcome import Outcome, Request
     from ..core.queuetext import Skipped
     from ..core.resolver import View
@@ -141,8 +141,10 @@ class Effects(Protocol):
         several (each ended by a newline), in their order, at once; return
         how to undo it (None: the store's transaction undoes it)."""
 
-    def settle(self, slug: str, how: str) -> None:
-        """Write ``slug`` into the ledger ``how`` (integrated, abandoned)."""
+    def settle(self, slugs: str | tuple[str, ...], how: str) -> Callable[[], None] | None:
+        """Write ``slugs`` (one slug, or several in their order, at once)
+        into the ledger ``how`` (integrated, abandoned); return how to undo
+        it (None: the store's transaction undoes it)."""
 
     def mark_running(self, slug: str, body: dict[str, Any]) -> None:
         """Say ``slug`` runs under the lease ``body`` describes (a marker
@@ -174,10 +176,15 @@ class Effects(Protocol):
         the request's lock; False when it already is (nothing written).
         ``NotHere`` where a file is the declaration."""
 
-    def start_over(self, body: dict[str, Any], at: str, by: str, keep_intact: bool = False) -> dict[str, Any]:
+    def cut(self, keep_intact: bool) -> Cut:
+        """What a reset of the unreadable log would keep (``keep_intact``:
+        its longest prefix that verifies from line 1; else nothing) and
+        lose (every line after it, each named), read now; writes nothing.
+        ``NotHere`` where the store cannot reset."""
+
+    def start_over(self, body: dict[str, Any], at: str, by: str, cut: Cut) -> dict[str, Any]:
         """Keep the unreadable log aside and begin a new one whose first
         line is ``body`` (``reset``) with its ``abandons`` set to the bytes
-        kept aside; return that event. ``keep_intact``: the new log begins
-        with the old one's longest prefix that verifies from line 1, and
-        ``body`` after it says what was kept and lost. ``NotHere`` where
-        the store cannot."""
+        kept aside; return that event. The new log begins with what ``cut``
+        keeps (``reset --keep-intact``), and ``body`` after it says what was
+        kept and lost. ``NotHere`` where the store cannot."""

@@ -75,7 +75,7 @@ def test_a_batch_leaves_what_the_same_adds_one_by_one_leave(store, request, tmp_
     assert done.returncode == 0, doc
     assert (doc["outcome"], doc["action"], doc["recorded"]) == ("done", "add", True)
     assert doc["added"] == ["api", "schema", "billing", "docs"]
-    assert doc["message"] == "queued 4 lane(s): api schema billing docs"
+    assert doc["message"] == "queued 4 lanes: api schema billing docs"
     for slug, issue, deps in ONE_BY_ONE:
         assert other.cli("add", slug, issue, *(["--deps", deps] if deps else []), "--reason", "spring import").returncode == 0
     assert store.lanes() == other.lanes() == ["core", "api", "schema", "billing", "docs"]
@@ -153,7 +153,22 @@ def test_standard_input_takes_the_quick_path_and_click_answers_the_same(tmp_path
         store.make("")
         done = run_main(["add", "--from", "-", "--root", store.root], stdin=b"a 1\nb 2 a\n", click=click)
         answers.append((done.returncode, done.stdout, done.stderr, store.lanes()))
-    assert answers[0] == answers[1] == (0, "queued 2 lane(s): a b\n", "", ["a", "b"])
+    assert answers[0] == answers[1] == (0, "queued 2 lanes: a b\n", "", ["a", "b"])
+
+
+@pytest.mark.parametrize("count, words", [
+    (1, "queued 1 lane: m01"),
+    (10, "queued 10 lanes: " + " ".join(f"m{n:02d}" for n in range(1, 11))),
+    (30, "queued 30 lanes: m01 m02 m03 m04 m05, 20 more, m26 m27 m28 m29 m30"),
+])
+def test_the_answer_counts_and_names_what_it_queued_alike(tmp_path, count, words) -> None:
+    """Issue 33, item 11: the count agrees with the words (five first, how
+    many between, five last), and a lane or lanes as the count says."""
+    store = DirectoryStorm(tmp_path)
+    store.make("")
+    text = "".join(f"m{n:02d} {n}\n" for n in range(1, count + 1))
+    done = store.cli("add", "--from", lanes_file(tmp_path, text))
+    assert (done.returncode, done.stdout) == (0, words + "\n"), done.stderr
 
 
 def test_a_crlf_queue_txt_stays_crlf(tmp_path) -> None:

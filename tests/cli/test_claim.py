@@ -550,7 +550,10 @@ def test_a_hand_written_marker_runs_the_lane_until_the_operator_recovers_it(tmp_
     event = refused(root, "operator_only", 1, "recover", "a", "--source", "x")
     assert event["by"] == "source:x"
     assert marker(root, "a").exists()
-    done = cli(root, "recover", "a", "--reason", "host-3 is gone")
+    # a runner that takes no leases marks every lane it runs so: recover takes it back only with --force
+    event = refused(root, "marker_running", 2, "recover", "a", "--reason", "host-3 is gone")
+    assert "--force" in event["message"] and marker(root, "a").exists()
+    done = cli(root, "recover", "a", "--force", "--reason", "host-3 is gone")
     assert "took back a" in done.stdout
     event = log_events(root)[-1]
     assert (event["action"], event["slug"], event["by"], event["token"], event["reason"]) == (
@@ -568,7 +571,7 @@ def test_a_marker_with_a_token_is_observed_so_no_later_token_repeats_it(tmp_path
     row = rows(root)["a"]
     assert (row["state"], row["running"]) == ("running", "marker")
     assert claim(root) == "wait"  # the one slot is taken by the marker
-    cli(root, "recover", "a")
+    cli(root, "recover", "a", "--force", "--reason", "that runner is gone")
     event = log_events(root)[-1]
     assert (event["action"], event["slug"], event["token"]) == ("recover", "a", 7)
     assert not marker(root, "a").exists()

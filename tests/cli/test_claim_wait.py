@@ -19,6 +19,7 @@ the process is what is under test."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import threading
@@ -359,11 +360,38 @@ def test_ctrl_c_while_waiting_exits_130_and_records_nothing(store, as_json):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=WOKEN_WITHIN)
     assert proc.returncode == 130, (out, err)
-    assert "interrupted: nothing was recorded" in err and "Traceback" not in err, err
+    said = re.fullmatch(r"\nstorm-queue: (interrupted while claim --wait waited for work \(since \S+Z\): nothing was "
+                        r"recorded at the interrupt)\n", err)
+    assert said and "Traceback" not in err, err
     if as_json:
-        assert json.loads(out) == {"outcome": "error", "message": "interrupted: nothing was recorded", "exit": 130,
-                                   "recorded": False}
+        assert json.loads(out) == {"outcome": "error", "message": said.group(1), "exit": 130, "recorded": False}
     assert store.lines() == lines
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["plain", "json"])
+def test_ctrl_c_says_a_quarantine_was_recorded_when_the_claim_began_not_at_the_interrupt(store, as_json):
+    """Issue 33, item 11: the claim that began the wait took back an
+    expired lease and quarantined its lane (its last attempt); Ctrl-C
+    during the wait recorded nothing, and says so, and when the rest was."""
+    store.make("a 1\nb 2 a\n", toml="[runner]\nttl_min = 1\nattempts = 1\n")
+    ok(store, "claim", "--ttl", "1")
+    time.sleep(1.2)  # a real process keeps the real clock: the lease runs out
+    proc = _waiting_process(store, ["claim", "--wait", str(LONG), "--root", store.root, *(["--json"] if as_json else [])])
+    lines = store.lines()
+    assert [e["action"] for e in store.events()[-2:]] == ["expire", "quarantine"]
+    seq = store.events()[-1]["seq"]
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=WOKEN_WITHIN)
+    assert proc.returncode == 130, (out, err)
+    words = json.loads(out)["message"] if as_json else err.strip().removeprefix("storm-queue: ")
+    assert words.startswith("interrupted while claim --wait waited for work (since "), words
+    assert "nothing was recorded at the interrupt; when the claim began it recorded " in words, words
+    if store.kind == "directory":  # its lines, by number
+        assert f"the expire a (line {seq - 1}), the quarantine a (line {seq})" in words, words
+    else:
+        assert "what it found (expired leases, quarantines)" in words, words
+    assert "storm-queue log --last" in words and "Traceback" not in err
+    assert store.lines() == lines  # nothing more at the interrupt
 
 
 def test_next_due_is_the_first_expiry_or_schedule_after_now():

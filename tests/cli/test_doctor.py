@@ -48,7 +48,8 @@ def test_a_sound_storm_is_clean_exit_0_and_doctor_writes_nothing(sound):
     assert ran.stdout == f"no findings: the storm at {sound} is sound\n"
     code, doc = doctor(sound)
     assert code == 0
-    assert doc == {"root": str(sound), "clean": True, "running_hours": 24.0, "errors": 0, "warnings": 0, "findings": []}
+    assert doc == {"root": str(sound), "clean": True, "running_hours": 24.0, "errors": 0, "warnings": 0, "findings": [],
+                   "moved": None}
     assert tree(sound, times=True) == before
 
 

@@ -103,8 +103,9 @@ def test_a_root_that_is_a_file_is_the_tools_own_refusal(tmp_path: Path, args: li
     afile.write_text("")
     for form in ([*args, "--root", str(afile)], ["--root", str(afile), *args]):
         plain, _ = both(form, cwd=tmp_path)
-        assert plain.returncode == 2 and plain.stdout == b""
-        assert plain.stderr.decode() == f'storm-queue: storm root "{afile}" is not a directory; pass --root DIR for an existing storm\n'
+        words = f'storm root "{afile}" is not a directory; pass --root DIR for an existing storm\n'
+        assert plain.returncode == 2 and plain.stdout == (f"error: {words}".encode() if args == ["next"] else b"")
+        assert plain.stderr.decode() == f'storm-queue: {words}'
         assert b"is a file" not in plain.stderr and b"Usage:" not in plain.stderr
         as_json, _ = both([*form, "--json"], cwd=tmp_path)
         assert as_json.returncode == 2

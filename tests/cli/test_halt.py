@@ -1,8 +1,9 @@
 """Issue 12 item 3: the operator's halt of the whole storm, and resume,
 through the real command line, on a directory storm and a database storm
 alike: while halted, claim leases nothing and answers ``halted`` (recording
-nothing, like a poll), next says ``wait`` and names the halt on stderr,
-list, why and doctor show who halted, when and why; leases already held
+nothing, like a poll), and claim and next print ``halted`` followed by who
+halted the storm, when and why (issue 33, item 10: a runner that logs the
+line it does not know says why nothing starts), list, why and doctor show who halted, when and why; leases already held
 run on. Halting twice and resuming a storm that is not halted are recorded
 no-ops; a source is refused ``operator_only``. Two runners claiming while
 halted lease nothing, and run every lane once the storm resumes."""
@@ -47,22 +48,23 @@ def test_a_halt_stops_every_claim_until_resume_and_leases_held_run_on(under_test
     assert (claim["outcome"], claim["decision"], claim["halted"], claim["recorded"]) == ("done", "halted", True, False)
     assert claim["halt"] == {"by": line["by"], "at": line["at"], "reason": 'disk "full"', "seq": line["seq"]}
     assert "token" not in claim
+    said = f'halted by {line["by"]} at {line["at"]}, reason "disk \\"full\\""\n'
     text = s.cli("claim", "--holder", "r2")
-    assert (text.returncode, text.stdout) == (0, "halted\n"), text.stderr
+    assert (text.returncode, text.stdout) == (0, said), text.stderr
     assert f"halted by {line['by']} at {line['at']}" in text.stderr and 'reason "disk \\"full\\""' in text.stderr
     assert "storm-queue resume" in text.stderr
     nxt = s.cli("next")
-    assert (nxt.returncode, nxt.stdout) == (0, "wait\n") and f"halted by {line['by']}" in nxt.stderr
-    assert doc(s, "next")["halt"]["reason"] == 'disk "full"'
+    assert (nxt.returncode, nxt.stdout) == (0, said) and "storm-queue resume" in nxt.stderr
+    assert (doc(s, "next")["decision"], doc(s, "next")["halt"]["reason"]) == ("halted", 'disk "full"')
     assert len(s.events()) == recorded
 
     # list and why show the halt
     listing = doc(s, "list")
-    assert (listing["decision"], listing["halted"], listing["halt"]["by"]) == ("wait", True, line["by"])
+    assert (listing["decision"], listing["halted"], listing["halt"]["by"]) == ("halted", True, line["by"])
     plain = s.cli("list", "--plain").stdout.splitlines()
-    assert plain[1] == "next: wait" and plain[2].startswith(f"halted: the storm is halted by {line['by']} at {line['at']}")
+    assert plain[1] == "next: halted" and plain[2].startswith(f"halted: the storm is halted by {line['by']} at {line['at']}")
     why = doc(s, "why", "b")
-    assert (why["halted"], why["halt"]["reason"], why["decision"]) == (True, 'disk "full"', "wait")
+    assert (why["halted"], why["halt"]["reason"], why["decision"]) == (True, 'disk "full"', "halted")
     assert f"halted: the storm is halted by {line['by']}" in s.cli("why", "b").stdout
 
     # the lease already held runs on: it renews and finishes
@@ -142,7 +144,8 @@ def test_two_runners_claiming_while_halted_lease_nothing_until_resume(tmp_path: 
         assert time.monotonic() < deadline and all(r.poll() is None for r in runners), [a.read_text() for a in answers if a.exists()]
         time.sleep(0.05)
     assert not [e for e in log_events(root) if e["action"] == "claim"]
-    assert {line for a in answers for line in a.read_text().splitlines()} == {"halted"}
+    said = {line for a in answers for line in a.read_text().splitlines()}
+    assert len(said) == 1 and said.pop().startswith("halted by operator:")  # the runner knows the verb
     assert not (root / "lanes").exists() or not list((root / "lanes").rglob("running"))
     assert run_cli(root, "resume", "--reason", "done").returncode == 0
     for runner in runners:

@@ -73,7 +73,7 @@ REQUESTS: dict[str, tuple[str | None, tuple[str, ...], Callable[[Path], None] | 
     "claim": (None, (), None, ["claim", "--holder", "r1", "--ttl", "60", "--reason", "why"]),
     "renew": (None, (), _claimed, ["renew", "a", "--token", "1", "--ttl", "120", "--reason", "why"]),
     "finish": (None, (), _claimed, ["finish", "a", "--token", "1", "--result", "ok", "--note", "n", "--reason", "why"]),
-    "recover": (None, ("a",), None, ["recover", "a", "--reason", "a marker with no lease"]),
+    "recover": (None, ("a",), None, ["recover", "a", "--force", "--reason", "a marker with no lease"]),
     "unpark": ("[runner]\nattempts = 1\n", (), _quarantined, ["unpark", "a", "--reason", "fixed"]),
     "schedule": (None, (), None, ["schedule", "a", "--not-before", "2030-01-01", "--reason", "why"]),
     "add": (None, (), None, ["add", "z", "5", "--deps", "a", "--reason", "why"]),
@@ -137,7 +137,11 @@ def test_a_repeated_request_answers_as_the_first_and_appends_nothing(tmp_path: P
     if args[0] == "claim":
         assert again.stdout == first.stdout == "run a 1 1\n"
     else:
-        assert without_message(again.stdout) == without_message(first.stdout), (first.stdout, again.stdout)
+        said = first.stdout
+        if args[0] == "reset":  # the lines a reset kept and lost are named once (issue 33 item 5): the log lists none
+            assert "\nkept: " in said and "\nlost: " in said, said
+            said = said.split("\nkept: ")[0] + "\n"
+        assert without_message(again.stdout) == without_message(said), (first.stdout, again.stdout)
         assert f"a repeat of line {seq}" in again.stdout and "nothing new recorded" in again.stdout, again.stdout
     assert tree(root) == before  # not a byte appended, not a file touched
 

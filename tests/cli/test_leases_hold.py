@@ -117,7 +117,7 @@ def test_no_token_repeats_across_a_reset(tmp_path: Path) -> None:
     cli(root, "reset", "--reason", "witness lost")
     abandons = log_events(root)[0]["abandons"]
     assert state(root, "a") == "running"  # the old claim's marker keeps it from running twice
-    cli(root, "recover", "a")
+    cli(root, "recover", "a", "--force", "--reason", "the old runner is gone")
     decision = cli(root, "claim").stdout.split()
     assert decision[:2] == ["run", "a"] and int(decision[3]) > abandons
     # the old runner's token is fenced off

@@ -307,3 +307,19 @@ def test_at_80_columns_eight_pulled_forward_lanes_take_eight_lines(storm) -> Non
         assert r[5].startswith(f"{by} for mobile"), r
     assert "app store" not in text.split("mobile  ", 1)[0]  # no pulled-forward lane repeats the reason
     assert text.count("for mobile") == 8
+
+
+def test_a_state_with_no_lane_says_so_in_its_own_words(tmp_path: Path) -> None:
+    """Issue 33, item 11: ``list --state quarantined`` with none quarantined
+    says none is quarantined, not that no lane is to run (three lanes are)."""
+    root = make_storm(tmp_path / "storm", "a 1\nb 2\nc 3\nz 4\n", integrated=["z"])
+    one = run_cli(root, "list", "--state", "quarantined")
+    assert one.returncode == 0 and "lanes: none quarantined" in one.stdout.splitlines(), one.stdout
+    assert "none to run" not in one.stdout
+    two = run_cli(root, "list", "--plain", "--state", "scheduled,quarantined")
+    assert two.stdout.splitlines()[2:] == ["lanes: none scheduled or quarantined"]
+    settled = run_cli(root, "list", "--plain", "--state", "settled").stdout.splitlines()
+    assert settled[2].split()[2:5] == ["z", "4", "settled"] and len(settled) == 3  # z is shown: no "none" line
+    assert "lanes: none to run" not in run_cli(root, "list", "--plain").stdout
+    code, text = run_in_pty(root, "list", "--state", "quarantined")
+    assert code == 0 and "lanes: none quarantined" in SGR.sub("", text)

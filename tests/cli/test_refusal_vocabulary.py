@@ -202,6 +202,25 @@ def _empty_batch(make: Make) -> Answer:
     return _batch(make, "a 1\n", "# nothing yet\n\n")
 
 
+def _review(root: Path, lines: str) -> Answer:
+    """``settle --from FILE integrated`` of ``lines`` (FILE in a directory of its own)."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp()) / "reviewed.txt"
+    path.write_text(lines)
+    return cli(root, "settle", "--from", str(path), "integrated")
+
+
+def _not_finished(make: Make) -> Answer:
+    return _review(make("a 1\nb 2\n"), "a\n")
+
+
+def _lane_settled(make: Make) -> Answer:
+    root = make("a 1\nb 2\n")
+    ok(root, "settle", "b", "integrated")
+    return _review(root, "b\n")
+
+
 def _dependency_cycle(make: Make) -> Answer:
     return cli(make("a 1 z\n"), "push", "z", "5", "--deps", "a")
 
@@ -243,6 +262,14 @@ def _lane_cancelled(make: Make) -> Answer:
 
 def _lease_live(make: Make) -> Answer:
     return cli(claimed(make), "recover", "a")
+
+
+def _marker_running(make: Make) -> Answer:
+    root = make("a 1\n")
+    marker = Path(root) / "lanes" / "a" / ".qwenstorm" / "running"  # as a runner that takes no leases writes it
+    marker.parent.mkdir(parents=True)
+    marker.write_text("")
+    return cli(root, "recover", "a", "--reason", "is that runner gone?")
 
 
 def _not_running(make: Make) -> Answer:
@@ -378,6 +405,8 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
     "dependency_unknown": _dependency_unknown,
     "duplicate_slug": _duplicate_slug,
     "empty_batch": _empty_batch,
+    "not_finished": _not_finished,
+    "lane_settled": _lane_settled,
     "dependency_cycle": _dependency_cycle,
     "needed_by_named": _needed_by_named,
     "not_prioritised": _not_prioritised,
@@ -388,6 +417,7 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
     "lane_cancelled": _lane_cancelled,
     "lease_live": _lease_live,
     "not_running": _not_running,
+    "marker_running": _marker_running,
     "not_quarantined": _not_quarantined,
     "not_a_dependency": _not_a_dependency,
     "storm_unwritable": _storm_unwritable,
@@ -417,6 +447,7 @@ DIRECTORY_ONLY = {
                     "recorded (tests/database/test_database_storm.py)",
     "declaration_untrusted": "storm.toml's file mode; a database's declaration is a row only the operator writes",
     "storm_unwritable": "a directory's permissions; on a database only the operator's role may write at all",
+    "marker_running": "a running marker is a file; a database storm holds leases only",
 }
 
 

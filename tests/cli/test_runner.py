@@ -233,7 +233,10 @@ def test_runner_stops_on_an_unknown_order(store, request, tmp_path: Path) -> Non
     log = tmp_path / "ran.txt"
     code, _, err = finish(start_runner(root, runner_env(log, store)))
     assert code == 3
-    assert "storm-queue reset" in err
+    if store.kind == "directory":
+        assert "storm-queue reset" in err
+    else:  # a database storm is never reset (issue 33 item 5): its backup restores it
+        assert "storm-queue reset" not in err and "restores the database from its backup" in err, err
     assert lines(log) == []
 
 

@@ -195,20 +195,27 @@ def test_an_orphaned_lease_is_reported_until_recover_takes_it_back(store, clock)
 # -- a running marker with no lease ----------------------------------------------------
 
 
-def test_a_marker_with_no_lease_is_reported_and_only_the_operators_recover_slug_ends_it(tmp_path: Path) -> None:
-    """Directory only: a running marker with no lease is a file a database
-    storm cannot hold (its leases live in the log and the state row alone)."""
+def test_a_marker_with_no_lease_is_reported_and_only_the_operators_recover_slug_force_ends_it(tmp_path: Path) -> None:
+    """A runner that takes no leases (the storm's own, which runs what
+    next decides) marks every lane it runs so: list and why say so without
+    inviting recover as a routine step, and recover SLUG needs --force
+    (issue 33, item 10). Directory only: a running marker with no lease is
+    a file a database storm cannot hold (its leases live in the log and
+    the state row alone)."""
     root = storm_at(tmp_path, running=["c"])  # an empty marker, as an older runner leaves it
     (root / "lanes" / "d" / ".qwenstorm").mkdir(parents=True)
     (root / "lanes" / "d" / ".qwenstorm" / "running").write_text('{"holder": "old-runner", "token": 5}\n')
     lines = plain(root)
     for slug in ("c", "d"):
         assert lines[slug].split()[4] == "running"
-        assert f"running by a marker with no lease (only the operator's recover {slug} takes it back)" in lines[slug]
+        assert "running by a marker with no lease (a runner that takes no leases runs it)" in lines[slug]
+        assert "recover" not in lines[slug]
         assert rows(root)[slug]["running"] == "marker"
     assert line_with(why_lines(root, "c"), "marker: ") == (
-        "marker: a running marker with no lease behind it (carrying no token); no claim or recover takes it back: "
-        "only the operator's storm-queue recover c")
+        "marker: a running marker with no lease behind it (carrying no token): a runner that takes no leases (one that "
+        "runs what storm-queue next decides) marks every lane it runs so; claim and next leave it alone, and it runs "
+        "until that runner finishes it (should that runner be gone, the operator's storm-queue recover c --force "
+        "--reason TEXT takes it back)")
     assert "(carrying token 5)" in line_with(why_lines(root, "d"), "marker: ")
     doc = why_doc(root, "d")
     assert (doc["state"], doc["running_kind"], doc["marker_token"], doc["lease"]) == ("running", "marker", 5, None)
@@ -216,7 +223,7 @@ def test_a_marker_with_no_lease_is_reported_and_only_the_operators_recover_slug_
     findings, text = doctor(root)
     assert [(f["severity"], f["code"], f["subject"]) for f in findings] == [
         ("warning", "marker_without_lease", "c"), ("warning", "marker_without_lease", "d")]
-    assert findings[0]["fix"].endswith("as the operator: storm-queue recover c")
+    assert findings[0]["fix"].endswith("as the operator: storm-queue recover c --force --reason TEXT")
     assert "carrying token 5" in findings[1]["message"]
     assert any(line.startswith("warning marker_without_lease d: ") for line in text.splitlines())
     # neither a claim nor recover without a slug takes it back; a source may not name it
@@ -226,8 +233,11 @@ def test_a_marker_with_no_lease_is_reported_and_only_the_operators_recover_slug_
     refused = run_cli(root, "recover", "c", "--source", "bot")
     assert refused.returncode == 1 and "operator_only" in refused.stderr
     assert why_doc(root, "c")["running_kind"] == "marker"
-    # the operator's recover c ends it
-    assert "took back c" in ok(root, "recover", "c", "--reason", "that runner is gone")
+    # the operator's recover c ends it, with --force only
+    refused = run_cli(root, "recover", "c", "--reason", "that runner is gone")
+    assert refused.returncode == 2 and "refused (marker_running)" in refused.stderr and "--force" in refused.stderr
+    assert plain(root)["c"].split()[4] == "running"
+    assert "took back c" in ok(root, "recover", "c", "--force", "--reason", "that runner is gone")
     assert log_events(root)[-1]["action"] == "recover"
     assert plain(root)["c"].split()[4] == "ready"
     assert why_doc(root, "c")["running_kind"] is None

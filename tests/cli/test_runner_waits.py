@@ -175,8 +175,8 @@ def test_what_holds_the_storm_up_is_named_with_what_unblocks_it(tmp_path):
         f"runner r1:   b: finished, awaits review (UNATTENDED is set, so runners leave it to you): settle it by adding b to "
         f"{root}/integrated.txt or {root}/abandoned.txt",
         "runner r1:   c: waits on b (finished, awaits review)",
-        "runner r1:   m: running by a marker with no lease (only the operator's recover m takes it back); if no runner is "
-        f"working on it: storm-queue recover m --root {root}",
+        "runner r1:   m: running by a marker with no lease (a runner that takes no leases runs it); if no runner is "
+        f"working on it: storm-queue recover m --force --reason TEXT --root {root}",
         "runner r1: exiting (--once)",
     ]
     assert log_events(root) == [], "a wait leases nothing"
@@ -275,8 +275,8 @@ def test_a_ready_lane_held_back_by_a_marker_with_no_lease_in_the_only_slot_is_st
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines() == [
         STUCK,
-        "runner r1:   m: running by a marker with no lease (only the operator's recover m takes it back); if no runner is "
-        f"working on it: storm-queue recover m --root {root}",
+        "runner r1:   m: running by a marker with no lease (a runner that takes no leases runs it); if no runner is "
+        f"working on it: storm-queue recover m --force --reason TEXT --root {root}",
         "runner r1:   x: ready, but every [runner] slot is taken",
         "runner r1: exiting (--once)",
     ]

@@ -34,8 +34,9 @@ def cli(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess
 
 @pytest.fixture
 def spring(tmp_path: Path) -> Path:
-    """A storm with a prioritised lane (a hostile reason), a running lease and a blocked lane."""
-    root = make_storm(tmp_path / "spring", QUEUE, abandoned=["gone"])
+    """A storm with a prioritised lane (a hostile reason), a running lease and a blocked lane;
+    two slots, so that docs is what a claim takes next too."""
+    root = make_storm(tmp_path / "spring", QUEUE, abandoned=["gone"], toml="[runner]\nslots = 2\n")
     cli(root, "bump", "api", "--reason", HOSTILE)
     cli(root, "claim", "--holder", "runner-1", "--ttl", "600")
     return root
@@ -152,12 +153,13 @@ def need_tmux() -> str:
 
 
 class Pane:
-    """A tmux server of our own (its own socket) with one 120x40 window
-    running ``watch`` under sh (which outlives a Ctrl-C, as an interactive
+    """A tmux server of our own (its own socket) with one window (120x40
+    unless ``size`` says otherwise) running ``watch`` under sh (which outlives a Ctrl-C, as an interactive
     shell does): the terminal settings before and after,
     and watch's exit code, land in files."""
 
-    def __init__(self, tmp: Path, root: Path, *extra: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, tmp: Path, root: Path, *extra: str, env: dict[str, str] | None = None,
+                 size: tuple[int, int] = (120, 40)) -> None:
         self.tmux = need_tmux()
         self.tmp = tmp
         self.socket = f"storm-queue-test-{os.getpid()}-{id(self)}"
@@ -168,7 +170,7 @@ class Pane:
         script = (f"trap : INT; stty -g > {tmp}/stty.before; {watch}; echo EXIT=$? > {tmp}/exit.part; "
                   f"stty -g > {tmp}/stty.part; mv {tmp}/stty.part {tmp}/stty.after; "
                   f"mv {tmp}/exit.part {tmp}/exit; exec sleep 600")
-        self.run("new-session", "-d", "-x", "120", "-y", "40",
+        self.run("new-session", "-d", "-x", str(size[0]), "-y", str(size[1]),
                  "-e", f"PYTHONPATH={REPO}", *[f"-e{k}={v}" for k, v in env.items()], "sh", "-c", script)
         self.path = self.flag("socket_path")
 
@@ -228,10 +230,10 @@ class Pane:
 def pane(tmp_path: Path):
     made: list[Pane] = []
 
-    def start(root: Path, *extra: str, env: dict[str, str] | None = None) -> Pane:
+    def start(root: Path, *extra: str, env: dict[str, str] | None = None, size: tuple[int, int] = (120, 40)) -> Pane:
         side = tmp_path / f"pane{len(made)}"
         side.mkdir()
-        made.append(Pane(side, root, *extra, env=env))
+        made.append(Pane(side, root, *extra, env=env, size=size))
         return made[-1]
 
     yield start
@@ -281,6 +283,32 @@ def test_live_view_under_no_color_draws_no_colour(spring: Path, pane) -> None:
     raw = p.screen(escapes=True)
     assert "\x1b[3" not in raw and "\x1b[4" not in raw and "\x1b[9" not in raw  # no foreground or background colour
     assert "\x1b[1m" not in raw  # nor bold: the plain frame
+    p.run("send-keys", "q")
+    assert p.exited() == 0
+    p.restored()
+
+
+@pytest.mark.parametrize("env", [{"NO_COLOR": "1"}, {}], ids=["no-color", "colour"])
+def test_an_80_by_30_terminal_shows_the_frame_fitted_with_its_footer(tmp_path: Path, pane, env) -> None:
+    """Issue 33, item 11: under NO_COLOR the live view printed its plain
+    text unfitted, so at 80x30 long lines wrapped and the footer scrolled
+    away. Every line fits the width, and the footer is the last line.
+    A real process: the live view runs in a tmux pane."""
+    lanes = "".join(f"lane{i:02d} {i + 100}\n" for i in range(40))
+    root = make_storm(tmp_path / "many", lanes + "stuck 16 gone\n", abandoned=["gone"])
+    for i in range(12):
+        cli(root, "bump", f"lane{39 - i:02d}", "--reason", "a reason long enough to reach past eighty columns " * 2)
+    cli(root, "claim", "--holder", "a-runner-with-a-long-name-on-a-host", "--ttl", "600")
+    p = pane(root, env=env, size=(80, 30))
+    screen = p.shows("q or Ctrl-C quits", within=15)
+    lines = screen.rstrip("\n").split("\n")
+    assert len(lines) <= 30 and all(len(line) <= 80 for line in lines), screen
+    assert lines[0].startswith("storm-queue watch") and any(line.startswith("next: wait for a slot: lane38 138") for line in lines)
+    assert lines[-1].startswith("q or Ctrl-C quits"), screen  # the footer, whole and last
+    assert "... and" in screen  # the priority lane cut to fit, saying how many are not shown
+    if env:
+        raw = p.screen(escapes=True)
+        assert "\x1b[3" not in raw and "\x1b[4" not in raw and "\x1b[1m" not in raw and "\x1b[7m" not in raw
     p.run("send-keys", "q")
     assert p.exited() == 0
     p.restored()

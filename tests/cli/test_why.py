@@ -18,7 +18,7 @@ QUEUE = "a 1\nb 2 a\nc 3 b,x\nd 4\ne 5\n.bad 6\n"
 
 
 def prepared(storm) -> Path:
-    root = storm(QUEUE, integrated=["x"], running=["e"])
+    root = storm(QUEUE, integrated=["x"], running=["e"], toml="[runner]\nslots = 2\n")  # a claims a slot too
     assert run_cli(root, "bump", "c", "--reason", "release blocker").returncode == 0
     return root
 

@@ -214,7 +214,7 @@ def test_reset_of_a_database_log_that_cannot_be_read_says_it_cannot(pg_server, d
     for keep in ((), ("--keep-intact",)):  # issue 20 item 4: a database's rows are never set aside, kept or not
         reset = cli(db, "reset", *keep, "--reason", "start again")
         assert reset.returncode == 2, reset.stderr
-        assert "verify says where it breaks" in reset.stderr and "Traceback" not in reset.stderr
+        assert "verify names the first bad line" in reset.stderr and "Traceback" not in reset.stderr
         assert events(pg_server, db) == before
 
 

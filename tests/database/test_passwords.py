@@ -120,7 +120,8 @@ def test_migrate_records_the_url_without_its_password_and_says_it_masked(tcp_sto
         assert SECRET not in (root / "priority.log").read_text()
         for args in (("bump", "a"), ("log",), ("log", "--json"), ("list",), ("doctor",), ("next",)):
             never_said(run_cli(root, *args))
-        assert run_cli(root, "doctor").returncode == 0
+        doctor = json.loads(run_cli(root, "doctor", "--json").stdout)  # no password recorded: only the move (item 6)
+        assert [f["code"] for f in doctor["findings"]] == ["moved"] and doctor["moved"] == target
     finally:
         server.drop_database(db)
 
@@ -143,6 +144,107 @@ def test_doctor_names_a_password_an_earlier_release_recorded(tmp_path) -> None:
     for args in (("doctor",), ("log",), ("log", "--json"), ("bump", "a"), ("list", "--json"), ("next",)):
         never_said(run_cli(root, *args))
     masked = [json.loads(line) for line in run_cli(root, "log", "--json").stdout.splitlines()]
-    assert masked[-1]["to"] == "postgresql://op@db.example/storm?password=***"
+    assert masked[-2]["to"] == masked[-1]["moved"] == "postgresql://op@db.example/storm?password=***"
     assert SECRET in (root / "priority.log").read_text(errors="replace") or quote(SECRET, safe="") in (
         root / "priority.log").read_text()  # the log itself stays append-only
+
+
+# -- issue 33, item 9: every form a password is written in, well or badly -----------------------
+
+#: a part of SECRET that a URL with SECRET written raw would hand libpq as its host, port or database
+FRAGMENTS = ("Pw-s3cret", "s3cret")
+
+
+def bad_forms(bare: str, pw: str = SECRET) -> dict[str, str]:
+    """The ways a user writes the storm's root with its password so that
+    libpq would not read it as that password (or a URL at all): each is
+    refused (exit 2) with the password masked."""
+    role_host, db = bare.removeprefix("postgresql://").rsplit("/", 1)
+    role, host = role_host.split("@")
+    address, port = host.rsplit(":", 1)
+    enc = quote(pw, safe="")
+    quoted = "'" + pw.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return {
+        "userinfo as typed": f"postgresql://{role}:{pw}@{host}/{db}",
+        "query as typed": f"postgresql://{role}@{host}/{db}?password={pw}",
+        "keyword/value": f"host={address} port={port} user={role} password={quoted} dbname={db}",
+        "keyword/value unquoted": f"host={address} password={pw.replace('#', '')} dbname={db}",
+        "one slash": f"postgresql:/{role}:{enc}@{host}/{db}",
+        "no colon": f"postgresql//{role}:{enc}@{host}/{db}",
+        "no slashes": f"postgresql:{role}:{enc}@{host}/{db}",
+    }
+
+
+def never_said_any(done, pw: str = SECRET) -> None:
+    never_said(done, pw, quote(pw, safe=""), *FRAGMENTS)
+
+
+@pytest.mark.postgresql
+def test_a_password_written_in_a_form_libpq_would_misread_is_refused_masked(tcp_storm, tmp_path) -> None:
+    server, role, bare = tcp_storm
+    for name, root in bad_forms(bare).items():
+        for how in ("--root", "env"):
+            for args in (("list",), ("list", "--json"), ("next",), ("why", "a", "--json"), ("bump", "a", "--json"),
+                         ("claim", "--json"), ("doctor",), ("doctor", "--json"), ("watch", "--once"), ("log", "--json")):
+                if how == "--root":
+                    done = run_cli(root, *args, env=clean_env(), cwd=tmp_path)
+                else:
+                    done = run_cli(None, *args, env=clean_env(STORM_QUEUE_ROOT=root), cwd=tmp_path)
+                assert done.returncode == 2, (name, how, args, done.stdout, done.stderr)
+                never_said_any(done)
+                assert "***" in done.stdout + done.stderr or "postgresql://" in done.stderr, (name, done.stderr)
+        made = run_cli(None, "init", root, "--json", env=clean_env(), cwd=tmp_path)
+        assert made.returncode == 2, (name, made.stdout, made.stderr)
+        never_said_any(made)
+        assert list(tmp_path.iterdir()) == [], "init made no directory named after a database root"
+    # written well, the same password works and is never shown
+    good = with_userinfo(bare)
+    assert run_cli(good, "add", "a", "1").returncode == 0
+    for args in (("list", "--json"), ("next",), ("doctor", "--json")):
+        done = run_cli(good, *args)
+        assert done.returncode == 0, done.stderr
+        never_said_any(done)
+
+
+@pytest.mark.postgresql
+def test_a_keyword_value_root_is_answered_with_the_url_it_means(tcp_storm) -> None:
+    server, role, bare = tcp_storm
+    root = bad_forms(bare)["keyword/value"]
+    done = run_cli(root, "list")
+    assert done.returncode == 2
+    said = done.stderr
+    assert "keyword/value string" in said and "password=***" in said and "~/.pgpass" in said
+    url = said.split('write it as a URL, "', 1)[1].split('"', 1)[0]
+    assert url == bare  # the same storm, without its password: with PGPASSWORD it answers
+    assert run_cli(url, "list", env=clean_env(PGPASSWORD=SECRET)).returncode == 0
+
+
+@pytest.mark.postgresql
+def test_no_password_at_all_names_pgpass_pgpassfile_and_a_service_file(tcp_storm, tmp_path) -> None:
+    server, role, bare = tcp_storm
+    done = run_cli(bare, "list", env=clean_env(PGPASSFILE=str(tmp_path / "none"), HOME=str(tmp_path)))
+    assert done.returncode == 2, done.stderr
+    assert "no password supplied" in done.stderr
+    assert "~/.pgpass" in done.stderr and "PGPASSFILE" in done.stderr and "service file" in done.stderr
+    (tmp_path / "pgpass").write_text(f"127.0.0.1:{server.port}:*:{role}:{SECRET.replace(':', chr(92) + ':')}\n")
+    (tmp_path / "pgpass").chmod(0o600)
+    assert run_cli(bare, "list", env=clean_env(PGPASSFILE=str(tmp_path / "pgpass"))).returncode == 0  # as it says
+
+
+def test_a_directory_storm_never_records_or_shows_a_password_written_badly(tmp_path) -> None:
+    """migrate's target in each bad form: refused (exit 2) before anything
+    is connected to or recorded; the directory's log and progress.log hold
+    no part of the password."""
+    root = make_storm(tmp_path / "storm", "a 1\nb 2\n")
+    assert run_cli(root, "bump", "b").returncode == 0
+    before = (root / "priority.log").read_bytes()
+    for name, target in bad_forms("postgresql://op@127.0.0.1:5999/storm").items():
+        for args in (("migrate", str(root), target), ("migrate", str(root), target, "--json")):
+            done = run_cli(None, *args)
+            assert done.returncode == 2, (name, done.stdout, done.stderr)
+            never_said_any(done)
+    assert (root / "priority.log").read_bytes() == before
+    progress = (root / "progress.log").read_text() if (root / "progress.log").exists() else ""
+    assert not any(f in progress for f in FRAGMENTS)
+    for args in (("list",), ("log", "--json"), ("doctor",)):
+        assert run_cli(root, *args).returncode == 0

@@ -11,12 +11,12 @@ import os
 import signal
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 
 import pytest
 
+from tests.archive import extract
 from tests.conftest import clean_env, run_cli
 
 pytestmark = pytest.mark.postgresql
@@ -44,8 +44,7 @@ def old_python(tmp_path_factory) -> str:
     if made.returncode != 0:
         pytest.fail(f"git archive {OLD} failed ({made.stderr.strip()}): the test needs this repository's history "
                     "(a full clone, or git fetch --unshallow)")
-    with tarfile.open(archive) as tar:
-        tar.extractall(work / "src", filter="data")
+    extract(archive, work / "src")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")], check=True, timeout=120)
     python = work / "venv" / "bin" / "python"
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -206,6 +205,23 @@ def test_a_schema_newer_than_the_tool_is_refused_naming_both_versions(pg_server,
                        (None, ("upgrade", pg_url))):
         refused = new(root, *args, code=2)
         assert f"schema version {CURRENT + 1}" in refused.stderr and f"this storm-queue's {CURRENT}" in refused.stderr, (args, refused.stderr)
+
+
+def test_upgrade_finds_its_storm_as_every_command_does(made_by_the_old_release, tmp_path) -> None:
+    """Issue 33, item 11: ``upgrade`` without URL upgrades the storm
+    ``$STORM_QUEUE_ROOT`` (or ``--root``) names, as every command finds
+    its storm; URL and a different --root at once are a usage error."""
+    url = made_by_the_old_release
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = run_cli(None, "upgrade", "--reason", "found by the environment", "--json",
+                   env=clean_env(STORM_QUEUE_ROOT=url), cwd=elsewhere)
+    assert done.returncode == 0, done.stderr
+    assert (json.loads(done.stdout)["outcome"], json.loads(done.stdout)["action"]) == ("done", "upgrade")
+    again = new(url, "upgrade", "--json")  # --root
+    assert json.loads(again.stdout)["outcome"] == "noop"
+    both = run_cli(url, "upgrade", str(tmp_path), "--json")
+    assert both.returncode == 2 and "not both" in json.loads(both.stdout)["message"]
 
 
 def test_a_fresh_storm_and_an_upgraded_one_have_the_same_schema(pg_server, made_by_the_old_release, pg_url) -> None:

@@ -11,6 +11,7 @@ its request is never acknowledged."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 from pathlib import Path
 
@@ -213,7 +214,7 @@ def test_an_io_error_at_each_step_of_a_batch(tmp_path, error, sticky):
             seen.add(failure.recorded)
             assert failure.exit_code == 4 and os.strerror(error) in str(failure), where
             assert failure.recorded is not False or not counted, where
-        if "may still carry (some of) the batch's 2 lane(s), unrecorded" in str(failure):
+        if "may still carry (some of) the batch's 2 lanes, unrecorded" in str(failure):
             seen.add("kept")
             assert not counted, where
             assert queued[-2:] == ["y", "z"] or (root / "queue.txt").read_bytes() == queue_before, where
@@ -228,3 +229,119 @@ def test_an_io_error_at_each_step_of_a_batch(tmp_path, error, sticky):
     assert {False, True} <= seen, seen
     if sticky:
         assert "kept" in seen, seen
+
+
+SETTLE_QUEUE = "a 1\nb 2\nc 3\n"
+
+
+def _finished(root: Path) -> None:
+    """A log, and lanes a and c finished, awaiting review."""
+    _with_log(root)
+    for slug in ("a", "c"):
+        marks = root / "lanes" / slug / ".qwenstorm"
+        marks.mkdir(parents=True)
+        (marks / "result.json").write_text('{"completed": true}\n')
+
+
+@pytest.mark.parametrize("sticky", [False, True], ids=["once", "from-then-on"])
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EIO], ids=["ENOSPC", "EIO"])
+def test_an_io_error_at_each_step_of_a_batch_review(tmp_path, error, sticky):
+    """``settle --finished`` (issue 33, item 2): at each durable step, the
+    whole batch is on the log or none of it; integrated.txt carries its
+    lanes exactly when the log does, or the answer says it may still carry
+    them unrecorded (the disk failed to cut them back off too); and after
+    the fault the storm lists, takes requests and verifies."""
+    steps = _durable_steps(tmp_path, _finished, lambda s: s.settle_batch("integrated", reason=TOKEN))
+    seen = set()
+    for step in range(1, steps + 1):
+        root = make_storm(tmp_path / f"r{step}", SETTLE_QUEUE)
+        _finished(root)
+        outcome, failure = None, None
+        with pytest.MonkeyPatch.context() as mp:
+            t = Tracer(mp, fail_at=step, error=error, sticky=sticky)
+            t.on = True
+            try:
+                outcome = Storm(str(root), env=_env()).settle_batch("integrated", reason=TOKEN)
+            except RecordFailed as exc:
+                failure = exc
+            finally:
+                t.stop()
+        where = f"{os.strerror(error)} at durable step {step} of {steps} ({next(c for c in t.calls if c.failed)})\n{t}"
+        counted = [e["slug"] for e in _counted(root) if e.get("reason") == TOKEN]
+        ledger = root / "integrated.txt"
+        settled = ledger.read_text().split() if ledger.exists() else []
+        assert counted in ([], ["a", "c"]), where
+        if failure is None:
+            assert outcome.recorded and outcome.settled == ["a", "c"] and counted, where
+        else:
+            seen.add(failure.recorded)
+            assert failure.exit_code == 4 and os.strerror(error) in str(failure), where
+            assert failure.recorded is not False or not counted, where
+        if "may still carry (some of) the lanes it settles, unrecorded" in str(failure):
+            seen.add("kept")
+            assert not counted, where
+        elif counted or (failure is not None and failure.recorded is None):
+            assert settled == ["a", "c"], where
+        else:
+            assert settled == [], where
+        storm = Storm(str(root), env=_env())
+        storm.listing()
+        assert storm.bump("b", reason="after the fault").recorded, where
+        assert [e["slug"] for e in _check_log(root) if e.get("reason") == TOKEN] == counted, where
+    assert {False, True} <= seen, seen
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["words", "json"])
+def test_a_claim_recorded_but_not_witnessed_still_prints_its_line(tmp_path, as_json):
+    """Issue 33, item 8: on a full disk a claim whose line is on the log
+    (the lease counts) but whose witness could not be replaced exits 4 as
+    before, and prints its decision line on stdout with its token (with
+    ``--json``: ``decision`` and ``token`` in the one document), so the
+    runner can use its slot, or give the lease back. At every durable step
+    of the claim: the line is printed exactly when the lease counts."""
+    from tests.conftest import run_main
+
+    def ask(root: Path):
+        return run_main(["claim", "--holder", "r1", *(["--json"] if as_json else []), "--root", str(root)], env=_env())
+
+    clean = make_storm(tmp_path / "clean", QUEUE)
+    with pytest.MonkeyPatch.context() as mp:
+        t = Tracer(mp)
+        t.on = True
+        assert ask(clean).returncode == 0
+        t.stop()
+    steps = t.durable
+    seen = set()
+    for step in range(1, steps + 1):
+        root = make_storm(tmp_path / f"c{step}", QUEUE)
+        with pytest.MonkeyPatch.context() as mp:
+            t = Tracer(mp, fail_at=step, error=errno.ENOSPC)
+            t.on = True
+            try:
+                done = ask(root)
+            finally:
+                t.stop()
+        where = f"ENOSPC at durable step {step} of {steps}\n{t}\n{done.stdout}\n{done.stderr}"
+        assert "Traceback" not in done.stderr, where
+        leases = [e for e in _counted(root) if e["action"] == "claim"]
+        if done.returncode == 0:
+            continue
+        assert done.returncode == 4, where
+        if not leases:
+            assert "run a" not in done.stdout, where
+            continue
+        seen.add("recorded")
+        line = f"run a 1 {leases[0]['token']}"
+        assert "recorded but not witnessed" in done.stderr and "do not ask again" in done.stderr, where
+        if as_json:
+            doc = json.loads(done.stdout)
+            assert (doc["outcome"], doc["exit"], doc["recorded"]) == ("error", 4, True), where
+            assert (doc["decision"], doc["token"], doc["holder"], doc["slug"]) == (line, leases[0]["token"], "r1", "a")
+            assert "recorded but not witnessed" in doc["message"], where
+        else:
+            assert done.stdout == line + "\n", where
+        # the lease it printed counts: its token renews and finishes the lane
+        storm = Storm(str(root), env=_env())
+        assert storm.renew("a", leases[0]["token"]).outcome == "done", where
+        assert storm.finish("a", leases[0]["token"], "ok").outcome == "done", where
+    assert seen == {"recorded"}

@@ -202,7 +202,8 @@ def test_a_token_of_the_lost_lines_is_never_handed_out_again(tmp_path, pristine)
     assert run_cli(root, "reset", "--keep-intact", "--reason", "cut short").returncode == 0
     reset = log_events(root)[-1]
     assert reset["kept"] == 6
-    assert run_cli(root, "recover", "a").returncode == 0  # its running marker (of the lost claim) taken back
+    # its running marker (of the lost claim) taken back
+    assert run_cli(root, "recover", "a", "--force", "--reason", "its claim was lost").returncode == 0
     claim = json.loads(run_cli(root, "claim", "--json").stdout)
     assert claim["slug"] == "a" and claim["token"] > reset["abandons"] > 2, claim
 

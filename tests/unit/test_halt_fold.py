@@ -15,7 +15,7 @@ from storm_queue.core.ledgers import Ledgers
 from storm_queue.core import statebody
 from storm_queue.core.queuetext import Lane
 from storm_queue.core.records import replace
-from storm_queue.core.resolver import resolve
+from storm_queue.core.resolver import decided, resolve
 from storm_queue.core.runs import plan_claim
 
 T1, T2 = "2026-12-01T10:00:00.000000Z", "2026-12-01T11:00:00.000000Z"
@@ -70,12 +70,13 @@ def test_halt_and_resume_plans_are_no_ops_when_nothing_would_change():
     assert plan_resume(snap({}, halted)) == {"action": "resume"}
 
 
-def test_while_halted_next_says_wait_and_a_claim_leases_nothing():
+def test_while_halted_next_says_halted_and_a_claim_leases_nothing():
     queue = {"a": (), "b": ()}
     assert resolve(snap(queue)).decision == "run a 1"
     halted = fold.replay([ev("halt", 1, reason="r")])
     view = resolve(snap(queue, halted))
-    assert (view.decision, view.halt) == ("wait", halted.halt)
+    assert (view.decision, view.halt) == ("halted", halted.halt)
+    assert decided(snap(queue, halted)).decision == "halted"
     claim = plan_claim(snap(queue, halted), Policy(), "r1", 60, 0.0)
     assert (claim.decision, claim.slug, claim.events) == ("halted", None, ())
 

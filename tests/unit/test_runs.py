@@ -123,8 +123,8 @@ class World:
         self._unmark(slug, token)
         return es
 
-    def recover(self, slug: str | None = None) -> list[dict] | Refusal:
-        es = runs.plan_recover(self.snap(), self.policy, slug)
+    def recover(self, slug: str | None = None, force: bool = False) -> list[dict] | Refusal:
+        es = runs.plan_recover(self.snap(), self.policy, slug, force)
         if isinstance(es, Refusal):
             return self.refused("recover", slug, es)
         self.record(es)
@@ -197,7 +197,9 @@ def test_recover_of_a_marker_raises_the_lanes_token_floor() -> None:
     c = w.claim()
     assert c.decision == "wait" and c.events == ()  # a marker counts as running: the one slot is taken
     refused(runs.plan_recover(w.snap(), w.policy, "b"), "not_running")
-    es = w.recover("a")
+    # a runner that takes no leases marks every lane it runs so: only --force takes it back (issue 33, item 10)
+    refused(runs.plan_recover(w.snap(), w.policy, "a"), "marker_running")
+    es = w.recover("a", force=True)
     assert es == [{"action": "recover", "slug": "a", "token": 7, "marker": True}]
     assert w.run("a").token == 7 and w.run("a").lease is None and w.run("a").attempts == 0
     assert "a" not in w.running
@@ -218,7 +220,7 @@ def test_recover_of_a_marker_without_a_token_ends_it_and_keeps_the_floor() -> No
     w.mark("a", None)
     assert w.states() == {"a": "running"}
     assert "marker with no lease" in w.view().rows[0].status
-    assert w.recover("a") == [{"action": "recover", "slug": "a", "token": None, "marker": True}]
+    assert w.recover("a", force=True) == [{"action": "recover", "slug": "a", "token": None, "marker": True}]
     assert w.run("a").token == 0
     assert w.claim().decision == "run a 1 1"
 
@@ -289,7 +291,7 @@ def test_the_fold_of_a_claim_and_how_each_attempt_ends() -> None:
     w.advance(10)
     w.recover()
     w.mark("a", 5)
-    w.recover("a")
+    w.recover("a", force=True)
     w.claim(holder="h3")
     w.finish("a", 6, "ok")
     run = w.run("a")

@@ -25,7 +25,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from storm_queue.core import fold, lane, resolver
+from storm_queue.core import fold, lane, resolver, runs
 from storm_queue.core.clock import seconds, stamp
 from storm_queue.core.config import Policy
 from storm_queue.core.lane import Refusal
@@ -110,6 +110,7 @@ class Checked:
 
     def claim(self, before: fold.LaneState, holder: str, ttl: int) -> bool:
         w = self.w
+        slots = runs.full_slots(w.snap(), w.policy)  # what why, watch and list say of the slots, just before
         c = w.claim(holder, ttl)
         claims = [e for e in c.events if e["action"] == "claim"]
         assert len(claims) == (c.slug is not None) <= 1
@@ -140,6 +141,13 @@ class Checked:
             assert c.decision == " ".join(["wait"] + finished)
         else:
             assert c.decision == view.decision and not c.decision.startswith("run")
+        # issue 33 item 7: every slot is said to be held exactly when a claim that next would send to run waits
+        waited = not claims and ready and (w.unattended or not finished) and c.decision != "halted"
+        assert (slots is not None) == bool(waited), (slots, c.decision)
+        if slots is not None:
+            held = {r.slug for r in view.rows if r.state == resolver.RUNNING} | {
+                s for s, r in expired.runs.items() if r.lease is not None}
+            assert set(slots.held) == held and len(slots.held) >= slots.limit == w.policy.slots
         return c.slug is not None
 
     def renew(self, before: fold.LaneState, slug: str, choice: str, ttl: int) -> bool:
@@ -186,10 +194,13 @@ class Checked:
         how = resolver.running(w.snap(), slug) if slug is not None else None
         got = w.recover(slug)
         if slug is not None:
-            expected = {resolver.LEASE: "lease_live", "": "not_running"}.get(how)
+            expected = {resolver.LEASE: "lease_live", resolver.MARKER: "marker_running", "": "not_running"}.get(how)
             if expected is not None:
                 assert isinstance(got, Refusal) and got.code == expected, got
-            else:
+            if how == resolver.MARKER:  # a marker with no lease: only the operator's --force takes it back
+                got = w.recover(slug, force=True)
+                assert not isinstance(got, Refusal) and got[0]["action"] == "recover", got
+            elif expected is None:
                 assert not isinstance(got, Refusal) and got[0]["action"] == ("expire" if how == resolver.ORPHAN else "recover")
         return not isinstance(got, list) or bool(got)
 

@@ -42,12 +42,15 @@ class Files:
         self._writable()
         return queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
 
-    def settle(self, slug: str, how: str) -> None:
-        """A crash after this and before the record leaves a settled lane,
-        and a retry is a recorded no-op."""
+    def settle(self, slugs: str | tuple[str, ...], how: str) -> Callable[[], None]:
+        """The slugs one line each, in one durable write (``append_line``);
+        what it returns takes them back off. A crash after this and before
+        the record leaves the lanes settled: a retried ``settle SLUG`` is a
+        recorded no-op, a retried batch names them (``lane_settled``)."""
         self._writable()
-        queuefile.append_line(os.path.join(self.root, ledger.INTEGRATED if how == "integrated" else ledger.ABANDONED),
-                              slug + "\n")
+        text = slugs + "\n" if isinstance(slugs, str) else "".join(s + "\n" for s in slugs)
+        return queuefile.append_line(os.path.join(self.root, ledger.INTEGRATED if how == "integrated" else ledger.ABANDONED),
+                                     text)
 
     def mark_running(self, slug: str, body: dict[str, Any]) -> None:
         ledger.mark_running(self.root, slug, body, None)
@@ -77,17 +80,33 @@ class Files:
         """Never: ``declare`` refuses a directory storm before it plans."""
         raise NotHere(f"the declaration of a directory storm is {os.path.join(self.root, 'storm.toml')}")
 
-    def start_over(self, body: dict[str, Any], at: str, by: str, keep_intact: bool = False) -> dict[str, Any]:
+    def cut(self, keep_intact: bool) -> logread.Cut:
+        """What a reset would keep and lose, read now: with ``keep_intact``
+        the longest prefix that verifies from line 1 (``salvage.intact``),
+        else nothing; every line after it, named (``salvage.lost``)."""
+        from .log import salvage
+
+        kept = salvage.intact(self.log_path) if keep_intact else logread.LogRead(self.log_path)
+        lost = salvage.lost(self.log_path, kept.length, kept.seq)
+        try:
+            witness = reader.read_witness(self.log_path)
+        except UnknownOrder:
+            witness = None
+        last = kept.seq + sum(not line.torn for line in lost)
+        missing = (last + 1, witness.seq) if witness is not None and witness.seq > last else ()
+        return logread.Cut(keep_intact, kept, lost, _abandons(self.log_path), missing)
+
+    def start_over(self, body: dict[str, Any], at: str, by: str, cut: logread.Cut) -> dict[str, Any]:
         """Move the unreadable log, its witness and checkpoint aside (named
         ``.abandoned-STAMP``) and write the new log's first line. With
-        ``keep_intact`` the new log first holds, byte for byte, the longest
-        prefix of the old one that verifies from line 1 (``salvage``), and
-        the reset line, after it, names the file kept aside (``abandoned``),
-        the lines kept (``kept``), the last kept line's digest
-        (``kept_digest``) and the bytes lost (``lost``)."""
+        ``cut.keep_intact`` the new log first holds, byte for byte, the
+        prefix ``cut.kept`` (``salvage``), and the reset line, after it,
+        names the file kept aside (``abandoned``), the lines kept
+        (``kept``), the last kept line's digest (``kept_digest``) and the
+        bytes lost (``lost``)."""
         from .log import salvage, writer
 
-        kept = salvage.intact(self.log_path) if keep_intact else None
+        kept = cut.kept if cut.keep_intact else None
         abandons, aside = _abandon(self.log_path, at)
         body = {**body, "abandons": abandons}
         log = logread.LogRead(self.log_path, fresh=True)
@@ -109,13 +128,8 @@ class Files:
         return event
 
 
-def _abandon(log_path: str, at: str) -> tuple[int, str | None]:
-    """Move the unreadable log, its witness and checkpoint aside, all or
-    none (``OSError``); return the larger of the bytes on disk and the
-    witnessed length, and where the log now is (None: there was none)."""
-    from .fsutil import fsync_dir
-    from .log.checkpoint import checkpoint_path
-
+def _abandons(log_path: str) -> int:
+    """The larger of the log's bytes on disk and its witnessed length."""
     size = 0
     try:
         size = os.stat(log_path, follow_symlinks=False).st_size
@@ -127,6 +141,17 @@ def _abandon(log_path: str, at: str) -> tuple[int, str | None]:
         witnessed = w.length if w else 0
     except UnknownOrder:
         pass
+    return max(size, witnessed)
+
+
+def _abandon(log_path: str, at: str) -> tuple[int, str | None]:
+    """Move the unreadable log, its witness and checkpoint aside, all or
+    none (``OSError``); return the larger of the bytes on disk and the
+    witnessed length, and where the log now is (None: there was none)."""
+    from .fsutil import fsync_dir
+    from .log.checkpoint import checkpoint_path
+
+    abandons = _abandons(log_path)
     stamp = at.replace(":", "")
     moved: list[str] = []
     try:  # the log last: while it is in place, a reset that failed can be asked again
@@ -143,7 +168,7 @@ def _abandon(log_path: str, at: str) -> tuple[int, str | None]:
                 f"{', '.join(os.path.basename(p) + ' stays as ' + os.path.basename(p) + '.abandoned-' + stamp for p in stuck)}"
                 "; nothing was recorded: move it back, then ask again", recorded=False) from None
         raise
-    return max(size, witnessed), (f"{log_path}.abandoned-{stamp}" if log_path in moved else None)
+    return abandons, (f"{log_path}.abandoned-{stamp}" if log_path in moved else None)
 
 
 def _put_back(aside: str, path: str) -> bool:

@@ -40,8 +40,8 @@ def append_line(path: str, line: str) -> Callable[[], None]:
     CRLF), and make them durable before returning. Returns what takes
     them back off, unless the file has changed since. On an I/O error,
     what was written is cut back off (a part of a line could read as a
-    lane of another issue), and the error raised: ``LinesKept`` when that
-    could not be done either."""
+    lane of another issue; a file it created is removed), and the error
+    raised: ``LinesKept`` when that could not be done either."""
     created = False
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
@@ -64,8 +64,15 @@ def append_line(path: str, line: str) -> Callable[[], None]:
             raise
     finally:
         os.close(fd)
-    if created:
-        fsync_dir(os.path.dirname(path) or ".")
+    if created:  # the new file is durable only once its directory is
+        try:
+            fsync_dir(os.path.dirname(path) or ".")
+        except OSError as exc:
+            try:
+                os.unlink(path)
+            except OSError:
+                raise LinesKept(exc.errno, exc.strerror, path) from exc
+            raise
     return lambda: _take_back(path, size, size + len(data))
 
 

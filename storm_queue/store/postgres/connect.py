@@ -33,16 +33,6 @@ def _words(exc: BaseException, url: str) -> str:
 CONNECT_TIMEOUT = 10
 
 
-def _connect_timeout(url: str) -> dict[str, int]:
-    """``connect_timeout`` for the driver: none when the URL sets its own
-    (libpq's parameter, which then wins), else ``CONNECT_TIMEOUT``."""
-    try:
-        given = libpq.conninfo(url).get("connect_timeout")
-    except libpq.Error:  # a malformed URL is refused by connect() itself, with its words
-        given = None
-    return {} if given not in (None, "") else {"connect_timeout": CONNECT_TIMEOUT}
-
-
 #: what a failed connection says when it can never work as given: a login
 #: the server refuses, a role or database it does not know, a URL that is
 #: not one, a host name that does not exist (libpq's and the server's
@@ -51,13 +41,54 @@ NEVER = ("authentication", "password", "does not exist", "pg_hba.conf", "permiss
          "Name or service not known", "does not support SSL", "certificate")
 
 
+#: how a password is given so that a URL carries it readably, or not at all
+PASSWORD_HINT = ("percent-encode each @ / ? # & % and space in the password (%40 %2F %3F %23 %26 %25 %20), or leave "
+                 "the password out of the URL: libpq reads it from ~/.pgpass (or the file PGPASSFILE names), or from "
+                 "a service file (service=NAME in the URL)")
+#: what libpq says when the server asks for a password and none was given
+NO_PASSWORD = ("; give it in ~/.pgpass (HOST:PORT:DBNAME:USER:PASSWORD, mode 0600), in the file PGPASSFILE names, "
+               "in a service file (~/.pg_service.conf or PGSERVICEFILE, with service=NAME in the URL), or "
+               "percent-encoded in the URL")
+
+
+def readable(url: str) -> dict[str, str]:
+    """libpq's reading of the database URL ``url`` (its parameters), when
+    it reads the URL's passwords exactly where ``shown`` masks them (the
+    same parameters, less the passwords, as ``without_password(url)``).
+    ``NoStorm`` (exit 2, the password masked) for a root that is not a
+    ``postgresql://`` URL, one libpq cannot read (its words quoted only
+    where they show no password: ``passwords.kept_words``), and one whose
+    password holds a character that should have been percent-encoded, so
+    that libpq would read part of it as the host, the port or the
+    database, and might quote it."""
+    from ...core.passwords import SECRET_PARAMS, kept_words
+    from ...roots import must_be_url, without_password
+
+    must_be_url(url)
+    try:
+        given = libpq.conninfo(url)
+    except libpq.Error as exc:
+        raise NoStorm(f"the database URL {shown(url)} cannot be read: {kept_words(str(exc), url)}; if it carries a "
+                      f"password, {PASSWORD_HINT}") from None
+    try:
+        bare = libpq.conninfo(without_password(url))
+    except libpq.Error:
+        bare = None
+    if bare != {k: v for k, v in given.items() if k not in SECRET_PARAMS}:
+        raise NoStorm(f"the password in the database URL {shown(url)} holds a character libpq reads as part of the "
+                      f"URL (a raw @, /, ? or &), so it would connect to the wrong place: {PASSWORD_HINT}; nothing "
+                      "was done")
+    return given
+
+
 def connect(url: str):
     """A connection (autocommit; transactions are explicit). A server that
     refuses (a wrong password, a role or database it does not know) or a
     URL that can never work is ``NoStorm`` (exit 2); a server that cannot
     be reached now (down, restarting, full, a refused or timed-out
     connection) is ``Unreachable`` (exit 5: nothing changed, a retry is
-    safe). A ``connect_timeout`` in the URL bounds the wait for the
+    safe). A URL that is not one, or whose password libpq would read
+    elsewhere than ``shown`` masks it, is refused first (``readable``). A ``connect_timeout`` in the URL bounds the wait for the
     server (default ``CONNECT_TIMEOUT`` seconds). No libpq on this machine
     is ``NoStorm``, saying what to install. Its search_path is
     ``pg_catalog, pg_temp`` (``fix_search_path``): no statement it runs
@@ -67,8 +98,9 @@ def connect(url: str):
     except ImportError:
         raise NoStorm("this root is a database URL, and PostgreSQL's client library (libpq) is not installed: "
                       "install storm-queue[postgresql], or the system's libpq (Debian: apt-get install libpq5)") from None
+    timeout = {} if readable(url).get("connect_timeout") not in (None, "") else {"connect_timeout": CONNECT_TIMEOUT}
     try:
-        conn = libpq.connect(url, application_name="storm-queue", **_connect_timeout(url))
+        conn = libpq.connect(url, application_name="storm-queue", **timeout)
         try:
             conn.execute(q("fix_search_path"))
         except BaseException:
@@ -77,6 +109,8 @@ def connect(url: str):
         return conn
     except libpq.OperationalError as exc:
         why = _words(exc, url)
+        if "no password supplied" in why:
+            why += NO_PASSWORD
         if not any(words in why for words in NEVER):
             raise Unreachable(f"cannot connect to the database storm {shown(url)}: {why}; nothing changed, "
                               "a retry is safe") from None

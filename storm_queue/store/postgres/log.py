@@ -47,12 +47,14 @@ def _checked(store: Database) -> Iterator[tuple[bytes, dict[str, Any]]]:
         try:
             event = decode(line)
         except Malformed as exc:
-            raise logread.Damage(store.root, f"line {expected} is malformed: {exc}", expected, offset) from None
+            raise logread.Damage(store.root, f"line {expected} is malformed: {exc}", expected, offset,
+                                 logread.RESTORE_HINT) from None
         if seq != expected or event["seq"] != expected:
-            raise logread.Damage(store.root, f"line {expected} has seq {event['seq']}, expected {expected}", expected, offset)
+            raise logread.Damage(store.root, f"line {expected} has seq {event['seq']}, expected {expected}", expected,
+                                 offset, logread.RESTORE_HINT)
         if event["prev"] != prev:
             raise logread.Damage(store.root, f"line {expected} breaks the chain: its prev does not match line "
-                                f"{expected - 1}", expected, offset)
+                                f"{expected - 1}", expected, offset, logread.RESTORE_HINT)
         yield line, event
         prev, offset, expected = digest(line), offset + len(line), expected + 1
 
@@ -84,6 +86,9 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
 
     head: list = []
     out = check_lines((line for _, line in _lines(store, head)), store.root, progress)
+    out.agree = ("framing, schema, chain and seq agree (its lines are rows of storm_queue.event, which keeps no "
+                 "witness: the chain and the state row are checked instead)")
+    out.kept = "state row"
     if out.problem is not None:
         return out
     seq, last = head[0]  # the head in the snapshot the lines were read from

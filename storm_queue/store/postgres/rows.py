@@ -142,8 +142,11 @@ class Writes:
         with self.store.conn.cursor() as cur:  # in order: a lane's pos is its place
             cur.executemany(q("insert_lane"), rows)
 
-    def settle(self, slug: str, how: str) -> None:
-        self.store.conn.execute(q("insert_settled"), (slug, how, now()))
+    def settle(self, slugs: str | tuple[str, ...], how: str) -> None:
+        at = now()
+        rows = [(slug, how, at) for slug in ((slugs,) if isinstance(slugs, str) else slugs)]
+        with self.store.conn.cursor() as cur:
+            cur.executemany(q("insert_settled"), rows)
 
     def mark_running(self, slug: str, body: dict[str, Any]) -> None:
         """A database storm keeps leases in its state row alone: no marker."""
@@ -181,13 +184,18 @@ class Writes:
         write_policy(self.store.conn, text)
         return True
 
-    def start_over(self, body: dict[str, Any], at: str, by: str, keep_intact: bool = False) -> dict[str, Any]:
-        """Never: a database's log is rows, never set aside (``reset`` and
-        ``reset --keep-intact`` alike)."""
+    def cut(self, keep_intact: bool) -> Any:
+        """Never: a database's log is rows, never set aside (``reset``,
+        ``reset --keep-intact`` and their dry runs alike): ``NotHere``."""
         from ...core.errors import NotHere
 
-        raise NotHere(f"reset starts a new priority log in a directory storm; the log of {self.store.root} is rows, "
-                      "never set aside: storm-queue verify says where it breaks, and the database's backup restores it")
+        raise NotHere(f"a database storm's log is rows, never set aside or begun anew (a new log is a directory "
+                      f"storm's way out): the log of {self.store.root} stays as it is; storm-queue verify names the "
+                      "first bad line, and the database's backup restores it; nothing was done")
+
+    def start_over(self, body: dict[str, Any], at: str, by: str, cut: Any) -> dict[str, Any]:
+        """Never (see ``cut``)."""
+        return self.cut(cut.keep_intact)
 
 
 def mark_blocked(conn: Any, rows: Any, at: str) -> None:

@@ -189,14 +189,14 @@ class Database:
                 base = _Known(body_seq, body_digest, load_state(body))
             except ValueError as exc:
                 if not older_format(body):
-                    raise logread.Damage(self.root, f"the state row cannot be read ({exc}); "
-                                        "storm-queue verify checks the log") from None
+                    raise logread.Damage(self.root, f"the state row cannot be read ({exc})",
+                                         hint=logread.RESTORE_HINT) from None
                 # written by an earlier storm-queue: fold the whole log, and let the next writer rewrite the row
                 base, self._body_seq = _Known(0, None, fold.EMPTY), -STATE_EVERY
             state = fold_on(self.conn, base, seq, last)
             if state is None:
                 raise logread.Damage(self.root, f"the log's lines after line {body_seq} do not follow the state row "
-                                    f"to line {seq}; storm-queue verify checks the log")
+                                    f"to line {seq}", hint=logread.RESTORE_HINT)
         self._state_known = _Known(seq, last, state)
         self._rows.read(conn, gone, changed)
         if self._created is None:

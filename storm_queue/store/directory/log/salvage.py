@@ -1,6 +1,7 @@
 """What ``reset --keep-intact`` keeps of a log that cannot be replayed: the
-longest prefix that verifies from line 1 (``intact``), and the new log that
-starts with those lines, byte for byte (``begin``).
+longest prefix that verifies from line 1 (``intact``), the lines after it,
+each named (``lost``), and the new log that starts with the kept lines,
+byte for byte (``begin``).
 
 A line of the prefix passed every check the reader makes of it (framing,
 ``seq``, the chain to the line before it) and nothing later says it was
@@ -15,10 +16,10 @@ from __future__ import annotations
 
 import os
 
-from ....core import fold
+from ....core import fold, logread
 from ....core.errors import UnknownOrder
 from ....core.framing import digest
-from ....core.logread import LogRead
+from ....core.logread import LogRead, Lost
 from ....core.stream import Bad, LineCheck
 from ..fsutil import fsync_dir, replace_atomically, write_all
 from . import reader
@@ -97,6 +98,27 @@ def intact(log_path: str) -> LogRead:
             prefix.keep()
     return LogRead(log_path, prefix.folder.state(), prefix.lines, digest(prefix.last) if prefix.lines else None,
                    prefix.length)
+
+
+def lost(log_path: str, start: int, before: int) -> tuple[Lost, ...]:
+    """Every line of the log at ``log_path`` from byte ``start`` on, each
+    named as a reset that keeps the ``before`` lines ahead of it would lose
+    it (``logread.lost``: its number, and its seq, action and lane when it
+    can be read). Nothing of a log that cannot be opened; a read that fails
+    part way names what was read before it."""
+    out: list[Lost] = []
+    try:
+        f = reader.open_log(log_path)
+    except OSError:
+        return ()
+    with f:
+        try:
+            f.seek(start)
+            for number, raw in enumerate(iter(f.readline, b""), start=before + 1):
+                out.append(logread.lost(raw, number))
+        except OSError:
+            pass
+    return tuple(out)
 
 
 def begin(log_path: str, kept: LogRead, source: str, at: str) -> LogRead:
