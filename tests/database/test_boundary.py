@@ -185,9 +185,8 @@ def test_only_the_operator_may_take_the_storms_lock_and_the_old_advisory_keys_ho
                 conn.execute("BEGIN")
             if url != pg_server.url_as(db, stranger_role):
                 conn.execute("SELECT * FROM storm_queue.lane")  # a reader's open transaction: ACCESS SHARE
-        started = time.monotonic()
         done = run_cli(db, "bump", "b", "--wait", "5")
-        assert done.returncode == 0 and time.monotonic() - started < 5, done.stderr
+        assert done.returncode == 0, done.stderr  # a lock they held would answer exit 5
     finally:
         for conn in holders:
             conn.close()
@@ -451,3 +450,24 @@ def test_keys_are_forgotten_as_the_python_fold_forgets_them(pg_server, db, runne
     assert json.loads(run_cli(db, "verify", "--json").stdout)["sound"] is True
     fresh = ok(runner, "claim", "--holder", "h", "--key", "run-1")  # a new request now
     assert "repeat" not in fresh
+
+
+def test_the_docs_say_the_grants_timeouts_and_every_finding_doctor_gives_a_database() -> None:
+    """Issue 30, item 8: docs/many-hosts.md and SECURITY.md give the
+    timeouts ``grant runner`` sets, as members.RUNNER_SETTINGS sets them;
+    docs/doctor.md's table has every code ops/dbdoctor.py finds."""
+    import re
+    from pathlib import Path
+
+    from storm_queue.ops import dbdoctor
+    from storm_queue.store.postgres.members import RUNNER_SETTINGS
+
+    root = Path(__file__).resolve().parents[2]
+    for page in ("docs/many-hosts.md", "SECURITY.md"):
+        text = " ".join((root / page).read_text().split())
+        for setting, value in RUNNER_SETTINGS:
+            assert re.search(rf"`{setting}`? \({value.rstrip('s')} s\)|{setting} = '{value}'", text), (page, setting)
+    codes = set(re.findall(r'Finding\(\s*\w+,\s*"(\w+)"', Path(dbdoctor.__file__).read_text()))
+    assert {"search_path_exposed", "lock_held", "runner_unbounded", "clock_moved", "withdrawn"} <= codes, codes
+    table = (root / "docs/doctor.md").read_text()
+    assert [c for c in sorted(codes) if f"| `{c}` |" not in table] == []
