@@ -343,11 +343,12 @@ class Counted:
         return self.conn.execute(query, *args, **kwargs)
 
 
-def test_a_runners_renew_and_finish_are_each_one_statement_that_takes_the_lock_in_the_server(
+def test_a_runners_requests_are_each_one_statement_that_takes_the_lock_in_the_server(
         pg_server, pg_database, tmp_path) -> None:
-    """As a runner role: the lines are the runner's, the lock is taken by
-    the server's function (the client sends no lock_storm), and the storm
-    verifies after."""
+    """As a runner role: claim, renew, finish, release and recover are
+    each one statement (issue 30 keeps it so: one call to the server), the
+    lines are the runner's, the lock is taken by the server's function
+    (the client sends no lock_storm), and the storm verifies after."""
     from storm_queue.service.storm import Storm
 
     from storm_queue.store.postgres.connect import create
@@ -362,9 +363,17 @@ def test_a_runners_renew_and_finish_are_each_one_statement_that_takes_the_lock_i
     from psycopg.conninfo import conninfo_to_dict
 
     runner = Storm.find(pg_server.url(conninfo_to_dict(url)["dbname"], role))
-    lease = runner.claim(holder="h").check()
+    assert runner.recover().outcome == "noop"  # the storm's declaration and version, read once
     counted = Counted(runner.store.conn)
     runner.store._conn = counted
+    first = runner.claim(holder="h").check()
+    assert (len(counted.statements), first.slug) == (1, "a")
+    assert runner.release("a", first.token).check().event["action"] == "release"
+    assert runner.recover().outcome == "noop"
+    lease = runner.claim(holder="h").check()
+    assert (lease.slug, lease.token) == ("a", first.token + 1)
+    assert len(counted.statements) == 4 and not any("storm_queue.lock" in s for s in counted.statements)
+    counted.statements.clear()
     renewed = runner.renew("a", lease.token, reason="still going").check()
     assert (len(counted.statements), renewed.by, renewed.event["action"]) == (1, f"runner:{role}", "renew")
     stale = runner.finish("a", lease.token + 1, "ok")
