@@ -186,15 +186,22 @@ def claimed(by: str, holder: str, decision: str, slug: str | None, token: int | 
                    decision=decision, holder=holder, token=token, expires=expires)
 
 
+def holds(snap: Snapshot, slug: str, token: int) -> bool:
+    """Whether ``token`` is the live lease's on ``slug``: its holder's
+    renew, finish and release would be admitted (``_fence``)."""
+    lease = snap.state.run(slug).lease
+    return lease is not None and lease.token == token and running(snap, slug) != ORPHAN
+
+
 def _fence(snap: Snapshot, slug: str, token: int, verb: str) -> Refusal | None:
     """Whether ``token`` may act on ``slug``'s lease: None when it is the
     live lease's; ``lane_cancelled`` when a cancel revoked the lease of
     that token; else ``stale_fence`` (no lease, another token's, or one
     past its expiry). The one fence of renew, finish and release."""
+    if holds(snap, slug, token):
+        return None
     run = snap.state.run(slug)
     lease = run.lease
-    if lease is not None and lease.token == token and running(snap, slug) != ORPHAN:
-        return None
     if run.cancelled is not None and any(a.token == token and a.end == "cancelled" for a in run.history):
         c = run.cancelled
         return Refusal("lane_cancelled", f"{slug} was cancelled by {c.by} at {c.at}"
