@@ -92,11 +92,21 @@
 # lane's work runs on, its lease expires, and `storm-queue recover SLUG
 # --force --reason TEXT` ends it sooner.
 #
-# Cancelling: the runner renews its lease at least every third of its TTL.
-# When a renew (or the finish) is refused `lane_cancelled` (the operator
-# ran `storm-queue cancel SLUG --reason TEXT`: the lane is settled
-# abandoned), it stops the lane's work as above, reports nothing for it and
-# goes on to the next lane.
+# Cancelling: while a lane's work runs, the runner waits beside it for the
+# lease to end (`storm-queue lease SLUG --token T --wait $RUNNER_WAIT`,
+# woken at once by a change to the storm, as `claim --wait` is). When the
+# operator runs `storm-queue cancel SLUG --reason TEXT` (the lane is
+# settled abandoned), the runner hears it within a second, whatever the
+# TTL, and stops the lane's work: SIGTERM to its process group, SIGKILL to
+# what is left of it after at most 2 seconds ($RUNNER_GRACE when shorter),
+# so the work has ended within 5 seconds of the cancel; it says who
+# cancelled it, when and why, reports nothing for the lane, and goes on to
+# the next lane. A lease lost otherwise while the work runs (expired and
+# taken back, or ended by the operator's `recover --force`) stops the work
+# the same way: its result could not be recorded. The renew (at least
+# every third of the TTL) is the fallback: when a renew (or the finish) is
+# refused `lane_cancelled`, the runner stops the lane's work as above too
+# (a storm-queue without the `lease` command is heard so).
 #
 # Environment:
 #   STORM_QUEUE    how to call storm-queue (default: storm-queue); it is
@@ -106,7 +116,9 @@
 #   RUNNER_WAIT    after a `wait` or `halted`, the next claim waits up to this
 #                  many whole seconds for a change that can make a lane
 #                  claimable (`claim --wait`), rather than the runner sleeping;
-#                  it answers the moment the storm changes (default: 60)
+#                  it answers the moment the storm changes (default: 60);
+#                  while a lane runs, each wait for its lease to end
+#                  (`lease --wait`) lasts as long, then is asked again
 #   RUNNER_POLL    the first pause, in seconds, before asking again when the
 #                  storm is busy or its server unreachable (exit 5: nothing
 #                  changed) (default: 1); each further exit 5 in a row of a
@@ -124,7 +136,8 @@
 #                  at most: a third of the lease length, so two renewals can
 #                  fail, e.g. on a busy storm, before the lease runs out)
 #   RUNNER_GRACE   seconds a stopped lane's processes have to end after
-#                  SIGTERM before they get SIGKILL (default: 10)
+#                  SIGTERM before they get SIGKILL (default: 10; a cancelled
+#                  lane's, or one whose lease was lost, at most 2)
 #   RUNNER_LANES   the directory holding each lane's work directory SLUG (and
 #                  its run.sh) (default: STORM_ROOT/lanes on a directory
 #                  storm, ./lanes on a database storm)
@@ -350,25 +363,32 @@ lease_seconds() {
 # for them, so a signal is acted on at once, not when they end: the trap
 # stops the lane's work, and ends the claim or pause (stop_waiting).
 STOP=0       # 130 or 143 once SIGINT or SIGTERM came
-CANCELLED=0  # 1 once the renewer was told the lane was cancelled (SIGUSR1)
+CANCELLED=0  # 1 once the renewer or the lease's watcher said the lane was cancelled, or its lease lost (SIGUSR1)
+CANCEL_GRACE=$((GRACE < 2 ? GRACE : 2))  # a cancelled lane's work ends within 5 s of the cancel
 LANE_PID=""  # the lane's work while it runs
 KILLER=""    # what sends SIGKILL to a stopped lane's processes left after $GRACE seconds
 WAITER=""    # a waiting claim (`claim --wait`), or a pause, while the runner waits for it
 trap 'STOP=130; stop_lane; stop_waiting' INT
 trap 'STOP=143; stop_lane; stop_waiting' TERM
 trap 'STOP=129; stop_lane; stop_waiting' HUP
-trap 'CANCELLED=1; stop_lane' USR1
+trap 'CANCELLED=1; stop_lane "$CANCEL_GRACE"' USR1
 
 # Stop the lane's work, if it runs: SIGTERM to its process group (the
 # lane runs in a group of its own), SIGKILL to what is left of the group
-# after $GRACE seconds.
+# after $1 seconds (default $GRACE). The killer ends as soon as the whole
+# group has (a child that ignores SIGTERM outlives the lane's own process:
+# the runner waits for the killer, not for the lane alone).
 stop_lane() {
     [[ -n "$LANE_PID" && -z "$KILLER" && $BASHPID == "$RUNNER_PID" ]] || return 0
+    local grace="${1:-$GRACE}"
     kill -TERM -- "-$LANE_PID" 2>/dev/null || kill -TERM "$LANE_PID" 2>/dev/null || true
     (
         trap 'kill $(jobs -p) 2>/dev/null || true; exit 0' TERM  # stopped: its nap goes with it
-        sleep "$GRACE" </dev/null >/dev/null 2>&1 &
-        wait $! || true
+        for ((tick = 0; tick < grace * 10; tick++)); do
+            kill -0 -- "-$LANE_PID" 2>/dev/null || exit 0
+            sleep 0.1 </dev/null >/dev/null 2>&1 &
+            wait $! || true
+        done
         kill -KILL -- "-$LANE_PID" 2>/dev/null || true
     ) &
     KILLER=$!
@@ -480,7 +500,8 @@ keep_alive() {
             5) say "storm busy or unreachable (exit 5, nothing changed); renewing $slug again in ${every}s" ;;
             *)
                 if [[ "$answer" == *'"code": "lane_cancelled"'* ]]; then
-                    say "$slug was cancelled (its renew was refused lane_cancelled): stopping its work"
+                    # (said once: not when the lease's watcher heard the cancel first)
+                    [[ -f "$ERRORS/ended" ]] || say "$slug was cancelled (its renew was refused lane_cancelled): stopping its work"
                     kill -USR1 "$RUNNER_PID" 2>/dev/null || true
                     exit 0
                 fi
@@ -490,6 +511,43 @@ keep_alive() {
                 # trouble. Either way this runner no longer holds the lane
                 # for long: its `finish` will say so.
                 say "could not renew the lease on $slug (token $token, exit $rc); no longer renewing"
+                exit 0
+                ;;
+        esac
+    done
+}
+
+# Wait beside the lane's work for the lease on $1 (token $2) to end
+# (`storm-queue lease --wait`: it answers the moment the storm records
+# the end, as a waiting claim wakes; asked again each $WAIT_FOR seconds
+# while the lease lives, and while this runner does). When it ends (a
+# cancel; or the lease lost: expired and taken back, recovered), its answer
+# goes to $ERRORS/ended and the runner is told (SIGUSR1), which stops the
+# lane's work at once. Stopped by the runner (SIGTERM) once the work has
+# ended, it ends its `lease` with it. If storm-queue cannot answer (exit 2,
+# 3, 4: an older storm-queue without `lease`, say), it says so once and
+# leaves the cancel to the renewer.
+watch_lease() {
+    local slug="$1" token="$2" out="$ERRORS/lease.$BASHPID" err="$ERRORS/lease-said.$BASHPID" rc
+    trap 'kill $(jobs -p) 2>/dev/null || true; exit 0' TERM
+    trap '' INT HUP  # the runner acts on these; the watcher is stopped by it
+    trap - USR1
+    while kill -0 "$RUNNER_PID" 2>/dev/null; do
+        (trap '' INT && exec "${STORM_QUEUE_CMD[@]}" lease "$slug" --token "$token" --wait "$WAIT_FOR" \
+            --root "$ROOT") </dev/null >"$out" 2>"$err" &
+        rc=0
+        wait $! || rc=$?
+        say_again "$err"
+        case "$rc" in
+            0)  # ended: its one line says how
+                mv -f "$out" "$ERRORS/ended"
+                kill -USR1 "$RUNNER_PID" 2>/dev/null || true
+                exit 0
+                ;;
+            6) busy_over ;;  # live still: wait again
+            5) busy_again "waiting on the lease of $slug" ;;
+            *)
+                say "cannot wait on the lease of $slug (storm-queue lease, exit $rc): a cancel is heard at its next renew"
                 exit 0
                 ;;
         esac
@@ -527,6 +585,7 @@ run_lane() {
     #    only the runner, which stops it), and the runner waits for it.
     mkdir -p "$lane"
     CANCELLED=0
+    rm -f "$ERRORS/ended"
     set -m
     if [[ -x "$lane/run.sh" ]]; then
         (cd "$lane" && export STORM_QUEUE_LANE="$slug" && exec ./run.sh) </dev/null &
@@ -537,27 +596,40 @@ run_lane() {
     set +m
     keep_alive "$slug" "$token" "$every" &
     renewer=$!
+    local watcher
+    watch_lease "$slug" "$token" &
+    watcher=$!
     if [[ $STOP -ne 0 ]]; then  # a signal that came before LANE_PID was known
         stop_lane
     fi
     reap "$LANE_PID"
     local status=$REAPED
     LANE_PID=""
-    if [[ -n "$KILLER" ]]; then
-        kill "$KILLER" 2>/dev/null || true
+    if [[ -n "$KILLER" ]]; then  # it ends once the lane's whole group has (SIGKILL after the grace)
         reap "$KILLER"
         KILLER=""
     fi
 
-    # 3. Stop renewing, and wait until the renewer has really gone, before
-    #    finishing: the token is spent once `finish` is accepted.
-    kill -TERM "$renewer" 2>/dev/null || true
+    # 3. Stop renewing and waiting on the lease, and wait until both have
+    #    really gone, before finishing: the token is spent once `finish`
+    #    is accepted.
+    kill -TERM "$renewer" "$watcher" 2>/dev/null || true
     reap "$renewer"
+    reap "$watcher"
 
     # Stopped by a signal: the work was cut short; give the lease back.
     stop_now "$slug" "$token"
     if [[ $CANCELLED -eq 1 ]]; then
-        say "stopped the work of $slug: the lane was cancelled (storm-queue why $slug --root $ROOT_WORD says by whom and why)"
+        local ended=""
+        if [[ -f "$ERRORS/ended" ]]; then  # the watcher's answer: `ENDING SLUG TOKEN: how`
+            ended="$(<"$ERRORS/ended")"
+            rm -f "$ERRORS/ended"
+        fi
+        case "$ended" in
+            "") say "stopped the work of $slug: the lane was cancelled (storm-queue why $slug --root $ROOT_WORD says by whom and why)" ;;
+            "cancelled "*) say "stopped the work of $slug: the lane was cancelled ${ended#*: }" ;;
+            *) say "lost the lease on $slug (token $token): ${ended#*: }; stopped its work, and reports nothing for it" ;;
+        esac
         CANCELLED=0
         return 0
     fi

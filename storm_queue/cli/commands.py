@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
 from .params import (  # noqa: F401 -- Command, Param and the helps: the table's parts, where app and tests look
-    ADD_LANE, AWAY, CLAIM_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, NOT_BEFORE, OUTPUT, READ, REQUEST,
+    ADD_LANE, AWAY, CLAIM_WAIT, LEASE_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, NOT_BEFORE, OUTPUT, READ, REQUEST,
     REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SEEN_READ, SERVE, SERVE_CODES, SETTLE, SLUG, TOKEN, WHEN, Command,
     Param, ttl,
 )
@@ -205,6 +205,22 @@ Example: storm-queue claim --wait 60""",
             (Param("holder", "--holder", metavar="NAME", help="Who holds the lease (default: this host and the runner's pid)."),
              ttl("storm.toml [runner] ttl, else 600"), KEY, CLAIM_WAIT, *REQUEST[2:], JSON, ROOT),
             "answer:claim_decision"),
+    Command("lease", """Say whether the lease on SLUG is live, or wait for its end.
+
+One line: live SLUG TOKEN: held by HOLDER until TIME, or ENDING SLUG
+TOKEN: how, ENDING being cancelled (by whom, when, why), finished,
+released, expired (taken back or not), recovered, settled (settle
+--force), reset or superseded. Live means its renew would be admitted;
+a halt or a migrate does not end a lease. With --wait SECONDS, a live
+lease waits until it ends, woken as claim --wait is (at once), at most
+SECONDS. Reads only: a runner waits in it beside the lane's work, to
+stop the work when the lane is cancelled (examples/runner.sh).
+
+Example: storm-queue lease e --token 3 --wait 60 --json""",
+            epilog((0, "the lease has ended: the answer says how"), (2, "SLUG is not a name, TOKEN was never a "
+                   "lease on it; no storm here, a storm file cannot be read, or a usage error"), 3, 4, AWAY,
+                   (6, "the lease is live still: when --wait ran out, or at once without --wait")),
+            (SLUG, TOKEN, LEASE_WAIT, JSON, ROOT), "handlers:lease"),
     Command("renew", """Extend the lease on SLUG held under TOKEN.
 
 Only the live lease's token is accepted (else stale_fence), and no lease
@@ -251,8 +267,9 @@ Example: storm-queue recover e --force --reason "host r1 was reinstalled\"""", R
 
 The operator or a declared source, with --reason; recorded as a cancel
 line. A lane not yet settled is settled abandoned; a running lane's
-lease is revoked too, and its holder's next renew or finish is refused
-(lane_cancelled, exit 2), which tells the runner to stop the lane's work.
+lease is revoked too: a runner waiting on it (storm-queue lease) stops
+the lane's work at once, and its next renew or finish is refused
+(lane_cancelled, exit 2).
 Cancelling a settled lane is a recorded no-op.
 
 Example: storm-queue cancel e --reason "superseded by #42\"""", REQUEST_CODES,

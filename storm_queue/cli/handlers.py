@@ -98,6 +98,19 @@ def waive(root: str | None, as_json: bool, slug: str, dep: str, undo: bool, reas
     return answer(storm(root, wait).waive(slug, dep, reason, undo=undo, source=source, dry_run=dry_run, key=key), as_json)
 
 
+def lease(root: str | None, as_json: bool, slug: str, token: int, wait: float) -> int:
+    from ..core.exit_codes import LEASE_LIVE
+    from ..core.names import printable
+
+    source = reading(root)
+    found = source.lease(slug, token, wait)
+    if as_json:
+        emit_json({**found.to_json(), "moved": source.moved() or None})
+    else:
+        say(printable(found.line))
+    return LEASE_LIVE if found.ended is None else 0
+
+
 def renew(root: str | None, as_json: bool, slug: str, token: int, ttl: int | None, reason: str | None,
           source: str | None, wait: float, key: str | None) -> int:
     return answer(storm(root, wait).renew(slug, token, ttl, source=source, reason=reason, key=key), as_json)

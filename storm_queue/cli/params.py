@@ -98,6 +98,10 @@ CLAIM_WAIT = Param("wait", "--wait", "float", "SECONDS",
                    "When nothing can be leased (wait, halted; review, for a caller who may not settle), wait up to "
                    "SECONDS for a change that can make a lane claimable, then answer as claim does; the writers' lock "
                    "is waited for up to 30 s, or SECONDS when longer.", 0.0, low=0, high=86400, show_default=True)
+#: lease's --wait: for the lease to end (issue 33, item 4)
+LEASE_WAIT = Param("wait", "--wait", "float", "SECONDS",
+                   "While the lease is live, wait up to SECONDS for it to end (a cancel, finish, release, expiry, "
+                   "recover), then answer; 0 answers at once.", 0.0, low=0, high=86400, show_default=True)
 KEY = Param("key", "--key", metavar="KEY", help="An idempotency key: asked again with the same key and arguments, "
             "the first outcome is returned and nothing is recorded.")
 #: what every request takes after its own params, in the order help lists them

@@ -89,7 +89,11 @@ MEANINGS = {
     3: "the priority order is unknown: the log cannot be replayed",
     4: "crashed, or the record could not be written",
     5: "busy: nothing changed, a retry is safe (the lock was held for longer than --wait, or the database cannot be reached)",
+    6: "the lease is live still (lease): when --wait ran out, or at once without --wait",
 }
+
+#: ``lease``'s exit code for a lease that is live still (0: it has ended, and the answer says how)
+LEASE_LIVE = 6
 
 
 def epilog(*codes: int | tuple[int, str]) -> str:

@@ -186,6 +186,13 @@ def claimed(by: str, holder: str, decision: str, slug: str | None, token: int | 
                    decision=decision, holder=holder, token=token, expires=expires)
 
 
+def holds(snap: Snapshot, slug: str, token: int) -> bool:
+    """Whether ``token`` is the live lease's on ``slug``: its holder's
+    renew, finish and release would be admitted (``_fence``)."""
+    lease = snap.state.run(slug).lease
+    return lease is not None and lease.token == token and running(snap, slug) != ORPHAN
+
+
 def _fence(snap: Snapshot, slug: str, token: int, verb: str, by: str = "") -> Refusal | None:
     """Whether ``token`` may act on ``slug``'s lease for ``by``: None when
     it is the live lease's, taken by ``by`` or ``by`` is not a runner role
@@ -197,7 +204,7 @@ def _fence(snap: Snapshot, slug: str, token: int, verb: str, by: str = "") -> Re
     past its expiry). The one fence of renew, finish and release."""
     run = snap.state.run(slug)
     lease = run.lease
-    if lease is not None and lease.token == token and running(snap, slug) != ORPHAN:
+    if holds(snap, slug, token):
         if by.startswith("runner:") and lease.by != by:
             return Refusal("not_holder", f"the lease on {slug} (token {token}) was taken by {lease.by}, not {by}: a "
                            f"runner role may {verb} only a lease it took itself")

@@ -87,7 +87,7 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
             out, due = _claim(storm, holder, ttl, source, reason, key)  # again, watched: no change is missed
             if not _waits(out, storm, lambda: _settles(storm, source, settles)) or time.monotonic() >= end:
                 return out
-            _until(changes, end, due)
+            until_change(changes, end, due)
 
 
 def _waits(out: Outcome, storm: Storm, settles: Callable[[], bool]) -> bool:
@@ -123,7 +123,7 @@ def _settles(storm: Storm, source: str | None, known: list[bool]) -> bool:
     return known[0]
 
 
-def _until(changes: Changes, end: float, due: str | None) -> None:
+def until_change(changes: Changes, end: float, due: str | None) -> None:
     """Wait for a change, for the stamp ``due`` on the wall clock, or for
     ``end`` on the monotonic one, whichever comes first."""
     import time
@@ -329,7 +329,8 @@ def cancel(storm: Storm, slug: str, reason: str | None, source: str | None = Non
     """Cancel ``slug``, with a reason (the operator, or a declared
     source): a lane not settled is settled abandoned, and its lease, if
     it holds one, is revoked: its holder's next renew or finish is refused
-    ``lane_cancelled``, which tells the runner to stop the lane's work.
+    ``lane_cancelled``, which tells the runner to stop the lane's work,
+    and a ``lease`` wait on it (``service.tenure``) ends at once.
     A settled lane is a recorded no-op."""
     req = Request("cancel", as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
     refusal = _named_with_reason(req, "cancel needs --reason TEXT saying why the lane is not to run")
@@ -343,8 +344,9 @@ def cancel(storm: Storm, slug: str, reason: str | None, source: str | None = Non
             return Step(Outcome("noop", "cancel", req.slug, by, message=f"nothing to do: {event['noop']}"), events)
         token = event["token"]
         words = f"{req.slug} is cancelled: settled abandoned" + (
-            "" if token is None else f"; the lease of token {token} is revoked, and its holder is told to stop "
-            "at its next renew or finish (lane_cancelled)")
+            "" if token is None else f"; the lease of token {token} is revoked: its holder stops the lane's "
+            "work at once when it waits on the lease (storm-queue lease), else at its next renew or finish "
+            "(lane_cancelled)")
         before = None if snap.ledgers.settled(req.slug) else lambda: fx.settle(req.slug, "abandoned")
         return Step(Outcome("done", "cancel", req.slug, by, message=words, token=token), events, before=before,
                     after=lambda _: _unmark(fx, events))

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
     from ..core import config, logread, why
     from ..core.authority import Principal
+    from ..core.tenure import Tenure
     from ..core.verify import Audit
     from ..store.interface import Store
 
@@ -196,6 +197,13 @@ class Storm:
         snap = self.store.snapshot(self.store.read(decl))
         found = why.explain(snap, resolve(snap), snap.skipped, as_text(slug), decl.runner)
         return replace(found, slots=full_slots(snap, decl.runner), moved=shown(snap.state.moved_to))
+
+    def lease(self, slug: str, token: int, wait: float = 0.0) -> Tenure:
+        """What became of the lease on ``slug`` under ``token``: live, or
+        how it ended; with ``wait``, once it ends (``service.tenure``). Reads only."""
+        from .tenure import lease
+
+        return lease(self, slug, token, wait)
 
     def next(self) -> tuple[Listing, list[str]]:
         """Decide, then let the store do what a decision does as the

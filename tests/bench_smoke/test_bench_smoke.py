@@ -137,6 +137,19 @@ def test_the_wait_benchmark_runs_on_both_stores(pg_server) -> None:
         assert 0 < row["median_ms"] <= row["p90_ms"] <= row["max_ms"] and row["claim_alone_median_ms"] > 0, row
 
 
+def test_the_cancel_benchmark_runs_on_both_stores(pg_server) -> None:
+    """A real process: the bench script itself is what is run (a runner,
+    its lanes' processes; its database, a server of its own)."""
+    done = subprocess.run([sys.executable, str(REPO / "bench" / "cancel.py"), "--trials", "2"],
+                          capture_output=True, text=True, env=clean_env(), timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    result = json.loads(done.stdout)
+    assert set(result) == {"directory", "database"}
+    for row in result.values():
+        assert row["trials"] == 2 and not row["failed"], row
+        assert 0 < row["heard_median_ms"] <= row["heard_max_ms"] <= row["stopped_max_ms"], row
+
+
 def test_the_database_crash_run_runs_a_few_trials() -> None:
     """A real process: the bench script itself is what is run, on a
     throwaway server of its own (it restarts it), so it needs the server

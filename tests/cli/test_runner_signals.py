@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -136,17 +137,30 @@ def test_a_signal_while_the_runner_waits_exits_130_and_releases_nothing(store, t
     assert not [e for e in store.events() if e["action"] == "release"]
 
 
-def test_a_cancel_while_the_runner_runs_the_lane_stops_its_process_and_the_runner_goes_on(store, tmp_path):
-    """The renewals come at least every third of the TTL (RUNNER_RENEW
-    asks for fewer; the lease would lapse), so the cancel is heard at the
-    next one: its renew is refused lane_cancelled, and the runner stops
-    the lane's processes, reports nothing for it, and runs the next lane."""
+def without_lease(tmp_path: Path) -> Path:
+    """A storm-queue that does not know the ``lease`` command (as one older
+    than the runner would not): a usage error, exit 2, as click gives it."""
+    path = tmp_path / "sq-old.sh"
+    path.write_text(f'#!/usr/bin/env bash\nif [ "$1" = lease ]; then echo "Error: No such command \'lease\'." >&2; '
+                    f'exit 2; fi\nexec "{sys.executable}" -m storm_queue "$@"\n')
+    path.chmod(0o755)
+    return path
+
+
+def test_a_cancel_heard_at_the_renew_when_the_lease_cannot_be_waited_on(store, tmp_path):
+    """The fallback: a storm-queue without ``lease`` (the runner says once
+    that a cancel is heard at the renew). The renewals come at least every
+    third of the TTL (RUNNER_RENEW asks for fewer; the lease would lapse),
+    so the cancel is heard at the next one: its renew is refused
+    lane_cancelled, and the runner stops the lane's processes, reports
+    nothing for it, and runs the next lane."""
     store.make("a 1\nb 2\n", toml="[runner]\nttl_min = 1\n")
     flags = tmp_path / "flags"
     flags.mkdir()
     hanging_run_sh(store, flags, "a")
     log = tmp_path / "ran.txt"
-    proc = start_runner(store.root, runner_env(log, store, RUNNER_HOLDER="c-r", RUNNER_TTL="3", RUNNER_RENEW="100"))
+    proc = start_runner(store.root, runner_env(log, store, RUNNER_HOLDER="c-r", RUNNER_TTL="3", RUNNER_RENEW="100",
+                                               STORM_QUEUE=str(without_lease(tmp_path))))
     pids: list[int] = []
     try:
         wait_for(flags / "a.kid", proc)
@@ -172,8 +186,9 @@ def test_a_cancel_while_the_runner_runs_the_lane_stops_its_process_and_the_runne
     assert store.settled("abandoned") == ["a"] and store.settled("integrated") == ["b"]
     assert lines(log) == ["a", "b"]
     said_by(err, "c-r")
+    assert "runner c-r: cannot wait on the lease of a (storm-queue lease, exit 2): a cancel is heard at its next renew" in err
     assert "runner c-r: a was cancelled (its renew was refused lane_cancelled): stopping its work" in err
-    assert "runner c-r: stopped the work of a: the lane was cancelled" in err
+    assert "runner c-r: stopped the work of a: the lane was cancelled (storm-queue why a --root " in err
 
 
 def test_every_line_names_the_default_holder_this_host_and_the_runners_pid(store, tmp_path):
