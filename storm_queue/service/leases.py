@@ -160,11 +160,11 @@ def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None
         due[0] = next_due((claim.after or snap).state.runs.values(), snap.now)
         halt = claim.after.state.halt if claim.after is not None else None
         out = claimed(by, name, claim.decision, claim.slug, claim.token, claim.expires, halt)
-        if claim.decision == "wait" and halt is None and claim.after is not None:  # say when a cycle or a hold is why
-            from ..core.resolver import cycle_note, held_note
+        if claim.decision == "wait" and halt is None and claim.after is not None:  # say when a cycle is why nothing runs
+            from ..core.resolver import cycle_note
 
-            view = claim.view
-            out.warnings += [note for note in (cycle_note(claim.after, view), held_note(view)) if note]
+            note = cycle_note(claim.after, claim.view)
+            out.warnings += [note] if note else []
 
         def after(events: list[dict[str, Any]]) -> list[str]:
             notes = []

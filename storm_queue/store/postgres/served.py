@@ -141,7 +141,7 @@ def outcome(req: Request, answer: dict[str, Any]) -> Outcome:
 def claimed(store: Database, req: Request, answer: dict[str, Any]) -> Outcome:
     """The ``Outcome`` of a claim the server decided (``core.runs.claimed``),
     with the last line it wrote; a claim that met only ``wait`` says, as
-    the request path does, when a dependency cycle or a hold is why nothing runs
+    the request path does, when a dependency cycle is why nothing runs
     (read afterwards, without the lock: the storm as the claim left it,
     less the blocked marks it wrote, as the request path judges it)."""
     from ...core import fold
@@ -157,14 +157,14 @@ def claimed(store: Database, req: Request, answer: dict[str, Any]) -> Outcome:
     out.due = answer["due"]
     if answer["decision"] == "wait":
         from ...core.records import replace
-        from ...core.resolver import cycle_note, held_note, resolve
+        from ...core.resolver import cycle_note, resolve
 
         snap = store.snapshot(store.read(store.declaration()), answer["at"])
         marked = frozenset(answer.get("blocked") or ())
         if marked:  # as the server decided: before it gave the lanes it met blocked their result rows
             snap = replace(snap, ledgers=replace(snap.ledgers, finished=snap.ledgers.finished - marked))
-        view = resolve(snap)
-        out.warnings += [note for note in (cycle_note(snap, view), held_note(view)) if note]
+        note = cycle_note(snap, resolve(snap))
+        out.warnings += [note] if note else []
     return out
 
 
