@@ -394,7 +394,8 @@ def rich_view(frame: Frame, height: int | None = None, footer: str = "") -> Any:
                                  no_wrap=True, overflow="ellipsis")]
     if frame.error:
         parts.append(Text(f"cannot read the storm now: {frame.error}", style="bold red", no_wrap=True, overflow="ellipsis"))
-    parts.append(Text.assemble("next: ", (frame.decision, "bold reverse" if frame.decision.startswith("run ") else "bold")))
+    parts.append(Text.assemble("next: ", (frame.decision, "bold reverse" if frame.decision.startswith("run ") else "bold"),
+                               no_wrap=True, overflow="ellipsis"))
     parts.append(Text("lanes: " + summary(frame), style="dim", no_wrap=True, overflow="ellipsis"))
     parts.append(Text())
     parts += _running_part(frame)

@@ -303,7 +303,7 @@ def test_an_80_by_30_terminal_shows_the_frame_fitted_with_its_footer(tmp_path: P
     screen = p.shows("q or Ctrl-C quits", within=15)
     lines = screen.rstrip("\n").split("\n")
     assert len(lines) <= 30 and all(len(line) <= 80 for line in lines), screen
-    assert lines[0].startswith("storm-queue watch") and any(line.startswith("next: run lane38 138") for line in lines)
+    assert lines[0].startswith("storm-queue watch") and any(line.startswith("next: wait for a slot: lane38 138") for line in lines)
     assert lines[-1].startswith("q or Ctrl-C quits"), screen  # the footer, whole and last
     assert "... and" in screen  # the priority lane cut to fit, saying how many are not shown
     if env:
