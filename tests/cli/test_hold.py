@@ -177,3 +177,27 @@ def test_the_runner_runs_around_a_held_lane_and_names_the_unhold_that_frees_it(u
     assert doc(s, "unhold", "a", "--reason", "fixed")["outcome"] == "done"
     assert run_once(s.root, runner_env(log, s)).returncode == 0
     assert lines(log) == ["c", "a"]
+
+
+def test_the_web_view_watch_and_metrics_show_a_held_lane_and_who_held_it(under_test) -> None:
+    from storm_queue.cli import frame
+    from storm_queue.service.storm import Storm
+    from storm_queue.web import pages
+
+    s = under_test
+    s.make("a 1\nb 2\n")
+    doc(s, "hold", "a", "--reason", "<b>not</b> yet\x1b[31m")
+    line = s.events()[-1]
+    storm = Storm.find(s.root, env=clean_env())
+    try:
+        listing = storm.listing()
+        html = pages.run_order(listing)
+        framed = frame.plain_text(frame.build(listing, s.events(), line["at"]))
+    finally:
+        storm.close()
+    assert '<tr class="held">' in html and f"held by {line['by']}" in html
+    assert "&lt;b&gt;not&lt;/b&gt; yet" in html and "<b>not" not in html and "\x1b" not in html
+    assert "held (1):" in framed and f"  a 1  held by {line['by']} at {line['at']}" in framed and "\x1b" not in framed
+    assert "1 held" in framed  # counted in the summary line
+    metrics = s.cli("metrics").stdout
+    assert 'storm_queue_lanes{state="held"} 1' in metrics and 'storm_queue_lanes{state="ready"} 1' in metrics
