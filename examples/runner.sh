@@ -57,11 +57,12 @@
 # not settled is finished, awaiting the operator's review), the runner says
 # so and exits 0, as on `empty`. When nothing else can run and nothing
 # will change by itself (no lane is running under a lease or scheduled: a
-# quarantined lane, a lane blocked or waiting on one, a dependency
+# quarantined or held lane, a lane blocked or waiting on one, a dependency
 # queue.txt does not know, finished lanes waiting for a batch review under
 # UNATTENDED, a running marker with no lease holding a [runner] slot), the
 # runner says so once on stderr, naming each lane and the command that
-# unblocks it (`storm-queue unpark SLUG --reason TEXT`, ...), and goes on
+# unblocks it (`storm-queue unpark SLUG --reason TEXT`, `storm-queue unhold
+# SLUG --reason TEXT`, ...), and goes on
 # waiting for the operator (or, with --once, exits 0). It says it again
 # only when what holds the storm up changes.
 #
@@ -781,6 +782,9 @@ stuck_report() {
         state == "quarantined" {
             sub(/ \(the operator.s unpark [^)]*\)/, "", detail)
             out = out sprintf("  %s: %s; look at its attempts (storm-queue why %s --root %s), then: storm-queue unpark %s --reason TEXT --root %s\n", slug, detail, slug, root, slug, root); next
+        }
+        state == "held" {
+            out = out sprintf("  %s: %s --root %s\n", slug, detail, root); next
         }
         state == "running" {
             marker = 1

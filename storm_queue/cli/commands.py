@@ -29,7 +29,7 @@ Example: storm-queue list --plain | awk '$2 == "*" {print $3}'""",
             (Param("plain", "--plain", "flag", help="Plain text, one lane a line, even at a terminal."),
              Param("show_all", "--all", "flag", help="List settled lanes too (by default they are counted)."),
              Param("states", "--state", metavar="STATE[,STATE...]",
-                   help="Only the lanes in these states: ready, waiting, cycle, blocked, scheduled, quarantined, "
+                   help="Only the lanes in these states: ready, waiting, cycle, blocked, scheduled, held, quarantined, "
                         "running, finished, settled."),
              JSON, ROOT), "handlers:show_list"),
     Command("log", """Show the recorded requests, oldest first, one line each.
@@ -293,6 +293,23 @@ Operator only, with --reason. Resuming a storm that is not halted is
 a recorded no-op.
 
 Example: storm-queue resume --reason "disk cleaned\"""", RUNNER_CODES, (*REQUEST, DRY_RUN, JSON, ROOT), "handlers:resume"),
+    Command("hold", """Hold SLUG: it is not started until unhold.
+
+The operator or a declared source, with --reason. The lane keeps its place
+in run order (state held, with who held it and why); next and claim pass
+it over and the lanes that depend on it wait. A running lane runs on:
+hold decides what starts, cancel stops. Holding a held lane is a recorded
+no-op; a settled or unknown lane is refused.
+
+Example: storm-queue hold billing --reason "waiting for the vendor's fix\"""", REQUEST_CODES,
+            (SLUG, *REQUEST, DRY_RUN, JSON, ROOT), "handlers:hold"),
+    Command("unhold", """End the hold of SLUG: it may start again, in its place.
+
+The operator or a declared source, with --reason. Unholding a lane that
+is not held is a recorded no-op.
+
+Example: storm-queue unhold billing --reason "fix released\"""", REQUEST_CODES,
+            (SLUG, *REQUEST, DRY_RUN, JSON, ROOT), "handlers:unhold"),
     Command("schedule", """Let SLUG start no earlier than --not-before TIME.
 
 Until then it keeps its place in the run order and is passed over

@@ -25,9 +25,9 @@ if TYPE_CHECKING:
 #: how many log events a frame shows
 EVENTS = 10
 #: the states a frame lists lane by lane (besides running and the priority lane), in this order
-HELD = ("quarantined", "scheduled", "blocked", "cycle")
+HELD = ("held", "quarantined", "scheduled", "blocked", "cycle")
 #: the states counted in a frame's summary line, in this order
-COUNTED = ("ready", "running", "waiting", "cycle", "scheduled", "blocked", "quarantined", "finished")
+COUNTED = ("ready", "running", "waiting", "cycle", "scheduled", "held", "blocked", "quarantined", "finished")
 BAR = 20
 
 
@@ -64,7 +64,7 @@ class Placed:
 
 @dataclass(frozen=True)
 class Held:
-    """A quarantined, scheduled or blocked lane, with what holds it, in words."""
+    """A held, quarantined, scheduled or blocked lane, with what holds it, in words."""
 
     slug: str
     issue: str
@@ -123,6 +123,10 @@ def duration(seconds: float) -> str:
 
 
 def _held_words(r: Row, now: float | None) -> str:
+    if r.state == "held":
+        from ..core.hold import hold_note
+
+        return printable(hold_note(r.slug, r.run.held))
     if r.state == "scheduled":
         start = _seconds(r.run.not_before or "")
         words = f"not before {_when(r.run.not_before or '')}"

@@ -151,6 +151,16 @@ def resume(root: str | None, as_json: bool, reason: str | None, source: str | No
     return answer(storm(root, wait).resume(reason, source=source, dry_run=dry_run, key=key), as_json)
 
 
+def hold(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
+         key: str | None, dry_run: bool) -> int:
+    return answer(storm(root, wait).hold(slug, reason, source=source, dry_run=dry_run, key=key), as_json)
+
+
+def unhold(root: str | None, as_json: bool, slug: str, reason: str | None, source: str | None, wait: float,
+           key: str | None, dry_run: bool) -> int:
+    return answer(storm(root, wait).unhold(slug, reason, source=source, dry_run=dry_run, key=key), as_json)
+
+
 def schedule(root: str | None, as_json: bool, slug: str, not_before: str, reason: str | None,
              source: str | None, wait: float, key: str | None) -> int:
     return answer(storm(root, wait).schedule(slug, not_before, source=source, reason=reason, key=key), as_json)

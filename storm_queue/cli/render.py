@@ -39,13 +39,13 @@ def _row_json(r: Row, listing: Listing) -> dict[str, Any]:
 
 def run_json(run: Run) -> dict[str, Any]:
     """What runners did with a lane: its lease, attempts, their history,
-    quarantine and schedule."""
+    quarantine and schedule; and the hold in force (who held it, when, why)."""
     lease = run.lease
     return {
         "lease": None if lease is None else {"holder": lease.holder, "token": lease.token, "by": lease.by,
                                              "claimed": lease.claimed, "expires": lease.expires, "ttl": lease.ttl},
         "attempts": run.attempts, "quarantined": run.quarantined, "not_before": run.not_before,
-        "unparked": act_json(run.unparked), "cancelled": act_json(run.cancelled),
+        "unparked": act_json(run.unparked), "cancelled": act_json(run.cancelled), "held": act_json(run.held),
         "history": [{"token": a.token, "holder": a.holder, "at": a.at, "end": a.end, "ended": a.ended, "note": a.note}
                     for a in run.history],
     }
@@ -262,6 +262,8 @@ _RUNNER_WORDS = {
     "waive": lambda e: (f": waiver of {printable(e['dep'])} ended" if e["undo"] else f": {printable(e['dep'])} waived")
     + (f" (noop: {printable(e['noop'])})" if e.get("noop") else "") + _lanes("moved", e.get("moved", []))
     + _lanes("removed", e.get("removed", [])),
+    "hold": lambda e: f" noop: {printable(e['noop'])}" if e.get("noop") else ": not started until unheld",
+    "unhold": lambda e: f" noop: {printable(e['noop'])}" if e.get("noop") else ": may start again",
     "schedule": lambda e: f": not before {printable(e['not_before'] or 'any time')}" + (f" (noop: {printable(e['noop'])})" if e.get("noop") else ""),
 }
 
@@ -397,6 +399,11 @@ def _run_lines(why: Why) -> list[str]:
         lines.append(f"quarantined: since {printable(run.quarantined)}, after {run.attempts} attempts; it is never "
                      f"claimed until the operator, having looked at its attempts, runs: "
                      f"storm-queue unpark {slug} --reason TEXT")
+    if run.held is not None:
+        h = run.held
+        lines.append(f"held: by {printable(h.by)} at {printable(h.at)} (hold #{h.seq})"
+                     + (f", reason {quote(h.reason)}" if h.reason is not None else "")
+                     + f"; it is not started until storm-queue unhold {slug} --reason TEXT")
     if run.not_before is not None:
         lines.append(f"scheduled: not before {printable(run.not_before)}"
                      + ("; that time has come" if why.due else "; until then it keeps its place and is passed over"))

@@ -20,7 +20,7 @@ from .standing import next_words, none_words, slots_line
 STATE_STYLES = {
     "ready": "bold green", "running": "bold cyan", "finished": "magenta",
     "waiting": "yellow", "blocked": "bold red", "cycle": "bold red", "settled": "dim",
-    "quarantined": "bold white on red", "scheduled": "blue",
+    "quarantined": "bold white on red", "scheduled": "blue", "held": "bold yellow",
 }
 #: how a running lane runs, under its state: a live lease says nothing more;
 #: an orphan and a marker with no lease are shown, each in its colour

@@ -41,6 +41,7 @@ class Judged:
 DOES = {"claim": "claim a lane", "renew": "renew a lease", "finish": "finish a lane", "recover": "take back leases",
         "release": "release a lease", "cancel": "cancel a lane",
         "reset": "reset the priority log", "settle": "settle a lane", "add": "add a lane", "schedule": "schedule a lane",
+        "hold": "hold a lane", "unhold": "unhold a lane",
         "unpark": "unpark a lane", "halt": "halt the storm", "resume": "resume the storm", "adopt": "adopt a log",
         "declare": "declare the storm", "upgrade": "upgrade the storm", "grant": "admit a runner or a reader",
         "revoke": "end what a runner or a reader was admitted to"}
@@ -53,7 +54,7 @@ OPERATOR_ONLY = frozenset(("waive", "declare", "reset", "halt", "resume", "unpar
 #: every request a caller may be admitted to, as ``whoami`` lists them: a runner's, then the lane's order's, then
 #: the operator's
 REQUESTS = ("claim", "renew", "finish", "release", "recover", "bump", "unbump", "push", "add", "settle", "cancel",
-            "schedule", "unpark", "waive", "halt", "resume", "declare", "reset", "adopt", "upgrade", "grant", "revoke")
+            "schedule", "hold", "unhold", "unpark", "waive", "halt", "resume", "declare", "reset", "adopt", "upgrade", "grant", "revoke")
 
 
 @dataclass(frozen=True)

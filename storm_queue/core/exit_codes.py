@@ -27,12 +27,12 @@ CODES: dict[str, tuple[int, str]] = {
     "invalid_token": (2, "the token is not a positive whole number (the Python API; the command line checks it as usage)"),
     "invalid_ledger": (2, "`settle` into a ledger other than `integrated` or `abandoned` (the Python API; the command line checks it as usage)"),
     "invalid_result": (2, "the result is neither `ok` nor `failed` (the Python API; the command line checks it as usage)"),
-    "blank_reason": (2, "`reset`, `adopt`, `unpark`, `waive`, `halt`, `resume`, `cancel` and `recover --force` need `--reason TEXT`"),
+    "blank_reason": (2, "`reset`, `adopt`, `unpark`, `waive`, `halt`, `resume`, `hold`, `unhold`, `cancel` and `recover --force` need `--reason TEXT`"),
     "lease_ttl_out_of_range": (2, "`--ttl` is outside `[runner] ttl_min`..`ttl_max`"),
     "lease_age_exceeded": (2, "the lease would live past `[runner] max_lease_age` from its claim"),
     # lookups (judged under the lock, against the log and the storm)
     "idempotency_conflict": (2, "`--key` was used before by the same principal for a different request"),
-    "unknown_slug": (2, "`queue.txt` carries no such lane (push it instead); for `settle --from`, a slug the batch names"),
+    "unknown_slug": (2, "`queue.txt` carries no such lane (push it instead); for `settle --from`, a slug the batch names; for `hold`, the lane to hold"),
     "reason_too_long": (2, "a `--reason` longer than 4,096 characters (it is not recorded)"),
     "note_too_long": (2, "a `finish --note` longer than 4,096 characters (it is not recorded)"),
     "not_carried": (2, "on a database storm: text holding a NUL or that is not Unicode, a name, key, source, holder or "
@@ -44,7 +44,7 @@ CODES: dict[str, tuple[int, str]] = {
     "duplicate_slug": (2, "`add --from`: a slug the batch lists twice, or one already queued; `settle --from`: a slug listed twice"),
     "empty_batch": (2, "`add --from` or `settle --from` of a file with no lane in it (only blank lines and comments, or nothing)"),
     "not_finished": (2, "`settle --from`: a lane of the batch that is not finished (it has not run, or runs now)"),
-    "lane_settled": (2, "`settle --from`: a lane of the batch that is settled already"),
+    "lane_settled": (2, "`settle --from`: a lane of the batch that is settled already; `hold` of a settled lane"),
     "dependency_cycle": (2, "the dependencies form a cycle"),
     "needed_by_named": (2, "`unbump` of a lane a named lane needs"),
     "not_prioritised": (2, "`unbump` of a lane that is not in the priority lane"),

@@ -89,6 +89,8 @@ class Run:
     unparked: Act | None = None
     #: the cancel that settled the lane abandoned: who, when and why (None: never cancelled)
     cancelled: Act | None = None
+    #: the hold in force: who held the lane, when and why (None: not held); a held lane is never started
+    held: Act | None = None
 
 
 NO_RUN = Run()
@@ -149,7 +151,7 @@ class LaneState:
     #: the live waivers: lane -> dependency -> the ``waive`` that waived it (issue 12)
     waivers: Mapping[str, Mapping[str, Waiver]] = field(default_factory=dict)
     #: per slug, the time of the last recorded event that may have made it (or the lanes that
-    #: depend on it) ready: queued by ``add`` or ``push``, integrated, unparked, or given a waiver
+    #: depend on it) ready: queued by ``add`` or ``push``, integrated, unparked, unheld, or given a waiver
     touched: Mapping[str, str] = field(default_factory=dict)
     #: the halt in force (who halted the storm, when and why), None while runners may start lanes
     halt: Act | None = None
@@ -361,6 +363,10 @@ class Fold:
             run = replace(run, quarantined=None, attempts=0, unparked=act(event))
         elif action == "schedule":
             run = replace(run, not_before=event["not_before"])
+        elif action in _HOLD_ACTIONS:
+            if event.get("noop"):
+                return
+            run = replace(run, held=act(event) if action == "hold" else None)
         self.runs[slug] = run
 
     def state(self) -> LaneState:
@@ -391,15 +397,17 @@ def outcome(event: Mapping) -> str:
 
 #: the actions of runners and of the operator over runs
 RUNNER_ACTIONS = ("claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule", "release",
-                  "cancel")
+                  "cancel", "hold", "unhold")
 #: the actions that end the lease whose token they name, and how each ends its attempt (a finish: its result)
 _LEASE_ENDS = {"finish": "", "expire": "expired", "recover": "recovered", "release": "released", "cancel": "cancelled"}
 _RUNNER = frozenset(RUNNER_ACTIONS)
 _LANE_ACTIONS = frozenset(("push", "bump", "unbump"))
 #: the operator's halt of the whole storm and its end (a no-op changes nothing)
 _HALT_ACTIONS = frozenset(("halt", "resume"))
+#: a hold of one lane and its end (a no-op changes nothing)
+_HOLD_ACTIONS = frozenset(("hold", "unhold"))
 #: the actions whose time ``LaneState.touched`` keeps
-_TOUCHING = frozenset(("push", "add", "settle", "unpark", "waive"))
+_TOUCHING = frozenset(("push", "add", "settle", "unpark", "waive", "unhold"))
 
 
 def apply(state: LaneState, event: Mapping) -> LaneState:

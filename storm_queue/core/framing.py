@@ -21,7 +21,7 @@ VERSION = 1
 ACTIONS = ("push", "bump", "unbump", "refused", "reset", "repair",
            "claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule",
            "init", "declare", "add", "settle", "migrate", "adopt", "waive", "halt", "resume", "upgrade",
-           "grant", "revoke", "release", "cancel")
+           "grant", "revoke", "release", "cancel", "hold", "unhold")
 
 _STR, _INT, _BOOL, _LIST, _OPT_STR, _OPT_INT, _OBJ = "str", "int", "bool", "list", "str?", "int?", "object"
 _ROWS = "lane rows"  # an adopt's lane: objects naming a slug, whether it is named, and the old line's by and at
@@ -58,6 +58,8 @@ SCHEMA: dict[str, dict[str, str]] = {
     "revoke": {"kind": _STR, "role": _STR},
     "release": {"slug": _STR, "token": _INT, "holder": _STR},  # the holder gave its live lease back (issue 20 item 6)
     "cancel": {"slug": _STR, "token": _OPT_INT},  # the lane settled abandoned; the lease of token revoked (item 7)
+    "hold": {"slug": _STR, "reason": _STR},  # the lane is not started until unhold (issue 33 item 3)
+    "unhold": {"slug": _STR, "reason": _STR},
 }
 #: the optional fields of any action: ``not_before`` is a push's schedule, and a failed finish's backoff (the
 #: storm's own retry delay, ``[runner] retry_delay``); ``carried``, a migrate's: what it carried in a form of the

@@ -10,11 +10,11 @@ from .fold import NO_RUN, Act, Run
 from .lane import Snapshot, derive, live
 from .records import dataclass
 
-SETTLED, FINISHED, RUNNING, QUARANTINED, BLOCKED, WAITING, SCHEDULED, READY, CYCLE = (
-    "settled", "finished", "running", "quarantined", "blocked", "waiting", "scheduled", "ready", "cycle",
+SETTLED, FINISHED, RUNNING, HELD, QUARANTINED, BLOCKED, WAITING, SCHEDULED, READY, CYCLE = (
+    "settled", "finished", "running", "held", "quarantined", "blocked", "waiting", "scheduled", "ready", "cycle",
 )
 #: every state a lane of ``list`` is in, in the order a storm moves a lane through them
-STATES = (READY, WAITING, CYCLE, BLOCKED, SCHEDULED, QUARANTINED, RUNNING, FINISHED, SETTLED)
+STATES = (READY, WAITING, CYCLE, BLOCKED, SCHEDULED, HELD, QUARANTINED, RUNNING, FINISHED, SETTLED)
 #: how a lane is running: under a live lease, under a lease past its expiry
 #: (an orphan), or by a marker with no lease behind it
 LEASE, ORPHAN, MARKER = "lease", "orphan", "marker"
@@ -147,6 +147,8 @@ def _state(snap: Snapshot, slug: str, cyc: dict[str, tuple[str, ...]] | None = N
     if running(snap, slug):
         return RUNNING, ()
     run = snap.state.run(slug)
+    if run.held is not None:  # the hold decides what starts: whatever else holds the lane back comes after it
+        return HELD, ()
     if run.quarantined is not None:
         return QUARANTINED, ()
     waived = snap.state.waivers.get(slug, ())
@@ -179,6 +181,10 @@ def _status(snap: Snapshot, slug: str, state: str, waits: tuple[str, ...],
             return (f"orphaned: the lease of {lease.holder} (token {lease.token}) expired at {lease.expires}; "
                     "the next claim or recover takes it back")
         return f"running now: held by {lease.holder}, token {lease.token}, lease until {lease.expires}"
+    if state == HELD:
+        from .hold import hold_note
+
+        return hold_note(slug, run.held)
     if state == QUARANTINED:
         return f"quarantined after {run.attempts} attempts (the operator's unpark {slug} --reason TEXT returns it)"
     if state == SCHEDULED:
@@ -205,11 +211,23 @@ def cycle_note(snap: Snapshot, view: View) -> str:
     if not view.decision.startswith("wait") or view.halt is not None:
         return ""
     met = {row.slug for row in view.rows if row.state == CYCLE}
-    if not met or any(row.state in (RUNNING, SCHEDULED) for row in view.rows):
+    if not met or any(row.state in (RUNNING, SCHEDULED, HELD) for row in view.rows):
         return ""
     cyc = cycles(snap)
     parts = list(dict.fromkeys(cyc[s] for s in sorted(met, key=lambda s: snap.lanes[s].line)))
     return "nothing can run: " + "; ".join(cycle_words(snap, p).removeprefix("in a ") for p in parts)
+
+
+def held_note(view: View) -> str:
+    """When the decision is ``wait`` (not under a halt) and lanes are held:
+    the one line naming them, and the way on ('' otherwise)."""
+    if not view.decision.startswith("wait") or view.halt is not None:
+        return ""
+    held = [row.slug for row in view.rows if row.state == HELD]
+    if not held:
+        return ""
+    return (f"held, so not started: {', '.join(held)} (storm-queue unhold SLUG --reason TEXT lets one start; "
+            "storm-queue why SLUG says who held it and why)")
 
 
 def _dep_word(snap: Snapshot, dep: str, cyc: dict[str, tuple[str, ...]] | None = None) -> str:
@@ -230,7 +248,7 @@ def decide(rows: tuple[Row, ...], unattended: bool, halted: bool = False) -> str
     for row in rows:
         if row.state == READY:
             return f"run {row.slug} {row.issue}"
-    if finished or any(r.state in (RUNNING, QUARANTINED, WAITING, CYCLE, BLOCKED, SCHEDULED) for r in rows):
+    if finished or any(r.state in (RUNNING, HELD, QUARANTINED, WAITING, CYCLE, BLOCKED, SCHEDULED) for r in rows):
         return " ".join(["wait"] + finished)
     return "empty"
 

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 
 #: 3: the lane state gained waivers and touched; 4: halt and Run.unparked (issue 12); 5: Run.cancelled;
 #: 6: requests, the lines counted by action and outcome (issue 34: an earlier body has none, so it is
-#: read past and the log folded from line 1, never taken for zero requests)
-FORMAT = 6
+#: read past and the log folded from line 1, never taken for zero requests); 7: Run.held (issue 33 item 3)
+FORMAT = 7
 
 
 class Table:
@@ -175,7 +175,7 @@ def sound_run(run: object) -> bool:
 
     if not (isinstance(run, fold.Run) and type(run.token) is int and type(run.attempts) is int
             and text(run.quarantined, run.not_before, empty=True) and isinstance(run.history, tuple)
-            and sound_act(run.unparked) and sound_act(run.cancelled)):
+            and sound_act(run.unparked) and sound_act(run.cancelled) and sound_act(run.held)):
         return False
     lease = run.lease
     if lease is not None and not (isinstance(lease, fold.Lease) and type(lease.token) is int and type(lease.ttl) is int

@@ -8,7 +8,7 @@ from .fold import NO_RUN, Act, Run
 from .lane import needed_by
 from .names import is_name, why_not_name
 from .records import dataclass
-from .resolver import MARKER, QUARANTINED, READY, RUNNING, SETTLED, _status, running
+from .resolver import HELD, MARKER, QUARANTINED, READY, RUNNING, SETTLED, _status, running
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class Why:
     ``stray``, ``skipped``, ``unknown``, ``invalid``; ``status`` says it in
     words. ``position`` is the place in run order (None when the lane is not
     to run). ``ahead`` are the lanes still to start before it (not one
-    quarantined: it starts nothing until unparked), ``running`` the lanes
+    quarantined or held: it starts nothing until unparked or unheld), ``running`` the lanes
     running now. ``mark`` is the recorded request that put it in
     the priority lane; ``named`` says whether it was prioritised by name
     (else it was pulled forward for ``mark.slug``); ``needed_by`` are the
@@ -54,7 +54,7 @@ class Why:
     ``marker``, or '' when it is not), the token its running marker carries
     (``marker_token``, for a marker), its ``run`` as the log folds it
     (lease, attempts spent, their history, quarantine, who last unparked
-    it, schedule), the
+    it, schedule, the hold in force: who held it, when and why), the
     ``budget`` of attempts ``storm.toml [runner] attempts`` gives (None when
     not known), and whether its ``not_before`` time has come (``due``).
     """
@@ -166,7 +166,7 @@ def explain(snap: Snapshot, view: View, skipped: tuple[Skipped, ...], slug: str,
         return Why(slug, UNKNOWN, "the storm does not know it: queue.txt, the ledgers and the priority lane do not carry it", **common)
     ahead = ()
     if row.position:
-        ahead = tuple(r.slug for r in view.rows[: row.position - 1] if r.state not in (RUNNING, "finished", QUARANTINED))
+        ahead = tuple(r.slug for r in view.rows[: row.position - 1] if r.state not in (RUNNING, "finished", QUARANTINED, HELD))
     return Why(
         slug, row.state, row.status, issue=row.issue, position=row.position or None, of=len(view.rows),
         ahead=ahead, deps=tuple(_dependency(snap, rows, d, d in state.waivers.get(slug, ())) for d in row.deps), waits_on=row.waits_on,

@@ -1,5 +1,5 @@
 """The operator's and the sources' requests: bump, unbump, push, add,
-waive, halt, resume, declare and reset (settle: ``service.settling``). Each is a function of the
+waive, halt, resume, hold, unhold, declare and reset (settle: ``service.settling``). Each is a function of the
 storm, and its method (``storm.KINDS``): it shapes its arguments and
 plans with the pure core; ``passage.request`` takes it the rest of the way."""
 
@@ -286,6 +286,59 @@ def _halt_or_resume(storm: Storm, verb: str, reason: str | None, source: str | N
         words = ("halted: no lane starts (claim leases nothing; claim and next answer halted) until storm-queue resume "
                  "--reason TEXT; leases already held run on" if verb == "halt" else "resumed: lanes start again")
         return Step(Outcome("done", verb, None, by, message=words), [event])
+
+    return storm.request(req, refusal, plan, dry_run)
+
+
+def hold(storm: Storm, slug: str, reason: str | None, source: str | None = None, dry_run: bool = False,
+         key: str | None = None) -> Outcome:
+    """Hold ``slug``: from now on it is not started (``next`` and ``claim``
+    pass it over, keeping its place; the lanes that depend on it wait)
+    until ``unhold``. The operator or a declared source, with a reason; a
+    running lane runs on. Holding a held lane is a recorded no-op; a
+    settled or unknown lane is refused."""
+    return _hold_or_unhold(storm, "hold", slug, reason, source, dry_run, key)
+
+
+def unhold(storm: Storm, slug: str, reason: str | None, source: str | None = None, dry_run: bool = False,
+           key: str | None = None) -> Outcome:
+    """End the hold of ``slug``: it may start again, in its place. The
+    operator or a declared source, with a reason; unholding a lane that is
+    not held is a recorded no-op."""
+    return _hold_or_unhold(storm, "unhold", slug, reason, source, dry_run, key)
+
+
+def _hold_or_unhold(storm: Storm, verb: str, slug: str, reason: str | None, source: str | None, dry_run: bool,
+                    key: str | None) -> Outcome:
+    from ..core.hold import plan_hold, plan_unhold
+    from ..core.resolver import running
+
+    if not getattr(storm.store, "holds_lanes", True):
+        from ..core.errors import NotHere
+
+        raise NotHere(f"this storm's server claims lanes without knowing holds (its functions fold them from schema "
+                      f"version 10), so a hold would not stop a claim there; nothing was recorded (halt stops the "
+                      f"whole storm)")
+    req = Request(verb, as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
+    refusal = shape_names(req.slug, (), req.source)
+    if refusal is None and not (req.reason or "").strip():
+        refusal = Refusal("blank_reason", f"{verb} needs --reason TEXT saying why the lane "
+                          + ("may not start" if verb == "hold" else "may start again"))
+
+    def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        event = plan_hold(snap, req.slug) if verb == "hold" else plan_unhold(snap, req.slug)
+        if isinstance(event, Refusal):
+            return event
+        if "noop" in event:
+            return Step(Outcome("noop", verb, req.slug, by, message=f"nothing to do: {event['noop']}"), [event])
+        if verb == "unhold":
+            words = f"{req.slug} is no longer held: it may start again, in its place in run order"
+        else:
+            words = (f"{req.slug} is held: next and claim do not start it (it keeps its place in run order) until "
+                     f"storm-queue unhold {req.slug} --reason TEXT; the lanes that depend on it wait")
+            if running(snap, req.slug):
+                words += "; it is running now and runs on (a hold decides what starts; storm-queue cancel stops it)"
+        return Step(Outcome("done", verb, req.slug, by, message=words), [event])
 
     return storm.request(req, refusal, plan, dry_run)
 

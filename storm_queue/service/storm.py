@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 #: each request kind, and the module whose function of that name serves it
 #: (loaded on a kind's first use, so a command pays only for its own)
 KINDS = {
-    **dict.fromkeys(("bump", "unbump", "push", "add", "add_batch", "waive", "declare", "reset", "halt", "resume"),
+    **dict.fromkeys(("bump", "unbump", "push", "add", "add_batch", "waive", "declare", "reset", "halt", "resume",
+                     "hold", "unhold"),
                     "storm_queue.service.requests"),
     **dict.fromkeys(("settle", "settle_batch"), "storm_queue.service.settling"),
     **dict.fromkeys(("claim", "renew", "finish", "release", "recover", "cancel", "unpark", "schedule"),
@@ -46,7 +47,7 @@ class Storm:
     The requests are its methods, each the function of that name in the
     module ``KINDS`` gives, taking the storm first: ``bump``, ``unbump``,
     ``push``, ``add``, ``add_batch``, ``waive``, ``declare``, ``reset``,
-    ``halt``, ``resume`` (``service.requests``); ``settle``, ``settle_batch``
+    ``halt``, ``resume``, ``hold``, ``unhold`` (``service.requests``); ``settle``, ``settle_batch``
     (``service.settling``); ``claim``, ``renew``,
     ``finish``, ``release``, ``recover``, ``cancel``, ``unpark``,
     ``schedule`` (``service.leases``);
@@ -161,11 +162,9 @@ class Storm:
         warnings = list(log.warnings)
         if decl.sources_error:
             warnings.append(f"{decl.sources_error}: every request is refused until storm.toml is fixed (see storm.toml.example)")
-        from ..core.resolver import cycle_note
+        from ..core.resolver import cycle_note, held_note
 
-        cycle = cycle_note(snap, view)
-        if cycle:
-            warnings.append(cycle)
+        warnings += [note for note in (cycle_note(snap, view), held_note(view)) if note]
         if view.stale:
             warnings.append(
                 "the priority lane is stale after a change to queue.txt or the ledgers; it runs as "

@@ -74,6 +74,7 @@ th { background: #f4f4f4; }
 tr.ready td.state { color: #1b5e20; font-weight: bold; }
 tr.running td.state { color: #0d47a1; font-weight: bold; }
 tr.blocked td.state, tr.quarantined td.state, tr.cycle td.state { color: #b71c1c; }
+tr.held td.state { color: #e65100; font-weight: bold; }
 tr.refused { background: #fff3f3; }
 td:nth-child(2), td.state { white-space: nowrap; }
 .decision { font-size: 1.2rem; }

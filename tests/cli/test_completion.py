@@ -41,7 +41,7 @@ def storm(tmp_path) -> Path:
 def test_commands_and_options_complete(tmp_path):
     assert len(COMMANDS) >= 11 and {"init", "doctor", "completion", "bump"} <= set(COMMANDS)
     assert complete("storm-queue ", cwd=tmp_path) == COMMANDS
-    assert complete("storm-queue un", cwd=tmp_path) == ["unbump", "unpark"]
+    assert complete("storm-queue un", cwd=tmp_path) == ["unbump", "unhold", "unpark"]
     assert complete("storm-queue bump --r", cwd=tmp_path) == ["--reason", "--reason-file", "--root"]
     assert complete("storm-queue completion ", cwd=tmp_path) == ["bash", "zsh", "fish"]
 

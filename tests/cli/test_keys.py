@@ -83,6 +83,8 @@ REQUESTS: dict[str, tuple[str | None, tuple[str, ...], Callable[[Path], None] | 
     "resume": (None, (), lambda root: ok(root, "halt", "--reason", "a freeze"), ["resume", "--reason", "why"]),
     "release": (None, (), _claimed, ["release", "a", "--token", "1", "--reason", "why"]),
     "cancel": (None, (), _claimed, ["cancel", "a", "--reason", "why"]),
+    "hold": (None, (), None, ["hold", "b", "--reason", "why"]),
+    "unhold": (None, (), lambda root: ok(root, "hold", "b", "--reason", "a freeze"), ["unhold", "b", "--reason", "why"]),
 }
 
 #: more requests whose repeats must answer as the first did

@@ -110,7 +110,8 @@ def test_json_is_extended_additively(storm) -> None:
     assert set(doc["rows"][0]) == {"position", "slug", "issue", "deps", "prioritised", "state", "status", "waits_on", "mark",
                                    "running", "lease", "attempts", "quarantined", "not_before", "history", "unparked",
                                    "ready_since", "passed_over", "starving",  # issue 12: the starving lane
-                                   "cancelled"}  # issue 20 item 7: who cancelled the lane
+                                   "cancelled",  # issue 20 item 7: who cancelled the lane
+                                   "held"}  # issue 33 item 3: who held the lane, when and why
     assert rows["c"]["mark"]["slug"] == "d" and rows["c"]["mark"]["reason"] == "customer outage"
     assert rows["d"]["mark"]["action"] == "bump" and rows["d"]["mark"]["seq"] == 1
     assert rows["a"]["mark"] is None

@@ -20,7 +20,8 @@ each request it makes:
   then killed mid-lane (it never finishes); or a claim, a ``finish`` or
   ``renew`` with a token that is not its own (refused ``stale_fence``), then
   the right finish; or ``recover`` (of every orphan, or of one lane), or
-  ``unpark``, or the operator's ``halt`` or ``resume``. Some claims print
+  ``unpark``, or the operator's ``halt`` or ``resume``, or a ``hold`` or
+  ``unhold`` of one lane. Some claims print
   their decision as text, the rest as JSON.
 
 A request whose process printed its answer and its exit status is
@@ -51,7 +52,8 @@ A request whose process printed its answer and its exit status is
    recorded nowhere else), no lane runs "by a marker with no lease", and a
    ``result.json`` that says ok carries a token the log has given; no lane
    is claimed while a halt is in force (a claim then answers ``halted``
-   and records no claim), and the fold's halt is the log's.
+   and records no claim), and the fold's halt is the log's; no lane is
+   claimed while it is held, and the fold's holds are the log's.
 
 When a runner trial leaves leases (a runner killed mid-lane, the claim of
 step 2), its storm is, in most such trials, kept and revisited once they
@@ -143,12 +145,14 @@ class Figures:
     reclaimed: int = 0
     halts: int = 0
     halted_claims: int = 0
+    holds: int = 0
     failures: list[str] = field(default_factory=list)
 
     COUNTS = ("trials", "writers", "kills", "torn_repaired", "rewitnessed", "acknowledged", "acknowledged_on_log",
               "lost", "duplicated", "checkpointed", "runner_trials", "runners", "claims_acknowledged",
               "claims_on_log", "finishes_acknowledged", "finishes_on_log", "renewals_acknowledged", "stale_refused",
-              "killed_mid_lane", "quarantines", "unparked", "orphans_expired", "reclaimed", "halts", "halted_claims")
+              "killed_mid_lane", "quarantines", "unparked", "orphans_expired", "reclaimed", "halts", "halted_claims",
+              "holds")
 
     def add(self, other: "Figures") -> None:
         for name in self.COUNTS:
@@ -176,6 +180,7 @@ class Figures:
                 f"orphaned lanes re-claimed under a greater token {self.reclaimed}\n"
                 f"halts on the logs {self.halts}\n"
                 f"claims answered halted (no lease) {self.halted_claims}\n"
+                f"lanes held on the logs {self.holds}\n"
                 f"acknowledged requests lost {self.lost}\n"
                 f"requests on the log twice {self.duplicated}\n"
                 f"failed trials {len(self.failures)}")
@@ -455,6 +460,8 @@ def _writers(rng: random.Random, number: int, tag: str, n: int, runner: bool, ki
                 argv, plan = ["unpark", rng.choice(SLUGS)], {"kind": "one"}
             elif plan["kind"] == "halt":
                 argv, plan = [rng.choice(("halt", "halt", "resume"))], {"kind": "one"}
+            elif plan["kind"] == "hold":
+                argv, plan = [rng.choice(("hold", "hold", "unhold")), rng.choice(SLUGS)], {"kind": "one"}
         out.append(Writer(token, argv, _kill_plan(rng, plan is not None) if kill else None, plan))
     return out
 
@@ -462,11 +469,11 @@ def _writers(rng: random.Random, number: int, tag: str, n: int, runner: bool, ki
 def _runner_plan(rng: random.Random, holder: str, kill: bool) -> dict:
     """What a runner asks: ``work`` (claim, perhaps renew, finish), ``die``
     (claim, then killed mid-lane), ``stale`` (claim, a renew or finish with a
-    token not its own, then the right finish), ``recover``, ``unpark`` or
-    ``halt`` (the operator's halt or resume)."""
+    token not its own, then the right finish), ``recover``, ``unpark``,
+    ``halt`` (the operator's halt or resume) or ``hold`` (a hold or unhold of a lane)."""
     roll = rng.random()
     kind = ("work" if roll < 0.5 else "die" if roll < (0.65 if kill else 0.55) else "stale" if roll < 0.78
-            else "recover" if roll < 0.84 else "unpark" if roll < 0.92 else "halt")
+            else "recover" if roll < 0.84 else "unpark" if roll < 0.92 else "halt" if roll < 0.96 else "hold")
     return {"kind": kind, "holder": holder, "ttl": rng.choice((1, 2)), "rttl": rng.choice((1, 2)),
             "renew": rng.random() < 0.35, "result": "ok" if rng.random() < 0.5 else "failed",
             "text": rng.random() < 0.3, "newer": rng.random() < 0.5}
@@ -754,6 +761,9 @@ def _on_log(r: Request, events: list[dict], i: int | None, fig: Figures) -> None
     elif verb in ("halt", "resume"):
         ok = event["action"] == verb and ("noop" in event) == (told["outcome"] == "noop")
         fig.halts += ok and verb == "halt" and told["outcome"] == "done"
+    elif verb in ("hold", "unhold"):
+        ok = (event["action"], event["slug"]) == (verb, r.argv[1]) and ("noop" in event) == (told["outcome"] == "noop")
+        fig.holds += ok and verb == "hold" and told["outcome"] == "done"
     else:
         ok = False
     if not ok:
@@ -820,12 +830,17 @@ def replay_runs(events: list[dict], policy: config.Policy, state) -> tuple[dict[
     parked: set[str] = set()
     quarantines = unparks = 0
     halted = False
+    held: set[str] = set()
     for e in events:
         action = e["action"]
         if action in ("halt", "resume") and not e.get("noop"):
             halted = action == "halt"
+        if action in ("hold", "unhold") and not e.get("noop"):
+            (held.add if action == "hold" else held.discard)(e["slug"])
         if action == "claim" and halted:
             raise AssertionError(f"line {e['seq']}: {e['slug']} was claimed while the storm was halted")
+        if action == "claim" and e["slug"] in held:
+            raise AssertionError(f"line {e['seq']}: {e['slug']} was claimed while it was held")
         if action not in ("claim", "renew", "finish", "expire", "recover", "quarantine", "unpark", "schedule"):
             continue
         slug, at, token = e["slug"], e["at"], e.get("token")
@@ -880,6 +895,8 @@ def replay_runs(events: list[dict], policy: config.Policy, state) -> tuple[dict[
     # the fold agrees with this replay
     if (state.halt is not None) != halted:
         raise AssertionError(f"the fold's halt is {state.halt}, but the log says halted: {halted}")
+    if {s for s, run in state.runs.items() if run.held is not None} != held:
+        raise AssertionError(f"the fold holds {sorted(s for s, run in state.runs.items() if run.held)}, the log {sorted(held)}")
     for slug in set(state.runs) | set(since):
         run = state.run(slug)
         mine = (since.get(slug, 0), top.get(slug, 0), tuple(leases[slug]) if slug in leases else None, slug in parked)
@@ -919,6 +936,10 @@ def _reap(reap: Reap, fig: Figures) -> None:
         resumed = _acknowledged(ask_one(root, f"t{n}-resume", ["resume"], rng))
         if (resumed.code, resumed.told["outcome"]) != (0, "done"):
             raise AssertionError(f"resume of the halted storm answered {resumed.told}")
+    for slug in sorted(s for s, run in reader.read(str(root / LOG)).state.runs.items() if run.held is not None):
+        unheld = _acknowledged(ask_one(root, f"t{n}-unhold-{slug}", ["unhold", slug], rng))  # and every hold it left
+        if (unheld.code, unheld.told["outcome"]) != (0, "done"):
+            raise AssertionError(f"unhold of the held {slug} answered {unheld.told}")
     if rng.random() < 0.5:
         (root / ledger.UNATTENDED).write_text("")
     log, queue, led = reader.read(str(root / LOG)), queuefile.read(str(root / "queue.txt")), ledger.read(str(root))

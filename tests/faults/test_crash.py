@@ -44,6 +44,8 @@ def test_writers_killed_at_random_lose_no_acknowledged_request(tmp_path):
     assert fig.unparked > 0, "no orphaned lane was quarantined, unparked and claimed again"
     # the operator halted storms: claims then leased nothing and said so, and no claim is on a log while halted
     assert fig.halts > 0 and fig.halted_claims > 0
+    # lanes were held (issue 33 item 3), and no claim is on a log while its lane was held
+    assert fig.holds > 0
 
 
 def test_a_lease_whose_finish_died_after_its_result_json_still_holds_its_slot(tmp_path):

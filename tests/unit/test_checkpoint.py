@@ -70,6 +70,8 @@ body = st.one_of(
               st.sampled_from(SLUGS), st.lists(st.sampled_from(SLUGS), max_size=3)),
     st.builds(lambda s: {"action": "refused", "requested": "bump", "slug": s, "code": "unknown_slug",
                          "message": "no", "authorised": True}, st.text(max_size=4)),
+    st.builds(lambda a, s, noop: {"action": a, "slug": s, "reason": "r", **({"noop": "n"} if noop else {})},
+              st.sampled_from(("hold", "unhold")), st.sampled_from(SLUGS), st.booleans()),  # issue 33 item 3
 )
 
 

@@ -2,7 +2,7 @@
 to the first ready lane, which a claim uses) against ``resolver.resolve``
 (the whole view, from scratch), by Hypothesis over random storms: every
 lane state (settled, finished, a result.json a lost lease wrote, running
-by a live or an expired lease or by a marker, quarantined, blocked,
+by a live or an expired lease or by a marker, held, quarantined, blocked,
 waiting, scheduled, ready), prioritised and stray slugs, unattended or
 not. ``plan_claim`` decides from ``decided``, so it is also checked
 against the decision the whole view gives."""
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from storm_queue.core import resolver
 from storm_queue.core.clock import stamp
 from storm_queue.core.config import Policy
-from storm_queue.core.fold import Lease, LaneState, Run
+from storm_queue.core.fold import Act, Lease, LaneState, Run
 from storm_queue.core.lane import Snapshot
 from storm_queue.core.ledgers import Ledgers
 from storm_queue.core.queuetext import Lane
@@ -40,7 +40,9 @@ def storms(draw) -> Snapshot:
         token = draw(st.integers(0, 4))
         expires = draw(times)
         lease = None if expires is None else Lease("h", token, "by", stamp(T - 100), expires, 30)
-        runs[s] = Run(token, lease, draw(st.integers(0, 3)), (), draw(st.none() | st.just(stamp(T - 5))), draw(times))
+        held = draw(st.sampled_from([None, None, Act(1, NOW, "operator:op", "r")]))
+        runs[s] = Run(token, lease, draw(st.integers(0, 3)), (), draw(st.none() | st.just(stamp(T - 5))), draw(times),
+                      held=held)
     lane = tuple(draw(st.lists(st.sampled_from(SLUGS + ("stray",)), unique=True, max_size=4)))
     results = {s: draw(st.none() | st.integers(0, 4)) for s in runs if runs[s].lease is not None and s in led.finished}
     return Snapshot(lanes, led, LaneState(lane, lane, runs=runs), draw(st.sampled_from([NOW, ""])), results)
@@ -74,3 +76,4 @@ def test_a_claim_decides_as_the_whole_view_does(snap: Snapshot, slots: int) -> N
     else:
         assert claim.slug is None and claim.decision == view.decision
     assert claim.to_block == view.to_block
+    assert claim.slug is None or claim.after.state.run(claim.slug).held is None  # a held lane is never started

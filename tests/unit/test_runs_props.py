@@ -1,14 +1,14 @@
 """Properties of the runners' pure core (issue 6), by Hypothesis: random
 sequences of requests (claim, renew, finish ok|failed, time passing so that
-leases expire, recover, unpark, schedule, push and unbump, each maybe under
+leases expire, recover, unpark, schedule, push, unbump, hold and unhold, each maybe under
 an idempotency key; and by hand: a running marker, or a result.json left by
 a runner that died before its finish line) are carried out through the
 plans of storm_queue.core.runs on a small storm (``World``, as the desk carries
 them out), and after every step:
 
-- no claim is made on a lane that holds a lease, is quarantined, finished
-  or not ready, nor while ``slots`` lanes run; the claimed lane is the
-  first ready one in run order;
+- no claim is made on a lane that holds a lease, is quarantined, held,
+  finished or not ready, nor while ``slots`` lanes run; the claimed lane is
+  the first ready one in run order;
 - per lane, fencing tokens strictly increase, above every token observed;
 - ``attempts`` is the number of claims since the lane was last unparked,
   and never exceeds the budget;
@@ -56,6 +56,7 @@ op = st.one_of(
     st.tuples(st.just("push"), slug, st.none() | st.integers(-20, 30)),
     st.tuples(st.just("unbump"), slug),
     st.tuples(st.just("written"), held),
+    st.tuples(st.just("hold"), slug), st.tuples(st.just("unhold"), slug),
 )
 keyed = st.sampled_from([None] * 16 + [(by, k) for by in PRINCIPALS for k in KEYS])
 request = st.tuples(op, keyed)
@@ -88,7 +89,8 @@ class Checked:
         (name, *args), under = req
         w = self.w
         before, n = w.state, len(w.events)
-        if name in ("renew", "finish", "recover", "unpark", "schedule", "mark", "push", "unbump", "written"):
+        if name in ("renew", "finish", "recover", "unpark", "schedule", "mark", "push", "unbump", "written", "hold",
+                    "unhold"):
             args[0] = lane_of(before, args[0])
         fingerprint = repr((name, *args))  # the request's arguments, as the desk fingerprints them
         if under is not None:
@@ -127,7 +129,7 @@ class Checked:
             # the state the claim was decided on: after the expiries it made
             decided = fold.replay(w.events[-len(c.events):-1], before)
             run = decided.run(e["slug"])
-            assert run.lease is None and run.quarantined is None
+            assert run.lease is None and run.quarantined is None and run.held is None
             assert e["slug"] not in w.finished and e["slug"] in w.lanes
             assert e["token"] == run.token + 1 > run.token
             assert e["attempt"] == run.attempts + 1 <= w.policy.attempts
@@ -247,6 +249,29 @@ class Checked:
             assert w.state.run(slug).not_before == body["not_before"]
         return True
 
+    def hold(self, before: fold.LaneState, slug: str) -> bool:
+        """``hold SLUG``: a lane running runs on; a held lane is never claimed."""
+        from storm_queue.core.hold import plan_hold
+
+        w = self.w
+        got = plan_hold(w.snap(), slug)
+        assert not isinstance(got, Refusal)  # every lane here is queued, none settled
+        assert ("noop" in got) == (before.run(slug).held is not None)
+        w.record([{**got, "reason": "r"}])
+        assert w.state.run(slug).held is not None and w.state.run(slug).lease == before.run(slug).lease
+        assert w.state.lane == before.lane  # it keeps its place
+        return True
+
+    def unhold(self, before: fold.LaneState, slug: str) -> bool:
+        from storm_queue.core.hold import plan_unhold
+
+        w = self.w
+        got = plan_unhold(w.snap(), slug)
+        assert ("noop" in got) == (before.run(slug).held is None)
+        w.record([{**got, "reason": "r"}])
+        assert w.state.run(slug).held is None
+        return True
+
     def unbump(self, before: fold.LaneState, slug: str) -> bool:
         w = self.w
         plan = lane.plan_unbump(w.snap(), slug)
@@ -300,8 +325,10 @@ class Checked:
             if run.lease is not None:
                 assert run.lease.token == run.token == claims[-1]
                 assert seconds(run.lease.expires) - seconds(run.lease.claimed) <= MAX_AGE + 1e-3
-            if run.quarantined is not None:
-                rows = {r.slug: r.state for r in resolver.resolve(w.snap()).rows}
+            rows = {r.slug: r.state for r in resolver.resolve(w.snap()).rows}
+            if run.held is not None:
+                assert rows[slug_] in (resolver.HELD, resolver.RUNNING, resolver.FINISHED)
+            elif run.quarantined is not None:
                 assert rows[slug_] in (resolver.QUARANTINED, resolver.RUNNING)
         # idempotency keys: the first event per (by, key) is the one bound
         assert {(by, k): keyed.seq for by, keys in state.keys.items() for k, keyed in keys.items()} == self.bound

@@ -110,7 +110,7 @@ def test_a_short_terminal_cuts_the_lane_lists_saying_how_many_are_not_shown() ->
     shown = out.getvalue()
     assert "... and 2 more (storm-queue list shows them all)" in shown  # of the priority lane's three
     assert "last 1 log event\n" in shown  # the newest
-    assert "\n  ... and 2 more (storm-queue list shows them all)\n\nquarantined" in shown  # the priority lane: two of three not shown
+    assert "\n  ... and 2 more (storm-queue list shows them all)\n\nheld, quarantined" in shown  # the priority lane: two of three not shown
     out = io.StringIO()
     Console(file=out, width=120, no_color=True).print(watch_frame.rich_view(watch_frame.build(listing(), EVENTS, NOW), height=19))
     assert "log: a taller terminal shows the last events (storm-queue log --last 10)" in out.getvalue()

@@ -78,6 +78,8 @@ class Database:
     ``store.interface.Store`` of a storm for runners on many hosts)."""
 
     keeps_files = False  # rows, not files: the live view reads it every interval
+    #: whether the server's claim passes held lanes over: not until its functions fold holds (schema version 10)
+    holds_lanes = False
 
     def __init__(self, url: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
         import os
