@@ -69,10 +69,10 @@ class DbFacts:
         return diagnose(self, running_hours)
 
 
-def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
-    """Every finding, in the order: grant (owners, writers, members),
-    triggers, declaration, log, lanes (stray, leased too long, then what
-    runners left). Pure: reads nothing but ``facts``."""
+def _exposures(facts: DbFacts) -> list[Finding]:
+    """What lets a role other than the operator change the storm, or stop
+    it: owners, writers, members, executors, a search_path schema others
+    create in, a held lock, a runner role without timeouts."""
     out: list[Finding] = []
     op = facts.operator or "the operator"
     for obj, kind, owner in facts.owners:
@@ -111,6 +111,14 @@ def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
                            "set in this database: a runner that hangs inside a transaction holding the storm's lock "
                            "stops every write until it is ended",
                            "as a role that may (CREATEROLE, or a superuser): " + " ".join(s + ";" for s in statements)))
+    return out
+
+
+def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
+    """Every finding, in the order: grant (owners, writers, members),
+    triggers, declaration, log, lanes (stray, leased too long, then what
+    runners left). Pure: reads nothing but ``facts``."""
+    out = _exposures(facts)
     ahead, fixed = facts.clock
     if ahead or fixed is not None:
         how = f"stands still at {fixed}" if fixed is not None else f"runs {ahead:+g} s off the server's"
