@@ -40,6 +40,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from tests.children import alive  # noqa: E402 -- found once the repository is on the path
 
 SQ = os.path.join(os.path.dirname(sys.executable), "storm-queue")
 #: how long a trial may take before it is called a failure (far past the goal)
@@ -66,14 +67,6 @@ def run_sh(lanes: Path, slug: str, flags: Path) -> None:
                     f'echo "$$ $deaf $kid $(cat "{flags}/{slug}.grand")" > "{flags}/{slug}.tmp"\n'
                     f'mv "{flags}/{slug}.tmp" "{flags}/{slug}.pids"\nwait\n')
     path.chmod(0o755)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def directory_storm(slugs: list[str], work: Path) -> tuple[str, Path]:

@@ -127,3 +127,12 @@ def reap(pid: int, timeout: float) -> int:
             os.kill(pid, signal.SIGKILL)
             deadline, killed = time.monotonic() + KILLED_WITHIN, True
         time.sleep(0.01)
+
+
+def alive(pid: int) -> bool:
+    """Whether PID is a process that has not ended (a zombie has ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

@@ -38,6 +38,14 @@ class Act:
     by: str
     reason: str | None
 
+    def words(self, done: str) -> str:
+        """``DONE by WHO at TIME, reason "WHY"``: the act in words, its
+        outside text escaped and the reason quoted (``names``)."""
+        from .names import printable, quote
+
+        words = f"{done} by {printable(self.by)} at {printable(self.at)}"
+        return words if self.reason is None else f"{words}, reason {quote(self.reason)}"
+
 
 def act(event: Mapping) -> Act:
     """The ``Act`` a recorded event makes."""

@@ -10,7 +10,6 @@ requests are ``service.requests.halt`` and ``resume``."""
 from __future__ import annotations
 
 from .lane import Snapshot
-from .names import printable, quote
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,10 +20,7 @@ if TYPE_CHECKING:
 
 def halt_words(halt: Act) -> str:
     """Who halted the storm, when and why, in words (outside text quoted)."""
-    words = f"halted by {printable(halt.by)} at {printable(halt.at)}"
-    if halt.reason is not None:
-        words += f", reason {quote(halt.reason)}"
-    return words
+    return halt.words("halted")
 
 
 def halt_note(halt: Act) -> str:

@@ -12,7 +12,7 @@ requests are ``service.requests.hold`` and ``unhold``."""
 from __future__ import annotations
 
 from .lane import Refusal, Snapshot
-from .names import printable, quote
+from .names import printable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,10 +23,7 @@ if TYPE_CHECKING:
 
 def hold_words(held: Act) -> str:
     """Who held the lane, when and why, in words (outside text quoted)."""
-    words = f"held by {printable(held.by)} at {printable(held.at)}"
-    if held.reason is not None:
-        words += f", reason {quote(held.reason)}"
-    return words
+    return held.words("held")
 
 
 def hold_note(slug: str, held: Act) -> str:

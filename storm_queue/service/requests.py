@@ -103,7 +103,6 @@ def add_batch(storm: Storm, text: str, name: str = "-", reason: str | None = Non
     the first bad line, and nothing is added."""
     from ..core import batch
     from ..core.batch import lanes
-    from ..core.errors import RecordFailed
 
     found = batch.shape(as_text(text))
     where = batch.source_name(name)
@@ -125,14 +124,8 @@ def add_batch(storm: Storm, text: str, name: str = "-", reason: str | None = Non
         return Step(Outcome("done", "add", None, by, message=_queued(slugs), added=slugs), bodies,
                     before=lambda: _queue(fx, text, kept))
 
-    try:
-        out = storm.request(req, refusal, plan)
-    except RecordFailed as exc:
-        if exc.recorded is False and kept:
-            raise RecordFailed(f"{exc}; but queue.txt may still carry (some of) the batch's {lanes(len(slugs))}, "
-                               f"unrecorded: what was written could not be cut back off ({kept[0].strerror or kept[0]});"
-                               " check it (storm-queue list) and take those lines out before adding them again") from None
-        raise
+    out = kept_request(storm, req, refusal, plan, kept,
+                       f"queue.txt may still carry (some of) the batch's {lanes(len(slugs))}", "adding them again")
     if out.repeat is not None and out.outcome != "refused":
         out.added = slugs
         out.message = f"{_queued(slugs)} (a repeat of line {out.repeat} (key {quote(req.key or '')}): nothing new recorded)"
@@ -142,6 +135,24 @@ def add_batch(storm: Storm, text: str, name: str = "-", reason: str | None = Non
 def _queue(fx: Effects, text: str, kept: list[OSError]) -> Callable[[], None] | None:
     """Enqueue a batch's lines; return what takes them back off (``taken_back``)."""
     return taken_back(lambda: fx.queue(text), kept)
+
+
+def kept_request(storm: Storm, req: Request, refusal: Refusal | None, plan: Callable[..., Step | Refusal],
+                 kept: list[OSError], carried: str, again: str, dry_run: bool = False) -> Outcome:
+    """``storm.request`` of a request whose effect is written before its
+    record (``taken_back``): when the record failed and what was written
+    could not be cut back (``kept``), the failure says so (``carried``:
+    which file may still carry what) and what to do before ``again``."""
+    from ..core.errors import RecordFailed
+
+    try:
+        return storm.request(req, refusal, plan, dry_run)
+    except RecordFailed as exc:
+        if exc.recorded is False and kept:
+            raise RecordFailed(f"{exc}; but {carried}, unrecorded: what was written could not be cut back off "
+                               f"({kept[0].strerror or kept[0]}); check it (storm-queue list) and take those lines "
+                               f"out before {again}") from None
+        raise
 
 
 def taken_back(write: Callable[[], Callable[[], None] | None], kept: list[OSError]) -> Callable[[], None] | None:
@@ -313,7 +324,7 @@ def _hold_or_unhold(storm: Storm, verb: str, slug: str, reason: str | None, sour
     from ..core.hold import plan_hold, plan_unhold
     from ..core.resolver import running
 
-    if not getattr(storm.store, "holds_lanes", True):
+    if not storm.store.holds_lanes:
         from ..core.errors import NotHere
 
         raise NotHere(f"this storm's server claims lanes without knowing holds (its functions fold them from schema "

@@ -12,7 +12,7 @@ from ..core.names import as_text, quote
 from ..core.outcome import Outcome, Request, Step
 from ..core.shapes import optional_text, shape_names
 from .passage import DRY_RUN, cached
-from .requests import taken_back
+from .requests import kept_request, taken_back
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def settle(storm: Storm, slug: str, ledger_name: str, reason: str | None = None,
                          snap, (req.slug,), how, {}, kept)
 
     kept: list[OSError] = []
-    return _settle_request(storm, req, refusal, plan, dry_run, kept, req.args[0])
+    return _kept_settle(storm, req, refusal, plan, dry_run, kept, req.args[0])
 
 def settle_batch(storm: Storm, ledger_name: str, text: str | None = None, name: str = "-", reason: str | None = None,
                  source: str | None = None, key: str | None = None, force: bool = False,
@@ -99,27 +99,17 @@ def settle_batch(storm: Storm, ledger_name: str, text: str | None = None, name: 
         return _settling(fx, out, snap, slugs, how, {} if req.reason is None else {"reason": req.reason}, kept)
 
     kept: list[OSError] = []
-    out = _settle_request(storm, req, refusal, plan, dry_run, kept, how)
+    out = _kept_settle(storm, req, refusal, plan, dry_run, kept, how)
     if out.dry_run and out.outcome == "done":
         out.message = f"{counted('would settle', out.settled, f' as {how}')} ({DRY_RUN})"
     return out
 
 
-def _settle_request(storm: Storm, req: Request, refusal: Refusal | None, plan: Callable[..., Step | Refusal],
-                    dry_run: bool, kept: list[OSError], how: str) -> Outcome:
-    """``storm.request`` of a settle whose record failed: said truthfully
-    when the ledger may still carry its lanes, unrecorded (what was
-    written could not be taken back off)."""
-    from ..core.errors import RecordFailed
-
-    try:
-        return storm.request(req, refusal, plan, dry_run)
-    except RecordFailed as exc:
-        if exc.recorded is False and kept:
-            raise RecordFailed(f"{exc}; but {how}.txt may still carry (some of) the lanes it settles, unrecorded: "
-                               f"what was written could not be cut back off ({kept[0].strerror or kept[0]}); check "
-                               "it (storm-queue list) and take those lines out before asking again") from None
-        raise
+def _kept_settle(storm: Storm, req: Request, refusal: Refusal | None, plan: Callable[..., Step | Refusal],
+                 dry_run: bool, kept: list[OSError], how: str) -> Outcome:
+    """``kept_request`` of a settle: the ledger ``how`` may carry its lanes."""
+    return kept_request(storm, req, refusal, plan, kept, f"{how}.txt may still carry (some of) the lanes it settles",
+                        "asking again", dry_run)
 
 
 def _ledger_refusal(how: str) -> Refusal | None:

@@ -37,12 +37,15 @@ class Store(Protocol):
     password masked); ``env`` the environment a caller is judged in;
     ``wait`` how long a writer waits for the storm's lock; ``keeps_files``
     whether the storm is files a reader may stat (the live view watches
-    them; ``adopt`` and a directory's ``doctor`` examine them)."""
+    them; ``adopt`` and a directory's ``doctor`` examine them);
+    ``holds_lanes`` whether every claim it serves passes a held lane over
+    (``hold`` is refused, unrecorded, where it would not)."""
 
     root: str
     env: Mapping[str, str]
     wait: float
     keeps_files: bool
+    holds_lanes: bool
 
     def declaration(self) -> Declaration:
         """The storm's declaration (sources, runner settings), read now.

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.children import alive
 from tests.cli.test_runner import finish, lines, run_sh, runner_env, said, start_runner, wait_for
-from tests.cli.test_runner_signals import alive, gone, kill_left, said_by
+from tests.cli.test_runner_signals import gone, kill_left, said_by
 from tests.conftest import run_cli
 
 TTL = "[runner]\nttl = 600\n"

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_runner import RUNNER, finish, lines, run_sh, runner_env, said, start_runner, wait_for
+from tests.children import alive
 from tests.conftest import clean_env
 
 SIGNALS = [pytest.param(signal.SIGINT, 130, False, id="SIGINT"), pytest.param(signal.SIGTERM, 143, False, id="SIGTERM"),
@@ -38,15 +39,6 @@ def hanging_run_sh(store, flags: Path, slug: str) -> None:
            "sleep 3600 &\n"
            f'echo $! > "{flags}/{slug}.kid.tmp" && mv "{flags}/{slug}.kid.tmp" "{flags}/{slug}.kid"\n'
            "wait\n")
-
-
-def alive(pid: int) -> bool:
-    """Whether PID is a process that has not ended (a zombie has ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def gone(pids: list[int], timeout: float = 30) -> bool:

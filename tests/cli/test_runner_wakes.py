@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.children import alive
 from tests.cli.test_runner import finish, lines, runner_env, start_runner
-from tests.cli.test_runner_signals import alive, gone, said_by
+from tests.cli.test_runner_signals import gone, said_by
 from tests.cli.test_runner_waits import start_saying, until
 
 #: far past every timeout below: a runner that sleeps or waits this long fails the test

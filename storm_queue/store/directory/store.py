@@ -36,6 +36,7 @@ class Directory:
 
     #: the storm is kept in files a reader may stat (the live view watches them)
     keeps_files = True
+    holds_lanes = True  # its claims are the pure core's, which pass a held lane over
 
     def __init__(self, root: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
         self.root = root
