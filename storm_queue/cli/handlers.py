@@ -66,12 +66,16 @@ def declare(root: str | None, as_json: bool, file: str, reason: str | None, key:
 
 def grant(root: str | None, as_json: bool, kind: str, role: str, reason: str | None, key: str | None,
           wait: float) -> int:
-    return answer(storm(root, wait).grant(kind, role, reason=reason, key=key), as_json)
+    from ..ops import grants
+
+    return answer(grants.grant(storm(root, wait), kind, role, reason=reason, key=key), as_json)
 
 
 def revoke(root: str | None, as_json: bool, kind: str, role: str, reason: str | None, key: str | None,
            wait: float) -> int:
-    return answer(storm(root, wait).revoke(kind, role, reason=reason, key=key), as_json)
+    from ..ops import grants
+
+    return answer(grants.revoke(storm(root, wait), kind, role, reason=reason, key=key), as_json)
 
 
 def upgrade(root: str | None, as_json: bool, url: str | None, reason: str | None, key: str | None, wait: float) -> int:
@@ -79,7 +83,9 @@ def upgrade(root: str | None, as_json: bool, url: str | None, reason: str | None
         from ..core.errors import BadArgument
 
         raise BadArgument("upgrade takes one storm: URL or --root, not both; nothing was done")
-    return answer(storm(url or root, wait).upgrade(reason=reason, key=key), as_json)
+    from ..ops.upgrade import upgrade as carry
+
+    return answer(carry(storm(url or root, wait), reason=reason, key=key), as_json)
 
 
 def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
@@ -90,7 +96,9 @@ def reset(root: str | None, as_json: bool, reason: str | None, source: str | Non
 
 def adopt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
           dry_run: bool) -> int:
-    return answer(storm(root, wait).adopt(reason, source=source, key=key, dry_run=dry_run), as_json)
+    from ..ops.adopt import adopt as take_over
+
+    return answer(take_over(storm(root, wait), reason, source=source, key=key, dry_run=dry_run), as_json)
 
 
 def waive(root: str | None, as_json: bool, slug: str, dep: str, undo: bool, reason: str | None, source: str | None,
@@ -257,7 +265,8 @@ def verify(root: str | None, as_json: bool) -> int:
     source = storm(root, reads=True)
     decl = source.declaration()
     try:
-        size = os.stat(source.store.log_path(decl), follow_symlinks=False).st_size if source.keeps_files and not decl.log_error else 0
+        log_file = source.store.upkeep.log_file(decl)
+        size = os.stat(log_file, follow_symlinks=False).st_size if log_file is not None else 0
     except OSError:
         size = 0
     from .progress import progress_bar

@@ -75,15 +75,14 @@ class Source:
         since it, a few dozen) when those are enough; else, and in a
         database, the whole log streams past, keeping only the last few."""
         ring: deque = deque(maxlen=EVENTS)
-        if self.files:
+        log_file = self.storm.store.upkeep.log_file(self.storm.declaration())
+        if log_file is not None:
             from ..store.directory.log import reader
 
-            decl = self.storm.declaration()
-            if not decl.log_error:
-                read = reader.read(self.storm.store.log_path(decl), each=lambda line, event: ring.append(event))
-                if len(ring) == EVENTS or not read.checkpoint_seq:
-                    return tuple(ring)
-                ring.clear()
+            read = reader.read(log_file, each=lambda line, event: ring.append(event))
+            if len(ring) == EVENTS or not read.checkpoint_seq:
+                return tuple(ring)
+            ring.clear()
         self.storm.history(lambda line, event: ring.append(event))
         return tuple(ring)
 

@@ -39,13 +39,15 @@ class Store(Protocol):
     whether the storm is files a reader may stat (the live view watches
     them; ``adopt`` and a directory's ``doctor`` examine them);
     ``holds_lanes`` whether every claim it serves passes a held lane over
-    (``hold`` is refused, unrecorded, where it would not)."""
+    (``hold`` is refused, unrecorded, where it would not); ``upkeep`` what
+    callers beside the request path ask of the keeping (``Upkeep``)."""
 
     root: str
     env: Mapping[str, str]
     wait: float
     keeps_files: bool
     holds_lanes: bool
+    upkeep: Upkeep
 
     def declaration(self) -> Declaration:
         """The storm's declaration (sources, runner settings), read now.
@@ -118,6 +120,34 @@ class Store(Protocol):
         (a request committed, a file of the storm changed), however it was
         made; it writes nothing and takes no lock. A directory is woken by
         inotify (polling where there is none), a database by LISTEN."""
+
+
+@runtime_checkable
+class Upkeep(Protocol):
+    """What is asked of a storm's keeping beside the request path: by the
+    readers that follow its log, by the operator's upkeep (``ops``), and by
+    whoever is done with it. Nothing outside ``store/`` asks a store for
+    more than ``Store`` and this declare (``tests/unit/test_seam.py``)."""
+
+    def log_file(self, decl: Declaration) -> str | None:
+        """The file that holds the log as ``decl`` declares it, which a
+        reader may stat, follow from an offset, and set aside (a
+        directory's); None where the log is not a file (a database's rows)."""
+
+    def member(self, role: str, kind: str) -> bool | None:
+        """Whether ``role`` is a ``kind`` (runner, reader) of the storm, under
+        the request's lock; None when the server knows no such role.
+        ``NotHere`` where the storm admits by its files' owner, not by role."""
+
+    def change_member(self, verb: str, kind: str, role: str) -> list[str]:
+        """``grant`` (or ``revoke``) ``role`` as ``kind`` in the request's
+        transaction; the statements the operator's role may not run (a role
+        that may must run them; the grant stands without them).
+        ``NotHere`` where the storm admits by its files' owner."""
+
+    def close(self) -> None:
+        """Let go of what the store holds open (a connection); the next
+        request opens what it needs again."""
 
 
 @runtime_checkable

@@ -357,7 +357,9 @@ def test_a_runners_requests_are_each_one_statement_that_takes_the_lock_in_the_se
     create(url)
     operator = Storm.find(url)
     role = pg_server.create_role(f"runner_{secrets.token_hex(3)}")
-    assert operator.grant("runner", role).outcome == "done"
+    from storm_queue.ops.grants import grant
+
+    assert grant(operator, "runner", role).outcome == "done"
     for slug in ("a", "b"):
         assert operator.add(slug, "1").outcome == "done"
     from psycopg.conninfo import conninfo_to_dict
@@ -414,7 +416,9 @@ def test_verify_finds_runs_the_server_folded_that_are_not_the_logs(pg_database) 
     conn.execute("UPDATE storm_queue.run SET attempts = 1 WHERE slug = 'a'")  # a hand edit: the server stands aside
     audit = storm.verify()
     assert not audit.sound and "was written other than by the fold (UPDATE" in audit.problem.what, audit.problem
-    upgraded = storm.upgrade().check()
+    from storm_queue.ops.upgrade import upgrade
+
+    upgraded = upgrade(storm).check()
     assert upgraded.event["rederived"] == upgraded.event["seq"] - 1 and upgraded.event["from"] == upgraded.event["to"]
     assert storm.verify().sound
     assert storm.finish("a", lease.token, "ok").outcome == "done"

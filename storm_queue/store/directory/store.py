@@ -9,7 +9,7 @@ import os
 
 from ... import wall
 from ...core import clock, config, fold, ledgers, logread
-from ...core.errors import Busy, RecordFailed, UnknownOrder
+from ...core.errors import Busy, NotHere, RecordFailed, UnknownOrder
 from ...core.lane import Snapshot
 from ...core.records import replace
 from . import declared, ledger, queuefile
@@ -47,9 +47,28 @@ class Directory:
         """storm.toml, read and parsed (none: no source, default runner settings)."""
         return declared.load(self.root)
 
+    @property
+    def upkeep(self) -> Directory:
+        """The store's own upkeep (``interface.Upkeep``): its members below."""
+        return self
+
     def log_path(self, decl: config.Declaration) -> str:
         """Where the priority log is, as ``decl`` declares it."""
         return os.path.join(self.root, decl.log)
+
+    def log_file(self, decl: config.Declaration) -> str | None:
+        """The log's file (``Upkeep.log_file``); None while storm.toml names none."""
+        return None if decl.log_error else self.log_path(decl)
+
+    def member(self, role: str, kind: str) -> bool | None:
+        raise NotHere(f"{self.root} is a directory storm: who may write it is its files' owner; grant and revoke "
+                      "name a role of a database storm; nothing was recorded")
+
+    def change_member(self, verb: str, kind: str, role: str) -> list[str]:
+        return self.member(role, kind) or []
+
+    def close(self) -> None:
+        """Nothing is held open between requests."""
 
     def judge(self, req: Request, decl: config.Declaration, operator_only: bool) -> Judged:
         """The process's uid against the owner of queue.txt (``accounts``)."""

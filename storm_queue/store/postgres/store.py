@@ -344,6 +344,24 @@ class Database:
         unrecordable = "" if who == op else f"role {who} cannot write the storm of {op or 'another role'}"
         return Judged(verdict, None, unrecordable, who)
 
+    @property
+    def upkeep(self) -> Database:
+        """The store's own upkeep (``interface.Upkeep``): ``log_file``,
+        ``member``, ``change_member``, ``close``."""
+        return self
+
+    def log_file(self, decl: config.Declaration) -> None:
+        """None: the log is rows, never a file a reader may follow."""
+        return None
+
+    def member(self, role: str, kind: str) -> bool | None:
+        """``members.is_member``, None for a role the server does not know."""
+        from . import members
+
+        if not members.role_exists(self.conn, role):
+            return None
+        return members.is_member(self.conn, role, kind)
+
     def change_member(self, verb: str, kind: str, role: str) -> list[str]:
         """``members.change`` in the request's transaction (the statements
         the operator's role may not run, returned); the next request reads

@@ -16,7 +16,7 @@ BOUNDARY = 9
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .store import Database
+    from .session import Session as Database  # what it asks of store.Database, without importing it
 
 
 def read(store: Database, fresh: bool = False) -> int:

@@ -1,0 +1,180 @@
+"""The store seam, read from the code: nothing outside ``store/`` reaches
+past the Protocol (``store/interface.py``), the service calls nothing up
+in ``ops/``, and the modules of ``store/postgres/`` import one another
+without a circle (issue 31, item 5). Each check names what it found."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "storm_queue"
+
+
+def module_of(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, anywhere in it (a function's lazy
+    import and a ``TYPE_CHECKING`` one included), as absolute names, each
+    with its line; ``from . import x`` names ``x`` as well."""
+    here = module_of(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            name = ".".join(base + ([node.module] if node.module else []))
+            found.append((node.lineno, name))
+            found += [(node.lineno, f"{name}.{alias.name}") for alias in node.names]
+    return found
+
+
+def test_the_imports_are_read_whole() -> None:
+    """The reader the checks below rest on sees a lazy, a relative and a
+    ``TYPE_CHECKING`` import: a check that read none would pass vacuously."""
+    names = {name for _, name in imported(PACKAGE / "store" / "postgres" / "store.py")}
+    assert {"storm_queue.store.postgres.served", "storm_queue.store.postgres.connect", "storm_queue.core.resolver"} <= names
+
+
+def test_the_service_calls_nothing_up_in_ops() -> None:
+    """ops call the service (or the CLI calls ops); the service never imports
+    ``storm_queue.ops``, nor names one of its modules to import by string."""
+    found = []
+    for path in sorted((PACKAGE / "service").rglob("*.py")):
+        found += [f"{path.name}:{line} imports {name}" for line, name in imported(path)
+                  if name == "storm_queue.ops" or name.startswith("storm_queue.ops.")]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("storm_queue.ops"):
+                found.append(f"{path.name}:{node.lineno} names {node.value}")
+    assert not found, found
+
+
+def postgres_graph() -> dict[str, set[str]]:
+    """Which module of ``store/postgres`` imports which (its subpackages, as
+    the libpq driver, each one node)."""
+    root = PACKAGE / "store" / "postgres"
+    prefix = "storm_queue.store.postgres."
+    graph: dict[str, set[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        name = module_of(path)[len(prefix):].split(".")[0] if path != root / "__init__.py" else ""
+        if not name:
+            continue
+        targets = graph.setdefault(name, set())
+        for _, target in imported(path):
+            if target.startswith(prefix):
+                first = target[len(prefix):].split(".")[0]
+                if first != name and ((root / f"{first}.py").is_file() or (root / first).is_dir()):
+                    targets.add(first)
+    return graph
+
+
+def circle(graph: dict[str, set[str]]) -> list[str]:
+    """One import circle of ``graph`` (its modules in order), or []."""
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        state[node] = 2
+        path.pop()
+        return []
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return []
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert circle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert circle({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_postgres_store_imports_without_a_circle() -> None:
+    graph = postgres_graph()
+    assert {"store", "connect", "served", "log", "version"} <= set(graph) and "log" in graph["store"]
+    assert circle(graph) == [], " -> ".join(circle(graph))
+
+
+
+def declared(protocol: type) -> set[str]:
+    """The members ``protocol`` declares: its methods and its annotated attributes."""
+    return set(getattr(protocol, "__annotations__", {})) | {name for name in vars(protocol) if not name.startswith("_")}
+
+
+STORES = ("Store", "Directory", "Database")
+
+
+def store_uses(path: Path) -> list[tuple[int, str, str]]:
+    """Every member ``path`` asks of a store, as (line, "store" or "upkeep",
+    member): ``x.store.NAME`` and ``s.NAME``, where ``s`` is a name bound to
+    a store (``store``; a parameter annotated ``Store``, ``Directory`` or
+    ``Database``; a name assigned ``x.store`` or a store made there), and
+    ``x.upkeep.NAME`` and ``u.NAME``, where ``u`` was assigned ``x.upkeep``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    stores, upkeeps = {"store"}, set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            if any(isinstance(n, ast.Name) and n.id in STORES or isinstance(n, ast.Constant) and n.value in STORES
+                   for n in ast.walk(node.annotation)):
+                stores.add(node.arg)
+        if isinstance(node, ast.Assign):
+            names = {t.id for t in node.targets if isinstance(t, ast.Name)}
+            value = node.value
+            if isinstance(value, ast.Attribute) and value.attr == "store":
+                stores |= names
+            elif isinstance(value, ast.Attribute) and value.attr == "upkeep":
+                upkeeps |= names
+            elif isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in STORES:
+                stores |= names
+    uses = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            of = node.value
+            if (isinstance(of, ast.Attribute) and of.attr == "store") or (isinstance(of, ast.Name) and of.id in stores):
+                uses.append((node.lineno, "store", node.attr))
+            elif (isinstance(of, ast.Attribute) and of.attr == "upkeep") or (isinstance(of, ast.Name) and of.id in upkeeps):
+                uses.append((node.lineno, "upkeep", node.attr))
+    return uses
+
+
+def test_the_use_finder_finds_a_use_past_the_protocol(tmp_path: Path) -> None:
+    source = tmp_path / "reach.py"
+    source.write_text("def f(storm, s: 'Directory'):\n    storm.store.log_path(1)\n    s.conn\n"
+                      "    u = storm.store.upkeep\n    u.close()\n    storm.store.upkeep.log_file(2)\n")
+    assert sorted(store_uses(source)) == [(2, "store", "log_path"), (3, "store", "conn"), (4, "store", "upkeep"),
+                                  (5, "upkeep", "close"), (6, "store", "upkeep"), (6, "upkeep", "log_file")]
+
+
+def test_nothing_outside_the_stores_reaches_past_the_protocol() -> None:
+    """Outside ``store/``, a store is asked only what ``Store`` declares,
+    and its upkeep only what ``Upkeep`` declares (no ``log_path``, ``conn``,
+    ``_errors``...: a member the interface does not promise)."""
+    from storm_queue.store.interface import Store, Upkeep
+
+    allowed = {"store": declared(Store), "upkeep": declared(Upkeep)}
+    assert {"read", "writing", "upkeep"} <= allowed["store"] and {"log_file", "close"} <= allowed["upkeep"]
+    seen, past = 0, []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.relative_to(PACKAGE).parts[0] == "store":
+            continue
+        for line, of, name in store_uses(path):
+            seen += 1
+            if name not in allowed[of]:
+                past.append(f"{path.relative_to(PACKAGE)}:{line} {of}.{name}")
+    assert seen > 20 and not past, past
