@@ -178,3 +178,28 @@ def test_nothing_outside_the_stores_reaches_past_the_protocol() -> None:
             if name not in allowed[of]:
                 past.append(f"{path.relative_to(PACKAGE)}:{line} {of}.{name}")
     assert seen > 20 and not past, past
+
+
+def test_both_stores_keep_the_upkeep(tmp_path: Path) -> None:
+    """What callers beside the request path ask, each store answers: a
+    directory's log is a file, a database's is not; a directory admits by
+    its files' owner, so it knows no member (``NotHere``, exit 2)."""
+    import pytest
+
+    from storm_queue.core.config import Declaration
+    from storm_queue.core.errors import NotHere
+    from storm_queue.store.directory.store import Directory
+    from storm_queue.store.interface import Store, Upkeep
+    from storm_queue.store.postgres.store import Database
+
+    directory, database = Directory(str(tmp_path), env={}), Database("postgresql://nobody@127.0.0.1:1/none", env={})
+    for store in (directory, database):
+        assert isinstance(store, Store) and isinstance(store.upkeep, Upkeep)
+        for name in declared(Upkeep):
+            assert getattr(Upkeep, name).__doc__, name
+    decl = Declaration(True)
+    assert directory.upkeep.log_file(decl) == str(tmp_path / decl.log) and database.upkeep.log_file(decl) is None
+    with pytest.raises(NotHere, match="directory storm"):
+        directory.upkeep.member("someone", "runner")
+    database.upkeep.close()  # nothing open: nothing to close, and no connection is made
+    assert database._conn is None

@@ -1,5 +1,5 @@
 """What the modules that work for ``store.Database`` (``log``, ``served``,
-``faults``, ``version``) ask of the one they are given: its connection,
+``faults``, ``version``, ``upkeep``) ask of the one they are given: its connection,
 its root and URL, what it has read and committed on that connection, and
 the requests it reads by. ``Database`` has these members; the modules
 name this Protocol, never ``store``, so ``store`` imports them and none
@@ -32,6 +32,7 @@ class Session(Protocol):
     _runs_counted: int  # the runs the server folded, as served.catch_up last counted them
     _catch_up_after: int  # how far behind the body is before served asks to catch up again
     _version: int | None  # the schema's version, as read on this connection
+    _kind: tuple[str, str | None] | None  # the session's role and as what it was granted, as read
 
     @property
     def conn(self) -> Any:

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from ...core.outcome import Request
     from ...core.queuetext import Skipped
     from ...core.resolver import View
+    from .upkeep import Upkeep
 
 #: a writer rewrites the state row's body once the log is this many lines past it
 STATE_EVERY = 32
@@ -345,32 +346,11 @@ class Database:
         return Judged(verdict, None, unrecordable, who)
 
     @property
-    def upkeep(self) -> Database:
-        """The store's own upkeep (``interface.Upkeep``): ``log_file``,
-        ``member``, ``change_member``, ``close``."""
-        return self
+    def upkeep(self) -> Upkeep:
+        """The store's own upkeep (``interface.Upkeep``, ``upkeep.Upkeep``)."""
+        from .upkeep import Upkeep
 
-    def log_file(self, decl: config.Declaration) -> None:
-        """None: the log is rows, never a file a reader may follow."""
-        return None
-
-    def member(self, role: str, kind: str) -> bool | None:
-        """``members.is_member``, None for a role the server does not know."""
-        from . import members
-
-        if not members.role_exists(self.conn, role):
-            return None
-        return members.is_member(self.conn, role, kind)
-
-    def change_member(self, verb: str, kind: str, role: str) -> list[str]:
-        """``members.change`` in the request's transaction (the statements
-        the operator's role may not run, returned); the next request reads
-        the grant anew."""
-        from .members import change
-
-        refused = change(self.conn, verb, kind, role)
-        self._kind = None
-        return refused
+        return Upkeep(self)
 
     def _granted(self, who: str) -> str | None:
         """As what the operator granted the session's role ``who`` (runner,
