@@ -161,10 +161,8 @@ def storm(root: str | None, wait: float = 30.0, reads: bool = False):
     from ..service.storm import Storm
 
     found = Storm.find(root, wait=wait)
-    if not reads and found.keeps_files:  # a directory's lock (a database storm waits in its server)
-        from ..store.directory.log import lock
-
-        lock.on_wait = _waiting
+    if not reads:
+        found.store.upkeep.tell_waits(_waiting)
     return found
 
 

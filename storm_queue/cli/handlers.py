@@ -204,8 +204,10 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
         def emit(line: bytes, event: dict) -> None:
             out.buffer.write(history.printable_line(line, event))
     else:
+        appended = source.store.upkeep.appended
+
         def emit(line: bytes, event: dict) -> None:
-            out.write(render.event_text(event, source.keeps_files) + "\n")
+            out.write(render.event_text(event, appended) + "\n")
     try:
         read = history.walk(source.history, flt, last, emit)
         moved = source.moved() if as_json else ""
@@ -279,7 +281,7 @@ def verify(root: str | None, as_json: bool) -> int:
     if as_json:
         emit_json({**audit.to_json(), "moved": moved or None})
     else:
-        say(render.audit_text(audit, source.keeps_files))
+        say(render.audit_text(audit))
         if moved:
             say(f"moved: {render.printable(moved)}: the log's last line says the storm moved there; its lanes run there")
         warn(audit.warnings)
@@ -336,7 +338,7 @@ def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
     from . import render
 
     source = reading(root)
-    if source.keeps_files:
+    if source.store.keeps_files:  # the store's checks, chosen by kind: they are not yet the store's (docs/architecture.md)
         facts = audit.gather(source.root)
     else:  # a database storm: its doctor, imported only for one
         from ..ops.dbdoctor import gather

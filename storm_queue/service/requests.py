@@ -5,7 +5,6 @@ plans with the pure core; ``passage.request`` takes it the rest of the way."""
 
 from __future__ import annotations
 
-import os
 
 from .. import wall
 from ..core import queuetext
@@ -229,8 +228,9 @@ def declare(storm: Storm, path: str, reason: str | None = None, key: str | None 
     from ..core import config
     from ..core.errors import NotHere
 
-    if storm.keeps_files:
-        raise NotHere(f"on a directory storm the declaration is {os.path.join(storm.root, 'storm.toml')}: edit that "
+    declared_in = storm.store.upkeep.declared_in()
+    if declared_in is not None:
+        raise NotHere(f"on a directory storm the declaration is {declared_in}: edit that "
                       "file (reviewed) instead; declare records a file into a database storm")
     import json
     import tomllib

@@ -105,10 +105,6 @@ class Storm:
     def wait(self) -> float:
         return self.store.wait
 
-    @property
-    def keeps_files(self) -> bool:
-        return self.store.keeps_files
-
     def close(self) -> None:
         """Let go of what the store holds open (a database's connection)."""
         self.store.upkeep.close()

@@ -36,8 +36,8 @@ class Store(Protocol):
     """One storm's keeping. ``root`` is where it is, as printed (a URL's
     password masked); ``env`` the environment a caller is judged in;
     ``wait`` how long a writer waits for the storm's lock; ``keeps_files``
-    whether the storm is files a reader may stat (the live view watches
-    them; ``adopt`` and a directory's ``doctor`` examine them);
+    whether the storm is files (``doctor`` chooses its checks by it; what
+    else a caller needs of the files it asks of ``upkeep``);
     ``holds_lanes`` whether every claim it serves passes a held lane over
     (``hold`` is refused, unrecorded, where it would not); ``upkeep`` what
     callers beside the request path ask of the keeping (``Upkeep``)."""
@@ -127,12 +127,43 @@ class Upkeep(Protocol):
     """What is asked of a storm's keeping beside the request path: by the
     readers that follow its log, by the operator's upkeep (``ops``), and by
     whoever is done with it. Nothing outside ``store/`` asks a store for
-    more than ``Store`` and this declare (``tests/unit/test_seam.py``)."""
+    more than ``Store`` and this declare (``tests/unit/test_seam.py``).
+    ``appended`` is how the store says a push enqueued its lane (a line
+    appended to queue.txt; a lane row added), in the log's words."""
+
+    appended: str
 
     def log_file(self, decl: Declaration) -> str | None:
         """The file that holds the log as ``decl`` declares it, which a
         reader may stat, follow from an offset, and set aside (a
         directory's); None where the log is not a file (a database's rows)."""
+
+    def declared_in(self) -> str | None:
+        """The file that is the storm's declaration, which the operator
+        edits (a directory's storm.toml); None where the storm keeps the
+        declaration ``declare`` records (a database's)."""
+
+    def watched(self) -> list[str]:
+        """The files whose change can change what the storm decides, which
+        the live view watches and stats; [] where the storm is no files (it
+        is read again every interval). ``StormError`` when the declaration
+        cannot be read."""
+
+    def tell_waits(self, tell: Callable[[str, str, float], None]) -> None:
+        """From now on, ``tell(who, where, wait)`` once, when a request of
+        this process has waited a moment for the storm's lock and may wait
+        longer (a directory's lock file); a database's requests wait in its
+        server, and it tells nothing."""
+
+    def schema(self) -> tuple[int, int, bool]:
+        """Under the request's lock: the storm's schema version, this
+        storm-queue's, and whether the server's tables were written other
+        than by its fold. ``NotHere`` where the storm has no schema (files)."""
+
+    def carry(self, was: int) -> int | None:
+        """In the request's transaction: apply each migration after ``was``
+        (None); at the current version, fold the server's tables again from
+        the log, returning the lines folded. ``NotHere`` as ``schema``."""
 
     def member(self, role: str, kind: str) -> bool | None:
         """Whether ``role`` is a ``kind`` (runner, reader) of the storm, under

@@ -159,7 +159,7 @@ class Seen:
             storm = self._log_storm
             ring: deque = deque(maxlen=WINDOW)
             try:
-                if not (storm.keeps_files and self._log is not None and self._follow_log(storm, ring)):
+                if not (self._log is not None and self._follow_log(storm, ring)):
                     ring.clear()
                     read = storm.history(lambda line, event: ring.append((line, event)))
                     self._log_end = (read.length, read.seq, read.digest) if read.seq else None

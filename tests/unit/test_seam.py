@@ -195,11 +195,20 @@ def test_both_stores_keep_the_upkeep(tmp_path: Path) -> None:
     directory, database = Directory(str(tmp_path), env={}), Database("postgresql://nobody@127.0.0.1:1/none", env={})
     for store in (directory, database):
         assert isinstance(store, Store) and isinstance(store.upkeep, Upkeep)
-        for name in declared(Upkeep):
-            assert getattr(Upkeep, name).__doc__, name
+        assert store.upkeep.appended in ("appended to queue.txt", "added as a lane row")
+    for name, member in vars(Upkeep).items():
+        if callable(member) and not name.startswith("_"):
+            assert member.__doc__, name
     decl = Declaration(True)
     assert directory.upkeep.log_file(decl) == str(tmp_path / decl.log) and database.upkeep.log_file(decl) is None
-    with pytest.raises(NotHere, match="directory storm"):
-        directory.upkeep.member("someone", "runner")
+    for ask in (lambda: directory.upkeep.member("someone", "runner"), directory.upkeep.schema,
+                lambda: directory.upkeep.carry(0)):
+        with pytest.raises(NotHere, match="directory storm"):
+            ask()
+    (tmp_path / "queue.txt").write_text("a 1\n")
+    watched = directory.upkeep.watched()
+    assert str(tmp_path / "queue.txt") in watched and str(tmp_path / decl.log) in watched
+    assert database.upkeep.watched() == [] and database.upkeep.declared_in() is None
+    assert directory.upkeep.declared_in() == str(tmp_path / "storm.toml")
     database.upkeep.close()  # nothing open: nothing to close, and no connection is made
     assert database._conn is None

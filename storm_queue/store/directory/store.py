@@ -28,6 +28,11 @@ if TYPE_CHECKING:
     from .effects import Files
 
 
+def _no_schema(root: str) -> NotHere:
+    return NotHere(f"{root} is a directory storm: its files have no schema to upgrade; upgrade carries "
+                   "a database storm (storm-queue upgrade URL) forward; nothing was recorded")
+
+
 class Directory:
     """The storm directory ``root``, read fresh on every call.
 
@@ -37,6 +42,7 @@ class Directory:
     #: the storm is kept in files a reader may stat (the live view watches them)
     keeps_files = True
     holds_lanes = True  # its claims are the pure core's, which pass a held lane over
+    appended = "appended to queue.txt"  # how a push's lane is enqueued, in the log's words (``Upkeep``)
 
     def __init__(self, root: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
         self.root = root
@@ -59,6 +65,28 @@ class Directory:
     def log_file(self, decl: config.Declaration) -> str | None:
         """The log's file (``Upkeep.log_file``); None while storm.toml names none."""
         return None if decl.log_error else self.log_path(decl)
+
+    def declared_in(self) -> str:
+        """storm.toml, in the storm's directory."""
+        return os.path.join(self.root, "storm.toml")
+
+    def watched(self) -> list[str]:
+        """queue.txt, storm.toml, the ledgers, the log and its witness, the lanes and their markers."""
+        from .changes import paths
+
+        return paths(self)
+
+    def tell_waits(self, tell: Callable[[str, str, float], None]) -> None:
+        """``tell`` who holds the writers' lock while a request waits for it (``log.lock.on_wait``)."""
+        from .log import lock
+
+        lock.on_wait = tell
+
+    def schema(self) -> tuple[int, int, bool]:
+        raise _no_schema(self.root)
+
+    def carry(self, was: int) -> int | None:
+        raise _no_schema(self.root)
 
     def member(self, role: str, kind: str) -> bool | None:
         raise NotHere(f"{self.root} is a directory storm: who may write it is its files' owner; grant and revoke "

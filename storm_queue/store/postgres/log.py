@@ -89,6 +89,7 @@ def verify(store: Session, progress: Callable[[int], None] | None = None):
     out.agree = ("framing, schema, chain and seq agree (its lines are rows of storm_queue.event, which keeps no "
                  "witness: the chain and the state row are checked instead)")
     out.kept = "state row"
+    out.remedy = logread.RESTORE_HINT
     if out.problem is not None:
         return out
     seq, last = head[0]  # the head in the snapshot the lines were read from

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Callable
+
     from ...core import config
     from .session import Session
 
@@ -12,11 +14,42 @@ if TYPE_CHECKING:
 class Upkeep:
     """``Database.upkeep``: the store's connection, and its members (``members``)."""
 
+    appended = "added as a lane row"  # how a push's lane is enqueued, in the log's words
+
     def __init__(self, store: Session):
         self.store = store
 
     def log_file(self, decl: config.Declaration) -> None:
         """None: the log is rows, never a file a reader may stat or follow."""
+        return None
+
+    def declared_in(self) -> None:
+        """None: ``declare`` records the declaration into the storm."""
+        return None
+
+    def watched(self) -> list[str]:
+        """None: rows, no file to watch; the live view reads the storm every interval."""
+        return []
+
+    def tell_waits(self, tell: Callable[[str, str, float], None]) -> None:
+        """Nothing: a request waits for the storm in its server (``lock_timeout``)."""
+
+    def schema(self) -> tuple[int, int, bool]:
+        """The schema's version read afresh in the transaction, this
+        storm-queue's, and whether the server's tables were written by hand."""
+        from . import version
+        from .queries import schema_version
+
+        return version.read(self.store, fresh=True), schema_version(), bool(version.withdrawn(self.store))
+
+    def carry(self, was: int) -> int | None:
+        """``version.migrate`` from ``was``; at the current version, ``version.rederive``."""
+        from . import version
+        from .queries import schema_version
+
+        if was == schema_version():
+            return version.rederive(self.store)
+        version.migrate(self.store, was)
         return None
 
     def member(self, role: str, kind: str) -> bool | None:
