@@ -202,6 +202,7 @@ def test_both_stores_keep_the_upkeep(tmp_path: Path) -> None:
     decl = Declaration(True)
     assert directory.upkeep.log_file(decl) == str(tmp_path / decl.log) and database.upkeep.log_file(decl) is None
     for ask in (lambda: directory.upkeep.member("someone", "runner"), directory.upkeep.schema,
+                lambda: directory.upkeep.change_member("grant", "runner", "someone"),
                 lambda: directory.upkeep.carry(0)):
         with pytest.raises(NotHere, match="directory storm"):
             ask()

@@ -33,6 +33,11 @@ def _no_schema(root: str) -> NotHere:
                    "a database storm (storm-queue upgrade URL) forward; nothing was recorded")
 
 
+def _no_members(root: str) -> NotHere:
+    return NotHere(f"{root} is a directory storm: who may write it is its files' owner; grant and revoke "
+                   "name a role of a database storm; nothing was recorded")
+
+
 class Directory:
     """The storm directory ``root``, read fresh on every call.
 
@@ -89,11 +94,10 @@ class Directory:
         raise _no_schema(self.root)
 
     def member(self, role: str, kind: str) -> bool | None:
-        raise NotHere(f"{self.root} is a directory storm: who may write it is its files' owner; grant and revoke "
-                      "name a role of a database storm; nothing was recorded")
+        raise _no_members(self.root)
 
     def change_member(self, verb: str, kind: str, role: str) -> list[str]:
-        return self.member(role, kind) or []
+        raise _no_members(self.root)
 
     def close(self) -> None:
         """Nothing is held open between requests."""
