@@ -32,7 +32,7 @@ from .doctor import ERROR, WARNING, Finding, cycle_findings, declaration_finding
 WRITES = {"table": ("INSERT", "UPDATE", "DELETE", "TRUNCATE", "TRIGGER"), "sequence": ("UPDATE", "USAGE"),
           "schema": ("CREATE",)}
 #: the triggers the schema puts on the event table: the function each calls, and what it refuses (the insert
-#: check from schema version 9, migrations/0009.sql)
+#: check from schema version 9; sql/schema.sql)
 TRIGGERS = {"event_append_only": ("append_only", "UPDATE and DELETE"),
             "event_no_truncate": ("append_only", "TRUNCATE"),
             "event_well_formed": ("event_well_formed", "a line that is not the log's next, well formed")}
@@ -129,7 +129,7 @@ def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
         out.append(Finding(ERROR, "not_append_only", "storm_queue.event",
                            f"the trigger {name} {why}: the event table no longer refuses {TRIGGERS[name][1]}, "
                            "so history could change other than by appending a well-formed line",
-                           "restore it as the schema creates it (storm_queue/store/postgres/schema.sql and migrations/, "
+                           "restore it as the schema creates it (storm_queue/store/postgres/sql/schema.sql and sql/functions/, "
                            "as the operator), then: storm-queue verify"))
     if facts.withdrawn is not None:
         out.append(Finding(ERROR, "withdrawn", "storm_queue.storm",

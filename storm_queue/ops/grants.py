@@ -1,7 +1,7 @@
 """``storm-queue grant runner|reader ROLE`` and ``revoke``: the operator
 admits a database role as a runner (it may claim, renew, finish and
 release leases and recover expired ones, each through a function the
-operator owns that decides and writes it: ``migrations/0009.sql``; its
+operator owns that decides and writes it: ``sql/functions/``; its
 ``idle_in_transaction_session_timeout`` and ``lock_timeout`` are set in the
 storm's database, ``members.RUNNER_SETTINGS``) or as a reader (it may
 read), or ends that.

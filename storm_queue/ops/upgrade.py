@@ -1,7 +1,8 @@
 """``storm-queue upgrade URL``: carry a database storm's schema forward to
 this storm-queue's version, applying every pending migration
-(``store/postgres/migrations/NNNN.sql``) in the request's one
-transaction, under the storm's lock, and recording an ``upgrade`` line
+(``store/postgres/sql/migrations/NNNN.sql``: tables and data) and the
+server's functions again (``sql/functions/``: code, not state; those the
+tree no longer defines dropped) in the request's one transaction, under the storm's lock, and recording an ``upgrade`` line
 that names the versions from and to. Operator only, as every request; a
 storm at this version already is a recorded no-op, unless the server no
 longer decides by its folded tables (written by hand: it answers a
