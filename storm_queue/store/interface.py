@@ -10,6 +10,16 @@ A request goes: ``declaration`` -> ``judge`` -> ``writing`` (the lock) ->
 before the record -> ``append`` -> the effects that go after it. A reader
 goes ``declaration`` -> ``read`` -> ``snapshot``, and takes no lock.
 
+A store's failure reaches its caller only as the typed errors its
+members document (``core.errors``): ``Busy``, ``Aborted``,
+``RecordFailed``, ``WriteFailed`` (an I/O error stopped a write: its
+words, its file, whether this account was denied, whether what it wrote
+could not be taken back) and ``AppendFailed`` (one that stopped the
+log's append, and how far it got); ``UnknownOrder``, ``StormUnreadable``
+and ``NotHere`` for what cannot be read or done. The system's own
+``OSError`` never leaves a store (``tests/unit/test_seam.py`` holds the
+service to catching only these).
+
 These are ``typing.Protocol`` classes: a store is any object with these
 members, checked by ``isinstance`` (``runtime_checkable``) in the tests,
 never a base class to inherit from."""
@@ -67,7 +77,8 @@ class Store(Protocol):
         and the effects write is whole when the block ends, or not begun.
         Raises ``Busy`` after ``wait`` seconds; ``Aborted`` when the store
         gave the request up (nothing of it happened); ``RecordFailed`` when
-        the store went away, saying whether it committed."""
+        the store went away, saying whether it committed; ``WriteFailed``
+        when the lock could not be taken for an I/O error (nothing happened)."""
 
     def read(self, decl: Declaration) -> LogRead:
         """The log's state now: its head (``seq``, ``digest``) and the lane
@@ -198,7 +209,9 @@ class Effects(Protocol):
     ones that go before the record (``queue``, ``settle``,
     ``mark_finished``, ``unmark_blocked``, ``declare``, ``start_over``) leave a state a
     retry of the request completes when the record does not follow; the
-    rest only cache what the log records, and go after it."""
+    rest only cache what the log records, and go after it. Each, and each
+    undo one returns, raises ``WriteFailed`` when an I/O error stops it
+    (``kept``: what it wrote could not be taken back off either)."""
 
     def queue(self, line: str) -> Callable[[], None] | None:
         """Enqueue the lanes of ``line``: one whole queue.txt line, or

@@ -213,3 +213,38 @@ def test_both_stores_keep_the_upkeep(tmp_path: Path) -> None:
     assert directory.upkeep.declared_in() == str(tmp_path / "storm.toml")
     database.upkeep.close()  # nothing open: nothing to close, and no connection is made
     assert database._conn is None
+
+
+def caught(path: Path) -> list[tuple[int, str]]:
+    """Every handler in ``path`` that catches what a store's Protocol does
+    not document, as (line, what): ``OSError`` (or one of its subclasses'
+    names the builtins give), alone or in a tuple, and a bare ``except``."""
+    import builtins
+
+    system = {name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, OSError)}
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ExceptHandler):
+            if node.type is None:
+                found.append((node.lineno, "a bare except"))
+                continue
+            names = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+            found += [(node.lineno, n.id) for n in names if isinstance(n, ast.Name) and n.id in system]
+    return found
+
+
+def test_the_handler_finder_finds_a_system_error(tmp_path: Path) -> None:
+    source = tmp_path / "catch.py"
+    source.write_text("try:\n    pass\nexcept (ValueError, OSError):\n    pass\ntry:\n    pass\nexcept:\n    pass\n"
+                      "try:\n    pass\nexcept PermissionError as e:\n    pass\ntry:\n    pass\nexcept WriteFailed:\n    pass\n")
+    assert caught(source) == [(3, "OSError"), (7, "a bare except"), (11, "PermissionError")]
+
+
+def test_the_service_catches_only_what_the_protocol_documents() -> None:
+    """The service answers a store's failure by the typed errors its
+    Protocol documents (``core.errors``: ``WriteFailed``, ``AppendFailed``,
+    ``RecordFailed``...); an ``OSError`` is the store's to translate, and a
+    file the caller names is read by ``given``."""
+    found = [f"{path.relative_to(PACKAGE)}:{line} catches {what}"
+             for path in sorted((PACKAGE / "service").rglob("*.py")) for line, what in caught(path)]
+    assert not found, found

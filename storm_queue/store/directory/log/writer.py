@@ -100,7 +100,7 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
         else:
             fd = os.open(log.path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
     except OSError as exc:
-        raise AppendFailed(exc, "nothing") from exc
+        raise AppendFailed.of(exc) from exc
     try:
         if not log.log_exists:
             give_to(fd, owner)
@@ -113,13 +113,13 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
             write_all(fd, data)
         except OSError as exc:
             _cut_back(fd, log.length)  # a part of a line left behind is a torn tail: never counted
-            raise AppendFailed(exc, "nothing") from exc
+            raise AppendFailed.of(exc) from exc
         try:
             os.fsync(fd)
         except OSError as exc:
-            raise AppendFailed(exc, "nothing" if _cut_back(fd, log.length) else "uncertain") from exc
+            raise AppendFailed.of(exc, state="nothing" if _cut_back(fd, log.length) else "uncertain") from exc
     except OSError as exc:
-        raise AppendFailed(exc, "nothing") from exc
+        raise AppendFailed.of(exc) from exc
     finally:
         os.close(fd)
     events = [event for event, _ in framed]
@@ -133,7 +133,7 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
             owner,
         )
     except OSError as exc:
-        raise AppendFailed(exc, "unwitnessed", events) from exc
+        raise AppendFailed.of(exc, state="unwitnessed", events=events) from exc
     checkpoint.refresh(log, events, length, digest(last_line), owner)
     return events
 
