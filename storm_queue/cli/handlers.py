@@ -334,23 +334,17 @@ def migrate(root: str | None, as_json: bool, directory: str, url: str, wait: flo
 
 
 def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
-    from ..ops import doctor as audit
+    from ..core import checkup
     from . import render
 
     source = reading(root)
-    if source.store.keeps_files:  # the store's checks, chosen by kind: they are not yet the store's (docs/architecture.md)
-        facts = audit.gather(source.root)
-    else:  # a database storm: its doctor, imported only for one
-        from ..ops.dbdoctor import gather
-
-        facts = gather(source.store)
-    hours = running_hours or facts.declaration.running_hours or audit.DEFAULT_RUNNING_HOURS
-    findings = facts.diagnose(hours)
+    found = source.store.upkeep.doctor(running_hours)
+    findings = list(found.findings)
     if as_json:
-        emit_json(audit.report_json(source.root, hours, findings, source.moved()))
+        emit_json(checkup.report_json(source.root, found.running_hours, findings, source.moved()))
     elif findings:
-        say(audit.render_text(findings))
-        errors = sum(f.severity == audit.ERROR for f in findings)
+        say(checkup.render_text(findings))
+        errors = sum(f.severity == checkup.ERROR for f in findings)
         err(f"storm-queue: doctor: {errors} error(s), {len(findings) - errors} warning(s)")
     else:
         say(f"no findings: the storm at {render.printable(source.root)} is sound")

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Protoc
 from ..core.authority import Judged
 
 if TYPE_CHECKING:
+    from ..core.checkup import Checkup
     from ..core.config import Declaration
     from ..core.lane import Snapshot
     from ..core.logread import Cut, LogRead
@@ -45,9 +46,7 @@ if TYPE_CHECKING:
 class Store(Protocol):
     """One storm's keeping. ``root`` is where it is, as printed (a URL's
     password masked); ``env`` the environment a caller is judged in;
-    ``wait`` how long a writer waits for the storm's lock; ``keeps_files``
-    whether the storm is files (``doctor`` chooses its checks by it; what
-    else a caller needs of the files it asks of ``upkeep``);
+    ``wait`` how long a writer waits for the storm's lock;
     ``holds_lanes`` whether every claim it serves passes a held lane over
     (``hold`` is refused, unrecorded, where it would not); ``upkeep`` what
     callers beside the request path ask of the keeping (``Upkeep``)."""
@@ -55,7 +54,6 @@ class Store(Protocol):
     root: str
     env: Mapping[str, str]
     wait: float
-    keeps_files: bool
     holds_lanes: bool
     upkeep: Upkeep
 
@@ -186,6 +184,15 @@ class Upkeep(Protocol):
         transaction; the statements the operator's role may not run (a role
         that may must run them; the grant stands without them).
         ``NotHere`` where the storm admits by its files' owner."""
+
+    def doctor(self, running_hours: float | None = None, now: float | None = None) -> Checkup:
+        """The store's own doctor checks of the storm, read at ``now`` (else
+        the wall clock's time): the findings, plain data
+        (``core.checkup.Finding``: the files another account could forge,
+        or the roles that could; the log, the declaration, the leases and
+        lanes), judged by ``running_hours`` (else the declaration's, else
+        24). Reads only, takes no lock; ``StormUnreadable`` or ``NoStorm``
+        when the storm cannot be examined at all."""
 
     def close(self) -> None:
         """Let go of what the store holds open (a connection); the next

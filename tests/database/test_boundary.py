@@ -462,11 +462,11 @@ def test_keys_are_forgotten_as_the_python_fold_forgets_them(pg_server, db, runne
 def test_the_docs_say_the_grants_timeouts_and_every_finding_doctor_gives_a_database() -> None:
     """Issue 30, item 8: docs/many-hosts.md and SECURITY.md give the
     timeouts ``grant runner`` sets, as members.RUNNER_SETTINGS sets them;
-    docs/doctor.md's table has every code ops/dbdoctor.py finds."""
+    docs/doctor.md's table has every code store/postgres/checkup.py finds."""
     import re
     from pathlib import Path
 
-    from storm_queue.ops import dbdoctor
+    from storm_queue.store.postgres import checkup as dbdoctor
     from storm_queue.store.postgres.members import RUNNER_SETTINGS
 
     root = Path(__file__).resolve().parents[2]

@@ -248,3 +248,52 @@ def test_the_service_catches_only_what_the_protocol_documents() -> None:
     found = [f"{path.relative_to(PACKAGE)}:{line} catches {what}"
              for path in sorted((PACKAGE / "service").rglob("*.py")) for line, what in caught(path)]
     assert not found, found
+
+
+#: names that, outside ``store/``, hold a store when nothing else says so (a parameter left unannotated)
+STORE_NAMES = {"store", "storm", "source", "db", "database", "directory"}
+
+
+def reached(path: Path) -> list[tuple[int, str]]:
+    """What ``path`` reaches that only a store may: ``keeps_files`` (a
+    store-kind check by another name) or ``conn`` (its connection) on
+    anything, and a ``_private`` member of a store (a name ``store_uses``
+    binds to one, a name of ``STORE_NAMES``, or ``x.store``/``x.upkeep``)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bound = set(STORE_NAMES)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            if any(isinstance(n, ast.Name) and n.id in STORES or isinstance(n, ast.Constant) and n.value in STORES
+                   for n in ast.walk(node.annotation)):
+                bound.add(node.arg)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Attribute) and node.value.attr in ("store", "upkeep"):
+            bound |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        if node.attr in ("keeps_files", "conn"):
+            found.append((node.lineno, node.attr))
+        elif node.attr.startswith("_") and not node.attr.startswith("__"):
+            of = node.value
+            if (isinstance(of, ast.Name) and of.id in bound) or (isinstance(of, ast.Attribute) and of.attr in ("store", "upkeep")):
+                found.append((node.lineno, node.attr))
+    return found
+
+
+def test_the_reach_finder_finds_a_reach(tmp_path: Path) -> None:
+    source = tmp_path / "reach.py"
+    source.write_text("def f(storm, s: 'Database', x):\n    with storm._errors():\n        c = storm.conn\n"
+                      "    if x.store.keeps_files:\n        s._kind = None\n    x.store._load()\n    x._own = 1\n"
+                      "    self._fine = 2\n")
+    assert sorted(reached(source)) == [(2, "_errors"), (3, "conn"), (4, "keeps_files"), (5, "_kind"), (6, "_load")]
+
+
+def test_nothing_outside_the_stores_asks_their_kind_or_their_insides() -> None:
+    """Outside ``store/``, nothing reads ``keeps_files`` (what a caller
+    needs of the kind it asks of ``upkeep``: the doctor's checks are
+    ``Upkeep.doctor``), a connection (``conn``), or a store's ``_private``
+    members (``_errors``, ``_kind``...)."""
+    found = [f"{path.relative_to(PACKAGE)}:{line} {name}" for path in sorted(PACKAGE.rglob("*.py"))
+             if path.relative_to(PACKAGE).parts[0] != "store" for line, name in reached(path)]
+    assert not found, found

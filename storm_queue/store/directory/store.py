@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from ... import wall
-from ...core import clock, config, fold, ledgers, logread
+from ...core import config, logread
 from ...core.errors import Busy, NotHere, RecordFailed, UnknownOrder
 from ...core.lane import Snapshot
 from ...core.records import replace
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, ContextManager, Mapping
 
     from ...core.authority import Judged
+    from ...core.checkup import Checkup
     from ...core.outcome import Request
     from ...core.queuetext import Skipped
     from ...core.resolver import View
@@ -44,8 +45,6 @@ class Directory:
     ``wait`` is how many seconds a writer waits for the writers' lock.
     """
 
-    #: the storm is kept in files a reader may stat (the live view watches them)
-    keeps_files = True
     holds_lanes = True  # its claims are the pure core's, which pass a held lane over
     appended = "appended to queue.txt"  # how a push's lane is enqueued, in the log's words (``Upkeep``)
 
@@ -99,6 +98,13 @@ class Directory:
     def change_member(self, verb: str, kind: str, role: str) -> list[str]:
         raise _no_members(self.root)
 
+    def doctor(self, running_hours: float | None = None, now: float | None = None) -> Checkup:
+        """``checkup.gather`` of the storm's files, diagnosed (``core.checkup.checkup``)."""
+        from ...core.checkup import checkup
+        from .checkup import gather
+
+        return checkup(gather(self.root, now), running_hours)
+
     def close(self) -> None:
         """Nothing is held open between requests."""
 
@@ -151,8 +157,9 @@ class Directory:
         if not led.unattended and self.declaration().runner.unattended:  # the file, or the declared key
             led = replace(led, unattended=True)
         return Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, at or wall.now(),
-                        leased_results(self.root, led, log.state), queue.skipped,
-                        (changed(os.path.join(self.root, "queue.txt")), changed(os.path.join(self.root, ledger.INTEGRATED))))
+                        ledger.leased_results(self.root, led, log.state), queue.skipped,
+                        (ledger.changed(os.path.join(self.root, "queue.txt")),
+                         ledger.changed(os.path.join(self.root, ledger.INTEGRATED))))
 
     def append(self, log: logread.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
                owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
@@ -220,16 +227,3 @@ def _known(decl: config.Declaration) -> None:
     if decl.log_error:
         raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
 
-
-def changed(path: str) -> str:
-    """The stamp of the file's last change ('' when it cannot be looked at)."""
-    try:
-        return clock.stamp(os.stat(path).st_mtime)
-    except OSError:
-        return ""
-
-
-def leased_results(root: str, led: ledgers.Ledgers, state: fold.LaneState) -> dict[str, int | None]:
-    """The tokens of the ``result.json`` files of lanes that hold a lease:
-    the only results whose author matters (see ``resolver``)."""
-    return ledger.result_tokens(root, [s for s, r in state.runs.items() if r.lease is not None and s in led.finished])

@@ -78,7 +78,6 @@ class Database:
     """One storm in a PostgreSQL database, named by its libpq URL (the
     ``store.interface.Store`` of a storm for runners on many hosts)."""
 
-    keeps_files = False  # rows, not files: the live view reads it every interval
     #: whether the server's claim passes held lanes over: not until its functions fold holds (schema version 10)
     holds_lanes = False
 

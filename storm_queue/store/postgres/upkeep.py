@@ -8,6 +8,7 @@ if TYPE_CHECKING:
     from typing import Callable
 
     from ...core import config
+    from ...core.checkup import Checkup
     from .session import Session
 
 
@@ -70,6 +71,13 @@ class Upkeep:
         refused = change(self.store.conn, verb, kind, role)
         self.store._kind = None
         return refused
+
+    def doctor(self, running_hours: float | None = None, now: float | None = None) -> Checkup:
+        """``checkup.gather`` on the store's connection, diagnosed (``core.checkup.checkup``)."""
+        from ...core.checkup import checkup
+        from .checkup import gather
+
+        return checkup(gather(self.store, now), running_hours)
 
     def close(self) -> None:
         """Close the store's connection (its next request opens a new one)."""

@@ -1,8 +1,10 @@
-"""``storm-queue doctor`` on a database storm: the same findings, output and
-exit codes as on a directory (``doctor``), for what a database holds.
+"""A database storm's own doctor checks (``Upkeep.doctor``): the same
+findings, output and exit codes as on a directory (``core.checkup``), for
+what a database holds.
 
-``gather`` reads the storm (the edge: the server, the clock); ``diagnose``
-turns what it read into findings (plain data, no I/O). It examines: the log
+``gather`` reads the storm (the edge: the server, the clock) on the
+store's connection; ``diagnose`` turns what it read into findings (plain
+data, no I/O). It examines: the log
 (the chain from line 1, and the state row against the fold of the log: the
 checks of ``verify``), the declaration, leases past their expiry,
 quarantined and stray lanes, lanes leased for longer than the threshold,
@@ -12,7 +14,6 @@ no schema on the operator's search_path that another role may create
 objects in; each runner role's timeouts set), the storm's lock (no session
 holds it for longer than a request would), and the event table's
 append-only triggers.
-The module imports no driver: it asks the store's connection.
 """
 
 from __future__ import annotations
@@ -20,13 +21,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .. import wall
-from ..core import config
-from ..core.errors import StormError, StormUnreadable
-from ..core.lane import Snapshot
-from ..core.names import printable, quote
-from ..store.postgres.queries import q
-from .doctor import ERROR, WARNING, Finding, cycle_findings, declaration_findings, runner_findings
+from ... import wall
+from ...core import config
+from ...core.checkup import ERROR, WARNING, Finding, cycle_findings, declaration_findings, runner_findings
+from ...core.errors import StormError, StormUnreadable
+from ...core.lane import Snapshot
+from ...core.names import printable, quote
+from .queries import q
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .session import Session
 
 #: what lets a role change a table's rows, a sequence's value, or the schema's objects (by kind)
 WRITES = {"table": ("INSERT", "UPDATE", "DELETE", "TRUNCATE", "TRIGGER"), "sequence": ("UPDATE", "USAGE"),
@@ -146,7 +151,7 @@ def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
     snap = facts.snapshot
     if snap is None:
         return out
-    from ..core.resolver import resolve
+    from ...core.resolver import resolve
 
     for s in snap.skipped:  # a lane row a hand edit made unreadable, skipped as a bad queue.txt line is
         out.append(Finding(WARNING, "skipped_line", f"storm_queue.lane:{s.line}", f"{quote(s.text)} is skipped: {s.why}",
@@ -173,7 +178,7 @@ def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
 
 
 def _seconds(at: str, default: float) -> float:
-    from ..core.clock import seconds
+    from ...core.clock import seconds
 
     try:
         return seconds(at)
@@ -181,20 +186,19 @@ def _seconds(at: str, default: float) -> float:
         return default
 
 
-def gather(storm, now: float | None = None) -> DbFacts:
-    """Read the database store ``storm`` (a ``store.postgres.store.Database``) for
+def gather(storm: Session, now: float | None = None) -> DbFacts:
+    """Read the database store ``storm`` (``store.Database``) for
     ``diagnose``: never writes, takes no lock. What the storm's own rows
     cannot give is a finding; a role that may not read them, or a database
     with no storm, is the store's error (exit 2), as on a directory."""
-    from ..core.clock import stamp
-
-    from ..store.postgres.store import TABLE_LOCK
-    from ..store.postgres.version import read as read_version
+    from ...core.clock import stamp
+    from .version import BOUNDARY as TABLE_LOCK
+    from .version import read as read_version
 
     t = wall.seconds() if now is None else now
     decl = storm.declaration()  # NoStorm, StormUnreadable: doctor cannot examine
     problem = None
-    audit = storm.verify()
+    audit = storm.verify()  # (``Store.verify``)
     if audit.problem is not None:
         if audit.checkpoint == "disagrees":
             problem = ("state_disagrees", "storm_queue.state", audit.problem.what)
@@ -240,8 +244,7 @@ def _path(conn, operator: str | None) -> tuple[tuple[str, tuple[str, ...]], ...]
     sessions fix theirs) that a role other than the operator (a login
     role that is not a superuser) may CREATE in. Asked as the operator
     only: another role's session starts with its own path."""
-    from ..store.postgres.queries import q
-
+    
     found: dict[str, list[str]] = {}
     for schema, role in conn.execute(q("exposed_path"), (operator,)).fetchall():
         found.setdefault(schema, []).append(role)
@@ -250,9 +253,8 @@ def _path(conn, operator: str | None) -> tuple[tuple[str, tuple[str, ...]], ...]
 
 def _unbounded(conn) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """Each runner role lacking a setting of ``members.RUNNER_SETTINGS``, with the statements that set them."""
-    from ..store.postgres.members import RUNNER_SETTINGS, settings_statements
-    from ..store.postgres.queries import q
-
+    from .members import RUNNER_SETTINGS, settings_statements
+    
     out = []
     for role, config in conn.execute(q("runner_settings")).fetchall():
         set_ = {item.partition("=")[0] for item in config or ()}
@@ -268,8 +270,7 @@ def _holders(conn) -> tuple[tuple[int, str, float], ...]:
     looking again that long after (the same transaction still holding it)."""
     import time
 
-    from ..store.postgres.queries import q
-
+    
     first = conn.execute(q("lock_holders")).fetchall()
     out, unseen = [], []
     for pid, role, vxid, age in first:
@@ -288,8 +289,7 @@ def _holders(conn) -> tuple[tuple[int, str, float], ...]:
 def _executors(conn, operator: str | None) -> tuple[tuple[str, str], ...]:
     """Each EXECUTE on a storm function held by PUBLIC or a role other than
     the operator, but a runner role's on its own serving functions."""
-    from ..store.postgres.queries import q
-
+    
     if operator is None:
         return ()
     return tuple((function, role) for function, role in conn.execute(q("function_executors"), (operator,)).fetchall())
@@ -314,7 +314,7 @@ def _grant(conn, operator: str | None):
 
 def storm_function_body(function: str = "append_only") -> str:
     """The body of ``storm_queue.FUNCTION()`` as the schema's last word on it creates it."""
-    from ..store.postgres.queries import schema
+    from .queries import schema
 
     found = re.findall(rf"CREATE (?:OR REPLACE )?FUNCTION storm_queue\.{function}\(\)[^$]*\$\$(.*?)\$\$", schema(), re.S)
     return found[-1] if found else ""
@@ -325,7 +325,7 @@ def _triggers(conn, version: int) -> tuple[tuple[str, str], ...]:
     with why: missing, disabled, calling another function, or a function
     whose body is no longer the one the schema wrote (the insert check:
     from schema version 9)."""
-    from ..store.postgres.version import BOUNDARY
+    from .version import BOUNDARY
 
     rows = conn.execute(q("event_triggers")).fetchall()
     found = {name: (enabled, func, src) for name, enabled, func, src in rows}
