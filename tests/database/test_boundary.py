@@ -1,4 +1,4 @@
-"""A boundary that holds (issue 30, migrations/0009.sql): what the schema
+"""A boundary that holds (issue 30, store/postgres/sql/): what the schema
 itself promises, asked of the catalog and tried as each role would.
 
 - every function the storm defines resolves its names in pg_catalog alone
@@ -285,7 +285,7 @@ def test_a_runner_request_is_timed_by_the_servers_clock_never_its_own(pg_server,
     assert ("warning", "clock_moved") in [(f["severity"], f["code"]) for f in findings], findings
 
 
-# -- the server's twins of the Python rules it writes by (migrations/0009.sql) ---
+# -- the server's twins of the Python rules it writes by (sql/functions/) ------
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

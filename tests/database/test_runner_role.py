@@ -2,7 +2,7 @@
 operator grants, what a granted role may and may not do, and that it
 cannot change the storm behind the tool's back (no table privilege; the
 functions it may execute take a request's typed arguments and decide and
-write it themselves: migrations/0009.sql)."""
+write it themselves: sql/functions/serve_*.sql)."""
 
 from __future__ import annotations
 

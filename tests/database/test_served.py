@@ -1,5 +1,5 @@
 """Runner requests the server serves in one round trip (issue 21, items 1
-and 2; migrations/0005.sql, store/postgres/served.py): the server's
+and 2; sql/functions/serve_*.sql, store/postgres/served.py): the server's
 renew and finish decide what the Python request path decides, and write
 the lines the Python writer writes, byte for byte, chain included.
 
@@ -548,7 +548,7 @@ def test_verify_finds_runs_the_server_folded_that_are_not_the_logs(pg_database) 
 
 
 def test_verify_finds_a_watch_table_that_is_not_the_runs_a_claim_looks_at(pg_database) -> None:
-    """storm_queue.watch (migrations/0006.sql) holds the run rows that hold
+    """storm_queue.watch (sql/schema.sql, kept by sql/functions/run_watched.sql) holds the run rows that hold
     a lease, carry a schedule or ended an attempt other than ok: a hand
     edit of it (a lease taken out, a finished lane put in) is found."""
     from storm_queue.service.storm import Storm
@@ -765,7 +765,7 @@ def schema_conn(pg_server):
                       st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20)))
 def test_the_servers_json_text_is_the_python_encoders(schema_conn, text) -> None:
     """storm_queue.json_str (inlined into the serving functions' statements,
-    migrations/0007.sql) writes a text as core/jsoncodec.dumps does."""
+    sql/functions/json_str.sql) writes a text as core/jsoncodec.dumps does."""
     from storm_queue.core.jsoncodec import dumps
 
     got = schema_conn.execute("SELECT storm_queue.json_str(%s::text)", (text,)).fetchone()[0]
@@ -778,7 +778,7 @@ def test_the_servers_json_text_is_the_python_encoders(schema_conn, text) -> None
                    st.integers(0, 4_102_444_799).map(lambda s: s + 0.0000005),
                    st.integers(0, 4_102_444_799).map(float)))
 def test_the_servers_stamp_is_the_python_clocks(schema_conn, t) -> None:
-    """storm_queue.stamp (migrations/0007.sql) writes a POSIX time as
+    """storm_queue.stamp (sql/functions/stamp.sql) writes a POSIX time as
     core/clock.stamp does, microseconds rounded half to even and carried."""
     from storm_queue.core.clock import stamp
 
@@ -786,7 +786,7 @@ def test_the_servers_stamp_is_the_python_clocks(schema_conn, t) -> None:
 
 
 def test_a_claim_passes_a_long_held_lease_once_and_takes_its_lane_again_once_it_ends(pg_database, tmp_path) -> None:
-    """The claim's mark (runs_at.open_from, migrations/0007.sql) passes
+    """The claim's mark (runs_at.open_from, sql/schema.sql) passes
     held and quarantined lanes: with the first lane held while 40 after it
     are claimed and finished, the mark moves past them all (a claim does
     not walk past every lane finished since the lease was taken); once

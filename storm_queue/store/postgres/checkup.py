@@ -83,33 +83,33 @@ def _exposures(facts: DbFacts) -> list[Finding]:
     for obj, kind, owner in facts.owners:
         out.append(Finding(ERROR, "exposed", obj, f"is owned by role {quote(owner)}, not the storm's operator {quote(op)}: "
                            "that role could rewrite what the lanes do",
-                           f"ALTER {kind.upper()} {obj} OWNER TO {op}"))
+                           q("fix_owner").format(kind=kind.upper(), obj=obj, op=op)))
     for role, obj, privilege in facts.writers:
         target = "SCHEMA storm_queue" if obj == "storm_queue" else obj
         out.append(Finding(ERROR, "exposed", obj, f"role {quote(role)} holds {privilege} on it: a role other than the "
                            "operator's could forge what the lanes do",
-                           f"REVOKE {privilege} ON {target} FROM {role}"))
+                           q("fix_privilege").format(privilege=privilege, target=target, role=role)))
     for member in facts.members:
         out.append(Finding(ERROR, "exposed", "storm_queue", f"role {quote(member)} is a member of the operator's role "
                            f"{quote(op)}: it may act as the operator and write the tables",
-                           f"REVOKE {op} FROM {member}"))
+                           q("fix_member").format(op=op, member=member)))
     for function, role in facts.executors:
         out.append(Finding(ERROR, "exposed", function, f"role {quote(role)} may execute it: a role other than the "
                            "operator could call what only the storm's own code should (a runner: only its serving "
-                           "functions)", f"REVOKE EXECUTE ON FUNCTION {function} FROM {role}"))
+                           "functions)", q("fix_execute").format(function=function, role=role)))
     for schema, roles in facts.path:
         out.append(Finding(ERROR, "search_path_exposed", schema,
                            f"is on the operator's search_path and role(s) {', '.join(quote(r) for r in roles)} may "
                            "create objects in it: a function there that matches a call's arguments better than "
                            "pg_catalog's would run as the operator, in a hand edit or any tool that uses the path",
-                           f"REVOKE CREATE ON SCHEMA {schema} FROM {', '.join(roles)} (or take the schema off the "
+                           q("fix_create").format(schema=schema, roles=", ".join(roles)) + " (or take the schema off the "
                            "search_path: ALTER ROLE ... SET search_path)"))
     for pid, role, seconds in facts.holders:
         out.append(Finding(ERROR, "lock_held", f"pid {pid}",
                            f"role {quote(role)} has held the storm's lock for {seconds:.0f} s or more, longer than any "
                            "request would: every write waits for it",
-                           f"as a role that may (a superuser, or the operator for its own sessions): "
-                           f"SELECT pg_terminate_backend({pid})"))
+                           "as a role that may (a superuser, or the operator for its own sessions): "
+                           + q("fix_holder").format(pid=pid)))
     for role, statements in facts.unbounded:
         out.append(Finding(WARNING, "runner_unbounded", role,
                            f"runner role {quote(role)} has no idle_in_transaction_session_timeout or lock_timeout "
@@ -129,7 +129,7 @@ def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
         how = f"stands still at {fixed}" if fixed is not None else f"runs {ahead:+g} s off the server's"
         out.append(Finding(WARNING, "clock_moved", "storm_queue.clock",
                            f"the storm's clock {how}: every runner request is timed by it (a test's setting)",
-                           "UPDATE storm_queue.clock SET ahead = '0 seconds', fixed = NULL (as the operator)"))
+                           q("fix_clock") + " (as the operator)"))
     for name, why in facts.triggers:
         out.append(Finding(ERROR, "not_append_only", "storm_queue.event",
                            f"the trigger {name} {why}: the event table no longer refuses {TRIGGERS[name][1]}, "

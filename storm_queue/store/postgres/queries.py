@@ -85,7 +85,7 @@ def functions() -> str:
     off, as pg_dump restores them: they may call one another in any order).
     ``ValueError`` for a file that does not define the function it is named
     after, or defines more than one."""
-    scripts = ["SET LOCAL check_function_bodies = off;"]
+    scripts = [q("functions_begin") + ";"]
     for name in function_names():
         text = _text(os.path.join("sql", "functions", f"{name}.sql"))
         head = f"CREATE OR REPLACE FUNCTION storm_queue.{name}("
@@ -150,7 +150,7 @@ def pending(version: int) -> list[str]:
             scripts.append(_with_functions(text) if marked else text)
             applied = applied or marked
     if not applied:
-        scripts.append("SET LOCAL search_path = pg_catalog, pg_temp;\n" + functions())
+        scripts.append(q("functions_path") + ";\n" + functions())
     return scripts
 
 

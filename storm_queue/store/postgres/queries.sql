@@ -301,6 +301,33 @@ JOIN pg_proc p ON p.oid = t.tgfoid
 WHERE t.tgrelid = 'storm_queue.event'::regclass AND NOT t.tgisinternal;
 
 
+-- == doctor's fixes =========================================================
+-- What doctor tells the operator to run to mend a finding (store/postgres/
+-- checkup.py); storm-queue never runs them. Each {name} is composed in with
+-- str.format: an identifier or a number the server gave, as it gave it.
+
+-- fix_owner --
+ALTER {kind} {obj} OWNER TO {op};
+
+-- fix_privilege --
+REVOKE {privilege} ON {target} FROM {role};
+
+-- fix_member --
+REVOKE {op} FROM {member};
+
+-- fix_execute --
+REVOKE EXECUTE ON FUNCTION {function} FROM {role};
+
+-- fix_create --
+REVOKE CREATE ON SCHEMA {schema} FROM {roles};
+
+-- fix_holder --
+SELECT pg_terminate_backend({pid});
+
+-- fix_clock --
+UPDATE storm_queue.clock SET ahead = '0 seconds', fixed = NULL;
+
+
 -- == migrate (with lock_storm, session_user, storm_exists, insert_event,
 -- == insert_lane, insert_settled and insert_state above) ====================
 
@@ -320,6 +347,19 @@ VALUES (%s, %s);
 -- read_schema_version --
 -- the version of the storm's schema (UndefinedTable: version 0)
 SELECT version FROM storm_queue.version;
+
+-- functions_begin --
+-- what the server's functions are applied after (queries.functions): their bodies are checked when
+-- called, as pg_dump restores them, so they may call one another in any order
+SET LOCAL check_function_bodies = off;
+
+-- functions_path --
+-- the search_path an upgrade applies the server's functions under when no migration marks where
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+-- drop_function --
+-- one function stale_functions found, by the regprocedure text the server gave (quoted by it)
+DROP FUNCTION {};
 
 -- stale_functions --
 -- the functions of the storm's schema the tree no longer defines (sql/functions/: one file, one

@@ -1,5 +1,5 @@
 """Runner requests a database storm's server decides (issue 21, item 1;
-issue 30: ``migrations/0009.sql``): ``claim``, ``renew``, ``finish``,
+issue 30: sql/functions/serve_*.sql): ``claim``, ``renew``, ``finish``,
 ``release`` and ``recover`` are each one call of a function that judges
 the request (shape, who asks, its key), takes the storm's lock inside the
 server, decides as ``core/runs.py`` (and the resolver, for a claim) does,

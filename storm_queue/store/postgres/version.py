@@ -70,7 +70,7 @@ def migrate(store: Database, was: int) -> None:
     for script in pending(was):
         conn.execute(script)
     for (stale,) in conn.execute(q("stale_functions"), (" ".join(function_names()),)).fetchall():
-        conn.execute(f"DROP FUNCTION {stale}")  # (a regprocedure's text: quoted by the server)
+        conn.execute(q("drop_function").format(stale))  # (a regprocedure's text: quoted by the server)
     conn.execute(q("revoke_public_execute"))
     if was < BOUNDARY:  # the runner policy the server serves runners by, of the declaration in force
         from .policy import write_policy
