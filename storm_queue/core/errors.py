@@ -146,14 +146,15 @@ class AppendFailed(WriteFailed):
     the store: ``nothing`` (no line of the append counts: none was written,
     or it was cut back off, or it is a torn tail the next writer repairs),
     ``unwitnessed`` (the lines are on the log and durable, and readers count
-    them, but the log's witness was not replaced: ``events`` are they), or
-    ``uncertain`` (the log's fsync failed and the lines could not be cut
-    back off)."""
+    them, but what vouches for them was not written: ``events`` are they), or
+    ``uncertain`` (the lines could not be made durable, nor cut back off).
+    ``words`` is the store's own account of a state but ``nothing``: what
+    failed, and what comes of it."""
 
     def __init__(self, strerror: str, filename: object = None, denied: bool = False, state: str = "nothing",
-                 events: list | None = None):
+                 events: list | None = None, words: str = ""):
         super().__init__(strerror, filename, denied)
-        self.state, self.events = state, events or []
+        self.state, self.events, self.words = state, events or [], words
 
 
 def unreadable(path: str, exc: OSError) -> StormUnreadable:

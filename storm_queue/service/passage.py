@@ -221,8 +221,7 @@ def _not_written(fx: Effects, req: Request, by: str, who: str, refusal: Refusal 
     state = exc.state if isinstance(exc, AppendFailed) else "nothing"
     why = str(exc)
     if state == "unwitnessed":
-        note = (f"it is on the log as line {exc.events[-1]['seq']} and counts, but the log's witness could not be "
-                f"replaced ({why}); the next request re-witnesses it")
+        note = f"it is on the log as line {exc.events[-1]['seq']} and counts, but {exc.words}"
         if refusal is not None:
             out = _refused(req, by, refusal, authorised, recorded=True)
             out.message += f" (recorded, but {note})"
@@ -235,8 +234,7 @@ def _not_written(fx: Effects, req: Request, by: str, who: str, refusal: Refusal 
                            outcome=done)
     if state == "uncertain":
         raise RecordFailed(
-            f"the {req.verb} may or may not be on the log: the disk could not make it durable ({why}) and its line "
-            "could not be cut back off; the storm's disk is failing: check storm-queue list before asking again",
+            f"the {req.verb} may or may not be on the log: {exc.words}: check storm-queue list before asking again",
             recorded=None)
     if refusal is not None:
         return _refused(req, by, refusal, authorised, recorded=False, why_not=why)

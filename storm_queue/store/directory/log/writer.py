@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 
-from ....core.errors import AppendFailed
+from ....core.errors import AppendFailed, WriteFailed
 from ....core.framing import digest, frame
 from ....core.jsoncodec import dumps
 from ....core.logread import LogRead
@@ -117,7 +117,11 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
         try:
             os.fsync(fd)
         except OSError as exc:
-            raise AppendFailed.of(exc, state="nothing" if _cut_back(fd, log.length) else "uncertain") from exc
+            if _cut_back(fd, log.length):
+                raise AppendFailed.of(exc) from exc
+            raise AppendFailed.of(exc, state="uncertain", words=(
+                f"the disk could not make it durable ({WriteFailed.of(exc)}) and its line could not be cut back "
+                "off; the storm's disk is failing")) from exc
     except OSError as exc:
         raise AppendFailed.of(exc) from exc
     finally:
@@ -133,7 +137,8 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
             owner,
         )
     except OSError as exc:
-        raise AppendFailed.of(exc, state="unwitnessed", events=events) from exc
+        raise AppendFailed.of(exc, state="unwitnessed", events=events, words=(
+            f"the log's witness could not be replaced ({WriteFailed.of(exc)}); the next request re-witnesses it")) from exc
     checkpoint.refresh(log, events, length, digest(last_line), owner)
     return events
 
