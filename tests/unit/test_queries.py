@@ -107,3 +107,22 @@ def test_reading_the_queries_loads_no_re() -> None:
     done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=clean_env(), timeout=60,
                           cwd=PACKAGE.parent)
     assert done.stdout.strip() == "False", done.stderr
+
+
+@pytest.mark.parametrize("text", [
+    "CREATE FUNCTION storm_queue.stamp(x int) RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;",
+    "CREATE OR REPLACE FUNCTION storm_queue.stamp(x int) RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;\n"
+    "CREATE OR REPLACE FUNCTION storm_queue.stamp(x text) RETURNS int LANGUAGE sql AS $$ SELECT 2 $$;",
+    "CREATE OR REPLACE FUNCTION storm_queue.stamped(x int) RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;",
+    "-- no definition at all",
+])
+def test_a_function_file_holds_exactly_its_own_definition(monkeypatch, text) -> None:
+    """A sql/functions file that defines nothing, another function, two,
+    or one without OR REPLACE (which a re-applying upgrade would fail on)
+    is refused before anything reaches a server."""
+    from storm_queue.store.postgres import queries
+
+    real = queries._text
+    monkeypatch.setattr(queries, "_text", lambda name: text if name.endswith("stamp.sql") else real(name))
+    with pytest.raises(ValueError, match=r"sql/functions/stamp\.sql must hold one definition"):
+        queries.functions()

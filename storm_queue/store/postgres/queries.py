@@ -88,11 +88,24 @@ def functions() -> str:
     scripts = [q("functions_begin") + ";"]
     for name in function_names():
         text = _text(os.path.join("sql", "functions", f"{name}.sql"))
-        head = f"CREATE OR REPLACE FUNCTION storm_queue.{name}("
-        if text.count("CREATE OR REPLACE FUNCTION") != 1 or head not in text:
-            raise ValueError(f"sql/functions/{name}.sql must hold one definition, {head}...")
+        if _defined(text) != [(True, name)]:
+            raise ValueError(f"sql/functions/{name}.sql must hold one definition, of storm_queue.{name}, "
+                             f"written CREATE OR REPLACE FUNCTION")
         scripts.append(text)
     return "\n".join(scripts)
+
+
+def _defined(text: str) -> list[tuple[bool, str]]:
+    """Each function ``text`` creates in schema storm_queue: whether it is
+    written ``CREATE OR REPLACE``, and its name (read without ``re``)."""
+    words = text.split()
+    found = []
+    for i, word in enumerate(words[1:-1], 1):
+        if word.upper() == "FUNCTION" and words[i - 1].upper() in ("CREATE", "REPLACE") \
+                and words[i + 1].startswith("storm_queue."):
+            replace = [w.upper() for w in words[max(i - 3, 0):i]] == ["CREATE", "OR", "REPLACE"]
+            found.append((replace, words[i + 1][len("storm_queue."):].split("(")[0]))
+    return found
 
 
 def function_names() -> list[str]:
