@@ -75,8 +75,29 @@ import warnings
 from pathlib import Path
 
 import pytest
+from hypothesis import Phase, settings
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Hypothesis profiles: "slow", the full run's, loaded unless ``--hypothesis-profile
+# NAME`` says otherwise (hypothesis' own defaults: a test's own max_examples stands);
+# "quick", the edit-run loop's, where a property asks for fewer examples
+# (``examples``); "mutants", tests/mutants/plant.py's: the full run's examples in a
+# fixed order, not shrunk, no example database (a run is repeatable, and keeps no
+# failing example for a later run to replay). Registered here, before hypothesis'
+# plugin loads the one asked for.
+settings.register_profile("slow", settings.get_profile("default"))
+settings.register_profile("quick", max_examples=10)
+settings.register_profile("mutants", derandomize=True, database=None,
+                          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+settings.load_profile("slow")
+
+
+def examples(slow: int, quick: int = 10) -> int:
+    """How many examples a property runs under the profile loaded: ``slow``
+    in the full run, ``quick`` under ``--hypothesis-profile quick``. Read
+    when its module is collected (after the plugin loaded the profile)."""
+    return quick if settings.get_current_profile_name() == "quick" else slow
 
 # The suite may be started with SIGINT ignored: ``nohup pytest … &`` (a shell
 # ignores SIGINT in what it starts in the background), and an ignored signal

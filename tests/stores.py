@@ -10,9 +10,11 @@ from pathlib import Path
 from tests.conftest import clean_env, log_events, make_storm, run_cli
 
 #: what a database storm cannot hold, so cases that need it run on a directory alone:
-#: running markers without a lease, and hand edits of queue.txt (UNATTENDED is
-#: the declared [runner] unattended there: DatabaseStorm.make(unattended=True))
-DIRECTORY_ONLY = ("running", "edit_queue")
+#: running markers without a lease (UNATTENDED is the declared [runner] unattended
+#: there: DatabaseStorm.make(unattended=True); a hand edit of queue.txt, of the lane
+#: rows: DatabaseStorm.edit_queue; tests/database/test_served_cases.py leases the
+#: running lanes through the server's claim instead)
+DIRECTORY_ONLY = ("running",)
 
 
 class _Either:
@@ -61,6 +63,10 @@ class DirectoryStorm(_Either):
         """queue.txt, the ledgers, result.json files, storm.toml, and the UNATTENDED file."""
         make_storm(self.path, queue, integrated=integrated, abandoned=abandoned, finished=finished, toml=toml,
                    unattended=unattended)
+
+    def edit_queue(self, queue: str) -> None:
+        """queue.txt replaced by hand."""
+        (self.path / "queue.txt").write_text(queue)
 
     def settle(self, slugs) -> None:
         with open(self.path / "integrated.txt", "a") as f:
@@ -143,6 +149,18 @@ class DatabaseStorm(_Either):
             self._sql("UPDATE storm_queue.storm SET declaration = %s, runner = %s, "
                       "runner_for = encode(sha256(convert_to(%s, 'UTF8')), 'hex')",
                       [(toml, None if found is None else Jsonb(found), toml)])
+
+    def edit_queue(self, queue: str) -> None:
+        """The lane rows edited by hand to be ``queue`` (a queue.txt's text):
+        a lane it keeps keeps its row and place, its issue and dependencies
+        made the text's; one it drops is deleted; a new one is appended."""
+        from storm_queue.core.queuetext import parse
+
+        lanes = parse(queue).lanes
+        self._sql("DELETE FROM storm_queue.lane WHERE NOT slug = ANY(%s)", [([lane.slug for lane in lanes],)])
+        self._sql("INSERT INTO storm_queue.lane (slug, issue, deps) VALUES (%s, %s, %s) "
+                  "ON CONFLICT (slug) DO UPDATE SET issue = EXCLUDED.issue, deps = EXCLUDED.deps",
+                  [(lane.slug, lane.issue, list(lane.deps)) for lane in lanes])
 
     def settle(self, slugs) -> None:
         self._sql("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, 'integrated', 'then')", [(s,) for s in slugs])

@@ -161,10 +161,8 @@ def storm(root: str | None, wait: float = 30.0, reads: bool = False):
     from ..service.storm import Storm
 
     found = Storm.find(root, wait=wait)
-    if not reads and found.keeps_files:  # a directory's lock (a database storm waits in its server)
-        from ..store.directory.log import lock
-
-        lock.on_wait = _waiting
+    if not reads:
+        found.store.upkeep.tell_waits(_waiting)
     return found
 
 
@@ -372,16 +370,10 @@ def reason_from(path: str, given: str | None) -> str:
 
 def read_arg(path: str, flag: str) -> bytes:
     """The bytes of the file ``flag PATH`` names (``-``: standard input);
-    ``BadArgument`` (exit 2) when it cannot be read."""
-    from ..core.errors import BadArgument
+    ``BadArgument`` (exit 2) when it cannot be read (``given.read``)."""
+    from ..given import read
 
-    try:
-        if path == "-":
-            return sys.stdin.buffer.read()
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError as exc:
-        raise BadArgument(f"{flag} {path}: cannot read it ({exc.strerror}); nothing was done") from None
+    return read(path, flag)
 
 
 def say_moved(url: str) -> None:

@@ -144,10 +144,11 @@ def _when(at: str) -> str:
     return printable(at[:19].replace("T", " ") + "Z") if len(at) >= 19 else printable(at)
 
 
-def build(listing: Listing, events: Iterable[dict[str, Any]], now: str, files: bool = True) -> Frame:
+def build(listing: Listing, events: Iterable[dict[str, Any]], now: str,
+          appended: str = "appended to queue.txt") -> Frame:
     """The frame for ``listing`` and the log's last ``events`` (oldest
-    first; only the last ``EVENTS`` are kept) at the stamp ``now``, of a
-    storm that keeps ``files`` (else rows: ``render.event_text``)."""
+    first; only the last ``EVENTS`` are kept) at the stamp ``now``, a
+    push's lane said to be ``appended`` as the store says it (``render.event_text``)."""
     view = listing.view
     t = _seconds(now)
     running = tuple(_holding(r, t) for r in view.rows if r.state == "running")
@@ -172,7 +173,7 @@ def build(listing: Listing, events: Iterable[dict[str, Any]], now: str, files: b
         from ..service.storm import moved_note
 
         notes.insert(0, f"moved: {printable(moved_note(listing.moved_to))}")
-    shown = tuple((str(e.get("action")), event_text(e, files)) for e in list(events)[-EVENTS:])
+    shown = tuple((str(e.get("action")), event_text(e, appended)) for e in list(events)[-EVENTS:])
     return Frame(printable(listing.root), now, next_words(view.decision, listing.moved_to, listing.slots), running,
                  tuple(priority), held, counts, len(view.settled), shown, tuple(notes))
 

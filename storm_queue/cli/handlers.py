@@ -66,12 +66,16 @@ def declare(root: str | None, as_json: bool, file: str, reason: str | None, key:
 
 def grant(root: str | None, as_json: bool, kind: str, role: str, reason: str | None, key: str | None,
           wait: float) -> int:
-    return answer(storm(root, wait).grant(kind, role, reason=reason, key=key), as_json)
+    from ..ops import grants
+
+    return answer(grants.grant(storm(root, wait), kind, role, reason=reason, key=key), as_json)
 
 
 def revoke(root: str | None, as_json: bool, kind: str, role: str, reason: str | None, key: str | None,
            wait: float) -> int:
-    return answer(storm(root, wait).revoke(kind, role, reason=reason, key=key), as_json)
+    from ..ops import grants
+
+    return answer(grants.revoke(storm(root, wait), kind, role, reason=reason, key=key), as_json)
 
 
 def upgrade(root: str | None, as_json: bool, url: str | None, reason: str | None, key: str | None, wait: float) -> int:
@@ -79,7 +83,9 @@ def upgrade(root: str | None, as_json: bool, url: str | None, reason: str | None
         from ..core.errors import BadArgument
 
         raise BadArgument("upgrade takes one storm: URL or --root, not both; nothing was done")
-    return answer(storm(url or root, wait).upgrade(reason=reason, key=key), as_json)
+    from ..ops.upgrade import upgrade as carry
+
+    return answer(carry(storm(url or root, wait), reason=reason, key=key), as_json)
 
 
 def reset(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
@@ -90,7 +96,9 @@ def reset(root: str | None, as_json: bool, reason: str | None, source: str | Non
 
 def adopt(root: str | None, as_json: bool, reason: str | None, source: str | None, wait: float, key: str | None,
           dry_run: bool) -> int:
-    return answer(storm(root, wait).adopt(reason, source=source, key=key, dry_run=dry_run), as_json)
+    from ..ops.adopt import adopt as take_over
+
+    return answer(take_over(storm(root, wait), reason, source=source, key=key, dry_run=dry_run), as_json)
 
 
 def waive(root: str | None, as_json: bool, slug: str, dep: str, undo: bool, reason: str | None, source: str | None,
@@ -196,8 +204,10 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
         def emit(line: bytes, event: dict) -> None:
             out.buffer.write(history.printable_line(line, event))
     else:
+        appended = source.store.upkeep.appended
+
         def emit(line: bytes, event: dict) -> None:
-            out.write(render.event_text(event, source.keeps_files) + "\n")
+            out.write(render.event_text(event, appended) + "\n")
     try:
         read = history.walk(source.history, flt, last, emit)
         moved = source.moved() if as_json else ""
@@ -257,7 +267,8 @@ def verify(root: str | None, as_json: bool) -> int:
     source = storm(root, reads=True)
     decl = source.declaration()
     try:
-        size = os.stat(source.store.log_path(decl), follow_symlinks=False).st_size if source.keeps_files and not decl.log_error else 0
+        log_file = source.store.upkeep.log_file(decl)
+        size = os.stat(log_file, follow_symlinks=False).st_size if log_file is not None else 0
     except OSError:
         size = 0
     from .progress import progress_bar
@@ -270,7 +281,7 @@ def verify(root: str | None, as_json: bool) -> int:
     if as_json:
         emit_json({**audit.to_json(), "moved": moved or None})
     else:
-        say(render.audit_text(audit, source.keeps_files))
+        say(render.audit_text(audit))
         if moved:
             say(f"moved: {render.printable(moved)}: the log's last line says the storm moved there; its lanes run there")
         warn(audit.warnings)
@@ -323,23 +334,17 @@ def migrate(root: str | None, as_json: bool, directory: str, url: str, wait: flo
 
 
 def doctor(root: str | None, as_json: bool, running_hours: float | None) -> int:
-    from ..ops import doctor as audit
+    from ..core import checkup
     from . import render
 
     source = reading(root)
-    if source.keeps_files:
-        facts = audit.gather(source.root)
-    else:  # a database storm: its doctor, imported only for one
-        from ..ops.dbdoctor import gather
-
-        facts = gather(source.store)
-    hours = running_hours or facts.declaration.running_hours or audit.DEFAULT_RUNNING_HOURS
-    findings = facts.diagnose(hours)
+    found = source.store.upkeep.doctor(running_hours)
+    findings = list(found.findings)
     if as_json:
-        emit_json(audit.report_json(source.root, hours, findings, source.moved()))
+        emit_json(checkup.report_json(source.root, found.running_hours, findings, source.moved()))
     elif findings:
-        say(audit.render_text(findings))
-        errors = sum(f.severity == audit.ERROR for f in findings)
+        say(checkup.render_text(findings))
+        errors = sum(f.severity == checkup.ERROR for f in findings)
         err(f"storm-queue: doctor: {errors} error(s), {len(findings) - errors} warning(s)")
     else:
         say(f"no findings: the storm at {render.printable(source.root)} is sound")

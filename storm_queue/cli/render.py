@@ -4,7 +4,7 @@ guard escapes anything unprintable before it reaches a terminal."""
 from __future__ import annotations
 
 from ..core.exit_codes import AUTHORITY, CODES
-from ..core.logread import ADOPT_HINT, OLD_FORMAT, RESET_HINT, RESTORE_HINT
+from ..core.logread import ADOPT_HINT, OLD_FORMAT
 from ..core.names import printable, quote
 from ..core.outcome import act_json
 from ..roots import shown
@@ -176,11 +176,11 @@ def _refusal_label(event: dict[str, Any]) -> str:
     return " [cannot be done as asked]" if code in CODES else ""
 
 
-def event_text(event: dict[str, Any], files: bool = True) -> str:
+def event_text(event: dict[str, Any], appended: str = "appended to queue.txt") -> str:
     """One recorded event as one line: seq, time, who, action, lane, what
     moved, the outcome and the reason; outside text quoted and escaped.
-    ``files``: the storm keeps files (a push appended its line to
-    queue.txt), else rows (a push added the lane's row)."""
+    ``appended``: how the store says a push enqueued its lane
+    (``Upkeep.appended``: a directory's queue.txt line, a database's row)."""
     action = event["action"]
     head = f"{event['seq']:>6} {printable(event['at'])} {printable(event['by'])} "
     if action == "refused":
@@ -193,7 +193,7 @@ def event_text(event: dict[str, Any], files: bool = True) -> str:
         if action != "unbump":
             body += f" (issue {printable(event['issue'])})"
         if event.get("appended"):
-            body += " appended to queue.txt" if files else " added as a lane row"
+            body += f" {appended}"
         if event.get("not_before") is not None:
             body += f" not before {printable(event['not_before'])}"
         body += f" {outcome}" + _lanes("moved", event.get("moved", [])) + _lanes("removed", event.get("removed", []))
@@ -410,15 +410,15 @@ def _run_lines(why: Why) -> list[str]:
     return lines
 
 
-def audit_text(audit: Audit, files: bool = True) -> str:
+def audit_text(audit: Audit) -> str:
     """``verify``'s report: the verdict first, the first bad line named, and
-    what the operator does: on a directory storm (``files``) a reset (or an
-    adopt), on a database storm a restore from its backup."""
+    what the operator does (``Audit.remedy``, the store's words: a reset, or
+    an adopt of the earlier tool's log, or a restore from a backup)."""
     name = printable(audit.log)
     p = audit.problem
     if p is not None:
         where = f" (line {p.line} starts at byte {p.offset})" if p.line else ""
-        way = (ADOPT_HINT if p.what == OLD_FORMAT else RESET_HINT) if files else RESTORE_HINT
+        way = ADOPT_HINT if p.what == OLD_FORMAT else audit.remedy
         hint = "" if audit.checkpoint == "disagrees" else f"\n{way}"
         return f"{name}: NOT sound: {printable(p.what)}{where}{hint}"
     lines = [f"{name}: sound: {audit.lines} line(s), {audit.length} bytes; {audit.agree}"]

@@ -31,35 +31,36 @@ if TYPE_CHECKING:
 class Source:
     """The storm as the view reads it: the listing, the log's last events
     (read again only when the log has grown), and a signature of the files
-    that make the storm, so an unchanged storm is not read again. A
-    database storm has no files to stat: ``signature`` is None, and it is
-    read every interval."""
+    that make the storm (``Upkeep.watched``), so an unchanged storm is not
+    read again. A storm of no files to stat (a database's): ``signature``
+    is None, and it is read every interval."""
 
     def __init__(self, storm: Storm, again: Any = None):
         self.storm = storm
         self._again = again  # makes the storm anew: a database storm's next connection
-        self.files = storm.keeps_files
+        self.appended = storm.store.upkeep.appended  # how the log's push lines say where the lane went
         self._seq: int | None = None
         self._events: tuple[dict[str, Any], ...] = ()
 
     def paths(self) -> list[str]:
-        """The files whose change changes the view (lane markers included)."""
-        from ..store.directory.changes import paths
-
-        return paths(self.storm.store)
+        """The files whose change changes the view (``Upkeep.watched``)."""
+        return self.storm.store.upkeep.watched()
 
     def signature(self) -> tuple | None:
-        """What the storm's files look like now (None: a database storm)."""
-        if not self.files:
-            return None
-        from ..store.directory.changes import signature
+        """What the storm's files look like now: equal signatures, an
+        unchanged storm (None: a storm of no files, read every interval)."""
+        try:
+            paths = self.paths()
+        except Exception:  # noqa: BLE001 -- an unreadable storm.toml: whoever reads the storm next says why
+            return ("unreadable", time.monotonic())
+        from ..store.wake import signature
 
-        return signature(self.storm.store)
+        return signature(paths) if paths else None
 
     def reconnect(self) -> None:
-        """After a failed read of a database storm: read the next time over
-        a new connection (the old one may be gone with the server)."""
-        if not self.files and self._again is not None:
+        """After a failed read: read the next time over the store made anew
+        (a database's old connection may be gone with its server)."""
+        if self._again is not None:
             self.storm = self._again()
 
     def read(self) -> tuple[Listing, tuple[dict[str, Any], ...]]:
@@ -75,15 +76,14 @@ class Source:
         since it, a few dozen) when those are enough; else, and in a
         database, the whole log streams past, keeping only the last few."""
         ring: deque = deque(maxlen=EVENTS)
-        if self.files:
+        log_file = self.storm.store.upkeep.log_file(self.storm.declaration())
+        if log_file is not None:
             from ..store.directory.log import reader
 
-            decl = self.storm.declaration()
-            if not decl.log_error:
-                read = reader.read(self.storm.store.log_path(decl), each=lambda line, event: ring.append(event))
-                if len(ring) == EVENTS or not read.checkpoint_seq:
-                    return tuple(ring)
-                ring.clear()
+            read = reader.read(log_file, each=lambda line, event: ring.append(event))
+            if len(ring) == EVENTS or not read.checkpoint_seq:
+                return tuple(ring)
+            ring.clear()
         self.storm.history(lambda line, event: ring.append(event))
         return tuple(ring)
 
@@ -186,7 +186,7 @@ def once(storm: Storm, out: Any = None) -> int:
     ``list`` does."""
     out = out or sys.stdout
     listing, events = Source(storm).read()
-    frame = build(listing, events, wall.now(), storm.keeps_files)
+    frame = build(listing, events, wall.now(), storm.store.upkeep.appended)
     if no_color() or not out.isatty():
         out.write(plain_text(frame) + "\n")
         out.flush()
@@ -210,19 +210,19 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
     listing, events = source.read()  # a storm that cannot be read at all stops here, as list does
     sig = source.signature()
     due = boundary(listing, wall.now())
-    frame = build(listing, events, wall.now(), storm.keeps_files)
+    frame = build(listing, events, wall.now(), storm.store.upkeep.appended)
     # NO_COLOR: the same frame, fitted to the terminal as ever, with no style at all (no colour, no bold)
     console = Console(color_system=None, highlight=False) if no_color() else Console(highlight=False)
     from ..store.directory.changes import Waker
 
     waker = Waker()
-    every = (f"redrawn when the storm changes (checked every {interval:g}s)" if source.files
-             else f"a database storm: read again every {interval:g}s")
+    every = (f"redrawn when the storm changes (checked every {interval:g}s)" if sig is not None
+             else f"no files to watch: read again every {interval:g}s")
     try:
         with Keys() as keys:
             quits = "q or Ctrl-C quits" if keys.fd is not None else "Ctrl-C quits"
             footer = f"{quits}; {every}"
-            waker.watch(source.paths() if source.files else ())
+            waker.watch(source.paths())
 
             def draw(f: Frame) -> Any:
                 return rich_view(f, console.size.height, footer)
@@ -247,8 +247,8 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
                             or (woke == "tick" and (new is None or frame.error))):
                         try:
                             listing, events = source.read()
-                            frame, due = build(listing, events, now, source.files), boundary(listing, now)
-                            waker.watch(source.paths() if source.files else ())
+                            frame, due = build(listing, events, now, source.appended), boundary(listing, now)
+                            waker.watch(source.paths())
                         except StormError as exc:
                             frame = failed(storm.root, str(exc), now, frame)
                             try:
@@ -259,7 +259,7 @@ def live(storm: Storm, interval: float, again: Any = None) -> int:
                     elif woke == "change":
                         continue  # nothing the view shows has changed
                     elif not frame.error:
-                        frame = build(listing, events, now, source.files)  # time alone: the clock, the leases' bars
+                        frame = build(listing, events, now, source.appended)  # time alone: the clock, the leases' bars
                     view.update(draw(frame), refresh=True)
     except (Interrupted, KeyboardInterrupt) as exc:
         if getattr(exc, "signum", 2) == 2:  # Ctrl-C: a way out, the screen put back; its code is SIGINT's

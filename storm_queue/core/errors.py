@@ -34,12 +34,6 @@ class NoStorm(StormError):
     exit_code = ERRORS["NoStorm"]
 
 
-class LinesKept(OSError):
-    """A file's lines could not be appended durably, and what was written
-    could not be cut back off either: the file may carry them. An
-    ``OSError`` with the first error's ``errno``, ``strerror`` and file."""
-
-
 class Busy(StormError):
     """Another writer held the lock for longer than the caller would wait."""
 
@@ -123,17 +117,44 @@ class Aborted(StormError):
     is safe. The request path answers it as a recorded ``reorder_conflict``."""
 
 
-class AppendFailed(Exception):
+class WriteFailed(Exception):
+    """A store's write that an I/O error stopped, as the store says it: the
+    error its Protocol documents (``store.interface``), for the service to
+    answer; the system's own error never leaves a store. ``strerror`` is
+    the system's words, ``filename`` the file (None: none named),
+    ``denied`` whether this account may not write there (permission
+    denied, a read-only file system: the caller is refused, the storm is
+    sound), ``kept`` whether what the write wrote could not be taken back
+    off either, so the file may still carry it."""
+
+    def __init__(self, strerror: str, filename: object = None, denied: bool = False, kept: bool = False):
+        super().__init__(strerror + (f": {filename}" if filename else ""))
+        self.strerror, self.filename, self.denied, self.kept = strerror, filename, denied, kept
+
+    @classmethod
+    def of(cls, exc: OSError, filename: object = None, **more: object) -> WriteFailed:
+        """The store's word for the system's error ``exc`` (``filename``:
+        the file, when ``exc`` names none; ``more``: a subclass's fields)."""
+        import errno
+
+        return cls(exc.strerror or str(exc), exc.filename or filename, denied=exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS),
+                   **more)
+
+
+class AppendFailed(WriteFailed):
     """An append that an I/O error stopped. ``state`` says what is true in
     the store: ``nothing`` (no line of the append counts: none was written,
     or it was cut back off, or it is a torn tail the next writer repairs),
     ``unwitnessed`` (the lines are on the log and durable, and readers count
-    them, but the log's witness was not replaced), or ``uncertain`` (the
-    log's fsync failed and the lines could not be cut back off)."""
+    them, but what vouches for them was not written: ``events`` are they), or
+    ``uncertain`` (the lines could not be made durable, nor cut back off).
+    ``words`` is the store's own account of a state but ``nothing``: what
+    failed, and what comes of it."""
 
-    def __init__(self, cause: OSError, state: str, events: list | None = None):
-        super().__init__(f"{cause.strerror or cause}" + (f": {cause.filename}" if cause.filename else ""))
-        self.cause, self.state, self.events = cause, state, events or []
+    def __init__(self, strerror: str, filename: object = None, denied: bool = False, state: str = "nothing",
+                 events: list | None = None, words: str = ""):
+        super().__init__(strerror, filename, denied)
+        self.state, self.events, self.words = state, events or [], words
 
 
 def unreadable(path: str, exc: OSError) -> StormUnreadable:

@@ -153,11 +153,19 @@ def plan_claim(snap: Snapshot, policy: Policy, holder: str, ttl: int, t: float) 
                      to_block=seen.to_block)
     _, slug, issue = decision.split(" ")
     run = after.state.run(slug)
-    token = max(run.token, after.state.token_floor) + 1
-    expires = stamp(t + ttl)
+    token, attempt, expires = lease(run.token, run.attempts, after.state.token_floor, t, ttl)
     events.append({"action": "claim", "slug": slug, "issue": issue, "holder": holder, "token": token, "ttl": ttl,
-                   "expires": expires, "attempt": run.attempts + 1})
+                   "expires": expires, "attempt": attempt})
     return Claim(tuple(events), f"run {slug} {issue} {token}", slug, token, expires, ended, after, seen.to_block)
+
+
+def lease(token: int, attempts: int, floor: int, t: float, ttl: int) -> tuple[int, int, str]:
+    """The lease a claim takes on a lane whose run holds ``token`` (its
+    last fencing token) and ``attempts``, under the storm's token ``floor``
+    (a reset's), at the time ``t`` for ``ttl`` seconds: the next token, the
+    attempt it begins, and when it expires. (Its twin in the server:
+    sql/functions/lease.sql.)"""
+    return max(token, floor) + 1, attempts + 1, stamp(t + ttl)
 
 
 def next_due(runs: Iterable[Run], now: str) -> str | None:

@@ -6,7 +6,7 @@ rules, which the directory's reader also runs."""
 
 from __future__ import annotations
 
-from . import fold, stream
+from . import fold, logread, stream
 from .records import dataclass, field
 
 TYPE_CHECKING = False
@@ -46,6 +46,9 @@ class Audit:
     #: database's lines are rows, with no witness, and its folded state is a state row, not a checkpoint
     agree: str = "framing, schema, chain, seq and witness agree"
     kept: str = "checkpoint"
+    #: what the operator does about an unsound log, in the store's words: a directory's log is reset
+    #: (or, the earlier tool's, adopted: ``logread.ADOPT_HINT``); a database's is restored from its backup
+    remedy: str = logread.RESET_HINT
 
     @property
     def sound(self) -> bool:

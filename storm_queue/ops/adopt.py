@@ -66,24 +66,23 @@ def adopt(storm: Storm, reason: str | None, source: str | None = None, key: str 
     refusal = shape_names(None, (), req.source)
     if refusal is None and not (req.reason or "").strip():
         refusal = Refusal("blank_reason", "adopt needs --reason TEXT saying why the storm moves to storm-queue")
-    noop = NOTHING_TO_ADOPT if storm.keeps_files else NOTHING_TO_ADOPT_IN_ROWS
+    store = storm.store
+    decl = store.declaration()
+    log_file = store.upkeep.log_file(decl)  # a log in a file may be set aside; rows hold no earlier tool's log
+    noop = NOTHING_TO_ADOPT if log_file is not None or decl.log_error else NOTHING_TO_ADOPT_IN_ROWS
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step:
         body = {"action": "adopt", "name": None, "kept": None, "sha256": None, "bytes": None, "lines": None,
                 "lane": [], "noop": noop}
         return Step(Outcome("noop", "adopt", None, by, message=noop), [body])
 
-    if not storm.keeps_files:  # a database storm holds no earlier tool's log: an unknown order stays exit 3
-        return storm.request(req, refusal, plan, dry_run)
-    store = storm.store
-    decl = None
-    if refusal is None:
-        decl = store.declaration()
-        if store.judge(req, decl, True).verdict.admitted:
-            _check_first(store.log_path(decl))  # before the lock, so a bad old log leaves not even a lock file
+    if log_file is None:  # nothing to set aside: an unknown order stays exit 3
+        return storm.request(req, refusal, plan, dry_run, decl=decl)
+    if refusal is None and store.judge(req, decl, True).verdict.admitted:
+        _check_first(log_file)  # before the lock, so a bad old log leaves not even a lock file
     return storm.request(req, refusal, plan, dry_run, decl=decl,
                          on_unknown=lambda req, by, decl, at, damage: _adopt_old(
-                             store, req, by, store.log_path(decl), at, damage, dry_run))
+                             store, req, by, log_file, at, damage, dry_run))
 
 
 def _adopt_old(store: Directory, req: Request, by: str, log_path: str, at: str, damage: UnknownOrder,

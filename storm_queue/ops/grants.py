@@ -1,7 +1,7 @@
 """``storm-queue grant runner|reader ROLE`` and ``revoke``: the operator
 admits a database role as a runner (it may claim, renew, finish and
 release leases and recover expired ones, each through a function the
-operator owns that decides and writes it: ``migrations/0009.sql``; its
+operator owns that decides and writes it: ``sql/functions/``; its
 ``idle_in_transaction_session_timeout`` and ``lock_timeout`` are set in the
 storm's database, ``members.RUNNER_SETTINGS``) or as a reader (it may
 read), or ends that.
@@ -11,7 +11,6 @@ refusal (``unknown_role``, exit 2)."""
 
 from __future__ import annotations
 
-from ..core.errors import NotHere
 from ..core.lane import Refusal
 from ..core.names import as_text, quote
 from ..core.outcome import Outcome, Request, Step
@@ -42,19 +41,14 @@ def _membership(storm: Storm, verb: str, kind: str, role: str, reason: str | Non
     shape = None
     if kind not in KINDS:
         shape = Refusal("invalid_kind", f"{quote(kind)} is neither runner nor reader")
-    store = storm.store
+    upkeep = storm.store.upkeep
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
-        if storm.keeps_files:
-            raise NotHere(f"{storm.root} is a directory storm: who may write it is its files' owner; {verb} names "
-                          "a role of a database storm; nothing was recorded")
-        from ..store.postgres import members
-
-        if not members.role_exists(store.conn, role):
+        held = upkeep.member(role, kind)  # NotHere on a directory storm: its files' owner is who may write it
+        if held is None:
             return Refusal("unknown_role", f"the database server knows no role {quote(role)}: create it first "
                            "(CREATE ROLE ... LOGIN), then grant it")
         body = {"action": verb, "kind": kind, "role": role}
-        held = members.is_member(store.conn, role, kind)
         noop = (f"role {role} is a {kind} already" if verb == "grant" and held else
                 f"role {role} is not a {kind}" if verb == "revoke" and not held else None)
         if noop is not None:
@@ -65,7 +59,7 @@ def _membership(storm: Storm, verb: str, kind: str, role: str, reason: str | Non
         out = Outcome("done", verb, None, by, message=words)
 
         def change() -> None:
-            refused = store.change_member(verb, kind, role)
+            refused = upkeep.change_member(verb, kind, role)
             if refused:  # the grant stands; the operator is told what a role that may must run
                 out.message += (f"; the operator's role may not set a runner's timeouts (that needs CREATEROLE, or a "
                                 f"superuser): as a role that may, run: {' '.join(s + ';' for s in refused)}")

@@ -58,7 +58,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
         raise Refused(verdict.refusal.code, f"{verdict.refusal.message}; nothing was migrated", 1, False)
     if decl.log_error:
         raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; nothing was migrated")
-    log_path = src.log_path(decl)
+    log_path = src.upkeep.log_file(decl)  # a file: its log_error was refused above
     declared = _declaration_text(directory, decl)
     carried: tuple[str, ...] = ()
     if ledger.read(directory).unattended and not decl.runner.unattended:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from .. import wall
 from ..core import config, fold, logread, queuetext
-from ..core.errors import Aborted, AppendFailed, RecordFailed, StormUnreadable, UnknownOrder
+from ..core.errors import Aborted, AppendFailed, RecordFailed, StormUnreadable, UnknownOrder, WriteFailed
 from ..core.lane import Refusal, Snapshot, with_lane
 from ..core.names import quote
 from ..core.outcome import Outcome, Request, Step, repeated
@@ -123,11 +123,11 @@ def _request(store: Store, judged: Judged, req: Request, shape: Refusal | None, 
             events = store.append(log, bodies, at, by, owner_ids) if bodies else []
             if step is not None and step.after is not None:
                 out.warnings += step.after(events)
-    except (OSError, AppendFailed) as exc:
+    except WriteFailed as exc:  # (the store's words for an I/O error; ``AppendFailed`` says how far the append got)
         if undo is not None and getattr(exc, "state", "nothing") == "nothing":
             try:
                 undo()
-            except OSError:
+            except WriteFailed:  # what it leaves behind, ``taken_back`` said (``requests.kept_request``)
                 pass
         return _not_written(fx, req, by, judged.name, refusal, authorised, exc, queued, at, owner_ids,
                             step.out if step is not None and refusal is None else None)
@@ -212,20 +212,16 @@ def _recorded(fx: Effects, req: Request, out: Outcome, events: list[dict[str, An
 
 
 def _not_written(fx: Effects, req: Request, by: str, who: str, refusal: Refusal | None, authorised: bool,
-                 exc: Exception, queued: bool, at: str, owner_ids: tuple[int, int] | None,
+                 exc: WriteFailed, queued: bool, at: str, owner_ids: tuple[int, int] | None,
                  done: Outcome | None = None) -> Outcome:
     """The answer when an I/O error stopped the record, saying truthfully
     what is on disk (see ``core.errors.AppendFailed``). A record that
     counts though it was not witnessed raises ``RecordFailed`` carrying
     ``done``, the answer the admitted request recorded."""
-    import errno
-
     state = exc.state if isinstance(exc, AppendFailed) else "nothing"
-    cause = exc.cause if isinstance(exc, AppendFailed) else exc
-    why = f"{getattr(cause, 'strerror', None) or cause}" + (f": {cause.filename}" if getattr(cause, "filename", None) else "")
+    why = str(exc)
     if state == "unwitnessed":
-        note = (f"it is on the log as line {exc.events[-1]['seq']} and counts, but the log's witness could not be "
-                f"replaced ({why}); the next request re-witnesses it")
+        note = f"it is on the log as line {exc.events[-1]['seq']} and counts, but {exc.words}"
         if refusal is not None:
             out = _refused(req, by, refusal, authorised, recorded=True)
             out.message += f" (recorded, but {note})"
@@ -238,13 +234,12 @@ def _not_written(fx: Effects, req: Request, by: str, who: str, refusal: Refusal 
                            outcome=done)
     if state == "uncertain":
         raise RecordFailed(
-            f"the {req.verb} may or may not be on the log: the disk could not make it durable ({why}) and its line "
-            "could not be cut back off; the storm's disk is failing: check storm-queue list before asking again",
+            f"the {req.verb} may or may not be on the log: {exc.words}: check storm-queue list before asking again",
             recorded=None)
     if refusal is not None:
         return _refused(req, by, refusal, authorised, recorded=False, why_not=why)
     queued_note = "; queue.txt already carries the new lane, so asking again prioritises it" if queued else ""
-    if getattr(cause, "errno", None) in (errno.EACCES, errno.EPERM, errno.EROFS):
+    if exc.denied:
         return Outcome("refused", req.verb, req.slug, by, "storm_unwritable",
                        f"account {who} cannot write the storm ({why}); nothing was recorded{queued_note}; "
                        "ask as the storm's owner, or make its files writable again")
@@ -297,8 +292,8 @@ def cached(write: Callable[[], Any], what: str, slug: str) -> list[str]:
     """Write what only caches what the log records (a marker); a failure is a note, not a failure."""
     try:
         write()
-    except OSError as exc:
-        return [f"the {what} of {slug} could not be written ({exc.strerror or exc}); the log's record stands"]
+    except WriteFailed as exc:
+        return [f"the {what} of {slug} could not be written ({exc.strerror}); the log's record stands"]
     return []
 
 

@@ -5,7 +5,6 @@ plans with the pure core; ``passage.request`` takes it the rest of the way."""
 
 from __future__ import annotations
 
-import os
 
 from .. import wall
 from ..core import queuetext
@@ -19,6 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from ..core.errors import WriteFailed
     from ..store.interface import Effects
     from .storm import Storm
 
@@ -111,7 +111,7 @@ def add_batch(storm: Storm, text: str, name: str = "-", reason: str | None = Non
     if refusal is None and (found.bad or not found.lanes):
         refusal = batch.refusal(found.bad, where)
     slugs = [lane.slug for lane in found.lanes]
-    kept: list[OSError] = []  # why queue.txt could not be cut back when the record failed
+    kept: list[WriteFailed] = []  # why queue.txt could not be cut back when the record failed
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
         bad = batch.lookups(found.lanes, snap.lanes, snap.ledgers.settled)
@@ -132,13 +132,13 @@ def add_batch(storm: Storm, text: str, name: str = "-", reason: str | None = Non
     return out
 
 
-def _queue(fx: Effects, text: str, kept: list[OSError]) -> Callable[[], None] | None:
+def _queue(fx: Effects, text: str, kept: list[WriteFailed]) -> Callable[[], None] | None:
     """Enqueue a batch's lines; return what takes them back off (``taken_back``)."""
     return taken_back(lambda: fx.queue(text), kept)
 
 
 def kept_request(storm: Storm, req: Request, refusal: Refusal | None, plan: Callable[..., Step | Refusal],
-                 kept: list[OSError], carried: str, again: str, dry_run: bool = False) -> Outcome:
+                 kept: list[WriteFailed], carried: str, again: str, dry_run: bool = False) -> Outcome:
     """``storm.request`` of a request whose effect is written before its
     record (``taken_back``): when the record failed and what was written
     could not be cut back (``kept``), the failure says so (``carried``:
@@ -150,20 +150,21 @@ def kept_request(storm: Storm, req: Request, refusal: Refusal | None, plan: Call
     except RecordFailed as exc:
         if exc.recorded is False and kept:
             raise RecordFailed(f"{exc}; but {carried}, unrecorded: what was written could not be cut back off "
-                               f"({kept[0].strerror or kept[0]}); check it (storm-queue list) and take those lines "
+                               f"({kept[0].strerror}); check it (storm-queue list) and take those lines "
                                f"out before {again}") from None
         raise
 
 
-def taken_back(write: Callable[[], Callable[[], None] | None], kept: list[OSError]) -> Callable[[], None] | None:
+def taken_back(write: Callable[[], Callable[[], None] | None], kept: list[WriteFailed]) -> Callable[[], None] | None:
     """Do ``write`` (an effect before the record); return what takes it
     back. Why it stays when it could not be taken back goes in ``kept``."""
-    from ..core.errors import LinesKept
+    from ..core.errors import WriteFailed
 
     try:
         undo = write()
-    except LinesKept as exc:
-        kept.append(exc)
+    except WriteFailed as exc:
+        if exc.kept:
+            kept.append(exc)
         raise
     if undo is None:  # the store's transaction takes them back
         return None
@@ -171,7 +172,7 @@ def taken_back(write: Callable[[], Callable[[], None] | None], kept: list[OSErro
     def take_back() -> None:
         try:
             undo()
-        except OSError as exc:
+        except WriteFailed as exc:
             kept.append(exc)
             raise
 
@@ -229,20 +230,18 @@ def declare(storm: Storm, path: str, reason: str | None = None, key: str | None 
     from ..core import config
     from ..core.errors import NotHere
 
-    if storm.keeps_files:
-        raise NotHere(f"on a directory storm the declaration is {os.path.join(storm.root, 'storm.toml')}: edit that "
+    declared_in = storm.store.upkeep.declared_in()
+    if declared_in is not None:
+        raise NotHere(f"on a directory storm the declaration is {declared_in}: edit that "
                       "file (reviewed) instead; declare records a file into a database storm")
     import json
     import tomllib
 
-    from ..core.errors import InvalidDeclaration, NoStorm
+    from ..core.errors import InvalidDeclaration
     from ..core.framing import sha256
+    from ..given import read
 
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        raise NoStorm(f"cannot read {path} ({exc.strerror}); nothing was declared") from None
+    raw = read(path, "declare", "nothing was declared", stdin=False)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:

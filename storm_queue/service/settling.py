@@ -18,6 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
+    from ..core.errors import WriteFailed
     from ..store.interface import Effects
     from .storm import Storm
 
@@ -50,7 +51,7 @@ def settle(storm: Storm, slug: str, ledger_name: str, reason: str | None = None,
         return _settling(fx, Outcome("done", "settle", req.slug, by, message=words, token=lease.token if lease else None),
                          snap, (req.slug,), how, {}, kept)
 
-    kept: list[OSError] = []
+    kept: list[WriteFailed] = []
     return _kept_settle(storm, req, refusal, plan, dry_run, kept, req.args[0])
 
 def settle_batch(storm: Storm, ledger_name: str, text: str | None = None, name: str = "-", reason: str | None = None,
@@ -98,7 +99,7 @@ def settle_batch(storm: Storm, ledger_name: str, text: str | None = None, name: 
         out = Outcome("done", "settle", None, by, message=counted("settled", slugs, f" as {how}"), settled=list(slugs))
         return _settling(fx, out, snap, slugs, how, {} if req.reason is None else {"reason": req.reason}, kept)
 
-    kept: list[OSError] = []
+    kept: list[WriteFailed] = []
     out = _kept_settle(storm, req, refusal, plan, dry_run, kept, how)
     if out.dry_run and out.outcome == "done":
         out.message = f"{counted('would settle', out.settled, f' as {how}')} ({DRY_RUN})"
@@ -106,7 +107,7 @@ def settle_batch(storm: Storm, ledger_name: str, text: str | None = None, name: 
 
 
 def _kept_settle(storm: Storm, req: Request, refusal: Refusal | None, plan: Callable[..., Step | Refusal],
-                 dry_run: bool, kept: list[OSError], how: str) -> Outcome:
+                 dry_run: bool, kept: list[WriteFailed], how: str) -> Outcome:
     """``kept_request`` of a settle: the ledger ``how`` may carry its lanes."""
     return kept_request(storm, req, refusal, plan, kept, f"{how}.txt may still carry (some of) the lanes it settles",
                         "asking again", dry_run)
@@ -119,7 +120,7 @@ def _ledger_refusal(how: str) -> Refusal | None:
 
 
 def _settling(fx: Effects, out: Outcome, snap: Snapshot, slugs: tuple[str, ...], how: str,
-              extra: dict[str, Any], kept: list[OSError]) -> Step:
+              extra: dict[str, Any], kept: list[WriteFailed]) -> Step:
     """The step that settles ``slugs`` as ``how``: for each, its lease's
     expiry first when it holds one, then its ``settle`` line (with
     ``extra``); the ledger written before the record (taken back when the

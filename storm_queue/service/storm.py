@@ -30,9 +30,6 @@ KINDS = {
     **dict.fromkeys(("settle", "settle_batch"), "storm_queue.service.settling"),
     **dict.fromkeys(("claim", "renew", "finish", "release", "recover", "cancel", "unpark", "schedule"),
                     "storm_queue.service.leases"),
-    "adopt": "storm_queue.ops.adopt",
-    "upgrade": "storm_queue.ops.upgrade",
-    "grant": "storm_queue.ops.grants", "revoke": "storm_queue.ops.grants",
 }
 
 
@@ -50,9 +47,11 @@ class Storm:
     ``halt``, ``resume``, ``hold``, ``unhold`` (``service.requests``); ``settle``, ``settle_batch``
     (``service.settling``); ``claim``, ``renew``,
     ``finish``, ``release``, ``recover``, ``cancel``, ``unpark``,
-    ``schedule`` (``service.leases``);
-    ``adopt`` (``ops.adopt``); ``upgrade`` (``ops.upgrade``); ``grant``,
-    ``revoke`` (``ops.grants``). Each returns an ``Outcome``.
+    ``schedule`` (``service.leases``). Each returns an ``Outcome``.
+    The requests of the operator's upkeep (``ops.adopt.adopt``,
+    ``ops.upgrade.upgrade``, ``ops.grants.grant`` and ``revoke``) are
+    functions of ``ops`` taking the storm first: ops calls the service,
+    never the other way round.
     """
 
     def __init__(self, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0, *,
@@ -106,15 +105,9 @@ class Storm:
     def wait(self) -> float:
         return self.store.wait
 
-    @property
-    def keeps_files(self) -> bool:
-        return self.store.keeps_files
-
     def close(self) -> None:
         """Let go of what the store holds open (a database's connection)."""
-        close = getattr(self.store, "close", None)
-        if close is not None:
-            close()
+        self.store.upkeep.close()
 
     # -- reading -------------------------------------------------------
 

@@ -10,6 +10,16 @@ A request goes: ``declaration`` -> ``judge`` -> ``writing`` (the lock) ->
 before the record -> ``append`` -> the effects that go after it. A reader
 goes ``declaration`` -> ``read`` -> ``snapshot``, and takes no lock.
 
+A store's failure reaches its caller only as the typed errors its
+members document (``core.errors``): ``Busy``, ``Aborted``,
+``RecordFailed``, ``WriteFailed`` (an I/O error stopped a write: its
+words, its file, whether this account was denied, whether what it wrote
+could not be taken back) and ``AppendFailed`` (one that stopped the
+log's append, and how far it got); ``UnknownOrder``, ``StormUnreadable``
+and ``NotHere`` for what cannot be read or done. The system's own
+``OSError`` never leaves a store (``tests/unit/test_seam.py`` holds the
+service to catching only these).
+
 These are ``typing.Protocol`` classes: a store is any object with these
 members, checked by ``isinstance`` (``runtime_checkable``) in the tests,
 never a base class to inherit from."""
@@ -21,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Mapping, Protoc
 from ..core.authority import Judged
 
 if TYPE_CHECKING:
+    from ..core.checkup import Checkup
     from ..core.config import Declaration
     from ..core.lane import Snapshot
     from ..core.logread import Cut, LogRead
@@ -35,17 +46,16 @@ if TYPE_CHECKING:
 class Store(Protocol):
     """One storm's keeping. ``root`` is where it is, as printed (a URL's
     password masked); ``env`` the environment a caller is judged in;
-    ``wait`` how long a writer waits for the storm's lock; ``keeps_files``
-    whether the storm is files a reader may stat (the live view watches
-    them; ``adopt`` and a directory's ``doctor`` examine them);
+    ``wait`` how long a writer waits for the storm's lock;
     ``holds_lanes`` whether every claim it serves passes a held lane over
-    (``hold`` is refused, unrecorded, where it would not)."""
+    (``hold`` is refused, unrecorded, where it would not); ``upkeep`` what
+    callers beside the request path ask of the keeping (``Upkeep``)."""
 
     root: str
     env: Mapping[str, str]
     wait: float
-    keeps_files: bool
     holds_lanes: bool
+    upkeep: Upkeep
 
     def declaration(self) -> Declaration:
         """The storm's declaration (sources, runner settings), read now.
@@ -65,7 +75,8 @@ class Store(Protocol):
         and the effects write is whole when the block ends, or not begun.
         Raises ``Busy`` after ``wait`` seconds; ``Aborted`` when the store
         gave the request up (nothing of it happened); ``RecordFailed`` when
-        the store went away, saying whether it committed."""
+        the store went away, saying whether it committed; ``WriteFailed``
+        when the lock could not be taken for an I/O error (nothing happened)."""
 
     def read(self, decl: Declaration) -> LogRead:
         """The log's state now: its head (``seq``, ``digest``) and the lane
@@ -121,6 +132,74 @@ class Store(Protocol):
 
 
 @runtime_checkable
+class Upkeep(Protocol):
+    """What is asked of a storm's keeping beside the request path: by the
+    readers that follow its log, by the operator's upkeep (``ops``), and by
+    whoever is done with it. Nothing outside ``store/`` asks a store for
+    more than ``Store`` and this declare (``tests/unit/test_seam.py``).
+    ``appended`` is how the store says a push enqueued its lane (a line
+    appended to queue.txt; a lane row added), in the log's words."""
+
+    appended: str
+
+    def log_file(self, decl: Declaration) -> str | None:
+        """The file that holds the log as ``decl`` declares it, which a
+        reader may stat, follow from an offset, and set aside (a
+        directory's); None where the log is not a file (a database's rows)."""
+
+    def declared_in(self) -> str | None:
+        """The file that is the storm's declaration, which the operator
+        edits (a directory's storm.toml); None where the storm keeps the
+        declaration ``declare`` records (a database's)."""
+
+    def watched(self) -> list[str]:
+        """The files whose change can change what the storm decides, which
+        the live view watches and stats; [] where the storm is no files (it
+        is read again every interval). ``StormError`` when the declaration
+        cannot be read."""
+
+    def tell_waits(self, tell: Callable[[str, str, float], None]) -> None:
+        """From now on, ``tell(who, where, wait)`` once, when a request of
+        this process has waited a moment for the storm's lock and may wait
+        longer (a directory's lock file); a database's requests wait in its
+        server, and it tells nothing."""
+
+    def schema(self) -> tuple[int, int, bool]:
+        """Under the request's lock: the storm's schema version, this
+        storm-queue's, and whether the server's tables were written other
+        than by its fold. ``NotHere`` where the storm has no schema (files)."""
+
+    def carry(self, was: int) -> int | None:
+        """In the request's transaction: apply each migration after ``was``
+        (None); at the current version, fold the server's tables again from
+        the log, returning the lines folded. ``NotHere`` as ``schema``."""
+
+    def member(self, role: str, kind: str) -> bool | None:
+        """Whether ``role`` is a ``kind`` (runner, reader) of the storm, under
+        the request's lock; None when the server knows no such role.
+        ``NotHere`` where the storm admits by its files' owner, not by role."""
+
+    def change_member(self, verb: str, kind: str, role: str) -> list[str]:
+        """``grant`` (or ``revoke``) ``role`` as ``kind`` in the request's
+        transaction; the statements the operator's role may not run (a role
+        that may must run them; the grant stands without them).
+        ``NotHere`` where the storm admits by its files' owner."""
+
+    def doctor(self, running_hours: float | None = None, now: float | None = None) -> Checkup:
+        """The store's own doctor checks of the storm, read at ``now`` (else
+        the wall clock's time): the findings, plain data
+        (``core.checkup.Finding``: the files another account could forge,
+        or the roles that could; the log, the declaration, the leases and
+        lanes), judged by ``running_hours`` (else the declaration's, else
+        24). Reads only, takes no lock; ``StormUnreadable`` or ``NoStorm``
+        when the storm cannot be examined at all."""
+
+    def close(self) -> None:
+        """Let go of what the store holds open (a connection); the next
+        request opens what it needs again."""
+
+
+@runtime_checkable
 class Changes(Protocol):
     """What ``Store.changes`` gives: a wait for the next change."""
 
@@ -137,7 +216,9 @@ class Effects(Protocol):
     ones that go before the record (``queue``, ``settle``,
     ``mark_finished``, ``unmark_blocked``, ``declare``, ``start_over``) leave a state a
     retry of the request completes when the record does not follow; the
-    rest only cache what the log records, and go after it."""
+    rest only cache what the log records, and go after it. Each, and each
+    undo one returns, raises ``WriteFailed`` when an I/O error stops it
+    (``kept``: what it wrote could not be taken back off either)."""
 
     def queue(self, line: str) -> Callable[[], None] | None:
         """Enqueue the lanes of ``line``: one whole queue.txt line, or

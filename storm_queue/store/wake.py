@@ -1,4 +1,5 @@
-"""What both stores' waits for a change (``Store.changes``) share."""
+"""What both stores' waits for a change (``Store.changes``) share, and what
+the live view compares between reads (``signature``)."""
 
 from __future__ import annotations
 
@@ -11,3 +12,18 @@ def readable(fd: int, timeout: float) -> bool:
     waiting = select.poll()
     waiting.register(fd, select.POLLIN)
     return bool(waiting.poll(max(0, int(timeout * 1000 + 0.999))))
+
+
+def signature(paths: list[str]) -> tuple:
+    """What the files ``paths`` look like now (inode, size, modification
+    time; None for one that is not there): equal signatures, unchanged files."""
+    import os
+
+    def stat(path: str) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_ino, st.st_size, st.st_mtime_ns
+
+    return tuple((path, stat(path)) for path in paths)

@@ -159,7 +159,7 @@ class Seen:
             storm = self._log_storm
             ring: deque = deque(maxlen=WINDOW)
             try:
-                if not (storm.keeps_files and self._log is not None and self._follow_log(storm, ring)):
+                if not (self._log is not None and self._follow_log(storm, ring)):
                     ring.clear()
                     read = storm.history(lambda line, event: ring.append((line, event)))
                     self._log_end = (read.length, read.seq, read.digest) if read.seq else None
@@ -180,15 +180,15 @@ class Seen:
         from ..store.directory.log import reader
         from ..store.directory.log.checkpoint import line_ending_at
 
-        decl = storm.declaration()
-        if decl.log_error or self._log_end is None:
+        log_file = storm.store.upkeep.log_file(storm.declaration())
+        if log_file is None or self._log_end is None:
             return False
         offset, seq, last = self._log_end
         new: list[tuple[bytes, dict]] = []
         lines = LineCheck(seq=seq, digest=last, offset=offset, each=lambda line, event: new.append((line, event)),
                           quick=False)
         try:
-            with reader.open_log(storm.store.log_path(decl)) as f:
+            with reader.open_log(log_file) as f:
                 end = line_ending_at(f.fileno(), offset)
                 if end is None or digest(end) != last:
                     return False

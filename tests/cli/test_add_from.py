@@ -242,7 +242,7 @@ def test_a_batch_whose_record_fails_adds_nothing(store, tmp_path, monkeypatch) -
     queue = (store.path / "queue.txt").read_bytes() if store.kind == "directory" else None
 
     def fail(*args, **kwargs):
-        raise AppendFailed(OSError(5, "Input/output error"), "nothing")
+        raise AppendFailed("Input/output error")
 
     monkeypatch.setattr(type(storm.store), "append", fail)
     with pytest.raises(RecordFailed, match="could not be recorded"):

@@ -78,7 +78,7 @@ def test_a_finish_whose_line_cannot_be_written_puts_result_json_back(tmp_path: P
     result(root, "a").write_bytes(foreign)
 
     def full(*args, **kwargs):
-        raise writer.AppendFailed(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), "nothing")
+        raise writer.AppendFailed.of(OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)))
 
     monkeypatch.setattr(writer, "append", full)
     with pytest.raises(Exception, match="could not be recorded"):

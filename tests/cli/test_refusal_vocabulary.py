@@ -28,6 +28,7 @@ from typing import Callable
 import pytest
 
 from storm_queue.core import exit_codes
+from storm_queue.ops.grants import grant
 from storm_queue.service.storm import Storm
 from tests.cli.test_authority import NOBODY, chown_tree, json_of, run_forked, storm_dir  # noqa: F401 -- a fixture
 from tests.conftest import clean_env, log_events, run_cli
@@ -299,7 +300,7 @@ def _not_carried(make: Make, request) -> Answer:
 
 
 def _invalid_kind(make: Make) -> Answer:
-    return _api(make("a 1\n"), lambda storm: storm.grant("admin", "someone"))
+    return _api(make("a 1\n"), lambda storm: grant(storm, "admin", "someone"))
 
 
 def _unknown_role(make: Make, request=None) -> Answer:

@@ -512,7 +512,7 @@ def test_diagnose_of_runner_state_is_pure() -> None:
     given (a snapshot at a stamped time), reading nothing."""
     from storm_queue.core import config
     from storm_queue.store.directory.accounts import Owner
-    from storm_queue.ops.doctor import Facts, diagnose
+    from storm_queue.store.directory.checkup import Facts, diagnose
     from storm_queue.core.fold import replay
     from storm_queue.core.lane import Snapshot
     from storm_queue.core.ledgers import Ledgers

@@ -226,7 +226,7 @@ def test_a_batch_whose_record_fails_settles_nothing(store, monkeypatch) -> None:
     before = state(store)
 
     def fail(*args, **kwargs):
-        raise AppendFailed(OSError(28, "No space left on device"), "nothing")
+        raise AppendFailed("No space left on device")
 
     monkeypatch.setattr(type(storm.store), "append", fail)
     with pytest.raises(RecordFailed, match="could not be recorded"):

@@ -1,4 +1,4 @@
-"""A boundary that holds (issue 30, migrations/0009.sql): what the schema
+"""A boundary that holds (issue 30, store/postgres/sql/): what the schema
 itself promises, asked of the catalog and tried as each role would.
 
 - every function the storm defines resolves its names in pg_catalog alone
@@ -90,12 +90,12 @@ def test_every_storm_function_resolves_its_names_in_pg_catalog_and_none_is_publi
         assert default is not None and not any(item.startswith("=") for item in default[0]), default
 
 
-def test_the_inlined_helpers_are_inlined_and_give_the_same_answer_under_any_search_path(pg_server, db, pg_role) -> None:
-    """json_str, stamp and result_token carry no SET clause, so that they
-    are inlined (a function with one never is); their SQL-standard bodies
-    were bound to pg_catalog when made: a schema first on the caller's
-    path, holding functions and an operator that would shadow theirs, is
-    not seen."""
+def test_the_small_helpers_give_the_same_answer_under_any_search_path(pg_server, db, pg_role) -> None:
+    """json_str, stamp and result_token carry a fixed search_path, as every
+    server function does (issue 31, item 1: sql/functions/; they are no
+    longer inlined, a cost bench/database.py measures): a schema first on
+    the caller's path, holding functions and an operator that would shadow
+    theirs, is not seen."""
     with pg_server.admin(dbname(db)) as conn:
         conn.execute("CREATE SCHEMA hostile")
         for sql in ("CREATE FUNCTION hostile.lpad(text, integer, text) RETURNS text LANGUAGE sql RETURN 'owned'",
@@ -110,11 +110,11 @@ def test_the_inlined_helpers_are_inlined_and_give_the_same_answer_under_any_sear
         expected = conn.execute(asked).fetchone()
         conn.execute("SET search_path = hostile, pg_catalog")
         assert conn.execute(asked).fetchone() == expected == ('"a\\"b"', "2027-01-15T08:00:00.500000Z", None)
-        plan = "\n".join(r[0] for r in conn.execute(
-            "EXPLAIN VERBOSE SELECT storm_queue.json_str(l.slug), storm_queue.stamp(l.pos::float8), "
-            "storm_queue.result_token(x.body) FROM storm_queue.lane l, storm_queue.result x").fetchall())
-        assert not any(f"storm_queue.{f}(" in plan for f in ("json_str", "stamp", "result_token")), plan  # inlined
-        assert "OPERATOR(pg_catalog.||)" in plan  # bound to pg_catalog's when made
+        pinned = conn.execute("SELECT array_agg(p.proname ORDER BY p.proname) FROM pg_proc p "
+                              "WHERE p.pronamespace = 'storm_queue'::regnamespace "
+                              "AND p.proconfig = '{\"search_path=pg_catalog, pg_temp\"}' "
+                              "AND p.proname IN ('json_str', 'stamp', 'result_token')").fetchone()[0]
+        assert pinned == ["json_str", "result_token", "stamp"]
 
 
 def test_a_runners_function_in_a_schema_on_the_operators_path_never_runs_as_the_operator(pg_server, db, runner,
@@ -283,7 +283,7 @@ def test_a_runner_request_is_timed_by_the_servers_clock_never_its_own(pg_server,
     assert ("warning", "clock_moved") in [(f["severity"], f["code"]) for f in findings], findings
 
 
-# -- the server's twins of the Python rules it writes by (migrations/0009.sql) ---
+# -- the server's twins of the Python rules it writes by (sql/functions/) ------
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -459,11 +459,11 @@ def test_keys_are_forgotten_as_the_python_fold_forgets_them(pg_server, db, runne
 def test_the_docs_say_the_grants_timeouts_and_every_finding_doctor_gives_a_database() -> None:
     """Issue 30, item 8: docs/many-hosts.md and SECURITY.md give the
     timeouts ``grant runner`` sets, as members.RUNNER_SETTINGS sets them;
-    docs/doctor.md's table has every code ops/dbdoctor.py finds."""
+    docs/doctor.md's table has every code store/postgres/checkup.py finds."""
     import re
     from pathlib import Path
 
-    from storm_queue.ops import dbdoctor
+    from storm_queue.store.postgres import checkup as dbdoctor
     from storm_queue.store.postgres.members import RUNNER_SETTINGS
 
     root = Path(__file__).resolve().parents[2]

@@ -2,7 +2,7 @@
 operator grants, what a granted role may and may not do, and that it
 cannot change the storm behind the tool's back (no table privilege; the
 functions it may execute take a request's typed arguments and decide and
-write it themselves: migrations/0009.sql)."""
+write it themselves: sql/functions/serve_*.sql)."""
 
 from __future__ import annotations
 
@@ -199,39 +199,6 @@ def test_a_runner_releases_its_lease_but_may_not_cancel_or_force_a_recover(pg_se
     assert answer(runner, "renew", "a", "--token", "2", code=2)["code"] == "stale_fence"
     assert answer(db, "cancel", "b", "--reason", "not wanted")["outcome"] == "done"
     assert json.loads(run_cli(db, "verify", "--json").stdout)["sound"] is True
-
-
-def test_a_storm_at_schema_version_3_takes_a_runners_release_once_upgraded(pg_server, pg_database, pg_role,
-                                                                          monkeypatch, tmp_path):
-    """A storm an earlier release made (schema version 3: the migrations up
-    to 0003.sql) refuses a runner's release as every write (exit 2, naming
-    the version), and after ``upgrade`` the server serves it."""
-    from storm_queue.store.postgres import queries, version  # noqa: F401 -- version binds migrations unpatched
-    from storm_queue.store.postgres.connect import create
-
-    every = queries.migrations()
-    monkeypatch.setattr(queries, "migrations", lambda: every[:3])
-    monkeypatch.setattr(queries, "_version", 3)
-    url = pg_database()
-    create(url)
-    monkeypatch.undo()
-    role = pg_role(prefix="runner")
-    with pg_server.admin(dbname(url)) as conn:  # granted as version 3's grant did (members.py then)
-        conn.execute("INSERT INTO storm_queue.member (role, kind) VALUES (%s, 'runner')", (role,))
-        conn.execute(f"GRANT USAGE ON SCHEMA storm_queue TO {role}")
-        conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO {role}")
-        conn.execute(f"GRANT EXECUTE ON FUNCTION storm_queue.runner_append(bytea[], jsonb) TO {role}")
-        assert conn.execute("SELECT version FROM storm_queue.version").fetchone()[0] == 3
-    runner = pg_server.url_as(url, role)
-    refused = run_cli(runner, "release", "a", "--token", "1")
-    assert refused.returncode == 2 and "schema version 3" in refused.stderr, refused.stderr
-    upgraded = json.loads(run_cli(None, "upgrade", url, "--json").stdout)
-    assert (upgraded["outcome"], events(pg_server, url)[-1]["from"]) == ("done", 3)
-    answer(url, "add", "a", "1")
-    assert answer(runner, "claim", "--holder", "r1")["decision"] == "run a 1 1"
-    assert answer(runner, "release", "a", "--token", "1")["outcome"] == "done"
-    assert events(pg_server, url)[-1]["action"] == "release"
-    assert json.loads(run_cli(url, "verify", "--json").stdout)["sound"] is True
 
 
 def test_whoami_names_each_role_as_the_storm_judges_it(pg_server, db, pg_role):

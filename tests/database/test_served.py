@@ -1,5 +1,5 @@
 """Runner requests the server serves in one round trip (issue 21, items 1
-and 2; migrations/0005.sql, store/postgres/served.py): the server's
+and 2; sql/functions/serve_*.sql, store/postgres/served.py): the server's
 renew and finish decide what the Python request path decides, and write
 the lines the Python writer writes, byte for byte, chain included.
 
@@ -15,14 +15,17 @@ Python fold makes of the log."""
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from storm_queue.core.outcome import Request
+from tests.conftest import examples
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
@@ -92,11 +95,16 @@ def frozen_clock():
         wall.clock = was
 
 
-def twins(pg_server, cleanup, toml: str, tmp_path, deps: dict | None = None) -> tuple:
+def twins(pg_server, cleanup, toml: str, tmp_path, deps: dict | None = None, moved_from=None) -> tuple:
     """A storm of LANES (each with its ``deps``) declared by ``toml``, and
-    its twin copied from it; a ``Storm`` of each."""
+    its twin copied from it; a ``Storm`` of each. ``moved_from``: the
+    first is not made but carried from that directory storm (a copy of it:
+    ``storm-queue migrate``), its log's lines and state with it."""
+    import shutil
+
     from psycopg2 import sql
 
+    from storm_queue.ops.migrate import migrate
     from storm_queue.service.storm import Storm
     from storm_queue.store.postgres.connect import create
 
@@ -107,14 +115,19 @@ def twins(pg_server, cleanup, toml: str, tmp_path, deps: dict | None = None) -> 
     pg_server.create_role(role)
     pg_server.create_database(first, owner=role)
     url = pg_server.url(first, role)
-    create(url)
-    made = Storm.find(url)
-    path = tmp_path / f"storm-{tag}.toml"
-    path.write_text(toml)
-    assert made.declare(str(path)).outcome == "done"
-    for i, slug in enumerate(LANES):
-        assert made.add(slug, str(i + 1), deps=tuple((deps or {}).get(slug, ()))).outcome == "done"
-    made.store.close()
+    if moved_from is not None:
+        carried = tmp_path / f"carried-{tag}"
+        shutil.copytree(moved_from, carried, symlinks=True)
+        migrate(str(carried), url, {k: v for k, v in os.environ.items() if k != "STORM_QUEUE_LANE"})
+    else:
+        create(url)
+        made = Storm.find(url)
+        path = tmp_path / f"storm-{tag}.toml"
+        path.write_text(toml)
+        assert made.declare(str(path)).outcome == "done"
+        for i, slug in enumerate(LANES):
+            assert made.add(slug, str(i + 1), deps=tuple((deps or {}).get(slug, ()))).outcome == "done"
+        made.store.close()
     with pg_server.admin() as conn:
         conn.execute(sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE {}").format(
             sql.Identifier(second), sql.Identifier(role), sql.Identifier(first)))
@@ -140,6 +153,18 @@ def directory_twin(root, toml: str, deps: dict | None = None):
 
     queue = "".join(f"{slug} {i + 1} {','.join((deps or {}).get(slug, ())) or '-'}\n" for i, slug in enumerate(LANES))
     return Storm(str(make_storm(root, queue, toml=toml)))
+
+
+def after_a_reset(storm) -> None:
+    """The directory ``storm``'s log, written to (a halt and its end), then damaged (its first
+    line no longer JSON: an unknown order), then reset: the new log's first
+    line abandons the old one's bytes, the floor every later token is above."""
+    storm.halt("a pause").check()
+    storm.resume("on again").check()
+    log = Path(storm.root) / "priority.log"
+    with open(log, "r+b") as f:
+        f.write(b"#")
+    assert storm.reset("the log was damaged by hand").check().event["abandons"] > 2
 
 
 def alike(answered, by: str):
@@ -190,28 +215,63 @@ POLICIES = st.fixed_dictionaries({
 #: a request's idempotency key (repeats and conflicts come of a few), and its STORM_QUEUE_LANE (a lane process)
 N = (None, None)
 ASKED = st.tuples(st.sampled_from([None, None, None, "k1", "k2", "not a key!"]), st.sampled_from([None] * 5 + ["", "lane\n1"]))
-STEPS = st.lists(st.one_of(
+BUMP = st.tuples(st.just("bump"), st.sampled_from(LANES))
+#: the lane a renew, finish or release names: any, or (as often) one that holds a lease (``_held``)
+HELD = "@held"
+LEASED = st.sampled_from(LANES + (HELD,) * len(LANES))
+#: which token it presents (``_token``): the live lease's, most often
+TOKEN_PICK = st.sampled_from([0, 0, 0, 1, 2, 3])
+#: the claim every drawn example ends with: the decision, on whatever the steps made
+LAST = ("claim", "h2", None, (None, None))
+CLAIM = st.tuples(st.just("claim"), st.sampled_from(["h1", "h2"]), st.sampled_from([None, 5, 30]), ASKED)
+#: the lanes bumped before the other steps: none, or two or three, each once (two ready bumped lanes are
+#: common: rule 2's case)
+FIRST_BUMPS = st.one_of(st.just(()), st.lists(st.sampled_from(LANES), min_size=2, max_size=3, unique=True)).map(
+    lambda slugs: [("bump", s) for s in slugs])
+STEP = st.one_of(
     st.tuples(st.just("tick"), st.sampled_from([0.0, 0.5, 4.999999, 5.0, 29.5, 61.25, 700.0])),
-    st.tuples(st.just("claim"), st.sampled_from(["h1", "h2"]), st.sampled_from([None, 5, 30]), ASKED),
-    st.tuples(st.just("renew"), st.sampled_from(LANES), st.integers(0, 3), st.sampled_from([None, 1, 5, 30, 50, 10 ** 6]),
+    CLAIM, CLAIM, CLAIM,  # (the decision under test: three times as likely as the others)
+    st.tuples(st.just("renew"), LEASED, TOKEN_PICK, st.sampled_from([None, 1, 5, 30, 50, 10 ** 6]),
               TEXTS, ASKED),
-    st.tuples(st.just("finish"), st.sampled_from(LANES), st.integers(0, 3), st.sampled_from(["ok", "failed"]), TEXTS,
+    st.tuples(st.just("finish"), LEASED, TOKEN_PICK, st.sampled_from(["ok", "failed"]), TEXTS,
               TEXTS, ASKED),
     st.tuples(st.just("settle"), st.sampled_from(LANES), st.sampled_from(["integrated", "abandoned"])),
     st.tuples(st.just("unpark"), st.sampled_from(LANES)),
     st.tuples(st.just("recover"), ASKED),
-    st.tuples(st.just("bump"), st.sampled_from(LANES)),
+    BUMP, BUMP,  # (twice as likely as the others)
     st.tuples(st.just("unbump"), st.sampled_from(LANES)),
     st.tuples(st.just("waive"), st.sampled_from(LANES), st.sampled_from(LANES), st.booleans()),
     st.tuples(st.just("schedule"), st.sampled_from(LANES), st.sampled_from(["now", "+5s", "+60s"])),
     st.tuples(st.just("halt"), st.booleans()),
-    st.tuples(st.just("release"), st.sampled_from(LANES), st.integers(0, 3), ASKED),
+    st.tuples(st.just("release"), LEASED, TOKEN_PICK, ASKED),
     st.tuples(st.just("cancel"), st.sampled_from(LANES)),
     st.tuples(st.just("force"), st.sampled_from(LANES)),
-), min_size=1, max_size=18)
-#: each lane's dependencies: on any lane (itself too: a cycle), or on one queue.txt does not carry
-DEPS = st.fixed_dictionaries({slug: st.lists(st.sampled_from(LANES + ("zz",)), max_size=2, unique=True)
+)
+STEPS = st.tuples(FIRST_BUMPS, st.lists(STEP, min_size=1, max_size=18)).map(lambda drawn: drawn[0] + drawn[1] + [LAST])
+#: each lane's dependencies, drawn sparsely (three lanes in four have none, so two ready bumped lanes are
+#: common): one or two, on any lane (itself too: a cycle), or on one queue.txt does not carry
+DEPS = st.fixed_dictionaries({slug: st.one_of(st.just([]), st.just([]), st.just([]),
+                                              st.lists(st.sampled_from(LANES + ("zz",)), min_size=1, max_size=2,
+                                                       unique=True))
                               for slug in LANES})
+#: how the served storm began: made by init, or carried by migrate from a directory storm whose log was reset
+#: (the token floor: every token after it is above the bytes it abandoned)
+STARTS = st.sampled_from(["fresh", "fresh", "fresh", "reset+migrate"])
+#: the policy the edges below start from, and the lanes without dependencies
+CALM = {"slots": 2, "attempts": 3, "ttl": 30, "max_lease_age": 14400, "unattended": True, "retry_delay": 0,
+        "retry_max": 600}
+FREE = {slug: [] for slug in LANES}
+
+
+def edge(label: str, steps: list, start: str = "fresh", deps: dict | None = None, **policy) -> tuple[str, dict]:
+    """An edge the contract names, as an example of the twin test: ``steps``
+    on a storm of LANES (``deps``, else none) under CALM changed by ``policy``."""
+    return label, {"policy": {**CALM, **policy}, "deps": deps or FREE, "steps": steps, "start": start}
+
+
+def ready_bumped(storm) -> int:
+    """How many bumped lanes are ready in ``storm`` now (the Python resolver's view)."""
+    return sum(1 for r in storm.listing(waits=False, slots=False).view.rows if r.prioritised and r.state == "ready")
 
 
 def in_lane(storm, lane: str, call):
@@ -224,6 +284,12 @@ def in_lane(storm, lane: str, call):
         storm.store.env = was
 
 
+def _held(storm) -> str:
+    """The first lane, in the fold's order of runs, that holds a lease in ``storm`` (expired or not), else LANES[0]."""
+    runs = storm.store.read(storm.store.declaration()).state.runs
+    return next((slug for slug, run in runs.items() if run.lease is not None), LANES[0])
+
+
 def _token(storm, slug: str, pick: int) -> int:
     """A token to present: 0 the live lease's (else 1), 1 one below it, 2 one above it, 3 the lane's last."""
     run = storm.store.read(storm.store.declaration()).state.run(slug)
@@ -231,9 +297,54 @@ def _token(storm, slug: str, pick: int) -> int:
     return max(1, [live, live - 1, live + 1, run.token or 1][pick])
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
-@given(policy=POLICIES, deps=DEPS, steps=STEPS)
+C = ("claim", "h1", None, N)  # a claim, the holder's default TTL
+F = (None, None, N)  # a finish's note, reason and key: none
+#: The edges the contract names, each pinned as an example of the twin test (issue 31, item 3): where a change
+#: planted in the served decision shows (tests/mutants/plant.py plants them). A failing one is named in its report.
+EDGES = [
+    edge("rule 2: two bumps run first in first out (d, c, then a)", [("bump", "d"), ("bump", "c"), C, C, C]),
+    edge("rule 3: a dependency pulled forward (b and c before e, in queue order)", [("bump", "e"), C, C, C],
+         deps={**FREE, "e": ["c", "b"]}),
+    edge("rule 6: an un-bump removes the dependency it pulled (a runs, not c)", [("bump", "e"), ("unbump", "e"), C],
+         deps={**FREE, "e": ["c"]}),
+    edge("a halt: no claim leases while it lasts", [C, ("halt", True), C, ("halt", False), C]),
+    edge("a full slot: wait until a finishes", [C, C, ("finish", "a", 0, "ok", *F), C], slots=1),
+    edge("a lease expiring exactly at its time: a expired (b not yet), a claimed again",
+         [C, C, ("tick", 4.999998), C], ttl=5),
+    edge("two leases expiring at one claim: expired in the order they were taken", [C, C, ("tick", 30.0), C], ttl=5),
+    edge("a renew exactly at the lease's expiry: too late", [C, ("tick", 4.999999), ("renew", "a", 0, None, None, N)],
+         ttl=5),
+    edge("the token after a reset and a migrate: above the floor the reset left",
+         [C, ("finish", "a", 0, "failed", *F), C, C], start="reset+migrate"),
+    edge("a bumped lane that finished awaits review: never claimed again",
+         [("bump", "c"), C, ("finish", "c", 0, "ok", *F), C]),
+    edge("attended: a finished lane is reviewed", [C, ("finish", "a", 0, "ok", *F), C], unattended=False),
+    edge("unattended: finished lanes wait for a batch review, the storm runs on (then waits, naming them)",
+         [C, ("finish", "a", 0, "ok", *F), C, ("finish", "b", 0, "ok", *F), C, C], slots=1),
+    edge("quarantine at the last attempt, by a finish: a passed over, b runs",
+         [C, ("finish", "a", 0, "failed", *F), C, ("finish", "a", 0, "failed", *F), C], attempts=2, slots=1),
+    edge("quarantine at the last attempt, by an expiry", [C, ("tick", 4.999999), C, C], attempts=1, ttl=5),
+    edge("a schedule coming due exactly: then a runs", [("schedule", "a", "+5s"), C, ("tick", 4.999998), C],
+         slots=3),
+]
+
+
+def pinned(test):
+    """``test`` with every one of EDGES as an explicit example."""
+    for _, kwargs in reversed(EDGES):
+        test = example(**kwargs)(test)
+    return test
+
+
+def edge_named(**drawn) -> str | None:
+    """The label of the edge whose example ``drawn`` is, if it is one."""
+    return next((label for label, kwargs in EDGES if kwargs == drawn), None)
+
+
+@settings(max_examples=examples(200, 10), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(policy=POLICIES, deps=DEPS, steps=STEPS, start=STARTS)
+@pinned
 @example(  # a failed finish under the storm's backoff: passed over until then, claimed again once it is due
     policy={"slots": 1, "attempts": 3, "ttl": 30, "max_lease_age": 14400, "unattended": True, "retry_delay": 5,
             "retry_max": 600},
@@ -242,7 +353,7 @@ def _token(storm, slug: str, pick: int) -> int:
            ("finish", "b", 0, "ok", None, None, N), ("tick", 4.999999), ("claim", "h2", None, N),
            ("finish", "c", 0, "failed", None, "r", N), ("tick", 5.0), ("claim", "h1", None, N),
            ("finish", "a", 0, "failed", None, None, N), ("tick", 9.5), ("claim", "h2", None, N), ("tick", 0.5),
-           ("claim", "h2", None, N)])
+           ("claim", "h2", None, N)], start="fresh")
 @example(  # keys: a repeat, a conflict, one that is not a key; a lane process; a reason and a note too long
     policy={"slots": 2, "attempts": 2, "ttl": 30, "max_lease_age": 100, "unattended": True, "retry_delay": 0,
             "retry_max": 600},
@@ -251,16 +362,23 @@ def _token(storm, slug: str, pick: int) -> int:
            ("renew", "a", 0, None, "y" * 4097, ("not a key!", None)), ("release", "a", 0, ("k2", None)),
            ("release", "a", 0, ("k2", None)), ("finish", "b", 0, "ok", "n" * 4097, None, (None, None)),
            ("claim", "h1", None, (None, "")), ("recover", ("k1", "lane\n1")), ("tick", 700.0), ("recover", ("k3", None)),
-           ("recover", ("k3", None))])
+           ("recover", ("k3", None))], start="fresh")
 def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(pg_server, _pg_cleanup, tmp_path, policy,
-                                                                                 deps, steps) -> None:
+                                                                                 deps, steps, start) -> None:
+    from hypothesis import event, note
+
     from storm_queue.store.postgres.queries import q
+
+    note(f"edge: {edge_named(policy=policy, deps=deps, steps=steps, start=start) or 'none (a drawn or other example)'}")
 
     toml = ("[runner]\nttl_min = 1\nttl_max = 100000\n"
             + "".join(f"{k} = {str(v).lower()}\n" for k, v in policy.items()))
     with frozen_clock() as clock:
-        served, planned = twins(pg_server, _pg_cleanup, toml, tmp_path, deps)
         files = directory_twin(tmp_path / f"dir-{secrets.token_hex(4)}", toml, deps)
+        if start == "reset+migrate":
+            after_a_reset(files)
+        served, planned = twins(pg_server, _pg_cleanup, toml, tmp_path, deps,
+                                moved_from=files.root if start == "reset+migrate" else None)
         files_by = files.store.judge(Request("claim", None, None, None), files.declaration(), False).verdict.by
         try:
             for step in steps:
@@ -269,9 +387,14 @@ def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(
                     clock.t += step[1]
                     continue
                 if kind in ("renew", "finish", "release"):
+                    if step[1] == HELD:
+                        step = (kind, _held(planned), *step[2:])
                     token = _token(planned, step[1], step[2])
                     assert token == _token(served, step[1], step[2]) == _token(files, step[1], step[2])
                 key, lane = step[-1] if kind in ("claim", "renew", "finish", "release", "recover") else (None, None)
+                if kind == "claim":
+                    ready = ready_bumped(planned)
+                    event(f"a claim met {'two or more' if ready >= 2 else ready} ready bumped lanes")
                 if kind == "renew":
                     calls = [lambda s: s.renew(step[1], token, step[3], reason=step[4], key=key)]
                 elif kind == "finish":
@@ -357,7 +480,9 @@ def test_a_runners_requests_are_each_one_statement_that_takes_the_lock_in_the_se
     create(url)
     operator = Storm.find(url)
     role = pg_server.create_role(f"runner_{secrets.token_hex(3)}")
-    assert operator.grant("runner", role).outcome == "done"
+    from storm_queue.ops.grants import grant
+
+    assert grant(operator, "runner", role).outcome == "done"
     for slug in ("a", "b"):
         assert operator.add(slug, "1").outcome == "done"
     from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
@@ -414,14 +539,16 @@ def test_verify_finds_runs_the_server_folded_that_are_not_the_logs(pg_database) 
     conn.execute("UPDATE storm_queue.run SET attempts = 1 WHERE slug = 'a'")  # a hand edit: the server stands aside
     audit = storm.verify()
     assert not audit.sound and "was written other than by the fold (UPDATE" in audit.problem.what, audit.problem
-    upgraded = storm.upgrade().check()
+    from storm_queue.ops.upgrade import upgrade
+
+    upgraded = upgrade(storm).check()
     assert upgraded.event["rederived"] == upgraded.event["seq"] - 1 and upgraded.event["from"] == upgraded.event["to"]
     assert storm.verify().sound
     assert storm.finish("a", lease.token, "ok").outcome == "done"
 
 
 def test_verify_finds_a_watch_table_that_is_not_the_runs_a_claim_looks_at(pg_database) -> None:
-    """storm_queue.watch (migrations/0006.sql) holds the run rows that hold
+    """storm_queue.watch (sql/schema.sql, kept by sql/functions/run_watched.sql) holds the run rows that hold
     a lease, carry a schedule or ended an attempt other than ok: a hand
     edit of it (a lease taken out, a finished lane put in) is found."""
     from storm_queue.service.storm import Storm
@@ -638,7 +765,7 @@ def schema_conn(pg_server):
                       st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=20)))
 def test_the_servers_json_text_is_the_python_encoders(schema_conn, text) -> None:
     """storm_queue.json_str (inlined into the serving functions' statements,
-    migrations/0007.sql) writes a text as core/jsoncodec.dumps does."""
+    sql/functions/json_str.sql) writes a text as core/jsoncodec.dumps does."""
     from storm_queue.core.jsoncodec import dumps
 
     got = schema_conn.execute("SELECT storm_queue.json_str(%s::text)", (text,)).fetchone()[0]
@@ -651,7 +778,7 @@ def test_the_servers_json_text_is_the_python_encoders(schema_conn, text) -> None
                    st.integers(0, 4_102_444_799).map(lambda s: s + 0.0000005),
                    st.integers(0, 4_102_444_799).map(float)))
 def test_the_servers_stamp_is_the_python_clocks(schema_conn, t) -> None:
-    """storm_queue.stamp (migrations/0007.sql) writes a POSIX time as
+    """storm_queue.stamp (sql/functions/stamp.sql) writes a POSIX time as
     core/clock.stamp does, microseconds rounded half to even and carried."""
     from storm_queue.core.clock import stamp
 
@@ -659,7 +786,7 @@ def test_the_servers_stamp_is_the_python_clocks(schema_conn, t) -> None:
 
 
 def test_a_claim_passes_a_long_held_lease_once_and_takes_its_lane_again_once_it_ends(pg_database, tmp_path) -> None:
-    """The claim's mark (runs_at.open_from, migrations/0007.sql) passes
+    """The claim's mark (runs_at.open_from, sql/schema.sql) passes
     held and quarantined lanes: with the first lane held while 40 after it
     are claimed and finished, the mark moves past them all (a claim does
     not walk past every lane finished since the lease was taken); once

@@ -24,16 +24,22 @@ pytestmark = pytest.mark.postgresql
 #: the release before the schema recorded its version
 OLD = "5cbddde"
 #: this storm-queue's schema version
-CURRENT = len(list((Path(__file__).resolve().parents[2] / "storm_queue" / "store" / "postgres" / "migrations").glob("*.sql")))
+CURRENT = __import__("storm_queue.store.postgres.queries", fromlist=["schema_version"]).schema_version()
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def old_python(tmp_path_factory) -> str:
-    """A venv holding storm-queue at ``OLD`` (its source from ``git
-    archive``) and, beside it, the same click and rich this one runs with,
-    and psycopg, that release's own driver (the test extra installs it for
-    this alone: nothing here imports it); never the package under test."""
+    """A venv holding storm-queue at ``OLD`` (``release_python``)."""
+    return release_python(OLD, tmp_path_factory.mktemp("old-release"))
+
+
+def release_python(commit: str, work: Path) -> str:
+    """A venv in ``work`` holding storm-queue at ``commit`` (its source
+    from ``git archive``) and, beside it, the same click and rich this one
+    runs with, and psycopg, the earlier releases' own driver (the test extra
+    installs it for this alone: nothing here imports it); never the package
+    under test: its python."""
     import importlib.util
 
     import click
@@ -41,14 +47,13 @@ def old_python(tmp_path_factory) -> str:
 
     psycopg = importlib.util.find_spec("psycopg")
     if psycopg is None:
-        pytest.fail(f"psycopg, the driver of the release {OLD}, is not installed: pip install -e '.[test]' installs it")
+        pytest.fail(f"psycopg, the driver of the release {commit}, is not installed: pip install -e '.[test]' installs it")
 
-    work = tmp_path_factory.mktemp("old-release")
     archive = work / "old.tar"
-    made = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", "-o", str(archive), OLD],
+    made = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", "-o", str(archive), commit],
                           capture_output=True, text=True, timeout=60)
     if made.returncode != 0:
-        pytest.fail(f"git archive {OLD} failed ({made.stderr.strip()}): the test needs this repository's history "
+        pytest.fail(f"git archive {commit} failed ({made.stderr.strip()}): the test needs this repository's history "
                     "(a full clone, or git fetch --unshallow)")
     extract(archive, work / "src")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(work / "venv")], check=True, timeout=120)
@@ -228,117 +233,3 @@ def test_upgrade_finds_its_storm_as_every_command_does(made_by_the_old_release, 
     assert json.loads(again.stdout)["outcome"] == "noop"
     both = run_cli(url, "upgrade", str(tmp_path), "--json")
     assert both.returncode == 2 and "not both" in json.loads(both.stdout)["message"]
-
-
-def test_a_fresh_storm_and_an_upgraded_one_have_the_same_schema(pg_server, made_by_the_old_release, pg_url) -> None:
-    """schema.sql (what init runs) and the migrations (what upgrade runs)
-    make one schema: pg_dump of both, the owning role aside."""
-    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
-
-    new(None, "upgrade", made_by_the_old_release)
-    new(None, "init", pg_url)
-
-    def dumped(url: str) -> list[str]:
-        info = conninfo_to_dict(url)
-        done = subprocess.run([str(pg_server.bindir / "pg_dump"), "--schema-only", "--no-owner", "--no-privileges",
-                               "--schema", "storm_queue", pg_server.admin_url(info["dbname"])],
-                              capture_output=True, text=True, timeout=60)
-        assert done.returncode == 0, done.stderr
-        # comments aside, and pg_dump's \restrict lines (a nonce of each run)
-        return [line for line in done.stdout.splitlines() if line and not line.startswith(("--", "\\"))]
-
-    assert dumped(made_by_the_old_release) == dumped(pg_url)
-
-
-def test_a_version_5_storm_is_carried_to_6_with_the_runs_a_claim_watches(pg_server, pg_database, monkeypatch,
-                                                                          tmp_path) -> None:
-    """A storm made and worked at schema version 5 (the migrations up to
-    0005.sql, its runner requests served by 0005.sql's functions): the
-    upgrade to 6 fills storm_queue.watch from the runs already folded (a
-    lease held, a failed attempt, a schedule; not a lane finished ok),
-    verify checks it, and the served claim decides by it."""
-    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
-
-    from storm_queue.service.storm import Storm
-    from storm_queue.store.postgres import queries, version  # noqa: F401 -- version binds migrations unpatched
-    from storm_queue.store.postgres.connect import create
-
-    every = queries.migrations()
-    monkeypatch.setattr(queries, "migrations", lambda: every[:5])
-    monkeypatch.setattr(queries, "_version", 5)
-    url = pg_database()
-    create(url)
-    storm = Storm.find(url)
-    (tmp_path / "storm.toml").write_text("[runner]\nslots = 3\nunattended = true\n")
-    storm.declare(str(tmp_path / "storm.toml")).check()
-    for i, slug in enumerate("abcd"):
-        storm.add(slug, str(i + 1)).check()
-    storm.schedule("d", "+1h").check()
-    held = storm.claim(holder="h").check()
-    done = storm.claim(holder="h").check()
-    storm.finish(done.slug, done.token, "ok").check()
-    failed = storm.claim(holder="h").check()
-    storm.finish(failed.slug, failed.token, "failed").check()
-    assert (held.slug, done.slug, failed.slug) == ("a", "b", "c")
-    storm.store.close()
-    monkeypatch.undo()
-    assert version_table(pg_server, url) == 5
-    with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:
-        assert conn.execute("SELECT to_regclass('storm_queue.watch')").fetchone()[0] is None
-
-    new(None, "upgrade", url)
-    assert version_table(pg_server, url) == CURRENT >= 6
-    with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:
-        watched = conn.execute("SELECT slug, lease_token, last_end, not_before IS NOT NULL FROM storm_queue.watch "
-                               "ORDER BY since").fetchall()
-    assert watched == [("d", None, None, True), ("a", held.token, None, False), ("c", None, "failed", False)], watched
-    new(url, "verify")
-    again = Storm.find(url)
-    lease = again.claim(holder="h2").check()  # c, claimable again (a is held, b finished, d scheduled)
-    assert lease.slug == "c" and lease.event["action"] == "claim"
-    again.finish("c", lease.token, "ok").check()
-    assert again.verify().sound
-    again.store.close()
-
-
-def test_a_version_7_storm_is_carried_to_8_and_its_server_retries_by_the_declared_backoff(
-        pg_server, pg_database, monkeypatch, tmp_path) -> None:
-    """Schema version 8 (issue 33, item 1): the runner policy the server
-    reads is written again on upgrade, so a declaration that says
-    ``[runner] retry_delay`` (which a policy written before version 8 does
-    not carry) is served by it: a failed finish records its backoff."""
-    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
-
-    from storm_queue.service.storm import Storm
-    from storm_queue.store.postgres import queries, version  # noqa: F401 -- version binds migrations unpatched
-    from storm_queue.store.postgres.connect import create
-
-    every = queries.migrations()
-    monkeypatch.setattr(queries, "migrations", lambda: every[:7])
-    monkeypatch.setattr(queries, "_version", 7)
-    url = pg_database()
-    create(url)
-    storm = Storm.find(url)
-    (tmp_path / "storm.toml").write_text("[runner]\nretry_delay = 20\nretry_max = 600\n")
-    storm.declare(str(tmp_path / "storm.toml")).check()
-    storm.add("a", "1").check()
-    storm.store.close()
-    monkeypatch.undo()
-    with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:  # the policy as version 7's storm-queue wrote it
-        conn.execute("UPDATE storm_queue.storm SET runner = runner - 'retry_delay' - 'retry_max'")
-    assert version_table(pg_server, url) == 7
-    new(None, "upgrade", url)
-    assert version_table(pg_server, url) == CURRENT >= 8
-    with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:
-        assert conn.execute("SELECT runner->>'retry_delay', runner->>'retry_max' FROM storm_queue.storm").fetchone() == (
-            "20", "600")
-        # a policy without the keys (none was written before version 8) means no backoff, at most 600 s
-        assert conn.execute("SELECT storm_queue.backoff('{}'::jsonb, 3)").fetchone()[0] == 0
-        assert conn.execute("""SELECT storm_queue.backoff('{"retry_delay": 100}'::jsonb, 4)""").fetchone()[0] == 600
-    again = Storm.find(url)
-    lease = again.claim(holder="h").check()
-    failed = again.finish("a", lease.token, "failed").check()
-    assert failed.event["not_before"] > failed.event["at"] and "claimed again after" in failed.message
-    assert again.listing().view.rows[0].state == "scheduled"
-    assert again.verify().sound
-    again.store.close()

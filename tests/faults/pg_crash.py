@@ -75,7 +75,7 @@ from pathlib import Path
 import storm_queue.cli.answer  # noqa: F401 -- with everything a client loads, before forking, so that a client starts at once
 import storm_queue.cli.app  # noqa: F401
 import storm_queue.cli.entry  # noqa: F401
-import storm_queue.ops.grants  # noqa: F401
+from storm_queue.ops.grants import grant
 import storm_queue.service.leases  # noqa: F401
 import storm_queue.service.passage  # noqa: F401
 import storm_queue.service.requests  # noqa: F401
@@ -260,7 +260,7 @@ def _make_storm(cluster: Cluster, number: int, rng: random.Random, base: Path) -
     storm = Storm.find(urls["operator"], env=pg_clients.ENV)
     try:
         for out in [storm.declare(str(toml)), *(storm.add(s, i, deps=d or None) for s, i, d in LANES),
-                    storm.grant("runner", cluster.runner)]:
+                    grant(storm, "runner", cluster.runner)]:
             if out.exit_code != 0:
                 raise AssertionError(f"making the storm: {out.to_json()}")
     finally:

@@ -6,7 +6,8 @@ import os
 
 from storm_queue.core import config
 from storm_queue.store.directory.accounts import Owner
-from storm_queue.ops.doctor import Entry, Facts, diagnose, render_text
+from storm_queue.core.checkup import render_text
+from storm_queue.store.directory.checkup import Entry, Facts, diagnose
 from storm_queue.core.queuetext import QueueFile, Skipped
 
 NOW = 1_000_000_000.0

@@ -48,29 +48,57 @@ def test_every_statement_asked_for_is_in_the_file_and_every_one_is_asked_for() -
     assert held - asked == set(), "in queries.sql, never asked for"
 
 
-def test_the_advisory_lock_keys_of_the_earlier_schemas_are_written_once_and_their_migrations_take_them() -> None:
-    """Before schema version 9 the storm's lock was an advisory lock; an
-    upgrade from such a version takes it, and their migrations' functions
-    take it (their {lock_keys} mark filled in from queries.sql). From
-    version 9 it is a table only the operator may lock."""
+def test_the_advisory_lock_keys_of_the_earlier_schemas_are_written_once_and_no_current_code_takes_them() -> None:
+    """Before schema version 9 the storm's lock was an advisory lock (a
+    storm at version 0 still takes it in its row trigger until upgraded);
+    its keys are written once, in queries.sql. From version 9 it is a table
+    only the operator may lock, and nothing in sql/ takes the advisory one."""
     assert queries.lock_keys() == (0x73746F72, 0x6D71)
     where = [path.name for path in PACKAGE.rglob("*") if path.is_file() and path.suffix in (".py", ".sql")
              and "1937010546" in path.read_text(encoding="utf-8")]
     assert where == ["queries.sql"]
-    schema = queries.schema()
-    assert queries.LOCK_KEYS_MARK not in schema
-    assert schema.count("PERFORM pg_advisory_xact_lock(1937010546, 28017);") >= 1
-    written = (PACKAGE / "store" / "postgres" / "schema.sql").read_text(encoding="utf-8")
-    assert schema.startswith(written.replace(queries.LOCK_KEYS_MARK, "1937010546, 28017"))
+    assert "pg_advisory_xact_lock" not in queries.schema() + "".join(script for _, script, _ in queries.migrations())
     assert queries.q("lock_storm") == "LOCK TABLE storm_queue.lock IN EXCLUSIVE MODE"
 
 
-def test_the_migrations_are_numbered_without_a_gap_and_the_schema_is_at_the_last() -> None:
+SQL = PACKAGE / "store" / "postgres" / "sql"
+
+
+def test_the_migrations_carry_tables_and_data_and_each_records_its_version() -> None:
+    """sql/migrations/NNNN.sql: ascending, each records the version it
+    carries to last, none defines a function (functions are code:
+    sql/functions/, applied where a migration marks them); the schema a
+    new storm is made by records the last."""
     found = queries.migrations()
-    assert [n for n, _ in found] == list(range(1, len(found) + 1)) and len(found) == queries.schema_version() >= 1
-    for n, script in found:  # each is in the schema a new storm is made by, and records its version last
-        assert queries.LOCK_KEYS_MARK not in script and script in queries.schema(), n
-        assert script.rstrip().splitlines()[-1].endswith(f"{n});") or f"version = {n}" in script.splitlines()[-1], n
+    numbers = [n for n, _, _ in found]
+    assert numbers == sorted(set(numbers)) and numbers[-1] == queries.schema_version() >= 10
+    for n, script, _ in found:
+        assert "CREATE FUNCTION" not in script and "CREATE OR REPLACE FUNCTION" not in script, n
+        assert script.rstrip().splitlines()[-1] in (f"UPDATE storm_queue.version SET version = {n};",
+                                                    "SELECT storm_queue.rederive();"), n
+        assert f"VALUES (1, {n});" in script or f"SET version = {n};" in script, n
+    assert f"INSERT INTO storm_queue.version (id, version) VALUES (1, {queries.schema_version()});" in queries.schema()
+    assert queries.upgradable(0) and queries.upgradable(9) and not queries.upgradable(5)
+    assert queries.pending(queries.schema_version()) == ["SET LOCAL search_path = pg_catalog, pg_temp;\n"
+                                                         + queries.functions()]
+
+
+def test_every_server_function_is_defined_once_in_a_file_of_its_own_with_a_fixed_search_path() -> None:
+    """Issue 31, item 1: one file per function in sql/functions/ (its
+    current definition only); no other file of the package defines one."""
+    import re
+
+    names = queries.function_names()
+    assert len(names) >= 40
+    defined = re.compile(r"CREATE (?:OR REPLACE )?FUNCTION\s+storm_queue\.(\w+)")
+    for path in PACKAGE.rglob("*.sql"):
+        found = defined.findall(path.read_text(encoding="utf-8"))
+        if path.parent == SQL / "functions":
+            assert found == [path.stem], path
+            assert "SET search_path = pg_catalog, pg_temp" in path.read_text(encoding="utf-8"), path
+        else:
+            assert found == [], (path, found)
+    assert queries.schema().count("CREATE OR REPLACE FUNCTION") == len(names)
 
 
 def test_reading_the_queries_loads_no_re() -> None:
@@ -79,3 +107,22 @@ def test_reading_the_queries_loads_no_re() -> None:
     done = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True, env=clean_env(), timeout=60,
                           cwd=PACKAGE.parent)
     assert done.stdout.strip() == "False", done.stderr
+
+
+@pytest.mark.parametrize("text", [
+    "CREATE FUNCTION storm_queue.stamp(x int) RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;",
+    "CREATE OR REPLACE FUNCTION storm_queue.stamp(x int) RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;\n"
+    "CREATE OR REPLACE FUNCTION storm_queue.stamp(x text) RETURNS int LANGUAGE sql AS $$ SELECT 2 $$;",
+    "CREATE OR REPLACE FUNCTION storm_queue.stamped(x int) RETURNS int LANGUAGE sql AS $$ SELECT 1 $$;",
+    "-- no definition at all",
+])
+def test_a_function_file_holds_exactly_its_own_definition(monkeypatch, text) -> None:
+    """A sql/functions file that defines nothing, another function, two,
+    or one without OR REPLACE (which a re-applying upgrade would fail on)
+    is refused before anything reaches a server."""
+    from storm_queue.store.postgres import queries
+
+    real = queries._text
+    monkeypatch.setattr(queries, "_text", lambda name: text if name.endswith("stamp.sql") else real(name))
+    with pytest.raises(ValueError, match=r"sql/functions/stamp\.sql must hold one definition"):
+        queries.functions()

@@ -63,7 +63,9 @@ def test_the_service_holds_a_store_and_no_class_inherits_one(tmp_path: Path) -> 
 
 def test_every_request_kind_is_a_function_of_the_storm(tmp_path: Path) -> None:
     storm = Storm(str(tmp_path), env={})
+    assert {"bump", "settle", "claim"} <= set(KINDS)
     for name, home in KINDS.items():
+        assert home.startswith("storm_queue.service."), (name, home)
         method = getattr(storm, name)
         assert method.__self__ is storm and method.__func__.__module__ == home, name
         assert next(iter(inspect.signature(method.__func__).parameters)) == "storm"

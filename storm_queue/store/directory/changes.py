@@ -13,6 +13,7 @@ import sys
 import time
 
 from ..wake import readable
+from ..wake import signature as stamps
 from . import ledger
 from .log.reader import witness_path
 
@@ -26,14 +27,6 @@ if TYPE_CHECKING:
 POLL = 0.25
 #: an inotify event's fixed part: wd, mask, cookie, len (struct inotify_event)
 _HEAD = 16
-
-
-def _stat(path: str) -> tuple[int, int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def paths(store: Directory) -> list[str]:
@@ -63,7 +56,7 @@ def paths(store: Directory) -> list[str]:
 def signature(store: Directory) -> tuple:
     """What the storm's files look like now: equal signatures, an unchanged storm."""
     try:
-        return tuple((p, _stat(p)) for p in paths(store))
+        return stamps(paths(store))
     except Exception:  # noqa: BLE001 -- an unreadable storm.toml: whoever reads the storm next says why
         return ("unreadable", time.monotonic())
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 
 from ...core import logread
-from ...core.errors import NotHere, RecordFailed, UnknownOrder
+from ...core.errors import NotHere, RecordFailed, UnknownOrder, WriteFailed
 from ...core.framing import sha256
 from ...core.names import quote
 from . import ledger, queuefile
@@ -24,11 +24,26 @@ if TYPE_CHECKING:
     from ...core.runs import Claim
 
 
+def translated(effect: Callable[..., Any]) -> Callable[..., Any]:
+    """``effect`` as the Protocol has it (``store.interface.Effects``): an
+    ``OSError`` it raises is raised as ``WriteFailed``, and so is one the
+    undo it returns raises; what it returns otherwise is as it was."""
+    def said(*args: Any, **kw: Any) -> Any:
+        try:
+            out = effect(*args, **kw)
+        except OSError as exc:
+            raise WriteFailed.of(exc) from exc
+        return translated(out) if callable(out) else out
+
+    said.__name__, said.__doc__, said.__wrapped__ = effect.__name__, effect.__doc__, effect  # (its signature)
+    return said
+
+
 class Files:
     """The effects of a request on the directory ``root`` whose log is
     ``log_path``. Every one that goes before the record first checks that
     the log can be written too, so that no file outruns a line that could
-    not follow it."""
+    not follow it. Each raises ``WriteFailed`` for an I/O error (``translated``)."""
 
     def __init__(self, root: str, log_path: str):
         self.root, self.log_path = root, log_path
@@ -38,10 +53,12 @@ class Files:
 
         writer.check_writable(self.log_path)
 
+    @translated
     def queue(self, line: str) -> Callable[[], None]:
         self._writable()
         return queuefile.append_line(os.path.join(self.root, "queue.txt"), line)
 
+    @translated
     def settle(self, slugs: str | tuple[str, ...], how: str) -> Callable[[], None]:
         """The slugs one line each, in one durable write (``append_line``);
         what it returns takes them back off. A crash after this and before
@@ -52,34 +69,43 @@ class Files:
         return queuefile.append_line(os.path.join(self.root, ledger.INTEGRATED if how == "integrated" else ledger.ABANDONED),
                                      text)
 
+    @translated
     def mark_running(self, slug: str, body: dict[str, Any]) -> None:
         ledger.mark_running(self.root, slug, body, None)
 
+    @translated
     def unmark_running(self, slug: str, token: int | None) -> None:
         ledger.unmark_running(self.root, slug, token)
 
+    @translated
     def mark_finished(self, slug: str, body: dict[str, Any]) -> Callable[[], None] | None:
         self._writable()
         return ledger.mark_finished(self.root, slug, body, None)
 
+    @translated
     def blocked_mark(self, slug: str) -> bool:
         return ledger.blocked_mark(self.root, slug)
 
+    @translated
     def unmark_blocked(self, slug: str) -> Callable[[], None] | None:
         self._writable()
         return ledger.unmark_blocked(self.root, slug, None)
 
+    @translated
     def say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
         ledger.say(self.root, at, words, owner_ids)
 
+    @translated
     def tell_claim(self, claim: Claim, skipped: tuple[Skipped, ...], at: str) -> list[str]:
         """``tell`` of the storm the claim decided on (its whole view)."""
         return tell(self.root, claim.view, skipped, at, self.log_path)
 
+    @translated
     def declare(self, text: str, sha256: str) -> bool:
         """Never: ``declare`` refuses a directory storm before it plans."""
         raise NotHere(f"the declaration of a directory storm is {os.path.join(self.root, 'storm.toml')}")
 
+    @translated
     def cut(self, keep_intact: bool) -> logread.Cut:
         """What a reset would keep and lose, read now: with ``keep_intact``
         the longest prefix that verifies from line 1 (``salvage.intact``),
@@ -96,6 +122,7 @@ class Files:
         missing = (last + 1, witness.seq) if witness is not None and witness.seq > last else ()
         return logread.Cut(keep_intact, kept, lost, _abandons(self.log_path), missing)
 
+    @translated
     def start_over(self, body: dict[str, Any], at: str, by: str, cut: logread.Cut) -> dict[str, Any]:
         """Move the unreadable log, its witness and checkpoint aside (named
         ``.abandoned-STAMP``) and write the new log's first line. With

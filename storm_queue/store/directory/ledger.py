@@ -16,6 +16,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Iterable
 
+    from ...core.fold import LaneState
+
 INTEGRATED = "integrated.txt"
 ABANDONED = "abandoned.txt"
 UNATTENDED = "UNATTENDED"
@@ -307,3 +309,19 @@ class SaidOnce:
         finally:
             os.close(fd)
         self.keys().update(keys)
+
+
+def changed(path: str) -> str:
+    """The stamp of the file's last change ('' when it cannot be looked at)."""
+    from ...core.clock import stamp
+
+    try:
+        return stamp(os.stat(path).st_mtime)
+    except OSError:
+        return ""
+
+
+def leased_results(root: str, led: Ledgers, state: LaneState) -> dict[str, int | None]:
+    """The tokens of the ``result.json`` files of lanes that hold a lease:
+    the only results whose author matters (see ``resolver``)."""
+    return result_tokens(root, [s for s, r in state.runs.items() if r.lease is not None and s in led.finished])

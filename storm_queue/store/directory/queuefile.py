@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from ...core.errors import LinesKept, unreadable
+from ...core.errors import WriteFailed, unreadable
 from ...core.queuetext import QueueFile, parse
 from .fsutil import fsync_dir, write_all
 
@@ -41,7 +41,7 @@ def append_line(path: str, line: str) -> Callable[[], None]:
     them back off, unless the file has changed since. On an I/O error,
     what was written is cut back off (a part of a line could read as a
     lane of another issue; a file it created is removed), and the error
-    raised: ``LinesKept`` when that could not be done either."""
+    raised: ``WriteFailed`` with ``kept`` when that could not be done either."""
     created = False
     try:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
@@ -60,7 +60,7 @@ def append_line(path: str, line: str) -> Callable[[], None]:
             os.fsync(fd)
         except OSError as exc:
             if not _cut_back(fd, size, size + len(data)):
-                raise LinesKept(exc.errno, exc.strerror, path) from exc
+                raise WriteFailed.of(exc, path, kept=True) from exc
             raise
     finally:
         os.close(fd)
@@ -71,7 +71,7 @@ def append_line(path: str, line: str) -> Callable[[], None]:
             try:
                 os.unlink(path)
             except OSError:
-                raise LinesKept(exc.errno, exc.strerror, path) from exc
+                raise WriteFailed.of(exc, path, kept=True) from exc
             raise
     return lambda: _take_back(path, size, size + len(data))
 

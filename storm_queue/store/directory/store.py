@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 
 from ... import wall
-from ...core import clock, config, fold, ledgers, logread
-from ...core.errors import Busy, RecordFailed, UnknownOrder
+from ...core import config, logread
+from ...core.errors import Busy, NotHere, RecordFailed, UnknownOrder
 from ...core.lane import Snapshot
 from ...core.records import replace
 from . import declared, ledger, queuefile
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, ContextManager, Mapping
 
     from ...core.authority import Judged
+    from ...core.checkup import Checkup
     from ...core.outcome import Request
     from ...core.queuetext import Skipped
     from ...core.resolver import View
@@ -28,15 +29,24 @@ if TYPE_CHECKING:
     from .effects import Files
 
 
+def _no_schema(root: str) -> NotHere:
+    return NotHere(f"{root} is a directory storm: its files have no schema to upgrade; upgrade carries "
+                   "a database storm (storm-queue upgrade URL) forward; nothing was recorded")
+
+
+def _no_members(root: str) -> NotHere:
+    return NotHere(f"{root} is a directory storm: who may write it is its files' owner; grant and revoke "
+                   "name a role of a database storm; nothing was recorded")
+
+
 class Directory:
     """The storm directory ``root``, read fresh on every call.
 
     ``wait`` is how many seconds a writer waits for the writers' lock.
     """
 
-    #: the storm is kept in files a reader may stat (the live view watches them)
-    keeps_files = True
     holds_lanes = True  # its claims are the pure core's, which pass a held lane over
+    appended = "appended to queue.txt"  # how a push's lane is enqueued, in the log's words (``Upkeep``)
 
     def __init__(self, root: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
         self.root = root
@@ -47,9 +57,56 @@ class Directory:
         """storm.toml, read and parsed (none: no source, default runner settings)."""
         return declared.load(self.root)
 
+    @property
+    def upkeep(self) -> Directory:
+        """The store's own upkeep (``interface.Upkeep``): its members below."""
+        return self
+
     def log_path(self, decl: config.Declaration) -> str:
         """Where the priority log is, as ``decl`` declares it."""
         return os.path.join(self.root, decl.log)
+
+    def log_file(self, decl: config.Declaration) -> str | None:
+        """The log's file (``Upkeep.log_file``); None while storm.toml names none."""
+        return None if decl.log_error else self.log_path(decl)
+
+    def declared_in(self) -> str:
+        """storm.toml, in the storm's directory."""
+        return os.path.join(self.root, "storm.toml")
+
+    def watched(self) -> list[str]:
+        """queue.txt, storm.toml, the ledgers, the log and its witness, the lanes and their markers."""
+        from .changes import paths
+
+        return paths(self)
+
+    def tell_waits(self, tell: Callable[[str, str, float], None]) -> None:
+        """``tell`` who holds the writers' lock while a request waits for it (``log.lock.on_wait``)."""
+        from .log import lock
+
+        lock.on_wait = tell
+
+    def schema(self) -> tuple[int, int, bool]:
+        raise _no_schema(self.root)
+
+    def carry(self, was: int) -> int | None:
+        raise _no_schema(self.root)
+
+    def member(self, role: str, kind: str) -> bool | None:
+        raise _no_members(self.root)
+
+    def change_member(self, verb: str, kind: str, role: str) -> list[str]:
+        raise _no_members(self.root)
+
+    def doctor(self, running_hours: float | None = None, now: float | None = None) -> Checkup:
+        """``checkup.gather`` of the storm's files, diagnosed (``core.checkup.checkup``)."""
+        from ...core.checkup import checkup
+        from .checkup import gather
+
+        return checkup(gather(self.root, now), running_hours)
+
+    def close(self) -> None:
+        """Nothing is held open between requests."""
 
     def judge(self, req: Request, decl: config.Declaration, operator_only: bool) -> Judged:
         """The process's uid against the owner of queue.txt (``accounts``)."""
@@ -100,8 +157,9 @@ class Directory:
         if not led.unattended and self.declaration().runner.unattended:  # the file, or the declared key
             led = replace(led, unattended=True)
         return Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, at or wall.now(),
-                        leased_results(self.root, led, log.state), queue.skipped,
-                        (changed(os.path.join(self.root, "queue.txt")), changed(os.path.join(self.root, ledger.INTEGRATED))))
+                        ledger.leased_results(self.root, led, log.state), queue.skipped,
+                        (ledger.changed(os.path.join(self.root, "queue.txt")),
+                         ledger.changed(os.path.join(self.root, ledger.INTEGRATED))))
 
     def append(self, log: logread.LogRead, bodies: list[dict[str, Any]], at: str, by: str,
                owner_ids: tuple[int, int] | None) -> list[dict[str, Any]]:
@@ -169,16 +227,3 @@ def _known(decl: config.Declaration) -> None:
     if decl.log_error:
         raise UnknownOrder(f"the priority order is unknown: {decl.log_error}; fix storm.toml so the log can be found")
 
-
-def changed(path: str) -> str:
-    """The stamp of the file's last change ('' when it cannot be looked at)."""
-    try:
-        return clock.stamp(os.stat(path).st_mtime)
-    except OSError:
-        return ""
-
-
-def leased_results(root: str, led: ledgers.Ledgers, state: fold.LaneState) -> dict[str, int | None]:
-    """The tokens of the ``result.json`` files of lanes that hold a lease:
-    the only results whose author matters (see ``resolver``)."""
-    return ledger.result_tokens(root, [s for s, r in state.runs.items() if r.lease is not None and s in led.finished])

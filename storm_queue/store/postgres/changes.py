@@ -1,6 +1,6 @@
 """Waiting for a database storm to change (``Store.changes``, for
 ``claim --wait``): a connection of its own that LISTENs on the channel
-every writing transaction notifies at its commit (migrations/0003.sql),
+every writing transaction notifies at its commit (sql/functions/announce_change.sql),
 woken by the server, never polling."""
 
 from __future__ import annotations

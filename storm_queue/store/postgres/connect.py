@@ -175,7 +175,7 @@ def create(url: str) -> Created:
             from .policy import write_policy
             from .unicode import write_unprintable
 
-            if schema_version() >= 5:  # (the runner policy: migrations/0005.sql)
+            if schema_version() >= 5:  # (the runner policy: storm_queue.storm.runner, sql/schema.sql)
                 write_policy(conn, None)
             if schema_version() >= BOUNDARY:
                 write_unprintable(conn)

@@ -11,7 +11,7 @@ from .queries import q
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .store import Database
+    from .session import Session as Database  # what it asks of store.Database, without importing it
 
 
 def lost(store: Database, verb: str, exc: Exception) -> RecordFailed | Unreachable:

@@ -1,5 +1,6 @@
 """What the server folds of the log (``storm_queue.run``, ``runs_at``,
-``priority``, ``waiver``, ``keyed``: migrations/0005.sql to 0009.sql)
+``priority``, ``waiver``, ``keyed``: sql/schema.sql; folded by
+sql/functions/fold_line.sql)
 against what the Python fold makes of the same lines, each side read into
 the same plain values (``verify``, and the tests that hold the served
 path to the Python one)."""

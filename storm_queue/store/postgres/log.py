@@ -1,6 +1,6 @@
 """Reading a database storm's whole log: every line by seq from one
 snapshot, checked as a directory log's reader checks it (``history``,
-``verify``), for ``store.Database``."""
+``verify``), for ``store.Database`` (``session.Session``)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable, Iterator
 
-    from .store import Database
+    from .session import Session
 
 
-def _lines(store: Database, head: list | None = None) -> Iterator[tuple[int, bytes]]:
+def _lines(store: Session, head: list | None = None) -> Iterator[tuple[int, bytes]]:
     """Every log line, by seq, streamed from one snapshot (and the log's
     head in it, the state row's seq and digest, appended to ``head``)."""
     with store._errors(), store.conn.transaction():
@@ -27,7 +27,7 @@ def _lines(store: Database, head: list | None = None) -> Iterator[tuple[int, byt
         yield from store.conn.rows(q("all_lines"))
 
 
-def history(store: Database, each: Callable[[bytes, dict[str, Any]], None]) -> logread.LogRead:
+def history(store: Session, each: Callable[[bytes, dict[str, Any]], None]) -> logread.LogRead:
     """Every line, oldest first, checked as a directory log's reader checks it."""
     out = logread.LogRead(store.root, log_exists=True)
     folder = fold.Fold()
@@ -39,7 +39,7 @@ def history(store: Database, each: Callable[[bytes, dict[str, Any]], None]) -> l
     return out
 
 
-def _checked(store: Database) -> Iterator[tuple[bytes, dict[str, Any]]]:
+def _checked(store: Session) -> Iterator[tuple[bytes, dict[str, Any]]]:
     """The lines and their events; ``reader.Damage`` at the first that breaks framing, seq or chain."""
     prev, offset, expected = None, 0, 1
     for seq, line in _lines(store):
@@ -71,7 +71,7 @@ def older_format(body: str) -> bool:
     return type(v) is int and 1 <= v < FORMAT
 
 
-def verify(store: Database, progress: Callable[[int], None] | None = None):
+def verify(store: Session, progress: Callable[[int], None] | None = None):
     """Check every line from the first (``verify.check_lines``, the rules
     a directory log is checked by), that the log's last line is the one
     its head (the state row) records, that the state row's body with the
@@ -88,6 +88,7 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
     out.agree = ("framing, schema, chain and seq agree (its lines are rows of storm_queue.event, which keeps no "
                  "witness: the chain and the state row are checked instead)")
     out.kept = "state row"
+    out.remedy = logread.RESTORE_HINT
     if out.problem is not None:
         return out
     seq, last = head[0]  # the head in the snapshot the lines were read from
@@ -135,7 +136,7 @@ def verify(store: Database, progress: Callable[[int], None] | None = None):
     return out
 
 
-def _runs_agree(store: Database, state: fold.LaneState) -> tuple[bool, str | None]:
+def _runs_agree(store: Session, state: fold.LaneState) -> tuple[bool, str | None]:
     """Whether the runs the server folded are the log's, its mark of the
     lanes a claim passes over holds, (from schema version 6) the run rows
     a claim looks at are those of ``storm_queue.watch``, and (from schema

@@ -1,5 +1,5 @@
 """The roles the operator granted a database storm (``storm-queue grant
-runner|reader ROLE``, ``migrations/0002.sql``): who is granted as what,
+runner|reader ROLE``; ``storm_queue.member``, sql/schema.sql): who is granted as what,
 and the membership and privileges a grant or a revoke changes, in the
 request's transaction."""
 

@@ -1,11 +1,11 @@
 """The declaration's ``[runner]`` policy as a database storm's server reads
-it (``storm_queue.storm.runner``, ``migrations/0005.sql``): written beside
+it (``storm_queue.storm.runner``, sql/schema.sql): written beside
 the declaration whenever the storm row's declaration is (init, declare,
 migrate, upgrade), by the Python that parses storm.toml, so the server's
 runner functions decide by the same policy the request path would.
 Every key of ``config.Policy`` is written; a policy written before a key
 existed lacks it, and the server reads the key's default then (the
-backoff's ``retry_delay`` 0 and ``retry_max`` 600, ``migrations/0008.sql``);
+backoff's ``retry_delay`` 0 and ``retry_max`` 600, sql/functions/backoff.sql);
 ``upgrade`` writes the policy again."""
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The SQL of a database storm, kept out of the Python: the named statements
-of queries.sql (``q``), the storm's advisory lock keys they hold
-(``lock_keys``), the schema (``schema``: schema.sql, the first version,
-and the numbered migrations that carry it to this storm-queue's; an
-upgrade runs the ones a storm lacks: ``migrations``, ``schema_version``).
+of queries.sql (``q``), the storm's advisory lock keys of versions before
+9 (``lock_keys``), and the server's code in sql/: ``schema`` (sql/schema.sql,
+the current tables, with the functions of sql/functions/ applied), the
+numbered migrations that carry an older storm's tables and data forward
+(``migrations``, ``pending``, ``schema_version``) and the functions an
+upgrade applies again (``functions``, ``function_names``).
 
 Each file is read on first use only, so a directory storm never opens
 them; queries.sql is parsed with ``str`` methods alone (a request's
@@ -12,9 +14,10 @@ from __future__ import annotations
 
 import os
 
-#: where the row trigger of schema.sql (and the functions of versions 2 to 8) took the storm's advisory
-#: lock: the keys of ``lock_storm_advisory`` go here
-LOCK_KEYS_MARK = "{lock_keys}"
+#: where sql/schema.sql, and a migration that makes triggers on them, has the server's functions applied
+FUNCTIONS_MARK = "-- {functions}"
+#: where sql/schema.sql records this storm-queue's schema version
+VERSION_MARK = "{schema_version}"
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _queries: dict[str, str] | None = None
 
@@ -75,31 +78,93 @@ def lock_keys() -> tuple[int, int]:
     return first, second
 
 
+def functions() -> str:
+    """The server's code: every ``sql/functions/NAME.sql`` in name order,
+    each one function's current definition (``CREATE OR REPLACE``), as one
+    script; their bodies are checked when called (``check_function_bodies``
+    off, as pg_dump restores them: they may call one another in any order).
+    ``ValueError`` for a file that does not define the function it is named
+    after, or defines more than one."""
+    scripts = [q("functions_begin") + ";"]
+    for name in function_names():
+        text = _text(os.path.join("sql", "functions", f"{name}.sql"))
+        if _defined(text) != [(True, name)]:
+            raise ValueError(f"sql/functions/{name}.sql must hold one definition, of storm_queue.{name}, "
+                             f"written CREATE OR REPLACE FUNCTION")
+        scripts.append(text)
+    return "\n".join(scripts)
+
+
+def _defined(text: str) -> list[tuple[bool, str]]:
+    """Each function ``text`` creates in schema storm_queue: whether it is
+    written ``CREATE OR REPLACE``, and its name (read without ``re``)."""
+    words = text.split()
+    found = []
+    for i, word in enumerate(words[1:-1], 1):
+        if word.upper() == "FUNCTION" and words[i - 1].upper() in ("CREATE", "REPLACE") \
+                and words[i + 1].startswith("storm_queue."):
+            replace = [w.upper() for w in words[max(i - 3, 0):i]] == ["CREATE", "OR", "REPLACE"]
+            found.append((replace, words[i + 1][len("storm_queue."):].split("(")[0]))
+    return found
+
+
+def function_names() -> list[str]:
+    """The names of the server's functions (one file each in sql/functions/)."""
+    return sorted(n[:-4] for n in os.listdir(os.path.join(_HERE, "sql", "functions")) if n.endswith(".sql"))
+
+
+def _with_functions(text: str) -> str:
+    """``text`` with the tree's functions where it holds the mark ``{functions}``."""
+    return text.replace(FUNCTIONS_MARK, "\n" + functions(), 1)
+
+
 def schema() -> str:
     """The script that makes a new storm's schema at this storm-queue's
-    version: schema.sql (the first version), then every migration in
-    turn, the storm's advisory lock keys filled in where they take it."""
-    if _text("schema.sql").count(LOCK_KEYS_MARK) != 1:
-        raise ValueError(f"schema.sql must hold {LOCK_KEYS_MARK} once, where its row trigger takes the storm's lock")
-    return "\n".join([_keyed(_text("schema.sql")), *(script for _, script in migrations())])
+    version: sql/schema.sql (the current tables, triggers and grants; the
+    migrations are never replayed), the tree's functions where it marks
+    them, and the version it records."""
+    text = _text(os.path.join("sql", "schema.sql"))
+    if text.count(FUNCTIONS_MARK) != 1 or text.count(VERSION_MARK) != 1:
+        raise ValueError(f"sql/schema.sql must hold {FUNCTIONS_MARK} and {VERSION_MARK} once each")
+    return _with_functions(text).replace(VERSION_MARK, str(schema_version()))
 
 
-def _keyed(text: str) -> str:
-    return text.replace(LOCK_KEYS_MARK, "{}, {}".format(*lock_keys()))
-
-
-def migrations() -> list[tuple[int, str]]:
-    """The migrations, in order: ``(N, script)`` for each
-    ``migrations/NNNN.sql``, numbered from 1 without a gap; the script
-    carries a storm at version N - 1 to version N (the ``{lock_keys}``
-    mark filled in as in ``schema``), and records it."""
-    names = sorted(n for n in os.listdir(os.path.join(_HERE, "migrations")) if n.endswith(".sql"))
+def migrations() -> list[tuple[int, str, bool]]:
+    """The migrations, in order: ``(N, script, applies_functions)`` for
+    each ``sql/migrations/NNNN.sql``, which carries a storm from the
+    version of the file before it (the first: from version 0, the schema
+    5cbddde made) to version N, tables and data only, and records it. A
+    script that makes triggers on the server's functions holds the mark
+    ``{functions}`` where they are applied (``applies_functions``)."""
+    folder = os.path.join(_HERE, "sql", "migrations")
     found = []
-    for n, name in enumerate(names, 1):
-        if name != f"{n:04d}.sql":
-            raise ValueError(f"migrations/{name}: the migrations are numbered 0001.sql, 0002.sql, ... without a gap")
-        found.append((n, _keyed(_text(os.path.join("migrations", name)))))
+    for name in sorted(n for n in os.listdir(folder) if n.endswith(".sql")):
+        if len(name) != 8 or not name[:4].isdigit():
+            raise ValueError(f"sql/migrations/{name}: a migration is named NNNN.sql, the version it carries to")
+        text = _text(os.path.join("sql", "migrations", name))
+        found.append((int(name[:4]), text, FUNCTIONS_MARK in text))
     return found
+
+
+def upgradable(version: int) -> bool:
+    """Whether a storm at ``version`` can be carried forward: version 0,
+    or one a migration ends at (1 to 8 were development builds' only)."""
+    return version == 0 or any(n == version for n, _, _ in migrations())
+
+
+def pending(version: int) -> list[str]:
+    """The scripts that carry a storm at ``version`` (``upgradable``) to
+    this storm-queue's, in order; the tree's functions applied where one
+    marks them, else after the last (the upgrade drops the functions the
+    tree no longer defines, and grants, afterwards)."""
+    scripts, applied = [], False
+    for n, text, marked in migrations():
+        if n > version:
+            scripts.append(_with_functions(text) if marked else text)
+            applied = applied or marked
+    if not applied:
+        scripts.append(q("functions_path") + ";\n" + functions())
+    return scripts
 
 
 _version: int | None = None
@@ -107,8 +172,8 @@ _version: int | None = None
 
 def schema_version() -> int:
     """The version of this storm-queue's schema: the number of its last
-    migration (the migrations counted once)."""
+    migration (the migrations read once)."""
     global _version
     if _version is None:
-        _version = len(migrations())
+        _version = migrations()[-1][0]
     return _version

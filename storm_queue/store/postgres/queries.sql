@@ -1,5 +1,5 @@
 -- Every statement a database storm runs, by name (the schema it runs them
--- against is schema.sql). queries.py reads this file once, on first use,
+-- against is sql/schema.sql). queries.py reads this file once, on first use,
 -- and a caller runs a statement by its name: conn.execute(q("insert_event"),
 -- (seq, line)).
 --
@@ -18,7 +18,7 @@
 
 -- lock_storm --
 -- the storm's lock, held to the end of the transaction: every writer takes
--- it first (from schema version 9, migrations/0009.sql: a lock only the
+-- it first (from schema version 9, sql/schema.sql: a lock only the
 -- operator, who owns the table, may take; the row trigger and the serving
 -- functions take the same)
 LOCK TABLE storm_queue.lock IN EXCLUSIVE MODE;
@@ -61,7 +61,7 @@ INSERT INTO storm_queue.state (id, seq, digest, body, body_seq, body_digest)
 VALUES (1, %s, %s, %s, %s, %s);
 
 -- insert_event --
--- one line of the log (a request's, init's first, or one migrate carries): the insert check (migrations/0009.sql
+-- one line of the log (a request's, init's first, or one migrate carries): the insert check (sql/functions/line_refusal.sql
 -- event_well_formed) refuses a line that is not the head's next, well-formed, and moves the head to it
 INSERT INTO storm_queue.event (seq, line)
 VALUES (%s, %s);
@@ -301,6 +301,33 @@ JOIN pg_proc p ON p.oid = t.tgfoid
 WHERE t.tgrelid = 'storm_queue.event'::regclass AND NOT t.tgisinternal;
 
 
+-- == doctor's fixes =========================================================
+-- What doctor tells the operator to run to mend a finding (store/postgres/
+-- checkup.py); storm-queue never runs them. Each {name} is composed in with
+-- str.format: an identifier or a number the server gave, as it gave it.
+
+-- fix_owner --
+ALTER {kind} {obj} OWNER TO {op};
+
+-- fix_privilege --
+REVOKE {privilege} ON {target} FROM {role};
+
+-- fix_member --
+REVOKE {op} FROM {member};
+
+-- fix_execute --
+REVOKE EXECUTE ON FUNCTION {function} FROM {role};
+
+-- fix_create --
+REVOKE CREATE ON SCHEMA {schema} FROM {roles};
+
+-- fix_holder --
+SELECT pg_terminate_backend({pid});
+
+-- fix_clock --
+UPDATE storm_queue.clock SET ahead = '0 seconds', fixed = NULL;
+
+
 -- == migrate (with lock_storm, session_user, storm_exists, insert_event,
 -- == insert_lane, insert_settled and insert_state above) ====================
 
@@ -314,14 +341,53 @@ VALUES (1, %s, %s, %s, %s);
 INSERT INTO storm_queue.result (slug, body)
 VALUES (%s, %s);
 
--- == the schema's version (migrations/NNNN.sql; a storm made before the
+-- == the schema's version (sql/migrations/NNNN.sql; a storm made before the
 -- == schema recorded one has no version table: version 0) =================
 
 -- read_schema_version --
 -- the version of the storm's schema (UndefinedTable: version 0)
 SELECT version FROM storm_queue.version;
 
--- == runner and reader roles (migrations/0002.sql) =========================
+-- functions_begin --
+-- what the server's functions are applied after (queries.functions): their bodies are checked when
+-- called, as pg_dump restores them, so they may call one another in any order
+SET LOCAL check_function_bodies = off;
+
+-- functions_path --
+-- the search_path an upgrade applies the server's functions under when no migration marks where
+SET LOCAL search_path = pg_catalog, pg_temp;
+
+-- drop_function --
+-- one function stale_functions found, by the regprocedure text the server gave (quoted by it)
+DROP FUNCTION {};
+
+-- stale_functions --
+-- the functions of the storm's schema the tree no longer defines (sql/functions/: one file, one
+-- function, a name each), and every overload of a name it defines but the one just applied: an
+-- upgrade drops them (a stale function a trigger still calls makes the upgrade fail, whole)
+SELECT p.oid::regprocedure::text
+FROM pg_catalog.pg_proc p
+WHERE p.pronamespace = 'storm_queue'::regnamespace
+  AND (NOT p.proname = ANY (string_to_array(%s, ' '))
+       OR (SELECT count(*) FROM pg_catalog.pg_proc o
+           WHERE o.pronamespace = p.pronamespace AND o.proname = p.proname) > 1
+          AND p.xmin <> pg_catalog.pg_current_xact_id()::xid)
+ORDER BY 1;
+
+-- revoke_public_execute --
+-- no function of the storm is PUBLIC's (init and upgrade, once the functions are applied)
+DO $$
+DECLARE
+    v_function regprocedure;
+BEGIN
+    FOR v_function IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+                      WHERE p.pronamespace = 'storm_queue'::regnamespace LOOP
+        EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', v_function);
+    END LOOP;
+END
+$$;
+
+-- == runner and reader roles ================================================
 
 -- read_member --
 -- as what the operator granted the session's role (none: a stranger)
@@ -347,7 +413,7 @@ GRANT USAGE ON SCHEMA storm_queue TO {role};
 GRANT SELECT ON ALL TABLES IN SCHEMA storm_queue TO {role};
 
 -- revoke_operators_tables --
--- the tables a runner or reader needs not read: the storm's lock and its clock (migrations/0009.sql)
+-- the tables a runner or reader needs not read: the storm's lock and its clock (sql/schema.sql)
 REVOKE ALL ON storm_queue.lock, storm_queue.catch_up, storm_queue.clock FROM {role};
 
 -- set_role_setting --
@@ -368,7 +434,7 @@ WHERE m.kind = 'runner'
 ORDER BY 1;
 
 -- grant_runner_functions --
--- a runner's serving functions, and no other (migrations/0009.sql)
+-- a runner's serving functions, and no other (sql/functions/serve_*.sql)
 GRANT EXECUTE ON FUNCTION storm_queue.serve_claim(text, text, numeric, text, text, text, text, integer, text),
 storm_queue.serve_renew(text, numeric, numeric, text, text, text, text, integer, text),
 storm_queue.serve_finish(text, numeric, text, text, text, text, text, text, integer, text),
@@ -396,11 +462,11 @@ REVOKE USAGE ON SCHEMA storm_queue FROM {role};
 -- == waiting for a change (claim --wait) ====================================
 
 -- listen_changes --
--- hear of every commit that changes the storm: migrations/0003.sql's
+-- hear of every commit that changes the storm: sql/schema.sql's announcing
 -- triggers notify this channel (one storm a database, so one channel)
 LISTEN storm_queue;
 
--- == runner requests the server serves in one round trip (migrations/0005.sql)
+-- == runner requests the server serves in one round trip (sql/functions/serve_*.sql)
 
 -- write_runner_policy --
 -- the declaration's [runner] policy as JSON (NULL: none the server may use),
@@ -455,7 +521,7 @@ SELECT NOT EXISTS (SELECT 1 FROM pg_catalog.pg_stat_activity WHERE pid = %s);
 -- try_catch_up --
 -- the catch-up's own lock, held to the end of the transaction that reads and dumps the state, not waited
 -- for: one process at a time rewrites the state row's body the served requests leave behind
--- (served.catch_up; a table only the operator may lock so: migrations/0009.sql)
+-- (served.catch_up; a table only the operator may lock so: sql/schema.sql)
 LOCK TABLE storm_queue.catch_up IN EXCLUSIVE MODE NOWAIT;
 
 -- move_body --
@@ -466,7 +532,7 @@ SET body = %s, body_seq = %s, body_digest = %s
 WHERE body_seq < %s;
 
 -- read_runs --
--- the runs the server folded from the log (migrations/0005.sql)
+-- the runs the server folded from the log (sql/functions/fold_line.sql)
 SELECT slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attempts, last_token, last_end,
        quarantined, not_before, cancelled_at, cancelled_by, cancelled_reason, cancelled_tokens
 FROM storm_queue.run
@@ -494,7 +560,7 @@ FROM storm_queue.keyed
 ORDER BY by, key;
 
 -- read_withdrawn --
--- why the server no longer decides by what it folded (NULL: it does; migrations/0009.sql)
+-- why the server no longer decides by what it folded (NULL: it does; sql/schema.sql)
 SELECT withdrawn FROM storm_queue.storm;
 
 -- rederive --
@@ -508,7 +574,7 @@ FROM storm_queue.waiver
 ORDER BY slug, dep;
 
 -- watch_sound --
--- whether storm_queue.watch holds exactly the run rows a claim looks at (migrations/0006.sql): those that
+-- whether storm_queue.watch holds exactly the run rows a claim looks at (sql/functions/run_watched.sql): those that
 -- hold a lease, carry a schedule, or ended an attempt other than ok and are not quarantined, as run holds them
 SELECT NOT EXISTS (
     (SELECT slug, since, lease_token, expires, quarantined, attempts, last_end, not_before FROM storm_queue.run

@@ -1,5 +1,5 @@
 """Runner requests a database storm's server decides (issue 21, item 1;
-issue 30: ``migrations/0009.sql``): ``claim``, ``renew``, ``finish``,
+issue 30: sql/functions/serve_*.sql): ``claim``, ``renew``, ``finish``,
 ``release`` and ``recover`` are each one call of a function that judges
 the request (shape, who asks, its key), takes the storm's lock inside the
 server, decides as ``core/runs.py`` (and the resolver, for a claim) does,
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable
 
     from ...core.outcome import Request
-    from .store import Database
+    from .session import Session
 
 #: the requests the server serves
 SERVED = ("claim", "renew", "finish", "release", "recover")
@@ -49,7 +49,7 @@ def _args(req: Request, holder: str | None, tail: tuple) -> tuple:
     return (req.slug, bool(a and a[0]), req.reason, *tail)
 
 
-def answered(store: Database, req: Request, holder: str | None, busy: Callable[[float], Exception],
+def answered(store: Session, req: Request, holder: str | None, busy: Callable[[float], Exception],
              fold_at_most: int) -> Outcome | None:
     """``serve``, its lock not had in the store's ``wait`` raised as
     ``busy(wait)``; an operator's served request that leaves the state
@@ -70,7 +70,7 @@ def answered(store: Database, req: Request, holder: str | None, busy: Callable[[
     return out
 
 
-def serve(store: Database, req: Request, holder: str | None = None) -> tuple[Outcome | None, int | None]:
+def serve(store: Session, req: Request, holder: str | None = None) -> tuple[Outcome | None, int | None]:
     """The outcome of ``req`` (``SERVED``; ``holder``: a claim's holder
     when it names none) as the server decided and recorded it, or None: the
     request path is to take it (nothing was written); and how many lines
@@ -117,7 +117,7 @@ def serve(store: Database, req: Request, holder: str | None = None) -> tuple[Out
     return answer_of(store, req, answer), behind
 
 
-def answer_of(store: Database, req: Request, answer: dict[str, Any]) -> Outcome:
+def answer_of(store: Session, req: Request, answer: dict[str, Any]) -> Outcome:
     """The ``Outcome`` of the server's answer: a storm it does not decide
     by (the order unknown, exit 3), a keyed request repeated (as the request
     path repeats it: ``core.outcome.repeated``), a refusal or a request
@@ -153,7 +153,7 @@ def outcome(req: Request, answer: dict[str, Any]) -> Outcome:
     return out
 
 
-def claimed(store: Database, req: Request, answer: dict[str, Any]) -> Outcome:
+def claimed(store: Session, req: Request, answer: dict[str, Any]) -> Outcome:
     """The ``Outcome`` of a claim the server decided (``core.runs.claimed``),
     with the last line it wrote; a claim that met only ``wait`` says, as
     the request path does, when a dependency cycle is why nothing runs
@@ -184,7 +184,7 @@ def claimed(store: Database, req: Request, answer: dict[str, Any]) -> Outcome:
     return out
 
 
-def catch_up_at(store: Database, fold_at_most: int) -> int:
+def catch_up_at(store: Session, fold_at_most: int) -> int:
     """How many lines behind the head the state row's body is rewritten:
     ``fold_at_most``, or as many as the runs of the state this process
     last read when that is more. Rewriting the body costs about as much
@@ -202,7 +202,7 @@ def catch_up_at(store: Database, fold_at_most: int) -> int:
     return max(fold_at_most, runs)
 
 
-def catch_up(store: Database, fold_at_most: int) -> bool:
+def catch_up(store: Session, fold_at_most: int) -> bool:
     """Rewrite the state row's body at the log's head (the operator's:
     only it may write the row): the lines the server's functions append
     leave the body behind, and every reader folds the lines after it. The

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from ...core.outcome import Request
     from ...core.queuetext import Skipped
     from ...core.resolver import View
+    from .upkeep import Upkeep
 
 #: a writer rewrites the state row's body once the log is this many lines past it
 STATE_EVERY = 32
@@ -77,7 +78,6 @@ class Database:
     """One storm in a PostgreSQL database, named by its libpq URL (the
     ``store.interface.Store`` of a storm for runners on many hosts)."""
 
-    keeps_files = False  # rows, not files: the live view reads it every interval
     #: whether the server's claim passes held lanes over: not until its functions fold holds (schema version 10)
     holds_lanes = False
 
@@ -344,15 +344,12 @@ class Database:
         unrecordable = "" if who == op else f"role {who} cannot write the storm of {op or 'another role'}"
         return Judged(verdict, None, unrecordable, who)
 
-    def change_member(self, verb: str, kind: str, role: str) -> list[str]:
-        """``members.change`` in the request's transaction (the statements
-        the operator's role may not run, returned); the next request reads
-        the grant anew."""
-        from .members import change
+    @property
+    def upkeep(self) -> Upkeep:
+        """The store's own upkeep (``interface.Upkeep``, ``upkeep.Upkeep``)."""
+        from .upkeep import Upkeep
 
-        refused = change(self.conn, verb, kind, role)
-        self._kind = None
-        return refused
+        return Upkeep(self)
 
     def _granted(self, who: str) -> str | None:
         """As what the operator granted the session's role ``who`` (runner,

@@ -1,7 +1,7 @@
 """What the server needs of Python's Unicode tables to write a refusal's
 words as the Python path writes them: ``core/names.quote`` escapes every
 character ``str.isprintable`` calls not printable, and the server's
-``storm_queue.quoted`` (migrations/0009.sql) looks them up in
+``storm_queue.quoted`` (sql/functions/quoted.sql) looks them up in
 ``storm_queue.unprintable``, which init, migrate and an upgrade fill from
 ``unprintable.txt`` (written from Python's ``unicodedata``: a Python of
 another Unicode version differs on the characters assigned between them,

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from ...core.errors import NotHere
 from . import driver
-from .queries import migrations, q, schema_version
+from .queries import function_names, pending, q, schema_version, upgradable
 
-#: the version from which the boundary holds (migrations/0009.sql, issue 30): the storm's lock is a table only the
+#: the version from which the boundary holds (issue 30; sql/migrations/0009.sql carries a storm to it): the storm's lock is a table only the
 #: operator may lock, a runner writes only through the serving functions, the server quotes outside text itself
 BOUNDARY = 9
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .store import Database
+    from .session import Session as Database  # what it asks of store.Database, without importing it
 
 
 def read(store: Database, fresh: bool = False) -> int:
@@ -58,16 +58,26 @@ def current(store: Database, nothing: str) -> None:
 
 def migrate(store: Database, was: int) -> None:
     """In the upgrade's transaction: the migrations after version ``was``
-    (each records the version it carries the schema to)."""
-    for n, script in migrations():
-        if n > was:
-            store.conn.execute(script)
-    if was < BOUNDARY:  # the runner policy the server serves runners by (0005.sql; its backoff keys, 0008.sql), of
-        from .policy import write_policy  # the declaration in force (again: an edited line took it away before 9)
+    (tables and data; each records the version it carries the schema to),
+    the tree's functions applied again (sql/functions/: code, not state),
+    the functions the tree no longer defines dropped, none PUBLIC's.
+    ``NotHere`` (exit 2) for a version no migration carries forward."""
+    conn = store.conn
+    if not upgradable(was):
+        raise NotHere(f"the storm in {store.root} has schema version {was}, which only a development build of "
+                      f"storm-queue made and no release carries forward: make a new storm (storm-queue init) and "
+                      f"move its lanes over; nothing was done")
+    for script in pending(was):
+        conn.execute(script)
+    for (stale,) in conn.execute(q("stale_functions"), (" ".join(function_names()),)).fetchall():
+        conn.execute(q("drop_function").format(stale))  # (a regprocedure's text: quoted by the server)
+    conn.execute(q("revoke_public_execute"))
+    if was < BOUNDARY:  # the runner policy the server serves runners by, of the declaration in force
+        from .policy import write_policy
         from .unicode import write_unprintable
 
-        write_policy(store.conn, store.conn.execute(q("read_declaration")).fetchone()[0])
-        write_unprintable(store.conn)  # what the server's refusals quote outside text by (0009.sql)
+        write_policy(conn, conn.execute(q("read_declaration")).fetchone()[0])
+        write_unprintable(conn)  # what the server's refusals quote outside text by
     store._version = None  # read again once this transaction ends
 
 

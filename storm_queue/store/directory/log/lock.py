@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ....core.errors import Busy, RecordFailed, unreadable
+from ....core.errors import Busy, RecordFailed, WriteFailed, unreadable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -87,12 +87,15 @@ class held:  # noqa: N801 -- used as the function it was: ``with held(...):``
         self.mask: object = None
 
     def __enter__(self) -> None:
-        fd = _open_own(lock_path(self.log_path), self.may_create)
         try:
-            _take(fd, lock_path(self.log_path), self.wait)
-        except BaseException:
-            os.close(fd)
-            raise
+            fd = _open_own(lock_path(self.log_path), self.may_create)
+            try:
+                _take(fd, lock_path(self.log_path), self.wait)
+            except BaseException:
+                os.close(fd)
+                raise
+        except OSError as exc:  # the Protocol's error (``store.interface.Store.writing``)
+            raise WriteFailed.of(exc) from exc
         self.fd = fd
         self.mask = _defer_signals()  # a request under the lock is done whole or not begun
 

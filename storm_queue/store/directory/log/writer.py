@@ -11,7 +11,7 @@ from __future__ import annotations
 import errno
 import os
 
-from ....core.errors import AppendFailed
+from ....core.errors import AppendFailed, WriteFailed
 from ....core.framing import digest, frame
 from ....core.jsoncodec import dumps
 from ....core.logread import LogRead
@@ -100,7 +100,7 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
         else:
             fd = os.open(log.path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
     except OSError as exc:
-        raise AppendFailed(exc, "nothing") from exc
+        raise AppendFailed.of(exc) from exc
     try:
         if not log.log_exists:
             give_to(fd, owner)
@@ -113,13 +113,17 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
             write_all(fd, data)
         except OSError as exc:
             _cut_back(fd, log.length)  # a part of a line left behind is a torn tail: never counted
-            raise AppendFailed(exc, "nothing") from exc
+            raise AppendFailed.of(exc) from exc
         try:
             os.fsync(fd)
         except OSError as exc:
-            raise AppendFailed(exc, "nothing" if _cut_back(fd, log.length) else "uncertain") from exc
+            if _cut_back(fd, log.length):
+                raise AppendFailed.of(exc) from exc
+            raise AppendFailed.of(exc, state="uncertain", words=(
+                f"the disk could not make it durable ({WriteFailed.of(exc)}) and its line could not be cut back "
+                "off; the storm's disk is failing")) from exc
     except OSError as exc:
-        raise AppendFailed(exc, "nothing") from exc
+        raise AppendFailed.of(exc) from exc
     finally:
         os.close(fd)
     events = [event for event, _ in framed]
@@ -133,7 +137,8 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
             owner,
         )
     except OSError as exc:
-        raise AppendFailed(exc, "unwitnessed", events) from exc
+        raise AppendFailed.of(exc, state="unwitnessed", events=events, words=(
+            f"the log's witness could not be replaced ({WriteFailed.of(exc)}); the next request re-witnesses it")) from exc
     checkpoint.refresh(log, events, length, digest(last_line), owner)
     return events
 

@@ -7,21 +7,10 @@
 -- fire for every writer: the operator's requests, a runner's through
 -- runner_append, a hand-made row. (The state row rather than the event
 -- table: nothing here locks the log's table, which an upgrade appends to.)
-CREATE FUNCTION storm_queue.announce_change()
+CREATE OR REPLACE FUNCTION storm_queue.announce_change()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
     PERFORM pg_notify('storm_queue', '');
     RETURN NULL;
 END
 $$;
-
-CREATE TRIGGER state_announced AFTER INSERT OR UPDATE ON storm_queue.state
-    FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
-CREATE TRIGGER lane_announced AFTER INSERT OR UPDATE OR DELETE ON storm_queue.lane
-    FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
-CREATE TRIGGER settled_announced AFTER INSERT OR UPDATE OR DELETE ON storm_queue.settled
-    FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
-CREATE TRIGGER result_announced AFTER INSERT OR UPDATE OR DELETE ON storm_queue.result
-    FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
-
-UPDATE storm_queue.version SET version = 3;

@@ -1,53 +1,24 @@
-"""``storm-queue doctor``: an audit of the storm that says what to fix.
-
-``gather`` reads the storm (the edge: files, stats, the clock); ``diagnose``
-turns what it read into findings (plain data, no I/O). Severities:
-
-- ``error``: the storm is unsafe or cannot work as declared (a file another
-  account could forge, a storm its owner cannot write, a log that does not
-  replay, a declaration requests refuse, a file doctor cannot read);
-- ``warning``: it works, but something needs a look (a skipped line, a stray
-  slug, an unknown key, a witness behind its log, a torn tail, a lane running
-  for longer than the threshold, a lease past its expiry, a running marker
-  with no lease behind it, a quarantined lane, a starving lane when
-  ``[priority] starving_after`` is set, a halt in force).
-"""
+"""A directory storm's own doctor checks (``Directory.doctor``, the
+``Upkeep``'s): ``gather`` reads the storm (the edge: files, stats, the
+clock); ``diagnose`` turns what it read into findings (plain data, no
+I/O; ``core.checkup`` holds what both stores find, and the severities)."""
 
 from __future__ import annotations
 
 import os
 import shlex
 import stat
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
-from .. import wall
-from ..core import config, logread, queuetext
-from ..core.errors import StormError, StormUnreadable
-from ..core.lane import Snapshot
-from ..core.names import printable, quote
-from ..store.directory import accounts, declared, ledger, queuefile
-from ..store.directory.accounts import Owner
-from ..store.directory.log import reader
-
-ERROR, WARNING = "error", "warning"
-DEFAULT_RUNNING_HOURS = 24.0
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One thing to fix. ``subject`` is the file (relative to the root) or
-    the lane it is about; outside text in ``message`` is already quoted."""
-
-    severity: str
-    code: str
-    subject: str
-    message: str
-    fix: str
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
+from ... import wall
+from ...core import config, logread, queuetext
+from ...core.checkup import ERROR, WARNING, Finding, cycle_findings, declaration_findings, runner_findings, starving_findings
+from ...core.errors import StormError, StormUnreadable
+from ...core.lane import Snapshot
+from ...core.names import quote
+from . import accounts, declared, ledger, queuefile
+from .accounts import Owner
+from .log import reader
 
 @dataclass(frozen=True)
 class Entry:
@@ -160,7 +131,7 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
         out.append(Finding(ERROR, "unreadable", rel, why, "make it a readable regular file of the operator's"))
     out += declaration_findings(facts.declaration, "storm.toml", "fix storm.toml (storm.toml.example documents every key)")
     if facts.log_error:
-        from ..core.logread import OLD_FORMAT
+        from ...core.logread import OLD_FORMAT
 
         out.append(Finding(ERROR, "unknown_order", facts.log_rel, facts.log_error,
                            "take it over, keeping its order: storm-queue adopt --reason TEXT" if OLD_FORMAT in facts.log_error
@@ -168,7 +139,7 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
                            "storm-queue reset --keep-intact --reason TEXT"))
     moved = facts.log.state.moved_to if facts.log is not None else ""
     if moved:
-        from ..roots import shown
+        from ...roots import shown
 
         out.append(Finding(ERROR, "moved", facts.log_rel,
                            f"this storm moved to {shown(moved)} (the log's last line, a migrate, says so): its lanes "
@@ -219,95 +190,6 @@ def diagnose(facts: Facts, running_hours: float) -> list[Finding]:
     return out
 
 
-def declaration_findings(decl: config.Declaration, subject: str, fix: str) -> list[Finding]:
-    """The declaration's findings, about SUBJECT (storm.toml, or a database
-    storm's recorded declaration): an error when requests refuse it (FIX
-    says how to mend it), a warning for each key it does not read."""
-    out = []
-    if decl.error:
-        also = ", and list and next cannot know the order" if decl.log_error else ""
-        out.append(Finding(ERROR, "declaration_unreadable", subject,
-                           f"{decl.error.removeprefix('storm.toml: ')}; every request is refused{also}", fix))
-    for kind, words in decl.notes:
-        out.append(Finding(WARNING, kind, subject, words,
-                           "correct or remove the key (storm.toml.example documents every key)"))
-    return out
-
-
-def starving_findings(snap: Snapshot, starving_after: int, t: float) -> list[Finding]:
-    """A ``starving`` warning for every ready lane that has waited longer
-    than ``starving_after`` seconds while other lanes started ahead of it
-    (at the POSIX time ``t``), in run order."""
-    from ..core.resolver import resolve
-    from ..core.starving import starving_words, waits
-
-    found = waits(snap, resolve(snap).rows, starving_after, t)
-    return [Finding(WARNING, "starving", slug, starving_words(wait, starving_after) + "; the run order is the "
-                    "contract's and does not change by itself",
-                    f"if it should run sooner: storm-queue bump {slug} --reason TEXT")
-            for slug, wait in found.items() if wait.starving]
-
-
-def cycle_findings(snap: Snapshot) -> list[Finding]:
-    """Each dependency cycle among the lanes, an error: none of its
-    members ever runs (``resolver.cycles``), named with their lines."""
-    from ..core.resolver import cycle_words, cycles
-
-    out = []
-    for members in dict.fromkeys(cycles(snap).values()):
-        out.append(Finding(ERROR, "dependency_cycle", " ".join(members), cycle_words(snap, members).removeprefix("in a "),
-                           "edit queue.txt: one of these lines must no longer name another (on a database storm, "
-                           "settle one of them)"))
-    return out
-
-
-def runner_findings(snap: Snapshot, budget: int) -> list[Finding]:
-    """What runners left that needs a look, lane by lane in name order: a
-    lease past its expiry, a running marker with no lease behind it, a
-    quarantined lane; and first the operator's halt, while one is in force.
-    Lanes finished or settled are past caring."""
-    from ..core.resolver import MARKER, ORPHAN, running
-
-    out: list[Finding] = []
-    if snap.state.halt is not None:
-        from ..core.halt import halt_words
-
-        out.append(Finding(WARNING, "halted", "storm", f"the storm is {halt_words(snap.state.halt)}: no lane starts "
-                           "(claim leases nothing; claim and next answer halted); leases already held run on",
-                           "when the cause is dealt with, as the operator: storm-queue resume --reason TEXT"))
-    led = snap.ledgers
-    for slug in sorted(set(snap.state.runs) | set(led.running)):
-        if led.done(slug):
-            continue
-        run = snap.state.run(slug)
-        how = running(snap, slug)
-        if how == ORPHAN:
-            lease = run.lease
-            out.append(Finding(WARNING, "orphaned_lease", slug,
-                               f"the lease of {lease.holder} under token {lease.token} expired at "
-                               f"{printable(lease.expires)}; the lane counts as running until it is taken back",
-                               "storm-queue recover (the next claim takes it back too)"))
-        elif how == MARKER:
-            token = led.running.get(slug)
-            carries = "carrying no token" if token is None else f"carrying token {token}"
-            out.append(Finding(WARNING, "marker_without_lease", slug,
-                               f"has a running marker ({carries}) with no lease behind it in the log: no claim or "
-                               "recover takes it back" + (", and it holds a [runner] slot" if slug in snap.lanes else ""),
-                               "none if a runner that takes no leases (one that runs what storm-queue next decides) "
-                               "is running it, as it marks every lane it runs so; if no runner is working on it, as the "
-                               f"operator: storm-queue recover {slug} --force --reason TEXT"))
-        if run.quarantined is not None and slug in snap.lanes:
-            last = run.history[-1] if run.history else None
-            ended = "" if last is None else f"; its last attempt (token {last.token}) ended {last.end or 'never'}" + (
-                "" if last.note is None else f", note {quote(last.note)}")
-            out.append(Finding(WARNING, "quarantined", slug,
-                               f"quarantined since {printable(run.quarantined)} after {run.attempts} attempts "
-                               f"(budget {budget}){ended}; it is never claimed",
-                               f"look at its history (storm-queue why {slug}), then: "
-                               f"storm-queue unpark {slug} --reason TEXT"))
-    return out
-
-
 def _lstat(path: str) -> os.stat_result | None:
     try:
         return os.lstat(path)
@@ -323,7 +205,7 @@ def _storm_files(root: str, log_path: str) -> list[tuple[str, bool]]:
         paths.append((log_dir, False))
     names = ["queue.txt", "storm.toml", ledger.INTEGRATED, ledger.ABANDONED, ledger.UNATTENDED]
     paths += [(os.path.join(root, n), False) for n in names]
-    from ..store.directory.log.checkpoint import checkpoint_path
+    from .log.checkpoint import checkpoint_path
 
     paths += [(p, False) for p in (log_path, reader.witness_path(log_path), log_path + ".lock",
                                   ledger.SaidOnce(log_path).path, checkpoint_path(log_path))]
@@ -379,13 +261,12 @@ def gather(root: str, now: float | None = None) -> Facts:
     snap = None
     t = wall.seconds() if now is None else now
     if queue is not None and led is not None and log is not None:
-        from ..core.clock import stamp
-        from ..core.resolver import resolve
-        from ..store.directory.store import changed, leased_results
+        from ...core.clock import stamp
+        from ...core.resolver import resolve
 
         snap = Snapshot({lane.slug: lane for lane in queue.lanes}, led, log.state, stamp(t),
-                        leased_results(root, led, log.state), (),
-                        (changed(os.path.join(root, "queue.txt")), changed(os.path.join(root, ledger.INTEGRATED))))
+                        ledger.leased_results(root, led, log.state), (),
+                        (ledger.changed(os.path.join(root, "queue.txt")), ledger.changed(os.path.join(root, ledger.INTEGRATED))))
         stray = resolve(snap).stray
     running = []
     if led is not None:
@@ -404,7 +285,7 @@ def _recorded_passwords(log_path: str, log: logread.LogRead | None) -> tuple[int
     """The lines of the log that hold a password: only a ``migrate`` line
     can, and only the last one the state remembers is looked for (read
     again only when that one holds one)."""
-    from ..roots import shown
+    from ...roots import shown
 
     moved = log.state.moved_to if log is not None else ""
     if not moved or shown(moved) == moved:
@@ -430,19 +311,3 @@ def _read_only(root: str) -> bool:
         return False
 
 
-def render_text(findings: list[Finding]) -> str:
-    """One finding a line: ``SEVERITY CODE SUBJECT: MESSAGE (fix: FIX)``,
-    every piece escaped so that no outside text becomes a line of its own."""
-    from ..core.names import printable
-
-    return "\n".join(
-        printable(f"{f.severity:<7} {f.code} {f.subject}: {f.message} (fix: {f.fix})") for f in findings
-    )
-
-
-def report_json(root: str, running_hours: float, findings: list[Finding], moved: str = "") -> dict[str, Any]:
-    """The ``doctor --json`` document; ``moved``: where the storm moved, as printed."""
-    return {"root": root, "clean": not findings, "running_hours": running_hours,
-            "errors": sum(f.severity == ERROR for f in findings),
-            "warnings": sum(f.severity == WARNING for f in findings),
-            "findings": [f.to_json() for f in findings], "moved": moved or None}

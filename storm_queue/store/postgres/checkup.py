@@ -1,8 +1,10 @@
-"""``storm-queue doctor`` on a database storm: the same findings, output and
-exit codes as on a directory (``doctor``), for what a database holds.
+"""A database storm's own doctor checks (``Upkeep.doctor``): the same
+findings, output and exit codes as on a directory (``core.checkup``), for
+what a database holds.
 
-``gather`` reads the storm (the edge: the server, the clock); ``diagnose``
-turns what it read into findings (plain data, no I/O). It examines: the log
+``gather`` reads the storm (the edge: the server, the clock) on the
+store's connection; ``diagnose`` turns what it read into findings (plain
+data, no I/O). It examines: the log
 (the chain from line 1, and the state row against the fold of the log: the
 checks of ``verify``), the declaration, leases past their expiry,
 quarantined and stray lanes, lanes leased for longer than the threshold,
@@ -12,7 +14,6 @@ no schema on the operator's search_path that another role may create
 objects in; each runner role's timeouts set), the storm's lock (no session
 holds it for longer than a request would), and the event table's
 append-only triggers.
-The module imports no driver: it asks the store's connection.
 """
 
 from __future__ import annotations
@@ -20,19 +21,23 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .. import wall
-from ..core import config
-from ..core.errors import StormError, StormUnreadable
-from ..core.lane import Snapshot
-from ..core.names import printable, quote
-from ..store.postgres.queries import q
-from .doctor import ERROR, WARNING, Finding, cycle_findings, declaration_findings, runner_findings
+from ... import wall
+from ...core import config
+from ...core.checkup import ERROR, WARNING, Finding, cycle_findings, declaration_findings, runner_findings
+from ...core.errors import StormError, StormUnreadable
+from ...core.lane import Snapshot
+from ...core.names import printable, quote
+from .queries import q
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .session import Session
 
 #: what lets a role change a table's rows, a sequence's value, or the schema's objects (by kind)
 WRITES = {"table": ("INSERT", "UPDATE", "DELETE", "TRUNCATE", "TRIGGER"), "sequence": ("UPDATE", "USAGE"),
           "schema": ("CREATE",)}
 #: the triggers the schema puts on the event table: the function each calls, and what it refuses (the insert
-#: check from schema version 9, migrations/0009.sql)
+#: check from schema version 9; sql/schema.sql)
 TRIGGERS = {"event_append_only": ("append_only", "UPDATE and DELETE"),
             "event_no_truncate": ("append_only", "TRUNCATE"),
             "event_well_formed": ("event_well_formed", "a line that is not the log's next, well formed")}
@@ -78,33 +83,33 @@ def _exposures(facts: DbFacts) -> list[Finding]:
     for obj, kind, owner in facts.owners:
         out.append(Finding(ERROR, "exposed", obj, f"is owned by role {quote(owner)}, not the storm's operator {quote(op)}: "
                            "that role could rewrite what the lanes do",
-                           f"ALTER {kind.upper()} {obj} OWNER TO {op}"))
+                           q("fix_owner").format(kind=kind.upper(), obj=obj, op=op)))
     for role, obj, privilege in facts.writers:
         target = "SCHEMA storm_queue" if obj == "storm_queue" else obj
         out.append(Finding(ERROR, "exposed", obj, f"role {quote(role)} holds {privilege} on it: a role other than the "
                            "operator's could forge what the lanes do",
-                           f"REVOKE {privilege} ON {target} FROM {role}"))
+                           q("fix_privilege").format(privilege=privilege, target=target, role=role)))
     for member in facts.members:
         out.append(Finding(ERROR, "exposed", "storm_queue", f"role {quote(member)} is a member of the operator's role "
                            f"{quote(op)}: it may act as the operator and write the tables",
-                           f"REVOKE {op} FROM {member}"))
+                           q("fix_member").format(op=op, member=member)))
     for function, role in facts.executors:
         out.append(Finding(ERROR, "exposed", function, f"role {quote(role)} may execute it: a role other than the "
                            "operator could call what only the storm's own code should (a runner: only its serving "
-                           "functions)", f"REVOKE EXECUTE ON FUNCTION {function} FROM {role}"))
+                           "functions)", q("fix_execute").format(function=function, role=role)))
     for schema, roles in facts.path:
         out.append(Finding(ERROR, "search_path_exposed", schema,
                            f"is on the operator's search_path and role(s) {', '.join(quote(r) for r in roles)} may "
                            "create objects in it: a function there that matches a call's arguments better than "
                            "pg_catalog's would run as the operator, in a hand edit or any tool that uses the path",
-                           f"REVOKE CREATE ON SCHEMA {schema} FROM {', '.join(roles)} (or take the schema off the "
+                           q("fix_create").format(schema=schema, roles=", ".join(roles)) + " (or take the schema off the "
                            "search_path: ALTER ROLE ... SET search_path)"))
     for pid, role, seconds in facts.holders:
         out.append(Finding(ERROR, "lock_held", f"pid {pid}",
                            f"role {quote(role)} has held the storm's lock for {seconds:.0f} s or more, longer than any "
                            "request would: every write waits for it",
-                           f"as a role that may (a superuser, or the operator for its own sessions): "
-                           f"SELECT pg_terminate_backend({pid})"))
+                           "as a role that may (a superuser, or the operator for its own sessions): "
+                           + q("fix_holder").format(pid=pid)))
     for role, statements in facts.unbounded:
         out.append(Finding(WARNING, "runner_unbounded", role,
                            f"runner role {quote(role)} has no idle_in_transaction_session_timeout or lock_timeout "
@@ -124,12 +129,12 @@ def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
         how = f"stands still at {fixed}" if fixed is not None else f"runs {ahead:+g} s off the server's"
         out.append(Finding(WARNING, "clock_moved", "storm_queue.clock",
                            f"the storm's clock {how}: every runner request is timed by it (a test's setting)",
-                           "UPDATE storm_queue.clock SET ahead = '0 seconds', fixed = NULL (as the operator)"))
+                           q("fix_clock") + " (as the operator)"))
     for name, why in facts.triggers:
         out.append(Finding(ERROR, "not_append_only", "storm_queue.event",
                            f"the trigger {name} {why}: the event table no longer refuses {TRIGGERS[name][1]}, "
                            "so history could change other than by appending a well-formed line",
-                           "restore it as the schema creates it (storm_queue/store/postgres/schema.sql and migrations/, "
+                           "restore it as the schema creates it (storm_queue/store/postgres/sql/schema.sql and sql/functions/, "
                            "as the operator), then: storm-queue verify"))
     if facts.withdrawn is not None:
         out.append(Finding(ERROR, "withdrawn", "storm_queue.storm",
@@ -146,7 +151,7 @@ def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
     snap = facts.snapshot
     if snap is None:
         return out
-    from ..core.resolver import resolve
+    from ...core.resolver import resolve
 
     for s in snap.skipped:  # a lane row a hand edit made unreadable, skipped as a bad queue.txt line is
         out.append(Finding(WARNING, "skipped_line", f"storm_queue.lane:{s.line}", f"{quote(s.text)} is skipped: {s.why}",
@@ -173,7 +178,7 @@ def diagnose(facts: DbFacts, running_hours: float) -> list[Finding]:
 
 
 def _seconds(at: str, default: float) -> float:
-    from ..core.clock import seconds
+    from ...core.clock import seconds
 
     try:
         return seconds(at)
@@ -181,20 +186,19 @@ def _seconds(at: str, default: float) -> float:
         return default
 
 
-def gather(storm, now: float | None = None) -> DbFacts:
-    """Read the database store ``storm`` (a ``store.postgres.store.Database``) for
+def gather(storm: Session, now: float | None = None) -> DbFacts:
+    """Read the database store ``storm`` (``store.Database``) for
     ``diagnose``: never writes, takes no lock. What the storm's own rows
     cannot give is a finding; a role that may not read them, or a database
     with no storm, is the store's error (exit 2), as on a directory."""
-    from ..core.clock import stamp
-
-    from ..store.postgres.store import TABLE_LOCK
-    from ..store.postgres.version import read as read_version
+    from ...core.clock import stamp
+    from .version import BOUNDARY as TABLE_LOCK
+    from .version import read as read_version
 
     t = wall.seconds() if now is None else now
     decl = storm.declaration()  # NoStorm, StormUnreadable: doctor cannot examine
     problem = None
-    audit = storm.verify()
+    audit = storm.verify()  # (``Store.verify``)
     if audit.problem is not None:
         if audit.checkpoint == "disagrees":
             problem = ("state_disagrees", "storm_queue.state", audit.problem.what)
@@ -240,8 +244,7 @@ def _path(conn, operator: str | None) -> tuple[tuple[str, tuple[str, ...]], ...]
     sessions fix theirs) that a role other than the operator (a login
     role that is not a superuser) may CREATE in. Asked as the operator
     only: another role's session starts with its own path."""
-    from ..store.postgres.queries import q
-
+    
     found: dict[str, list[str]] = {}
     for schema, role in conn.execute(q("exposed_path"), (operator,)).fetchall():
         found.setdefault(schema, []).append(role)
@@ -250,9 +253,8 @@ def _path(conn, operator: str | None) -> tuple[tuple[str, tuple[str, ...]], ...]
 
 def _unbounded(conn) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """Each runner role lacking a setting of ``members.RUNNER_SETTINGS``, with the statements that set them."""
-    from ..store.postgres.members import RUNNER_SETTINGS, settings_statements
-    from ..store.postgres.queries import q
-
+    from .members import RUNNER_SETTINGS, settings_statements
+    
     out = []
     for role, config in conn.execute(q("runner_settings")).fetchall():
         set_ = {item.partition("=")[0] for item in config or ()}
@@ -268,8 +270,7 @@ def _holders(conn) -> tuple[tuple[int, str, float], ...]:
     looking again that long after (the same transaction still holding it)."""
     import time
 
-    from ..store.postgres.queries import q
-
+    
     first = conn.execute(q("lock_holders")).fetchall()
     out, unseen = [], []
     for pid, role, vxid, age in first:
@@ -288,8 +289,7 @@ def _holders(conn) -> tuple[tuple[int, str, float], ...]:
 def _executors(conn, operator: str | None) -> tuple[tuple[str, str], ...]:
     """Each EXECUTE on a storm function held by PUBLIC or a role other than
     the operator, but a runner role's on its own serving functions."""
-    from ..store.postgres.queries import q
-
+    
     if operator is None:
         return ()
     return tuple((function, role) for function, role in conn.execute(q("function_executors"), (operator,)).fetchall())
@@ -314,7 +314,7 @@ def _grant(conn, operator: str | None):
 
 def storm_function_body(function: str = "append_only") -> str:
     """The body of ``storm_queue.FUNCTION()`` as the schema's last word on it creates it."""
-    from ..store.postgres.queries import schema
+    from .queries import schema
 
     found = re.findall(rf"CREATE (?:OR REPLACE )?FUNCTION storm_queue\.{function}\(\)[^$]*\$\$(.*?)\$\$", schema(), re.S)
     return found[-1] if found else ""
@@ -325,7 +325,7 @@ def _triggers(conn, version: int) -> tuple[tuple[str, str], ...]:
     with why: missing, disabled, calling another function, or a function
     whose body is no longer the one the schema wrote (the insert check:
     from schema version 9)."""
-    from ..store.postgres.version import BOUNDARY
+    from .version import BOUNDARY
 
     rows = conn.execute(q("event_triggers")).fetchall()
     found = {name: (enabled, func, src) for name, enabled, func, src in rows}

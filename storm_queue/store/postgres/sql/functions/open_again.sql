@@ -1,0 +1,16 @@
+-- the triggers that keep runs_at's mark and watch from a fold (or from the
+-- operator's hand edit of a lane, settled or result row, which moves the
+-- mark back: its own work, not the derived tables'), noted as the fold's
+CREATE OR REPLACE FUNCTION storm_queue.open_again() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    IF TG_OP = 'INSERT' THEN
+        IF NEW.pos >= (SELECT open_from FROM storm_queue.runs_at) THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    PERFORM set_config('storm_queue.folding', 'on', true);
+    UPDATE storm_queue.runs_at SET open_from = -9223372036854775808 WHERE open_from <> -9223372036854775808;
+    RETURN NULL;
+END
+$$;
