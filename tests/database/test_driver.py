@@ -226,3 +226,48 @@ def test_ctrl_c_interrupts_a_connect_too() -> None:
         finally:
             signal.signal(signal.SIGINT, was)
         assert time.monotonic() - began < 30
+
+
+#: a child that is sent SIGTERM (its handler raising, as the command line's does) just as psycopg2's module
+#: init imports ssl: the finder sends it, so the signal lands exactly there, every time
+_SIGNAL_IN_THE_IMPORT = r'''
+import os, signal, sys
+
+class Interrupted(BaseException):
+    pass
+
+def raised(signum, frame):
+    raise Interrupted(signum)
+
+class SignalAtSsl:
+    def find_spec(self, name, path=None, target=None):
+        if name == "ssl":
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None
+
+assert "ssl" not in sys.modules and "psycopg2" not in sys.modules
+signal.signal(signal.SIGTERM, raised)
+sys.meta_path.insert(0, SignalAtSsl())
+try:
+    from storm_queue.store.postgres import driver
+except Interrupted:
+    print("interrupted", "psycopg2" in sys.modules)
+    sys.exit(0)
+print("lost")
+'''
+
+
+def test_an_interrupt_while_psycopg2_is_imported_is_not_lost() -> None:
+    """psycopg2's module init imports ssl and clears any error raised
+    there: a SIGTERM landing in it would be lost (a ``claim --wait`` then
+    waited on, about one start in twenty-five under test). The driver
+    holds the signals back for its import, so the interrupt arrives as
+    the import ends."""
+    import subprocess
+    import sys
+
+    from tests.conftest import clean_env
+
+    done = subprocess.run([sys.executable, "-c", _SIGNAL_IN_THE_IMPORT], capture_output=True, text=True,
+                          env=clean_env(), timeout=60)
+    assert (done.returncode, done.stdout) == (0, "interrupted True\n"), done.stderr

@@ -38,22 +38,31 @@ What a connection (``connect``) promises:
 
 from __future__ import annotations
 
+import _signal
 import select
 from collections import deque
 from contextlib import contextmanager
 
+# psycopg2 is imported with SIGINT and SIGTERM held back: its module init
+# imports ssl and clears whatever error that import raised, so an interrupt
+# raised in it (the command line's Interrupted) would be lost and a `claim
+# --wait` would go on waiting; held back, the signal arrives as the import ends.
+_held = _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT, _signal.SIGTERM})
 try:
-    import psycopg2
-except ImportError:
-    from ...core.errors import NoStorm
+    try:
+        import psycopg2
+    except ImportError:
+        from ...core.errors import NoStorm
 
-    raise NoStorm("this root is a database URL, and its driver, psycopg2, is not installed: install "
-                  "storm-queue[postgresql] (it brings psycopg2-binary)") from None
-import psycopg2.errors as errors
-from psycopg2 import (DatabaseError, DataError, Error, IntegrityError, InterfaceError, InternalError,  # noqa: F401
-                      NotSupportedError, OperationalError, ProgrammingError)
-from psycopg2 import extensions as _ext
-from psycopg2._json import Json as _Json
+        raise NoStorm("this root is a database URL, and its driver, psycopg2, is not installed: install "
+                      "storm-queue[postgresql] (it brings psycopg2-binary)") from None
+    import psycopg2.errors as errors
+    from psycopg2 import (DatabaseError, DataError, Error, IntegrityError, InterfaceError, InternalError,  # noqa: F401
+                          NotSupportedError, OperationalError, ProgrammingError)
+    from psycopg2 import extensions as _ext
+    from psycopg2._json import Json as _Json
+finally:
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, _held)
 
 IDLE, ACTIVE, INTRANS, INERROR, UNKNOWN = (_ext.TRANSACTION_STATUS_IDLE, _ext.TRANSACTION_STATUS_ACTIVE,
                                           _ext.TRANSACTION_STATUS_INTRANS, _ext.TRANSACTION_STATUS_INERROR,
