@@ -151,8 +151,9 @@ def build(root: str, events: int, lanes: int, deep: bool = False, seed: int = 1)
 
 def build_database(url: str, events: int, lanes: int, deep: bool = False, seed: int = 1) -> dict:
     """Build the storm into the empty database at ``url``; return its figures."""
-    import psycopg
+    from psycopg2.extras import execute_values
 
+    from storm_queue.store.postgres import driver
     from storm_queue.store.postgres import store as database
     from storm_queue.core.framing import decode
     from storm_queue.core.framing import frame
@@ -160,31 +161,32 @@ def build_database(url: str, events: int, lanes: int, deep: bool = False, seed: 
     created = database.create(url)
     by = f"operator:{created.operator}"
     queue = {lane.slug: lane for lane in parse(queue_text(lanes, deep)).lanes}
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         (line1,), = conn.execute("SELECT line FROM storm_queue.event WHERE seq = 1").fetchall()
         line1 = bytes(line1)
         start = datetime.fromisoformat(decode(line1)["at"])
         with conn.transaction():
-            with conn.cursor().copy("COPY storm_queue.lane (slug, issue, deps) FROM STDIN") as copy:
-                for lane in queue.values():
-                    copy.write_row((lane.slug, lane.issue, list(lane.deps)))
+            execute_values(conn.cursor(), "INSERT INTO storm_queue.lane (slug, issue, deps) VALUES %s",
+                           [(lane.slug, lane.issue, list(lane.deps)) for lane in queue.values()], "(%s, %s, %s::text[])",
+                           page_size=BATCH)
             seq, prev = 1, digest(line1)
             folder = fold.Fold()
             folder.step(decode(line1))
             body_at = max(1, 1 + events - (database.STATE_EVERY - 1))  # the body this far behind the end
             body = (seq, prev, folder.state())
             planned = plan_events(events, queue, deep, random.Random(seed))
-            with conn.cursor().copy("COPY storm_queue.event (seq, line) FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(["int8", "bytea"])
-                for batch_start in range(0, events, BATCH):
-                    at = (start + timedelta(minutes=1 + batch_start // BATCH)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-                    for event, line in frame([next(planned) for _ in range(min(BATCH, events - batch_start))],
-                                             seq, prev, at, by):
-                        copy.write_row((event["seq"], line))
-                        folder.step(event)
-                        seq, prev = event["seq"], digest(line)
-                        if seq == body_at:
-                            body = (seq, prev, folder.state())
+            for batch_start in range(0, events, BATCH):  # (COPY: psycopg2 refuses it under the driver's wait callback)
+                at = (start + timedelta(minutes=1 + batch_start // BATCH)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+                rows = []
+                for event, line in frame([next(planned) for _ in range(min(BATCH, events - batch_start))],
+                                         seq, prev, at, by):
+                    rows.append((event["seq"], line))
+                    folder.step(event)
+                    seq, prev = event["seq"], digest(line)
+                    if seq == body_at:
+                        body = (seq, prev, folder.state())
+                execute_values(conn.cursor(), "INSERT INTO storm_queue.event (seq, line) VALUES %s", rows,
+                               page_size=BATCH)
             state = folder.state()
             conn.execute("UPDATE storm_queue.state SET seq = %s, digest = %s, body = %s, body_seq = %s, "
                          "body_digest = %s", (seq, prev, statebody.dump_state(body[2]), body[0], body[1]))

@@ -78,7 +78,7 @@ def directory_storm(slugs: list[str], work: Path) -> tuple[str, Path]:
 
 
 def database_storm(server, slugs: list[str], work: Path) -> tuple[str, Path]:
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     role = server.create_role("op_bench_cancel")
     server.create_database("db_bench_cancel", role)
@@ -87,7 +87,7 @@ def database_storm(server, slugs: list[str], work: Path) -> tuple[str, Path]:
     (work / "storm.toml").write_text(TOML)
     assert subprocess.run([SQ, "declare", str(work / "storm.toml"), "--root", url], capture_output=True,
                           env=env()).returncode == 0
-    with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
+    with driver.connect(url) as conn, conn.cursor() as cur:
         cur.executemany("INSERT INTO storm_queue.lane (slug, issue) VALUES (%s, %s)",
                         [(s, str(n)) for n, s in enumerate(slugs, 1)])
     return url, work / "lanes"

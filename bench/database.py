@@ -29,8 +29,9 @@ too. It prints one JSON document, a key per MODE:
   LANES lanes, against the bare floor.
 - ``bump``: bump then unbump, two whole CLI processes, on a database storm /
   on a directory storm (median of the rounds' ratios; goal 2.5, issue 21
-  item 6), with what loading the driver (libpq through ctypes) alone costs a
-  process, and what ``import psycopg`` would, measured in the same rounds.
+  item 6; issue 31 item 4), with what loading the driver (psycopg2, through
+  store/postgres/driver.py) alone costs a process, and what ``import
+  psycopg`` (psycopg 3) would, measured in the same rounds.
 - ``batch``: add --from FILE of BATCH_LANES lanes (issue 21, item 5; goal:
   1,000 lanes in at most 2 s on a database storm), a whole process on a fresh
   empty storm of each store (median wall time), beside one add of one lane;
@@ -143,13 +144,13 @@ def fresh(place: Place, what: str) -> str:
 def _lanes_table(url: str, lanes: int, slots: int) -> None:
     """Declare ``slots`` runner slots and ``unattended`` (a finished lane waits
     for no review), and queue ``lanes`` lanes l00000.. (no dependencies)."""
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     toml = Path(tempfile.mkdtemp()) / "storm.toml"
     toml.write_text(f"[runner]\nslots = {slots}\nunattended = true\n")
     if sq(url, "declare", str(toml)).returncode:
         raise RuntimeError("storm-queue declare failed")
-    with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
+    with driver.connect(url) as conn, conn.cursor() as cur:
         cur.executemany("INSERT INTO storm_queue.lane (slug, issue) VALUES (%s, %s)", [(f"l{i:05d}", str(i)) for i in range(lanes)])
 
 
@@ -157,9 +158,9 @@ def _check_runs(url: str, lanes: int) -> dict:
     """Whether every lane was claimed and finished ok exactly once, claims in
     run order (queue order: no lane is prioritised), no request refused or
     expired, and verify sound."""
-    import psycopg
+    from storm_queue.store.postgres import driver
 
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         lines = [json.loads(bytes(r[0])) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq")]
     order = [f"l{i:05d}" for i in range(lanes)]
     return {"claimed_once_in_run_order": [e["slug"] for e in lines if e["action"] == "claim"] == order,
@@ -345,8 +346,9 @@ def bumps(place: Place, n: int = 15) -> dict:
     """``bump a`` then ``unbump a`` as two whole CLI processes, on a database
     storm and on a directory storm, alternated in each of N rounds (the
     ratio is the median of the rounds' ratios); and, in the same rounds,
-    what loading the driver (libpq through ctypes) alone costs a process,
-    and what ``import psycopg`` would (the driver before issue 21, item 6),
+    what loading the driver (psycopg2, through store/postgres/driver.py)
+    alone costs a process, and what ``import psycopg`` (psycopg 3, the
+    driver before issue 21, item 6) would,
     each against ``python -c pass``. The processes write and use
     bytecode, as an installed command does (pip compiles it), whatever
     PYTHONDONTWRITEBYTECODE says here."""
@@ -366,7 +368,7 @@ def bumps(place: Place, n: int = 15) -> dict:
     for i in range(n + 1):  # the first round writes the bytecode, and is not counted
         db, fs = pair(url), pair(str(root))
         bare = _run_ms([sys.executable, "-c", "pass"], env)
-        driver = _run_ms([sys.executable, "-c", "from storm_queue.store.postgres import libpq; libpq.library()"], env)
+        driver = _run_ms([sys.executable, "-c", "from storm_queue.store.postgres import driver"], env)
         psycopg = _run_ms([sys.executable, "-c", "import psycopg"], env)
         if i:
             rounds.append((db, fs, bare, driver, psycopg))
@@ -384,7 +386,7 @@ def batch(place: Place, lanes: int, n: int = 5) -> dict:
     the rest needing the lane before), each run a whole process on a fresh
     storm of each store, against one ``add`` of one lane (``ratio``: the
     batch on a database over the one lane there)."""
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     work = Path(tempfile.mkdtemp())
     lines = work / "lanes.txt"
@@ -412,7 +414,7 @@ def batch(place: Place, lanes: int, n: int = 5) -> dict:
             made[kind].append(empty(kind))
             times[kind].append(added(made[kind][-1]))
             times[f"one_{kind}"].append(timed(lambda: sq(made[kind][-1], "add", f"one{next(_FRESH)}", "1"), 1))
-    with psycopg.connect(made["database"][0], autocommit=True) as conn:
+    with driver.connect(made["database"][0]) as conn:
         rows = [r[0] for r in conn.execute("SELECT slug FROM storm_queue.lane ORDER BY pos")]
     queued = (Path(made["directory"][0]) / "queue.txt").read_text().split("\n")
     assert rows[:lanes] == order and [line.split(" ")[0] for line in queued[:lanes]] == order, "not every lane, in order"

@@ -28,8 +28,10 @@ HERE = Path(__file__).resolve().parent
 
 #: one process of the chained floor: claim, finish, until no job is ready
 CHAIN = """
-import sys, time, psycopg
-with psycopg.connect(sys.argv[1], autocommit=True) as c:
+import sys, time
+from storm_queue.store.postgres import driver
+
+with driver.connect(sys.argv[1]) as c:
     c.execute("SELECT 1")
     print("ready", flush=True)
     sys.stdin.readline()
@@ -42,10 +44,12 @@ with psycopg.connect(sys.argv[1], autocommit=True) as c:
 
 #: one process of the bare floor: claim by SKIP LOCKED, finish, until none is ready
 BARE = """
-import sys, time, psycopg
+import sys, time
+from storm_queue.store.postgres import driver
+
 claim = ("UPDATE bare_job SET state = 'running' WHERE id = (SELECT id FROM bare_job WHERE state = 'ready' "
          "ORDER BY id FOR UPDATE SKIP LOCKED LIMIT 1) RETURNING id")
-with psycopg.connect(sys.argv[1], autocommit=True) as c:
+with driver.connect(sys.argv[1]) as c:
     c.execute("SELECT 1")
     print("ready", flush=True)
     sys.stdin.readline()
@@ -63,21 +67,21 @@ CREATE INDEX bare_job_ready ON bare_job (id) WHERE state = 'ready';
 
 
 def _jobs(url: str, schema: str, table: str, jobs: int) -> None:
-    import psycopg
+    from storm_queue.store.postgres import driver
 
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         conn.execute(schema)
         conn.execute(f"INSERT INTO {table} (state) SELECT 'ready' FROM generate_series(1, %s)", (jobs,))
 
 
 def chain(url: str, jobs: int, n: int) -> dict:
     """The chained floor's round in the empty database URL: ``per_s`` and its checks."""
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     _jobs(url, (HERE / "chain.sql").read_text() + "\nCREATE INDEX chain_job_ready ON chain_job (id) WHERE state = 'ready';",
           "chain_job", jobs)
     raced = race([[sys.executable, "-c", CHAIN, url, f"runner-{i}"] for i in range(n)])
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         lines = conn.execute("SELECT seq, body, digest FROM chain_log ORDER BY seq").fetchall()
         done = conn.execute("SELECT count(*) FROM chain_job WHERE state = 'done'").fetchone()[0]
     prev, sound = "0" * 64, True
@@ -95,10 +99,10 @@ def chain(url: str, jobs: int, n: int) -> dict:
 
 def bare(url: str, jobs: int, n: int) -> dict:
     """The bare floor's round in the empty database URL: ``per_s`` and its check."""
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     _jobs(url, BARE_TABLE, "bare_job", jobs)
     raced = race([[sys.executable, "-c", BARE, url] for _ in range(n)])
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         done = conn.execute("SELECT count(*) FROM bare_job WHERE state = 'done'").fetchone()[0]
     return {"per_s": raced["per_s"], "jobs": raced["jobs"], "finished_once": done == jobs == raced["jobs"]}

@@ -74,13 +74,13 @@ def versions(python: str | None, why: str | None) -> dict[str, str | dict]:
 
 def peer_round(python: str, url: str, peer: str, processes: int, n: int, jobs: int) -> dict:
     """One contender's round in the empty database URL: ``per_s`` and its checks."""
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     setup = subprocess.run([python, WORKER, "setup", peer, url, str(jobs)], capture_output=True, text=True)
     if setup.returncode:
         raise RuntimeError(f"{peer}'s setup failed: {setup.stderr.strip()[-1000:]}")
     raced = race([[python, WORKER, "run", peer, url, str(n)] for _ in range(processes)], env=None)
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         if peer == "procrastinate":
             done = conn.execute("SELECT count(*) FILTER (WHERE status = 'succeeded'), count(*) FROM procrastinate_jobs").fetchone()
             finished = done[0] == done[1] == jobs

@@ -57,9 +57,9 @@ def main() -> int:
             server.create_database(f"storm_{kind}", owner=role)
             urls[kind] = server.url(f"storm_{kind}", role)
             create(urls[kind])
-        import psycopg
+        from storm_queue.store.postgres import driver
 
-        with psycopg.connect(urls["inlined"], autocommit=True) as conn:
+        with driver.connect(urls["inlined"]) as conn:
             conn.execute("SET search_path = pg_catalog, pg_temp")
             for sql in INLINED:
                 conn.execute(sql)

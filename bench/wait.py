@@ -77,7 +77,7 @@ def directory_storm(lanes: int) -> tuple[str, object]:
 
 
 def database_storm(server, lanes: int) -> tuple[str, object]:
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     role = server.create_role("op_bench_wait")
     server.create_database("db_bench_wait", role)
@@ -87,10 +87,10 @@ def database_storm(server, lanes: int) -> tuple[str, object]:
     toml = Path(tempfile.mkdtemp()) / "storm.toml"
     toml.write_text("[runner]\nslots = 1\nunattended = true\n")
     assert subprocess.run([*SQ, "declare", str(toml), "--root", url], capture_output=True, env=env()).returncode == 0
-    with psycopg.connect(url, autocommit=True) as conn, conn.cursor() as cur:
+    with driver.connect(url) as conn, conn.cursor() as cur:
         cur.executemany("INSERT INTO storm_queue.lane (slug, issue) VALUES (%s, %s)",
                         [(f"l{i:05d}", str(i)) for i in range(lanes)])
-    watcher = psycopg.connect(url, autocommit=True)
+    watcher = driver.connect(url)
 
     def waiting(proc: subprocess.Popen, started: float) -> bool:
         return watcher.execute("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "

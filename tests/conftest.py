@@ -35,8 +35,8 @@ fresh ``python -m storm_queue`` child's would, and put back afterwards:
   lock's ``on_wait`` and ``_armed``, the URLs ``roots.SEEN`` has seen, a
   waiting claim's ``answer.WAITING``) is
   fresh for the call and put back after it; every PostgreSQL connection the
-  call opened (through ``psycopg.connect``, or the store's own driver's
-  ``libpq.connect``) is closed at its end.
+  call opened (through the store's driver, ``driver.connect``, the tests'
+  too) is closed at its end.
   ``tests/unit/test_in_process.py`` proves no other module global of the
   package changes across calls, and no descriptor is left open.
 
@@ -285,8 +285,7 @@ def _restore_state(saved: list[tuple[object, str, object]]) -> None:
 
 
 #: the drivers whose connections a call may open: (the module, its connect, its connection class)
-DRIVERS = (("psycopg", "connect", "Connection"),
-           ("storm_queue.store.postgres.libpq", "connect", "Connection"))  # the store's own, through ctypes
+DRIVERS = (("storm_queue.store.postgres.driver", "connect", "Connection"),)  # the store's, the tests' too
 
 
 def _connections():
@@ -593,13 +592,13 @@ def pg_server():
     """The session's one PostgreSQL server (a ``tests.pgserver.PgServer``,
     with ``fsync = off``: see below), started on first use and stopped at the session's end; the server
     $STORM_QUEUE_TEST_URL names (a superuser URL) when set. Skips, or
-    under CI fails, when psycopg or the server binaries are missing."""
+    under CI fails, when psycopg2 or the server binaries are missing."""
     from tests.pgserver import PgServer, find_bindir
 
     try:
-        import psycopg  # noqa: F401
+        import psycopg2  # noqa: F401
     except ImportError as e:
-        skip_or_fail(f"psycopg is not importable ({e}); pip install -e '.[test]' installs it")
+        skip_or_fail(f"psycopg2 is not importable ({e}); pip install -e '.[test,postgresql]' installs it")
     external = os.environ.get("STORM_QUEUE_TEST_URL") or None
     if external is None and find_bindir() is None:
         skip_or_fail("no PostgreSQL server binaries (initdb and pg_ctl: not in `pg_config --bindir` nor "

@@ -5,8 +5,9 @@ to make roles and databases in.
 
 The server refuses to run as root: when the tests run as root (CI does),
 initdb and pg_ctl run as the ``postgres`` account through ``setpriv``.
-This module imports neither pytest nor psycopg at import time, so it can
-be read by anything; ``admin()`` and friends need psycopg.
+This module imports neither pytest nor the driver at import time, so it
+can be read by anything; ``admin()`` and friends need the store's driver
+(``storm_queue.store.postgres.driver``, psycopg2).
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ class PgServer:
         (or given one here) has it in the URL."""
         password = password if password is not None else self._passwords.get(user)
         if self.external_url is not None:
-            from psycopg.conninfo import conninfo_to_dict
+            from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
             info = {k: str(v) for k, v in conninfo_to_dict(self.external_url).items()
                     if k not in ("user", "password", "dbname")}
@@ -215,7 +216,7 @@ class PgServer:
 
     def url_as(self, url: str, user: str, password: str | None = None) -> str:
         """URL (same server, database and parameters) for another role."""
-        from psycopg.conninfo import conninfo_to_dict
+        from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
         info = {k: str(v) for k, v in conninfo_to_dict(url).items() if k not in ("user", "password")}
         password = password if password is not None else self._passwords.get(user)
@@ -228,16 +229,16 @@ class PgServer:
         if self.external_url is not None:
             if dbname is None:
                 return self.external_url
-            from psycopg.conninfo import make_conninfo
+            from psycopg2.extensions import make_dsn as make_conninfo
 
             return make_conninfo(self.external_url, dbname=dbname)
         return self.url(dbname or "postgres", SUPERUSER)
 
     def admin(self, dbname: str | None = None):
-        """A new psycopg connection as the superuser, in autocommit."""
-        import psycopg
+        """A new connection (the store's driver) as the superuser, in autocommit."""
+        from storm_queue.store.postgres import driver
 
-        return psycopg.connect(self.admin_url(dbname), autocommit=True, connect_timeout=TIMEOUT)
+        return driver.connect(self.admin_url(dbname), connect_timeout=TIMEOUT)
 
     # -- roles and databases -------------------------------------------------
 
@@ -246,7 +247,7 @@ class PgServer:
         scram-sha-256 when given; returns NAME. On a server we did not
         start, a login role without a password gets a random one (its
         authentication may not trust the socket), which url() then uses."""
-        from psycopg import sql
+        from psycopg2 import sql
 
         if password is None and login and self.external_url is not None:
             password = secrets.token_urlsafe(16)
@@ -263,7 +264,7 @@ class PgServer:
 
     def create_database(self, name: str, owner: str) -> str:
         """Create an empty database NAME (from template0) owned by OWNER; returns NAME."""
-        from psycopg import sql
+        from psycopg2 import sql
 
         with self.admin() as conn:
             conn.execute(sql.SQL("CREATE DATABASE {} OWNER {} TEMPLATE template0").format(
@@ -272,7 +273,7 @@ class PgServer:
 
     def drop_database(self, name: str) -> None:
         """Drop database NAME if it exists, ending its connections first."""
-        from psycopg import sql
+        from psycopg2 import sql
 
         with self.admin() as conn:
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
@@ -284,7 +285,7 @@ class PgServer:
         """Drop role NAME if it exists, ending its connections and dropping
         what it owns or was granted in the admin database first (drop the
         databases it owns before)."""
-        from psycopg import sql
+        from psycopg2 import sql
 
         with self.admin() as conn:
             conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "

@@ -117,9 +117,9 @@ class DatabaseStorm(_Either):
         self.lanes_dir = lanes_dir if lanes_dir is not None else Path("lanes").resolve()
 
     def _sql(self, sql: str, rows) -> None:
-        import psycopg
+        from storm_queue.store.postgres import driver
 
-        with psycopg.connect(self.root, autocommit=True) as conn, conn.cursor() as cur:
+        with driver.connect(self.root) as conn, conn.cursor() as cur:
             cur.executemany(sql, rows)
 
     def make(self, queue: str, integrated=(), abandoned=(), finished=(), toml: str | None = None,
@@ -141,7 +141,7 @@ class DatabaseStorm(_Either):
                   [(s, "integrated") for s in integrated] + [(s, "abandoned") for s in abandoned])
         self.finish(finished)
         if toml is not None:  # as declare records it: the text, and the runner policy the server serves runners by
-            from psycopg.types.json import Jsonb
+            from storm_queue.store.postgres.driver import Jsonb
 
             from storm_queue.store.postgres.policy import policy
 
@@ -169,38 +169,38 @@ class DatabaseStorm(_Either):
         self._sql("INSERT INTO storm_queue.result (slug, body) VALUES (%s, '{}')", [(s,) for s in slugs])
 
     def events(self) -> list[dict]:
-        import psycopg
+        from storm_queue.store.postgres import driver
 
-        with psycopg.connect(self.root, autocommit=True) as conn:
+        with driver.connect(self.root) as conn:
             rows = conn.execute("SELECT line FROM storm_queue.event ORDER BY seq").fetchall()
         return [json.loads(bytes(r[0])) for r in rows]
 
     def lines(self) -> list[bytes]:
         """Every log line as stored, newline included."""
-        import psycopg
+        from storm_queue.store.postgres import driver
 
-        with psycopg.connect(self.root, autocommit=True) as conn:
+        with driver.connect(self.root) as conn:
             return [bytes(r[0]) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq").fetchall()]
 
     def lanes(self) -> list[str]:
-        import psycopg
+        from storm_queue.store.postgres import driver
 
-        with psycopg.connect(self.root, autocommit=True) as conn:
+        with driver.connect(self.root) as conn:
             return [r[0] for r in conn.execute("SELECT slug FROM storm_queue.lane ORDER BY pos").fetchall()]
 
     def result(self, slug: str):
         """What a finish recorded for SLUG (its result row), or None."""
-        import psycopg
+        from storm_queue.store.postgres import driver
 
-        with psycopg.connect(self.root, autocommit=True) as conn:
+        with driver.connect(self.root) as conn:
             row = conn.execute("SELECT body FROM storm_queue.result WHERE slug = %s", (slug,)).fetchone()
         return None if row is None else row[0]
 
     def settled(self, ledger: str = "integrated") -> list[str]:
         """The slugs of LEDGER ("integrated" or "abandoned"), in the order written."""
-        import psycopg
+        from storm_queue.store.postgres import driver
 
-        with psycopg.connect(self.root, autocommit=True) as conn:
+        with driver.connect(self.root) as conn:
             return [r[0] for r in conn.execute("SELECT slug FROM storm_queue.settled WHERE ledger = %s ORDER BY ver",
                                                (ledger,))]
 

@@ -13,7 +13,7 @@ from ..core.records import dataclass
 from ..roots import shown, without_password
 from ..store.directory.log import reader
 from ..store.directory.store import Directory
-from ..store.postgres import libpq
+from ..store.postgres import driver
 from ..store.postgres.connect import _words, connect, insert_state, write_head
 from ..store.postgres.queries import q, schema, schema_version
 from ..store.postgres.unicode import write_unprintable
@@ -114,7 +114,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
                                 if log.state.run(s).lease is None])
             # the database holds the storm now: the directory's last line says where it went
             writer.append(reader.read(log_path), [body], at, verdict.by)
-    except libpq.Error as exc:
+    except driver.Error as exc:
         raise StormError(f"migrate to {shown(url)} failed, nothing was migrated: {_words(exc, url)}") from None
     finally:
         conn.close()

@@ -302,7 +302,7 @@ def test_a_listening_connection_lost_while_waiting_is_made_again(pg_server, pg_u
     """The server ends the claim's LISTEN connection: the claim counts it as
     a change, asks (nothing), listens on a new connection, and a finish
     then still wakes it."""
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     from tests.stores import DatabaseStorm
 
@@ -340,9 +340,9 @@ def _waiting_process(store, argv: list[str]) -> subprocess.Popen:
             if "anon_inode:inotify" in links:
                 return proc
         else:
-            import psycopg
+            from storm_queue.store.postgres import driver
 
-            with psycopg.connect(store.root, autocommit=True) as conn:
+            with driver.connect(store.root) as conn:
                 if conn.execute("SELECT 1 FROM pg_stat_activity WHERE query = 'LISTEN storm_queue' "
                                 "AND datname = current_database()").fetchone():
                     return proc

@@ -154,7 +154,7 @@ def test_a_database_reader_role_reads_them_while_a_writer_holds_the_lock(pg_serv
     role = pg_role(prefix="watcher")
     assert s.cli("grant", "reader", role).returncode == 0
     lines = len(s.events())
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     with pg_server.admin(conninfo_to_dict(pg_url)["dbname"]) as holder:
         holder.execute("BEGIN")

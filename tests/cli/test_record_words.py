@@ -65,7 +65,7 @@ def test_a_lanes_own_result_json_still_means_finished_awaiting_review(tmp_path: 
 
 @pytest.mark.postgresql
 def test_a_database_storms_result_rows_carry_completed(pg_server, pg_url) -> None:
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     storm = DatabaseStorm(pg_url)
     storm.make("gone 0\nx 1 gone\na 2\n", abandoned=["gone"])
@@ -73,7 +73,7 @@ def test_a_database_storms_result_rows_carry_completed(pg_server, pg_url) -> Non
     storm._sql("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, 'abandoned', 'then')", [("x",)])  # reviewed
     assert storm.cli("claim", "--holder", "r1").stdout == "run a 2 1\n"
     assert storm.cli("finish", "a", "--token", "1", "--result", "ok").returncode == 0
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+    with driver.connect(pg_url) as conn:
         rows = dict(conn.execute("SELECT slug, body FROM storm_queue.result").fetchall())
     assert (rows["x"]["completed"], rows["x"]["blocked_on"], rows["x"]["blocked_on_all"]) == (False, "gone", ["gone"])
     assert (rows["a"]["completed"], rows["a"]["status"], rows["a"]["token"]) == (True, "ok", 1)

@@ -329,7 +329,7 @@ def _reorder_conflict(make: Make, request=None) -> Answer:
     import sys
     import time
 
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     pg_server, url = request.getfixturevalue("pg_server"), request.getfixturevalue("pg_url")
     assert run_cli(None, "init", url).returncode == 0

@@ -224,7 +224,7 @@ def test_runner_stops_on_an_unknown_order(store, request, tmp_path: Path) -> Non
     if store.kind == "directory":
         (store.path / "priority.log").write_bytes(b"damaged\n")
     else:
-        from psycopg.conninfo import conninfo_to_dict
+        from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
         with request.getfixturevalue("pg_server").admin(conninfo_to_dict(root)["dbname"]) as conn:
             conn.execute("ALTER TABLE storm_queue.event DISABLE TRIGGER event_append_only")

@@ -465,8 +465,7 @@ def test_views_write_nothing(tmp_path: Path, view: tuple[str, ...]) -> None:
 def test_views_write_nothing_on_a_database_storm(pg_url: str, tmp_path: Path, view: tuple[str, ...], clock) -> None:
     """A database storm's views only read: every row of every table of its
     schema is as it was, the log not one line longer."""
-    import psycopg
-
+    from storm_queue.store.postgres import driver
     from tests.stores import DatabaseStorm
 
     store = DatabaseStorm(pg_url, tmp_path / "lanes")
@@ -476,7 +475,7 @@ def test_views_write_nothing_on_a_database_storm(pg_url: str, tmp_path: Path, vi
     ok(root, "schedule", "e", "--not-before", "+1d")
 
     def rows_now() -> dict[str, list]:
-        with psycopg.connect(pg_url, autocommit=True) as conn:
+        with driver.connect(pg_url) as conn:
             tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'storm_queue' "
                                                  "AND tablename <> 'clock' ORDER BY tablename")]  # (the test's to move)
             return {t: conn.execute(f"SELECT * FROM storm_queue.{t} ORDER BY 1").fetchall() for t in tables}
@@ -552,9 +551,9 @@ def test_why_a_leased_lane_queue_txt_no_longer_carries(store) -> None:
     if store.kind == "directory":
         (store.path / "queue.txt").write_text(QUEUE.replace("a 1\n", ""))
     else:
-        import psycopg
+        from storm_queue.store.postgres import driver
 
-        with psycopg.connect(root, autocommit=True) as conn:
+        with driver.connect(root) as conn:
             conn.execute("DELETE FROM storm_queue.lane WHERE slug = 'a'")
     assert "a" not in store.lanes()
     lines = why_lines(root, "a")

@@ -305,7 +305,7 @@ def test_a_database_url_s_password_is_never_said(pg_server, pg_url, tmp_path):
     """The commands the runner tells the operator name the storm's URL with
     its password hidden, as storm-queue shows it.
     A real process: examples/runner.sh, a shell script calling the installed command."""
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     from tests.stores import DatabaseStorm
 

@@ -214,7 +214,7 @@ def test_a_reader_role_serves_a_database_storm(pg_server, pg_url, pg_role) -> No
     role = pg_role(prefix="viewer")
     assert s.cli("grant", "reader", role).returncode == 0
     lines = s.lines()
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     with pg_server.admin(conninfo_to_dict(pg_url)["dbname"]) as holder, \
             serving(pg_server.url_as(pg_url, role)) as srv:

@@ -176,9 +176,9 @@ def test_a_finished_lane_still_holding_its_lease_needs_force(store) -> None:
         marks = store.path / "lanes" / "a" / ".qwenstorm" / "result.json"
         marks.write_text(json.dumps({"completed": True, "token": token}))
     else:
-        import psycopg
+        from storm_queue.store.postgres import driver
 
-        with psycopg.connect(store.root, autocommit=True) as conn:
+        with driver.connect(store.root) as conn:
             conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES ('a', %s)", (json.dumps({"token": token}),))
     assert review.finished(store.snapshot()) == ("a", "b")
     doc = answer(store.cli("settle", "--finished", "integrated", "--json"))

@@ -144,7 +144,7 @@ def test_a_database_state_row_of_an_earlier_format_is_folded_again_from_the_log(
     """An upgrade leaves a state row of the format before waivers: it is not
     damage; the log is folded from its first line and the next request
     rewrites the row."""
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     storm = DatabaseStorm(pg_url)
     storm.make("api 1\nui 2 api\n")

@@ -360,7 +360,7 @@ def test_a_database_storm_live_survives_a_lost_connection(pg_server, db: str, pa
     reconnects before it sends anything (issue 21, item 8), so the view
     goes on showing the storm, never an error, and shows what changed.
     A real process: the live view runs in a tmux pane."""
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     p = pane(db)
     p.shows("next: run schema 12", within=15)

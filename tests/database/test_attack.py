@@ -46,7 +46,7 @@ def ok(url: str, *args: str) -> dict:
 
 
 def dbname(url: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     return conninfo_to_dict(url)["dbname"]
 
@@ -184,13 +184,13 @@ def calls(name: str, names: list[str], types: list[str]):
 def call(conn, name: str, types: list[str], args: list) -> str:
     """``name(args)`` as the role, each argument cast to its type; what it
     answered or the error the server raised, in a few words."""
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     sql = f"SELECT {name}({', '.join(f'%s::{t}' for t in types)})"
     try:
         row = conn.execute(sql, args).fetchone()
         return f"answered {str(row[0])[:60]}"
-    except psycopg.Error as exc:
+    except driver.Error as exc:
         return f"raised {type(exc).__name__}"
 
 
@@ -203,7 +203,7 @@ def lock_free(pg_server, url: str) -> bool:
 @pytest.mark.parametrize("kind", ["attacker", "reader", "stranger"])
 def test_every_function_a_role_may_execute_called_with_hostile_arguments_changes_nothing_it_may_not(
         pg_server, storm, kind) -> None:
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     url, role = storm["url"], storm["roles"][kind]
     functions = executable(pg_server, url, role)
@@ -216,7 +216,7 @@ def test_every_function_a_role_may_execute_called_with_hostile_arguments_changes
         assert not {"double precision", "timestamp with time zone", "bytea", "bytea[]", "jsonb", "json"} & set(types)
     by = f"runner:{role}"
     made = 0
-    with psycopg.connect(storm["urls"][kind], autocommit=True) as conn:
+    with driver.connect(storm["urls"][kind]) as conn:
         after = seen(url)
         for name, names, types in functions:
             for args in calls(name, names, types):
@@ -256,11 +256,11 @@ def test_attack_1_a_line_is_folded_as_the_python_decoder_reads_it(pg_server, sto
     a refusal. Such a line (no role but the operator may insert one now)
     is read as Python reads it, once, by the checked jsonb: nothing moves.
     And a line written with a space after a colon is folded by both."""
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     url = storm["url"]
     before = seen(url)
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         seq, digest = conn.execute("SELECT seq, digest FROM storm_queue.state").fetchone()
         raw = ('{"v":1,"seq":%d,"at":"2026-12-02T00:00:00.000000Z","action":"adopt","lane":[],"by":"operator:x",'
                '"prev":"%s","action":"refused","requested":"bump","slug":"a","code":"x","message":"y","authorised":false}\n'
@@ -284,12 +284,11 @@ def test_attack_2_a_line_the_python_decoder_refuses_never_enters_the_log(pg_serv
     """The insert check refuses, for every role (here the operator, who
     alone may insert), a line the Python decoder would refuse; the log,
     and every command, stay as they were."""
-    import psycopg
-
+    from storm_queue.store.postgres import driver
     from storm_queue.core.framing import Malformed, decode, frame
 
     url = storm["url"]
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         seq, digest = conn.execute("SELECT seq, digest FROM storm_queue.state").fetchone()
         body = {"action": "claim", "slug": "f", "issue": "6", "holder": "h", "token": 9, "ttl": 60,
                 "expires": "2026-12-02T00:01:00.000000Z", "attempt": 1}
@@ -310,7 +309,7 @@ def test_attack_2_a_line_the_python_decoder_refuses_never_enters_the_log(pg_serv
             with pytest.raises((Malformed, RecursionError, ValueError)):  # what Python refuses too
                 decode(bad.encode())
         before = conn.execute("SELECT count(*) FROM storm_queue.event").fetchone()[0]
-        with pytest.raises(psycopg.errors.CheckViolation):
+        with pytest.raises(driver.errors.CheckViolation):
             conn.execute("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)", (seq + 1, bad.encode()))
         assert conn.execute("SELECT count(*) FROM storm_queue.event").fetchone()[0] == before
     for args in (("next",), ("list",), ("verify",), ("log",)):
@@ -329,21 +328,21 @@ def test_attack_4_a_runner_marks_blocked_only_what_next_would(pg_server, storm) 
     """runner_mark_blocked wrote a "finished, awaits review" body on any
     slug. A runner's next now asks the server, which computes the marks as
     the claim's walk does: d (its dependency abandoned), and nothing else."""
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     url = storm["url"]
     assert ok(storm["urls"]["attacker"], "claim", "--holder", "h2")["slug"] == "b"  # now d comes before a ready lane
     assert seen(url)["to_block"] == {"d"}  # as the operator's next would mark it
     assert run_cli(storm["urls"]["attacker"], "next", env=clean_env()).returncode == 0
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         marked = conn.execute("SELECT slug, body->>'blocked_on' FROM storm_queue.result WHERE body->>'status' = 'blocked'"
                               ).fetchall()
     assert marked == [("d", "gone")]
-    with psycopg.connect(storm["urls"]["attacker"], autocommit=True) as conn:
+    with driver.connect(storm["urls"]["attacker"]) as conn:
         for body in ('{"status": "blocked", "completed": false}', '{"completed": true}'):
-            with pytest.raises(psycopg.errors.UndefinedFunction):
+            with pytest.raises(driver.errors.UndefinedFunction):
                 conn.execute("SELECT storm_queue.runner_mark_blocked('b', %s::jsonb)", (body,))
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        with pytest.raises(driver.errors.InsufficientPrivilege):
             conn.execute("INSERT INTO storm_queue.result (slug, body) VALUES ('b', '{}')")
 
 
@@ -367,9 +366,9 @@ def test_attack_5_a_runner_finishes_expires_or_quarantines_only_its_own_live_lea
 
 
 def storm_lines(url: str) -> list[bytes]:
-    import psycopg
+    from storm_queue.store.postgres import driver
 
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         return [bytes(r[0]) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq")]
 
 
@@ -391,8 +390,7 @@ def test_attack_6_a_runner_inside_a_transaction_it_never_ends_is_ended_by_its_ti
     operator that may: CREATEROLE) sets the role's
     idle_in_transaction_session_timeout in the storm's database: the
     server ends that session, and the operator's next write goes through."""
-    import psycopg
-
+    from storm_queue.store.postgres import driver
     from storm_queue.store.postgres.members import RUNNER_SETTINGS
 
     url = storm["url"]
@@ -402,13 +400,14 @@ def test_attack_6_a_runner_inside_a_transaction_it_never_ends_is_ended_by_its_ti
     ok(url, "revoke", "runner", role)
     assert ok(url, "grant", "runner", role)["message"] == f"role {role} is a runner of the storm now"
     idle = dict(RUNNER_SETTINGS)["idle_in_transaction_session_timeout"]
-    hung = psycopg.connect(storm["urls"]["other"])  # a new session: the role's settings in this database
+    hung = driver.connect(storm["urls"]["other"])  # a new session: the role's settings in this database
     try:
+        hung.execute("BEGIN")
         assert hung.execute("SHOW idle_in_transaction_session_timeout").fetchone()[0] == idle
         hung.execute("SELECT storm_queue.serve_claim('h', NULL, NULL, NULL, NULL, NULL, NULL, 1000, NULL)")
         assert not lock_free(pg_server, url)  # it holds the storm's lock, and hangs
         assert ok(url, "bump", "f", "--wait", "30")["outcome"] == "done"  # waits for the server to end it (else exit 5)
-        with pytest.raises(psycopg.Error):  # the server ended it: idle in a transaction for too long
+        with pytest.raises(driver.Error):  # the server ended it: idle in a transaction for too long
             hung.execute("SELECT 1")
     finally:
         hung.close()
@@ -416,11 +415,11 @@ def test_attack_6_a_runner_inside_a_transaction_it_never_ends_is_ended_by_its_ti
 
 
 def test_attack_7_verify_names_a_deleted_or_edited_last_line_and_no_claim_runs_on_it(pg_server, storm) -> None:
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     url, attacker = storm["url"], storm["urls"]["attacker"]
     last = len(storm_lines(url))
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         conn.execute("ALTER TABLE storm_queue.event DISABLE TRIGGER event_append_only")
         line = conn.execute("SELECT line FROM storm_queue.event WHERE seq = %s", (last,)).fetchone()[0]
         conn.execute("DELETE FROM storm_queue.event WHERE seq = %s", (last,))
@@ -428,14 +427,14 @@ def test_attack_7_verify_names_a_deleted_or_edited_last_line_and_no_claim_runs_o
     assert audit["sound"] is False and audit["problem"]["line"] == last and "missing" in audit["problem"]["what"], audit
     refused = run_cli(attacker, "claim", "--json")
     assert refused.returncode == 3 and f"line {last}" in refused.stderr + refused.stdout, refused
-    with psycopg.connect(url, autocommit=True) as conn:  # put back (past the insert check, off)
+    with driver.connect(url) as conn:  # put back (past the insert check, off)
         conn.execute("ALTER TABLE storm_queue.event DISABLE TRIGGER event_well_formed")
         conn.execute("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)", (last, line))
         conn.execute("ALTER TABLE storm_queue.event ENABLE TRIGGER event_well_formed")
     assert run_cli(None, "upgrade", url).returncode == 0  # the log whole again: the server's tables folded again
     assert json.loads(run_cli(url, "verify", "--json").stdout)["sound"] is True
     last += 1  # the upgrade's line, now the last: edited (no line after it, so no chain breaks: only the head knows)
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         line = bytes(conn.execute("SELECT line FROM storm_queue.event WHERE seq = %s", (last,)).fetchone()[0])
         from storm_queue.store.postgres.queries import schema_version
 
@@ -459,7 +458,7 @@ def test_attack_7_a_hand_edit_of_what_the_server_decides_by_withdraws_it_until_u
     (exit 3), saying what the operator does; upgrade folds the tables
     again from the log, recorded (the state row is the log's head: no
     upgrade mends it, as verify says)."""
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     url, attacker = storm["url"], storm["urls"]["attacker"]
     edit = {"run": "UPDATE storm_queue.run SET lease_token = NULL, holder = NULL WHERE slug = 'e'",
@@ -467,7 +466,7 @@ def test_attack_7_a_hand_edit_of_what_the_server_decides_by_withdraws_it_until_u
             "runs_at": "UPDATE storm_queue.runs_at SET token_floor = 9223372036854775806",
             "state": "UPDATE storm_queue.state SET digest = repeat('0', 64)"}[table]
     lines = len(storm_lines(url))
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         conn.execute(edit)
     refused = run_cli(attacker, "claim", "--json")
     assert refused.returncode == 3, (refused.stdout, refused.stderr)
@@ -488,14 +487,15 @@ def test_attack_7_a_hand_edit_of_what_the_server_decides_by_withdraws_it_until_u
 
 
 def test_attack_7_a_served_call_that_waits_too_long_for_the_lock_is_exit_5_nothing_recorded(pg_server, storm) -> None:
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     url = storm["url"]
     lines = storm_lines(url)
-    with psycopg.connect(url) as holder:  # the operator's session, holding the storm's lock
+    with driver.connect(url) as holder:  # the operator's session, holding the storm's lock
+        holder.execute("BEGIN")
         holder.execute("LOCK TABLE storm_queue.lock IN EXCLUSIVE MODE")
         done = run_cli(storm["urls"]["attacker"], "renew", "a", "--token", "1", "--wait", "1", "--json")
-        holder.rollback()
+        holder.execute("ROLLBACK")
     doc = json.loads(done.stdout)
     assert done.returncode == 5 and doc.get("recorded") is not True, (done.stdout, done.stderr)
     assert "nothing was recorded" in doc["message"]
@@ -509,18 +509,17 @@ def test_attack_7_a_served_call_whose_connection_is_lost_asks_whether_its_lines_
     And a call the server did write (its token among the asked), named."""
     import threading
 
-    import psycopg
-
+    from storm_queue.store.postgres import driver
     from storm_queue.core.errors import RecordFailed
     from storm_queue.service.storm import Storm
-    from storm_queue.store.postgres import libpq
     from storm_queue.store.postgres.faults import lost_served
 
     url = storm["url"]
     runner = Storm.find(storm["urls"]["attacker"], env=clean_env())
     try:
         pid = runner.store.conn.info.backend_pid
-        with psycopg.connect(url) as holder, pg_server.admin(dbname(url)) as killer:
+        with driver.connect(url) as holder, pg_server.admin(dbname(url)) as killer:
+            holder.execute("BEGIN")
             holder.execute("LOCK TABLE storm_queue.lock IN EXCLUSIVE MODE")
 
             def end_it() -> None:
@@ -536,23 +535,23 @@ def test_attack_7_a_served_call_whose_connection_is_lost_asks_whether_its_lines_
             with pytest.raises(RecordFailed) as lost:
                 runner.renew("a", 1)
             ender.join(timeout=30)
-            holder.rollback()
+            holder.execute("ROLLBACK")
         assert lost.value.recorded is False and "did not happen; ask again" in str(lost.value), lost.value
-        with psycopg.connect(url, autocommit=True) as conn:
+        with driver.connect(url) as conn:
             conn.execute("INSERT INTO storm_queue.asked (ask, seq, at) VALUES (%s, 7, now())", ("ab" * 16,))
-        answer = lost_served(runner.store, "renew", libpq.OperationalError("gone"), "ab" * 16, pid)
+        answer = lost_served(runner.store, "renew", driver.OperationalError("gone"), "ab" * 16, pid)
         assert answer.recorded is True and "line 7" in str(answer) and "do not ask again" in str(answer)
     finally:
         runner.close()
 
 
 def test_attack_7_a_hand_edited_lane_row_is_skipped_and_reported_never_leased_or_printed_raw(pg_server, storm) -> None:
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     url, attacker = storm["url"], storm["urls"]["attacker"]
     with pg_server.admin(dbname(url)) as conn:
         conn.execute("ALTER TABLE storm_queue.lane ALTER COLUMN deps DROP NOT NULL")
-    with psycopg.connect(url, autocommit=True) as conn:
+    with driver.connect(url) as conn:
         conn.execute("UPDATE storm_queue.lane SET slug = '../b' WHERE slug = 'b'")
         conn.execute("UPDATE storm_queue.lane SET issue = E'6\\nrun f 6 9' WHERE slug = 'f'")
         conn.execute("INSERT INTO storm_queue.lane (slug, issue, deps) VALUES ('g', '8', NULL), ('h', '9', '{{a,b},{c,d}}'), "

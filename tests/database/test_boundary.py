@@ -33,13 +33,13 @@ def ok(url: str, *args: str) -> dict:
 
 
 def dbname(url: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     return conninfo_to_dict(url)["dbname"]
 
 
 def operator_of(url: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     return conninfo_to_dict(url)["user"]
 
@@ -126,7 +126,7 @@ def test_a_runners_function_in_a_schema_on_the_operators_path_never_runs_as_the_
     every function resolve in pg_catalog, storm-queue's own sessions fix
     their path, and a hand edit in a session that uses the path is safe
     too; doctor reports the schema as an error."""
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     role = operator_of(runner)
     with pg_server.admin(dbname(db)) as conn:
@@ -134,7 +134,7 @@ def test_a_runners_function_in_a_schema_on_the_operators_path_never_runs_as_the_
     attack = ("CREATE FUNCTION public.nextval(text) RETURNS bigint LANGUAGE plpgsql AS $$ BEGIN "
               f"EXECUTE 'GRANT ALL ON ALL TABLES IN SCHEMA storm_queue TO {role}'; "
               "RETURN pg_catalog.nextval($1::regclass); END $$")
-    with psycopg.connect(runner, autocommit=True) as conn:
+    with driver.connect(runner) as conn:
         conn.execute(attack)
         conn.execute("CREATE FUNCTION public.convert_to(text, text) RETURNS bytea LANGUAGE plpgsql AS $$ BEGIN "
                      f"EXECUTE 'GRANT ALL ON ALL TABLES IN SCHEMA storm_queue TO {role}'; "
@@ -143,7 +143,7 @@ def test_a_runners_function_in_a_schema_on_the_operators_path_never_runs_as_the_
     toml = tmp_path / "other.toml"
     toml.write_text("[runner]\nslots = 3\n")
     ok(db, "declare", str(toml))  # its statement converts text: convert_to(text, name) is pg_catalog's
-    with psycopg.connect(db, autocommit=True) as conn:  # the operator's hand edit, on the default search_path
+    with driver.connect(db) as conn:  # the operator's hand edit, on the default search_path
         assert conn.execute("SHOW search_path").fetchone()[0] == '"$user", public'
         conn.execute("INSERT INTO storm_queue.lane (slug, issue) VALUES ('d', '4')")
     with pg_server.admin(dbname(db)) as conn:
@@ -162,8 +162,7 @@ def test_only_the_operator_may_take_the_storms_lock_and_the_old_advisory_keys_ho
     advisory lock and stopped every write. The lock is a table only its
     owner may lock in EXCLUSIVE MODE (a SELECT's ACCESS SHARE does not
     conflict with it)."""
-    import psycopg
-
+    from storm_queue.store.postgres import driver
     from storm_queue.store.postgres.queries import lock_keys
 
     reader_role, stranger_role = pg_role(prefix="reader"), pg_role()
@@ -173,13 +172,13 @@ def test_only_the_operator_may_take_the_storms_lock_and_the_old_advisory_keys_ho
     holders = []
     try:
         for url in (runner, pg_server.url_as(db, reader_role), pg_server.url_as(db, stranger_role)):
-            conn = psycopg.connect(url, autocommit=True)
+            conn = driver.connect(url)
             holders.append(conn)
             took = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", lock_keys()).fetchone()[0]
             assert took is (len(holders) == 1)  # the old keys: anyone may hold them (the first here does)
             conn.execute("BEGIN")
             for mode in ("EXCLUSIVE", "SHARE ROW EXCLUSIVE", "ROW SHARE"):
-                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                with pytest.raises(driver.errors.InsufficientPrivilege):
                     conn.execute(f"LOCK TABLE storm_queue.lock IN {mode} MODE")
                 conn.execute("ROLLBACK")
                 conn.execute("BEGIN")
@@ -226,9 +225,9 @@ def test_grant_bounds_a_runners_transactions_or_says_what_a_role_that_may_must_r
 
 
 def test_doctor_names_a_session_holding_the_storms_lock_with_the_command_that_ends_it(pg_server, db) -> None:
-    import psycopg
+    from storm_queue.store.postgres import driver
 
-    holder = psycopg.connect(db, autocommit=True)  # the operator's own session, in psql say
+    holder = driver.connect(db)  # the operator's own session, in psql say
     try:
         holder.execute("BEGIN")
         holder.execute("LOCK TABLE storm_queue.lock IN EXCLUSIVE MODE")
@@ -251,8 +250,7 @@ def test_a_runner_request_is_timed_by_the_servers_clock_never_its_own(pg_server,
     expired every live lease. A runner passes no time: its process's
     clock is nothing to the server; the storm's clock (a table only the
     operator may write) is what a lease is judged by."""
-    import psycopg
-
+    from storm_queue.store.postgres import driver
     from storm_queue import wall
     from storm_queue.service.storm import Storm
 
@@ -272,12 +270,12 @@ def test_a_runner_request_is_timed_by_the_servers_clock_never_its_own(pg_server,
             storm.close()
     finally:
         wall.clock = was
-    with psycopg.connect(runner, autocommit=True) as conn:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+    with driver.connect(runner) as conn:
+        with pytest.raises(driver.errors.InsufficientPrivilege):
             conn.execute("UPDATE storm_queue.clock SET ahead = '10 years'")
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        with pytest.raises(driver.errors.InsufficientPrivilege):
             conn.execute("SELECT * FROM storm_queue.clock")
-    with psycopg.connect(db, autocommit=True) as conn:  # the operator's (a test's) clock: the storm's time moves
+    with driver.connect(db) as conn:  # the operator's (a test's) clock: the storm's time moves
         conn.execute("UPDATE storm_queue.clock SET ahead = '120 seconds'")
     taken = ok(runner, "claim", "--holder", "h3", "--ttl", "60")
     assert taken["decision"] == "run a 1 2", taken  # a's lease is past on the storm's clock, taken back
@@ -301,14 +299,14 @@ def server(pg_server):
     """A storm's database and a connection to it as its owner, for the module."""
     import secrets
 
-    from storm_queue.store.postgres import libpq
+    from storm_queue.store.postgres import driver
     from storm_queue.store.postgres.connect import create
 
     name = f"twins_{secrets.token_hex(4)}"
     pg_server.create_database(name, "postgres")
     url = pg_server.url(name, "postgres")
     create(url)
-    conn = libpq.connect(url)
+    conn = driver.connect(url)
     yield conn
     conn.close()
     pg_server.drop_database(name)
@@ -437,8 +435,7 @@ def test_keys_are_forgotten_as_the_python_fold_forgets_them(pg_server, db, runne
     through the request path, a runner's through the server), and is
     forgotten KEY_DAYS after, at the log's first line of a later day, on
     both sides: verify holds the server's keys to the Python fold's."""
-    import psycopg
-
+    from storm_queue.store.postgres import driver
     from storm_queue.core.fold import KEY_DAYS
 
     ok(db, "bump", "b", "--key", "op-1")
@@ -447,12 +444,12 @@ def test_keys_are_forgotten_as_the_python_fold_forgets_them(pg_server, db, runne
     assert again["repeat"] and again["decision"] == first["decision"] and again["recorded"] is False
     conflict = run_cli(runner, "claim", "--holder", "other", "--key", "run-1", "--json")
     assert json.loads(conflict.stdout)["code"] == "idempotency_conflict"
-    with psycopg.connect(db, autocommit=True) as conn:
+    with driver.connect(db) as conn:
         assert {k for k, in conn.execute("SELECT key FROM storm_queue.keyed")} == {"op-1", "run-1"}
     assert json.loads(run_cli(db, "verify", "--json").stdout)["sound"] is True
     clock.advance((KEY_DAYS + 1) * 86400)
     ok(db, "add", "z", "9", "--key", "op-2")  # the operator's line of a later day: the old keys go
-    with psycopg.connect(db, autocommit=True) as conn:
+    with driver.connect(db) as conn:
         assert {k for k, in conn.execute("SELECT key FROM storm_queue.keyed")} == {"op-2"}
     assert json.loads(run_cli(db, "verify", "--json").stdout)["sound"] is True
     fresh = ok(runner, "claim", "--holder", "h", "--key", "run-1")  # a new request now

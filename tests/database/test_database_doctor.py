@@ -30,7 +30,7 @@ def codes(report: dict) -> list[tuple[str, str, str]]:
 
 
 def admin(pg_server, url: str):
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     return pg_server.admin(conninfo_to_dict(url)["dbname"])
 

@@ -39,7 +39,7 @@ def ok(url: str, *args: str) -> dict:
 
 
 def dbname(url: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     return conninfo_to_dict(url)["dbname"]
 
@@ -242,7 +242,7 @@ def test_a_writer_killed_mid_transaction_leaves_no_line_and_the_next_request_cha
     before = events(pg_server, db)
     name = dbname(db)
     with pg_server.admin(name) as blocker, pg_server.admin(name) as watcher:
-        blocker.autocommit = False
+        blocker.execute("BEGIN")
         blocker.execute("SELECT * FROM storm_queue.state FOR UPDATE")
         proc = subprocess.Popen(argv(db, "bump", "a", "--json", "--reason", "r-killed"), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=clean_env())
@@ -256,7 +256,7 @@ def test_a_writer_killed_mid_transaction_leaves_no_line_and_the_next_request_cha
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(timeout=30)
-            blocker.rollback()
+            blocker.execute("ROLLBACK")
         assert proc.returncode == -signal.SIGKILL
         backend_gone(watcher, pid)
     assert events(pg_server, db) == before  # the killed transaction never committed

@@ -25,7 +25,7 @@ def ok(url: str, *args: str) -> dict:
 
 
 def events(pg_server, url: str) -> list[dict]:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:
         rows = conn.execute("SELECT line FROM storm_queue.event ORDER BY seq").fetchall()
@@ -42,7 +42,7 @@ def db(pg_url: str) -> str:
 def test_init_records_line_one_and_the_connecting_role_is_the_operator(pg_server, pg_url) -> None:
     done = run_cli(None, "init", pg_url, "--json")
     assert done.returncode == 0, done.stderr
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     role = conninfo_to_dict(pg_url)["user"]
     assert json.loads(done.stdout)["operator"] == role
@@ -134,12 +134,12 @@ def test_a_stranger_role_is_refused_and_the_storm_unchanged(pg_server, db, pg_ro
 
 
 def test_the_event_table_refuses_update_delete_and_truncate_even_from_the_operator(pg_server, db) -> None:
-    import psycopg
+    from storm_queue.store.postgres import driver
 
-    with psycopg.connect(db, autocommit=True) as conn:
+    with driver.connect(db) as conn:
         for sql in ("UPDATE storm_queue.event SET line = line", "DELETE FROM storm_queue.event",
                     "TRUNCATE storm_queue.event"):
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            with pytest.raises(driver.errors.InsufficientPrivilege):
                 conn.execute(sql)
     assert len(events(pg_server, db)) == 1
 
@@ -204,7 +204,7 @@ def test_why_list_and_reset_answer_a_database_storm(db) -> None:
 def test_reset_of_a_database_log_that_cannot_be_read_says_it_cannot(pg_server, db) -> None:
     """A state row that cannot be read is an unknown order (exit 3); reset
     cannot set a database's rows aside, and says so (exit 2), changing nothing."""
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     ok(db, "add", "a", "1")
     with pg_server.admin(conninfo_to_dict(db)["dbname"]) as conn:
@@ -219,7 +219,7 @@ def test_reset_of_a_database_log_that_cannot_be_read_says_it_cannot(pg_server, d
 
 
 def test_next_marks_a_lane_blocked_in_a_row_not_a_file(pg_server, db, tmp_path) -> None:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     ok(db, "add", "base", "1")
     ok(db, "add", "top", "2", "--deps", "base")
@@ -234,7 +234,7 @@ def test_next_marks_a_lane_blocked_in_a_row_not_a_file(pg_server, db, tmp_path) 
 
 
 def test_verify_finds_a_changed_line_and_a_state_row_that_is_not_the_replay(pg_server, db) -> None:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     ok(db, "add", "a", "1")
     ok(db, "bump", "a")
@@ -372,7 +372,7 @@ def test_migrate_carries_unattended_as_the_declared_key_and_says_so(pg_server, p
     report = json.loads(done.stdout)
     assert report["carried"] == [CARRIED_UNATTENDED]
     assert not any("UNATTENDED" in what for what in report["not_carried"]), report
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     with pg_server.admin(conninfo_to_dict(pg_url)["dbname"]) as conn:
         text, sha = conn.execute("SELECT declaration, declaration_sha256 FROM storm_queue.storm").fetchone()
@@ -438,7 +438,7 @@ def test_a_long_lived_storm_object_folds_on_what_other_writers_recorded(pg_serve
     line another writer appends, whether it folds them on or, far behind,
     reads the state row again; the state row's body is never more than
     STATE_EVERY lines behind the log, and verify agrees with it."""
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     from storm_queue.store.postgres import store as database
     from storm_queue.service.storm import Storm

@@ -132,9 +132,9 @@ def tcp_server(network):
     from tests.pgserver import PgServer, find_bindir, free_port
 
     try:
-        import psycopg  # noqa: F401
+        import psycopg2  # noqa: F401
     except ImportError as e:
-        skip_or_fail(f"psycopg is not importable ({e}); pip install -e '.[test]' installs it")
+        skip_or_fail(f"psycopg2 is not importable ({e}); pip install -e '.[test,postgresql]' installs it")
     if find_bindir() is None:
         skip_or_fail("no PostgreSQL server binaries (initdb and pg_ctl); apt-get install postgresql")
     a, b = network.add("a"), network.add("b")

@@ -248,3 +248,56 @@ def test_a_directory_storm_never_records_or_shows_a_password_written_badly(tmp_p
     assert not any(f in progress for f in FRAGMENTS)
     for args in (("list",), ("log", "--json"), ("doctor",)):
         assert run_cli(root, *args).returncode == 0
+
+
+@pytest.mark.postgresql
+def test_every_path_that_renders_a_driver_error_shows_no_password(tcp_storm) -> None:
+    """psycopg2's words may quote the connection string (``invalid dsn: …
+    in URI: "postgresql://…"``) and the server's the host; every path that
+    renders one masks the password: a URL the driver cannot read, a
+    server away (a refused port; a host that never answers, past
+    connect_timeout), a refused login, a connection the server ends during
+    a request (a wait for the storm's lock), in text and ``--json``."""
+    import socket
+    import threading
+    import time
+
+    server, role, bare = tcp_storm
+    unreadable = f"postgresql://{role}:{quote(SECRET, safe='')}@[::1/db"
+    closed_port = with_userinfo(f"postgresql://{role}@127.0.0.1:{free_port()}/db")
+    for url, code in ((unreadable, 2), (closed_port, 5), (with_userinfo(bare, "Wr0ng-" + SECRET), 2)):
+        for args in (("list",), ("bump", "a", "--json")):
+            done = run_cli(url, *args, env=clean_env())
+            assert done.returncode == code, (url, args, done.stdout, done.stderr)
+            never_said(done)
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(1)
+        url = with_userinfo(f"postgresql://{role}@127.0.0.1:{silent.getsockname()[1]}/db?connect_timeout=2")
+        done = run_cli(url, "bump", "a", "--json", env=clean_env())
+        assert done.returncode == 5 and "timed out" in done.stdout, (done.stdout, done.stderr)
+        never_said(done)
+    url = with_userinfo(bare)
+    assert run_cli(url, "add", "a", "1", env=clean_env()).returncode == 0
+    with server.admin(bare.rsplit("/", 1)[1]) as holder, server.admin() as killer:
+        holder.execute("BEGIN")
+        holder.execute("LOCK TABLE storm_queue.lock IN EXCLUSIVE MODE")  # the bump waits for it: then its backend ends
+
+        def end_it() -> None:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                pids = killer.execute("SELECT pid FROM pg_stat_activity WHERE usename = %s AND wait_event_type = 'Lock'",
+                                      (role,)).fetchall()
+                if pids:
+                    killer.execute("SELECT pg_terminate_backend(%s)", pids[0])
+                    return
+                time.sleep(0.05)
+
+        ender = threading.Thread(target=end_it)
+        ender.start()
+        done = run_cli(url, "bump", "a", "--json", "--wait", "30", env=clean_env())
+        ender.join(timeout=60)
+        holder.execute("ROLLBACK")
+    assert done.returncode in (4, 5), (done.stdout, done.stderr)
+    assert "terminating connection" in done.stdout, done.stdout
+    never_said(done)

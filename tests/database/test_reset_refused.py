@@ -19,7 +19,7 @@ RESET_FORMS = [(), ("--keep-intact",), ("--dry-run",), ("--keep-intact", "--dry-
 
 
 def events(pg_server, url: str) -> list[bytes]:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:
         return [bytes(r[0]) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq").fetchall()]
@@ -40,7 +40,7 @@ def db(pg_url: str) -> str:
 
 
 def damage(pg_server, url: str, how: str) -> None:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:
         if how == "state":

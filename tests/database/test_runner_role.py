@@ -30,7 +30,7 @@ def events(pg_server, url: str) -> list[dict]:
 
 
 def dbname(url: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     return conninfo_to_dict(url)["dbname"]
 
@@ -109,7 +109,7 @@ def test_a_runner_runs_lanes_and_its_every_other_request_is_refused(pg_server, d
 
 
 def test_a_runner_holds_no_write_privilege_and_executes_only_its_serving_functions(pg_server, db, pg_role):
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     role = pg_role(prefix="runner")
     answer(db, "grant", "runner", role)
@@ -129,15 +129,15 @@ def test_a_runner_holds_no_write_privilege_and_executes_only_its_serving_functio
         (True, ("search_path=pg_catalog, pg_temp",), dbname(db).replace("storm_", "op_"))}  # the operator's
     from storm_queue.core.framing import frame
 
-    with psycopg.connect(pg_server.url_as(db, role), autocommit=True) as conn:
+    with driver.connect(pg_server.url_as(db, role)) as conn:
         line = frame([{"action": "renew", "slug": "c", "token": 9, "ttl": 60, "expires": "2026-12-02T00:01:00.000000Z"}],
                      seq, None, "2026-12-02T00:00:00.000000Z", f"runner:{role}")[0][1]
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        with pytest.raises(driver.errors.InsufficientPrivilege):
             conn.execute("INSERT INTO storm_queue.event (seq, line) VALUES (%s, %s)", (seq + 1, line))
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        with pytest.raises(driver.errors.InsufficientPrivilege):
             conn.execute("UPDATE storm_queue.state SET seq = seq")
         for function in ("runner_append", "runner_mark_blocked"):  # gone: nothing takes a runner's line or body
-            with pytest.raises(psycopg.errors.UndefinedFunction):
+            with pytest.raises(driver.errors.UndefinedFunction):
                 conn.execute(f"SELECT storm_queue.{function}(%s, '[]')", ([line],))
     assert [e["seq"] for e in events(pg_server, db)][-1] == seq  # nothing was written
 

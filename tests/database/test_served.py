@@ -65,9 +65,9 @@ class Frozen:
 
     def hold(self, url: str) -> None:
         """The storm at ``url`` (its operator's) keeps this time too, from now on."""
-        import psycopg
+        from storm_queue.store.postgres import driver
 
-        conn = psycopg.connect(url, autocommit=True)
+        conn = driver.connect(url)
         self._fix(conn)
         self._held.append(conn)
 
@@ -102,7 +102,7 @@ def twins(pg_server, cleanup, toml: str, tmp_path, deps: dict | None = None, mov
     ``storm-queue migrate``), its log's lines and state with it."""
     import shutil
 
-    from psycopg import sql
+    from psycopg2 import sql
 
     from storm_queue.ops.migrate import migrate
     from storm_queue.service.storm import Storm
@@ -485,7 +485,7 @@ def test_a_runners_requests_are_each_one_statement_that_takes_the_lock_in_the_se
     assert grant(operator, "runner", role).outcome == "done"
     for slug in ("a", "b"):
         assert operator.add(slug, "1").outcome == "done"
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     runner = Storm.find(pg_server.url(conninfo_to_dict(url)["dbname"], role))
     assert runner.recover().outcome == "noop"  # the storm's declaration and version, read once
@@ -746,14 +746,14 @@ def test_the_server_stands_aside_for_a_declaration_or_log_edited_by_hand(pg_data
 @pytest.fixture(scope="module")
 def schema_conn(pg_server):
     """A connection to a storm's database (its helper functions), for the module."""
-    from storm_queue.store.postgres import libpq
+    from storm_queue.store.postgres import driver
     from storm_queue.store.postgres.connect import create
 
     name = f"stamps_{secrets.token_hex(4)}"
     pg_server.create_database(name, "postgres")
     url = pg_server.url(name, "postgres")
     create(url)
-    conn = libpq.connect(url)
+    conn = driver.connect(url)
     conn.execute("SET search_path = pg_catalog, pg_temp")  # the serving functions' own
     yield conn
     conn.close()

@@ -36,7 +36,7 @@ def dumped(pg_server, url: str) -> list[str]:
     """``pg_dump --schema-only`` of the storm's schema, grants, owners,
     comments and triggers included; the database's name and pg_dump's
     ``\\restrict`` nonce aside."""
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     info = conninfo_to_dict(url)
     done = subprocess.run([str(pg_server.bindir / "pg_dump"), "--schema-only", pg_server.admin_url(info["dbname"])],
@@ -69,7 +69,7 @@ def worked(python: str | None, url: str) -> None:
 
 def test_a_new_storm_and_storms_upgraded_from_version_0_and_9_have_one_catalog(
         pg_server, pg_database, pg_role, releases) -> None:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     from storm_queue.store.postgres.queries import schema_version
 
@@ -114,7 +114,7 @@ def test_upgrade_drops_a_function_the_tree_no_longer_defines_and_applies_the_tre
     """Functions are code: whatever a storm's functions became (one the tree
     no longer defines, one edited by hand), an upgrade leaves it the tree's.
     A storm at a version no release made (1 to 8) is refused, unchanged."""
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     from storm_queue.store.postgres.queries import schema_version
 

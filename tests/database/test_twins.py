@@ -38,7 +38,7 @@ def conn(pg_server, tmp_path_factory):
     """An operator's connection to a storm of its own (the functions as init applies them)."""
     import secrets
 
-    import psycopg
+    from storm_queue.store.postgres import driver
 
     tag = secrets.token_hex(4)
     role, name = f"op_{tag}", f"storm_{tag}"
@@ -46,7 +46,7 @@ def conn(pg_server, tmp_path_factory):
     pg_server.create_database(name, owner=role)
     url = pg_server.url(name, role)
     assert run_cli(None, "init", url).returncode == 0
-    with psycopg.connect(url, autocommit=True) as c:
+    with driver.connect(url) as c:
         c.execute("SET search_path = pg_catalog, pg_temp")
         yield c
     pg_server.drop_database(name)

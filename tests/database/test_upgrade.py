@@ -36,11 +36,18 @@ def old_python(tmp_path_factory) -> str:
 
 def release_python(commit: str, work: Path) -> str:
     """A venv in ``work`` holding storm-queue at ``commit`` (its source
-    from ``git archive``) and, beside it, the same click, rich and psycopg
-    this one runs with; never the package under test: its python."""
+    from ``git archive``) and, beside it, the same click and rich this one
+    runs with, and psycopg, the earlier releases' own driver (the test extra
+    installs it for this alone: nothing here imports it); never the package
+    under test: its python."""
+    import importlib.util
+
     import click
-    import psycopg
     import rich
+
+    psycopg = importlib.util.find_spec("psycopg")
+    if psycopg is None:
+        pytest.fail(f"psycopg, the driver of the release {commit}, is not installed: pip install -e '.[test]' installs it")
 
     archive = work / "old.tar"
     made = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", "-o", str(archive), commit],
@@ -53,7 +60,7 @@ def release_python(commit: str, work: Path) -> str:
     python = work / "venv" / "bin" / "python"
     purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
                              capture_output=True, text=True, check=True, timeout=60).stdout.strip()
-    deps = dict.fromkeys(str(Path(m.__file__).resolve().parents[1]) for m in (click, psycopg, rich))
+    deps = dict.fromkeys(str(Path(m).resolve().parents[1]) for m in (click.__file__, psycopg.origin, rich.__file__))
     Path(purelib, "storm_queue_old.pth").write_text("\n".join([str(work / "src"), *deps]) + "\n")
     where = subprocess.run([str(python), "-c", "import storm_queue; print(storm_queue.__file__)"], cwd=work,
                            capture_output=True, text=True, check=True, timeout=60, env=old_env()).stdout
@@ -83,14 +90,14 @@ def new(url: str | None, *args: str, code: int = 0) -> subprocess.CompletedProce
 
 
 def lines(pg_server, url: str) -> list[bytes]:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:
         return [bytes(r[0]) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq")]
 
 
 def version_table(pg_server, url: str):
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     with pg_server.admin(conninfo_to_dict(url)["dbname"]) as conn:
         if conn.execute("SELECT to_regclass('storm_queue.version')").fetchone()[0] is None:
@@ -160,13 +167,13 @@ def test_an_upgrade_killed_midway_leaves_the_old_version_whole(pg_server, made_b
     after the migrations ran in it; killed there, it never commits. (A row
     lock, not a table's: migrations 0003 and 0004 put triggers on the state
     and event tables, which would wait for a table lock.)"""
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     url = made_by_the_old_release
     before, seen = lines(pg_server, url), view(url)
     name = conninfo_to_dict(url)["dbname"]
     with pg_server.admin(name) as holder, pg_server.admin(name) as watcher:
-        holder.autocommit = False
+        holder.execute("BEGIN")
         holder.execute("SELECT 1 FROM storm_queue.state FOR UPDATE")  # readers pass; the upgrade's UPDATE waits
         proc = subprocess.Popen([sys.executable, "-m", "storm_queue", "upgrade", url], env=clean_env(),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -186,7 +193,7 @@ def test_an_upgrade_killed_midway_leaves_the_old_version_whole(pg_server, made_b
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
-            holder.rollback()
+            holder.execute("ROLLBACK")
     assert proc.returncode == -signal.SIGKILL
     deadline = time.monotonic() + 30
     while version_table(pg_server, url) is not None or len(lines(pg_server, url)) != len(before):
@@ -198,7 +205,7 @@ def test_an_upgrade_killed_midway_leaves_the_old_version_whole(pg_server, made_b
 
 
 def test_a_schema_newer_than_the_tool_is_refused_naming_both_versions(pg_server, pg_url) -> None:
-    from psycopg.conninfo import conninfo_to_dict
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
 
     new(None, "init", pg_url)
     new(pg_url, "add", "a", "1")
@@ -226,5 +233,3 @@ def test_upgrade_finds_its_storm_as_every_command_does(made_by_the_old_release, 
     assert json.loads(again.stdout)["outcome"] == "noop"
     both = run_cli(url, "upgrade", str(tmp_path), "--json")
     assert both.returncode == 2 and "not both" in json.loads(both.stdout)["message"]
-
-

@@ -85,7 +85,7 @@ from storm_queue.core import config
 from storm_queue.core.lane import derive
 from storm_queue.core.resolver import resolve
 from storm_queue.service.storm import Storm
-from storm_queue.store.postgres import libpq
+from storm_queue.store.postgres import driver
 from storm_queue.store.postgres.connect import create
 from tests.faults import pg_clients
 from tests.faults.crash_harness import replay_runs, replayed, verify_cli
@@ -94,7 +94,6 @@ LANES = (("a", "1", ""), ("b", "2", "a"), ("c", "3", ""), ("d", "4", "c"), ("e",
 SLUGS = tuple(slug for slug, _, _ in LANES)
 RESTART_SHARE = 0.25  # the share of trials whose server is restarted (immediate) under load
 KINDS = (("writer", 0.45), ("runner", 0.35), ("long", 0.2))
-libpq.library()  # loaded before forking too
 
 
 @dataclass
@@ -201,13 +200,11 @@ class Cluster:
 
     def query(self, dbname: str, sql, args: tuple = ()) -> list[tuple]:
         """Rows of SQL on DBNAME as the superuser, asked again once on a broken connection."""
-        import psycopg
-
         for again in (True, False):
             try:
                 cur = self.admin(dbname).execute(sql, args)
                 return cur.fetchall() if cur.description else []
-            except psycopg.OperationalError:
+            except driver.OperationalError:
                 if self._admin is not None:
                     self._admin.close()
                     self._admin = None
@@ -229,14 +226,12 @@ class Cluster:
         if self.own:
             self.server.stop()
             return
-        import psycopg
-
         if self.db is not None:
             self.server.drop_database(self.db)
         try:
             self.server.drop_role(self.runner)
             self.server.drop_role(self.operator)
-        except psycopg.errors.DependentObjectsStillExist:
+        except driver.errors.DependentObjectsStillExist:
             pass
 
 

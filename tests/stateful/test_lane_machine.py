@@ -554,11 +554,14 @@ class DatabaseLaneMachine(LaneMachine):
         SERVER[0].drop_role(self.role)
 
     def sql(self, query: str, rows=((),)) -> list[tuple]:
-        import psycopg
+        from storm_queue.store.postgres import driver
 
-        with psycopg.connect(self.root, autocommit=True) as conn, conn.cursor() as cur:
-            cur.executemany(query, rows, returning=True)
-            return cur.fetchall() if cur.description else []
+        found: list[tuple] = []
+        with driver.connect(self.root) as conn:
+            for params in rows:
+                cur = conn.execute(query, params)
+                found += cur.fetchall() if cur.description else []
+        return found
 
     def read_log(self) -> logread.LogRead:
         with self.storm.store._errors(), self.storm.store.conn.transaction():

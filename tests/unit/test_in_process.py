@@ -231,11 +231,11 @@ def test_off_the_main_thread_it_refuses(tmp_path: Path) -> None:
 
 
 def open_connections() -> list:
-    libpq = sys.modules.get("storm_queue.store.postgres.libpq")
-    if libpq is None:
+    driver = sys.modules.get("storm_queue.store.postgres.driver")
+    if driver is None:
         return []
     gc.collect()
-    return [o for o in gc.get_objects() if isinstance(o, libpq.Connection) and not o.closed]
+    return [o for o in gc.get_objects() if isinstance(o, driver.Connection) and not o.closed]
 
 
 def test_a_database_storms_calls_close_their_connections(pg_url: str) -> None:

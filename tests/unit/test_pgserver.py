@@ -19,14 +19,15 @@ from tests.conftest import clean_env, in_ci, skip_or_fail
 from tests.pgserver import PgServer, find_bindir, free_port
 
 if in_ci():
-    import psycopg  # under CI a missing driver is a failure, not a skip
+    import psycopg2  # noqa: F401 -- under CI a missing driver is a failure, not a skip
 else:
-    psycopg = pytest.importorskip("psycopg", reason="psycopg is not importable; pip install -e '.[test]'")
+    pytest.importorskip("psycopg2", reason="psycopg2 is not importable; pip install -e '.[test,postgresql]'")
+from storm_queue.store.postgres import driver  # noqa: E402 -- the store's driver, after the check above
 
 
 def _who(url: str) -> tuple[str, str]:
     """(session_user, current_database()) of a connection to URL."""
-    with psycopg.connect(url) as conn:
+    with driver.connect(url) as conn:
         return conn.execute("SELECT session_user::text, current_database()::text").fetchone()
 
 
@@ -50,18 +51,18 @@ def test_fresh_database_is_empty_and_owned_by_its_role(pg_url, pg_server):
                               "WHERE n.nspname = 'public'").fetchone()[0]
     assert owner == role
     assert schemas == ["public"] and tables == 0
-    with psycopg.connect(pg_url) as conn:  # the owner may make the store's schema
+    with driver.connect(pg_url) as conn:  # the owner may make the store's schema
         conn.execute("CREATE SCHEMA storm_queue")
         conn.execute("CREATE TABLE storm_queue.t (x int)")
 
 
 @pytest.mark.postgresql
 def test_the_role_is_not_a_superuser(pg_url):
-    with psycopg.connect(pg_url) as conn:
+    with driver.connect(pg_url) as conn:
         row = conn.execute("SELECT rolsuper, rolcreaterole, rolcreatedb, rolcanlogin FROM pg_roles "
                            "WHERE rolname = session_user").fetchone()
         assert row == (False, False, False, True)
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        with pytest.raises(driver.errors.InsufficientPrivilege):
             conn.execute("CREATE ROLE intruder SUPERUSER")
 
 
@@ -71,9 +72,9 @@ def test_two_databases_are_distinct(pg_url, pg_database):
     assert other != pg_url
     (role_a, db_a), (role_b, db_b) = _who(pg_url), _who(other)
     assert role_a != role_b and db_a != db_b
-    with psycopg.connect(pg_url) as conn:
+    with driver.connect(pg_url) as conn:
         conn.execute("CREATE TABLE only_in_a (x int)")
-    with psycopg.connect(other) as conn:
+    with driver.connect(other) as conn:
         assert conn.execute("SELECT to_regclass('only_in_a')").fetchone()[0] is None
 
 
@@ -82,10 +83,10 @@ def test_a_stranger_role_connects_but_owns_nothing(pg_url, pg_role, pg_server):
     stranger = pg_role()
     url = pg_server.url_as(pg_url, stranger)
     assert _who(url) == (stranger, _who(pg_url)[1])
-    with psycopg.connect(pg_url) as conn:
+    with driver.connect(pg_url) as conn:
         conn.execute("CREATE SCHEMA storm_queue")
-    with psycopg.connect(url) as conn:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+    with driver.connect(url) as conn:
+        with pytest.raises(driver.errors.InsufficientPrivilege):
             conn.execute("CREATE TABLE storm_queue.t (x int)")
 
 
@@ -95,10 +96,10 @@ def test_drop_ends_connections_and_removes_database_and_role(pg_server):
     role, dbname = pg_server.create_role(f"op_{tag}"), f"storm_{tag}"
     try:
         pg_server.create_database(dbname, owner=role)
-        held = psycopg.connect(pg_server.url(dbname, role))
+        held = driver.connect(pg_server.url(dbname, role))
         pg_server.drop_database(dbname)
         pg_server.drop_role(role)
-        with pytest.raises(psycopg.OperationalError):
+        with pytest.raises(driver.OperationalError):
             held.execute("SELECT 1")
         held.close()
         with pg_server.admin() as conn:
@@ -111,19 +112,20 @@ def test_drop_ends_connections_and_removes_database_and_role(pg_server):
 
 @pytest.mark.postgresql
 def test_restart_immediate_keeps_committed_data_and_drops_connections(pg_url, pg_server):
-    with psycopg.connect(pg_url) as conn:
+    with driver.connect(pg_url) as conn:
         conn.execute("CREATE TABLE t (x int)")
         conn.execute("INSERT INTO t VALUES (1)")
-    idle = psycopg.connect(pg_url)
+    idle = driver.connect(pg_url)
     idle.execute("SELECT 1")
-    open_tx = psycopg.connect(pg_url)
+    open_tx = driver.connect(pg_url)
+    open_tx.execute("BEGIN")
     open_tx.execute("INSERT INTO t VALUES (2)")  # never committed
     pg_server.restart("immediate")
     for conn in (idle, open_tx):
-        with pytest.raises(psycopg.OperationalError):
+        with pytest.raises(driver.OperationalError):
             conn.execute("SELECT 1")
         conn.close()
-    with psycopg.connect(pg_url) as conn:
+    with driver.connect(pg_url) as conn:
         assert conn.execute("SELECT array_agg(x ORDER BY x) FROM t").fetchone()[0] == [1]
     assert "immediate shutdown request" in pg_server.log_text()
 
@@ -160,16 +162,16 @@ def test_tcp_with_scram_password_and_refusals(tcp_server):
     tcp_server.create_database("storm_tcp", owner=role)
     url = tcp_server.url("storm_tcp", role, host="127.0.0.1")
     assert url.startswith(f"postgresql://runner_tcp:p%40ss%3Aw%2Frd%20%25%26%3F%23%27@127.0.0.1:{tcp_server.port}/")
-    with psycopg.connect(url) as conn:
+    with driver.connect(url) as conn:
         addr, user = conn.execute("SELECT host(inet_server_addr()), session_user::text").fetchone()
         assert (addr, user) == ("127.0.0.1", role)
     with tcp_server.admin() as conn:
         stored = conn.execute("SELECT rolpassword FROM pg_authid WHERE rolname = %s", (role,)).fetchone()[0]
         assert stored.startswith("SCRAM-SHA-256$")
-    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
-        psycopg.connect(tcp_server.url("storm_tcp", role, password="wrong", host="127.0.0.1"))
-    with pytest.raises(psycopg.OperationalError):  # TCP never trusts: no password, no entry
-        psycopg.connect(tcp_server.url("storm_tcp", role, password="", host="127.0.0.1"))
+    with pytest.raises(driver.OperationalError, match="password authentication failed"):
+        driver.connect(tcp_server.url("storm_tcp", role, password="wrong", host="127.0.0.1"))
+    with pytest.raises(driver.OperationalError):  # TCP never trusts: no password, no entry
+        driver.connect(tcp_server.url("storm_tcp", role, password="", host="127.0.0.1"))
     assert "password authentication failed" in tcp_server.log_text()
 
 
@@ -179,7 +181,7 @@ def test_url_percent_encodes_the_socket_directory():
     try:
         url = server.url("db", "me")
         assert url == "postgresql://me@/db?host=/tmp/a%20dir%26x%3Dy&port=5432"
-        assert psycopg.conninfo.conninfo_to_dict(url)["host"] == "/tmp/a dir&x=y"
+        assert driver.conninfo(url)["host"] == "/tmp/a dir&x=y"
     finally:
         server.dir = None
 
@@ -193,8 +195,9 @@ import tests.pgserver
 {patch}
 
 def test_probe(pg_url, pg_server):
-    import psycopg
-    with psycopg.connect(pg_url) as conn:
+    from storm_queue.store.postgres import driver
+
+    with driver.connect(pg_url) as conn:
         assert conn.execute("SELECT session_user::text").fetchone()[0].startswith("op_")
     assert pg_server.dir is None  # started nothing of its own
 
@@ -214,11 +217,11 @@ def _probe(tmp_path: Path, patch: str = "", **env: str) -> subprocess.CompletedP
 
 
 NO_BINARIES = "tests.pgserver.find_bindir = lambda: None"
-NO_PSYCOPG = "sys.modules['psycopg'] = None"
+NO_PSYCOPG = "sys.modules['psycopg2'] = None"
 
 
 @pytest.mark.parametrize("patch, says", [(NO_BINARIES, "apt-get install postgresql"),
-                                         (NO_PSYCOPG, "psycopg is not importable")])
+                                         (NO_PSYCOPG, "psycopg2 is not importable")])
 def test_missing_prerequisite_skips_locally_and_fails_under_ci(tmp_path, patch, says):
     """A real process: a pytest session of its own."""
     local = _probe(tmp_path, patch)

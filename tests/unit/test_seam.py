@@ -55,8 +55,8 @@ def test_the_service_calls_nothing_up_in_ops() -> None:
 
 
 def postgres_graph() -> dict[str, set[str]]:
-    """Which module of ``store/postgres`` imports which (its subpackages, as
-    the libpq driver, each one node)."""
+    """Which module of ``store/postgres`` imports which (a subpackage, if
+    one comes, one node)."""
     root = PACKAGE / "store" / "postgres"
     prefix = "storm_queue.store.postgres."
     graph: dict[str, set[str]] = {}

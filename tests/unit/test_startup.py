@@ -301,7 +301,7 @@ def test_only_watch_imports_the_live_view(busy_storm: Path, args: tuple[str, ...
 # the lock library, the database driver, the socket module (a claim's default
 # holder is the kernel's node name) and asyncio; tomllib only when there is a
 # storm.toml to read. (The click path of a request still loads click itself.)
-NEVER_ON_A_DIRECTORY = {"rich", "filelock", "psycopg", "psycopg_binary", "psycopg_c", "psycopg_pool", "socket",
+NEVER_ON_A_DIRECTORY = {"rich", "filelock", "psycopg2", "psycopg", "psycopg_binary", "psycopg_c", "psycopg_pool", "socket",
                         "selectors", "asyncio", "ssl"}
 DECLARATION = '[priority]\nsources = ["nightly"]\n'
 
@@ -374,24 +374,28 @@ DATABASE_BUMP_MODULES = {
     "core.ledgers", "core.logread", "core.names", "core.outcome", "core.passwords", "core.queuetext", "core.records",
     "core.resolver", "core.shapes", "core.statebody", "roots", "service", "service.passage", "service.requests", "service.storm",
     "store", "store.postgres", "store.postgres.connect", "store.postgres.log", "store.postgres.queries",
-    "store.postgres.rows", "store.postgres.store", "store.postgres.upkeep", "store.postgres.version", "store.postgres.libpq",
-    "store.postgres.libpq.binding", "store.postgres.libpq.connection", "store.postgres.libpq.exceptions",
-    "store.postgres.libpq.values", "wall"}
-#: what a database request loads beyond a directory's: ctypes and select (the driver), urllib.parse
-#: and what it loads (core/passwords.py reads the URL), contextlib and what it loads (the store's transactions)
-DRIVER_MODULES = {"_ctypes", "ctypes", "ctypes._endian", "struct", "_struct", "types", "select",
+    "store.postgres.rows", "store.postgres.store", "store.postgres.upkeep", "store.postgres.version", "store.postgres.driver", "wall"}
+#: what a database request loads beyond a directory's: psycopg2 and what it loads (the driver: its C
+#: extension loads ssl and socket; datetime, decimal and json decode values), select (the driver's waits),
+#: urllib.parse and what it loads (core/passwords.py reads the URL), contextlib (the store's transactions)
+DRIVER_MODULES = {"psycopg2", "psycopg2._psycopg", "psycopg2.extensions", "psycopg2._json", "psycopg2._range",
+                  "psycopg2.errors", "_datetime", "datetime", "_decimal", "decimal", "numbers", "math", "_json", "json",
+                  "json.decoder", "json.encoder", "json.scanner", "_socket", "socket", "selectors", "_ssl", "ssl",
+                  "array", "base64", "binascii", "errno", "warnings", "struct", "_struct", "types", "select",
                   "urllib", "urllib.parse", "ipaddress", "re", "re._casefix", "re._compiler", "re._constants",
                   "re._parser", "_sre", "enum", "copyreg", "keyword", "operator", "_operator", "reprlib",
-                  "contextlib", "collections", "_collections", "functools", "_functools", "itertools"}
+                  "contextlib", "collections", "collections.abc", "_collections", "functools", "_functools",
+                  "itertools"}
 
 
 @pytest.mark.postgresql
 @pytest.mark.parametrize("verb", ["bump", "unbump"])
 def test_a_database_bump_loads_the_driver_and_nothing_else_a_directory_bump_does_not(pg_url, tmp_path, verb) -> None:
     """A real process: start-up (what a fresh interpreter imports) is tested.
-    The driver is libpq through ctypes (store/postgres/libpq/): no
-    psycopg; beside it, the URL's reading (urllib.parse) and storm-queue's
-    own modules, only what a directory bump loads too; never click or rich."""
+    The driver is psycopg2 (store/postgres/driver.py) and what it loads,
+    never psycopg; beside it, the URL's reading (urllib.parse) and
+    storm-queue's own modules, only what a directory bump loads too; never
+    click or rich."""
     assert subprocess.run([sys.executable, "-m", "storm_queue", "init", pg_url], env=clean_env(), capture_output=True,
                           timeout=60).returncode == 0
     for args in (("add", "b", "2"), *((("bump", "b"),) if verb == "unbump" else ())):
@@ -405,6 +409,7 @@ def test_a_database_bump_loads_the_driver_and_nothing_else_a_directory_bump_does
     directory = loaded(root, verb, "b")
     ours = {m[len("storm_queue."):] for m in database if m.startswith("storm_queue.")}
     assert ours == DATABASE_BUMP_MODULES, f"more: {sorted(ours - DATABASE_BUMP_MODULES)}, fewer: {sorted(DATABASE_BUMP_MODULES - ours)}"
+    assert "psycopg2" in database  # the probe really reached the server
     assert not {m.split(".")[0] for m in database} & {"psycopg", "psycopg_binary", "psycopg_c", "psycopg_pool"}
     others = {m for m in database if not m.startswith("storm_queue")} - directory
     assert others <= DRIVER_MODULES, f"a database {verb} loaded {sorted(others - DRIVER_MODULES)}, which neither the driver nor a directory {verb} does"

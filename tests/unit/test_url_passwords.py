@@ -14,11 +14,11 @@ from urllib.parse import quote, unquote
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from psycopg import conninfo
 
 from storm_queue import roots
 from storm_queue.core import passwords
 from storm_queue.core.errors import NoStorm
+from storm_queue.store.postgres.driver import conninfo
 
 #: the characters that break a URL or a keyword/value string, and quotes
 SPECIAL = "@/:?&=%'\"\\# \t"
@@ -97,13 +97,13 @@ def test_what_is_recorded_is_the_same_connection_without_the_password(pw):
     for url in (f"postgresql://op:{enc}@db.example:5432/storm", f"postgresql://op@db.example/storm?password={enc}",
                 f"postgresql://op@/storm?host=/tmp/sock&password={enc}&sslmode=disable",
                 f"postgresql://op:{enc}@db.example/storm?sslpassword={enc}"):
-        given_info = conninfo.conninfo_to_dict(url)
-        kept = conninfo.conninfo_to_dict(roots.without_password(url))
+        given_info = conninfo(url)
+        kept = conninfo(roots.without_password(url))
         assert "password" not in kept and "sslpassword" not in kept
         assert kept == {k: v for k, v in given_info.items() if k not in ("password", "sslpassword")}
     keywords = f"host=db.example password={kv_quoted(pw)} dbname=storm"
     assert "sEcR" not in roots.without_password(keywords)
-    assert conninfo.conninfo_to_dict(roots.without_password(keywords)) == {"host": "db.example", "dbname": "storm"}
+    assert conninfo(roots.without_password(keywords)) == {"host": "db.example", "dbname": "storm"}
 
 
 @given(any_password)
@@ -153,7 +153,7 @@ def test_a_keyword_string_becomes_the_url_it_means_without_its_password():
         "postgresql://op@/storm?host=%2Ftmp&port=5433&sslmode=disable"
     assert passwords.as_url("host=db.example port=5433 dbname=st user=op") == "postgresql://op@db.example:5433/st"
     url = passwords.as_url("host=db.example port=5433 password=pw dbname=s user=op application_name='a b'")
-    assert conninfo.conninfo_to_dict(url) == {"host": "db.example", "port": "5433", "dbname": "s", "user": "op",
+    assert conninfo(url) == {"host": "db.example", "port": "5433", "dbname": "s", "user": "op",
                                               "application_name": "a b"}
 
 

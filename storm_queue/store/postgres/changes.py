@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from ..wake import readable
-from . import libpq
+from . import driver
 from .connect import connect
 from .queries import q
 
@@ -53,6 +53,6 @@ class Changes:
                 if left <= 0:
                     return False
                 readable(self._conn.fileno(), left)
-        except libpq.OperationalError:
+        except driver.OperationalError:
             self._close()
         return True

@@ -1,6 +1,6 @@
-"""The PostgreSQL edge of a database storm: connecting (``libpq``, loaded
-only for a URL root), the URL as it may be shown (never a password),
-the schema, and ``init URL`` (``create``)."""
+"""The PostgreSQL edge of a database storm: connecting (``driver``:
+psycopg2, imported only for a URL root), the URL as it may be shown
+(never a password), the schema, and ``init URL`` (``create``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from ...core.records import dataclass
 from ...core.statebody import dump_state
 from ...roots import hide, shown  # noqa: F401 -- shown: what others import from here
 from ...wall import now
-from . import libpq
+from . import driver
 from .queries import q, schema, schema_version
 from .version import BOUNDARY
 
@@ -66,13 +66,13 @@ def readable(url: str) -> dict[str, str]:
 
     must_be_url(url)
     try:
-        given = libpq.conninfo(url)
-    except libpq.Error as exc:
+        given = driver.conninfo(url)
+    except driver.Error as exc:
         raise NoStorm(f"the database URL {shown(url)} cannot be read: {kept_words(str(exc), url)}; if it carries a "
                       f"password, {PASSWORD_HINT}") from None
     try:
-        bare = libpq.conninfo(without_password(url))
-    except libpq.Error:
+        bare = driver.conninfo(without_password(url))
+    except driver.Error:
         bare = None
     if bare != {k: v for k, v in given.items() if k not in SECRET_PARAMS}:
         raise NoStorm(f"the password in the database URL {shown(url)} holds a character libpq reads as part of the "
@@ -89,25 +89,20 @@ def connect(url: str):
     connection) is ``Unreachable`` (exit 5: nothing changed, a retry is
     safe). A URL that is not one, or whose password libpq would read
     elsewhere than ``shown`` masks it, is refused first (``readable``). A ``connect_timeout`` in the URL bounds the wait for the
-    server (default ``CONNECT_TIMEOUT`` seconds). No libpq on this machine
-    is ``NoStorm``, saying what to install. Its search_path is
+    server (default ``CONNECT_TIMEOUT`` seconds). (No driver on this
+    machine is ``NoStorm``, saying what to install: ``driver``.) Its search_path is
     ``pg_catalog, pg_temp`` (``fix_search_path``): no statement it runs
     resolves a name in a schema another role may create objects in."""
-    try:
-        libpq.library()
-    except ImportError:
-        raise NoStorm("this root is a database URL, and PostgreSQL's client library (libpq) is not installed: "
-                      "install storm-queue[postgresql], or the system's libpq (Debian: apt-get install libpq5)") from None
     timeout = {} if readable(url).get("connect_timeout") not in (None, "") else {"connect_timeout": CONNECT_TIMEOUT}
     try:
-        conn = libpq.connect(url, application_name="storm-queue", **timeout)
+        conn = driver.connect(url, application_name="storm-queue", **timeout)
         try:
             conn.execute(q("fix_search_path"))
         except BaseException:
             conn.close()
             raise
         return conn
-    except libpq.OperationalError as exc:
+    except driver.OperationalError as exc:
         why = _words(exc, url)
         if "no password supplied" in why:
             why += NO_PASSWORD
@@ -115,7 +110,7 @@ def connect(url: str):
             raise Unreachable(f"cannot connect to the database storm {shown(url)}: {why}; nothing changed, "
                               "a retry is safe") from None
         raise NoStorm(f"cannot connect to the database storm {shown(url)}: {why}") from None
-    except libpq.Error as exc:  # a malformed URL, or text the server cannot carry (a NUL)
+    except driver.Error as exc:  # a malformed URL, or text the server cannot carry (a NUL)
         raise NoStorm(f"cannot connect to the database storm {shown(url)}: {_words(exc, url)}") from None
 
 
@@ -126,7 +121,7 @@ def alive(conn) -> bool:
     A connection in a transaction is left to its own statements."""
     if conn.closed:
         return False
-    return conn.status != libpq.IDLE or conn.alive()
+    return conn.status != driver.IDLE or conn.alive()
 
 
 def insert_state(conn, seq: int, last: str | None, state: fold.LaneState) -> None:
@@ -187,12 +182,12 @@ def create(url: str) -> Created:
             insert_state(conn, 0, None, fold.EMPTY)  # the head the first line follows (the insert check moves it)
             conn.execute(q("insert_event"), (1, line))
             write_head(conn, 1, digest(line), fold.replay([event]))
-    except libpq.errors.InsufficientPrivilege as exc:
+    except driver.errors.InsufficientPrivilege as exc:
         raise InitRefused(f"role cannot create a storm in {shown(url)}: {_words(exc, url)}; "
                           "the role needs CREATE on the database") from None
-    except libpq.errors.DuplicateSchema:
+    except driver.errors.DuplicateSchema:
         raise InitRefused(f"the database {shown(url)} already holds a storm (schema storm_queue); nothing was changed") from None
-    except libpq.Error as exc:
+    except driver.Error as exc:
         raise StormError(f"init of {shown(url)} failed, nothing was created: {_words(exc, url)}") from None
     finally:
         conn.close()

@@ -24,8 +24,7 @@ def _lines(store: Session, head: list | None = None) -> Iterator[tuple[int, byte
         store.conn.execute(q("read_only_snapshot"))
         if head is not None:
             head.append(store.conn.execute(q("read_head")).fetchone()[:2])
-        for seq, line in store.conn.copy_out(q("all_lines")):
-            yield int.from_bytes(seq, "big", signed=True), line
+        yield from store.conn.rows(q("all_lines"))
 
 
 def history(store: Session, each: Callable[[bytes, dict[str, Any]], None]) -> logread.LogRead:
@@ -145,7 +144,7 @@ def _runs_agree(store: Session, state: fold.LaneState) -> tuple[bool, str | None
     longer decides by them, if a hand edit withdrew them (true, None
     where this role may not read a table it needs: doctor says so)."""
     from .folded import folded_runs, folded_keys, read_keys, read_runs
-    from .libpq import errors
+    from .driver import errors
     from .version import BOUNDARY
     from .version import read as read_version
 

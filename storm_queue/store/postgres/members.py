@@ -39,7 +39,7 @@ def change(conn: Any, verb: str, kind: str, role: str) -> list[str]:
     reset). Returns the statements setting them that the operator's role
     may not run (it needs CREATEROLE, or to be a superuser): a role that
     may must run them; the grant stands without them."""
-    from .libpq import quote_ident
+    from .driver import quote_ident
 
     def run(*statements: str) -> None:
         for statement in statements:
@@ -64,7 +64,7 @@ def change(conn: Any, verb: str, kind: str, role: str) -> list[str]:
 
 def settings_statements(conn: Any, role: str, reset: bool = False) -> list[str]:
     """The statements that set (or ``reset``) a runner role's ``RUNNER_SETTINGS`` in this database."""
-    from .libpq import quote_ident
+    from .driver import quote_ident
 
     database = conn.execute(q("session_user_and_database")).fetchone()[1]
     statement = q("reset_role_setting") if reset else q("set_role_setting")
@@ -74,7 +74,7 @@ def settings_statements(conn: Any, role: str, reset: bool = False) -> list[str]:
 
 def _settings(conn: Any, role: str, reset: bool) -> list[str]:
     """Run ``settings_statements``, each in a savepoint; those refused for want of privilege, returned."""
-    from .libpq import errors
+    from .driver import errors
 
     refused = []
     for statement in settings_statements(conn, role, reset):

@@ -33,7 +33,7 @@ def policy(text: str | None) -> dict[str, Any] | None:
 
 def write_policy(conn: Any, text: str | None) -> None:
     """Record, beside the declaration the storm row holds (``text``), its runner policy."""
-    from .libpq import Jsonb
+    from .driver import Jsonb
 
     found = policy(text)
     conn.execute(q("write_runner_policy"), (None if found is None else Jsonb(found),))

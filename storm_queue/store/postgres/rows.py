@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def jsonb(body: object):
     """``body`` as the driver sends a ``jsonb`` column's value."""
-    from .libpq import Jsonb
+    from .driver import Jsonb
 
     return Jsonb(body)
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from ...core.authority import LANE_ENV
 from ...core.errors import RecordFailed, StormUnreadable
 from ...core.outcome import Outcome
-from . import libpq
+from . import driver
 from .connect import _words, not_carried
 from .queries import q, schema_version
 
@@ -61,7 +61,7 @@ def answered(store: Session, req: Request, holder: str | None, busy: Callable[[f
     runner a round trip a request."""
     try:
         out, behind = serve(store, req, holder)
-    except (libpq.errors.LockNotAvailable, libpq.errors.QueryCanceled):
+    except (driver.errors.LockNotAvailable, driver.errors.QueryCanceled):
         raise busy(store.wait) from None
     at = max(catch_up_at(store, fold_at_most), store._catch_up_after)
     if (out is not None and behind is not None and behind >= at and out.by.startswith("operator:")
@@ -83,7 +83,7 @@ def serve(store: Session, req: Request, holder: str | None = None) -> tuple[Outc
     if req.verb not in SERVED:
         return None, None
     conn = store.conn
-    if conn.status != libpq.IDLE:
+    if conn.status != driver.IDLE:
         return None, None
     from .version import read as read_version
 
@@ -101,13 +101,13 @@ def serve(store: Session, req: Request, holder: str | None = None) -> tuple[Outc
     statement = {"claim": q("serve_claim"), "renew": q("serve_renew"), "finish": q("serve_finish"),
                  "release": q("serve_release"), "recover": q("serve_recover")}[req.verb]
     try:
-        row = conn.execute(statement, args, prepare=True).fetchone()
-    except (libpq.errors.UndefinedFunction, libpq.errors.InsufficientPrivilege, libpq.errors.UndefinedTable,
-            libpq.errors.InvalidSchemaName, libpq.errors.UndefinedColumn):
+        row = conn.execute(statement, args).fetchone()
+    except (driver.errors.UndefinedFunction, driver.errors.InsufficientPrivilege, driver.errors.UndefinedTable,
+            driver.errors.InvalidSchemaName, driver.errors.UndefinedColumn):
         return None, None  # not a caller it serves: the request path says so
-    except (libpq.errors.LockNotAvailable, libpq.errors.QueryCanceled):
+    except (driver.errors.LockNotAvailable, driver.errors.QueryCanceled):
         raise
-    except libpq.OperationalError as exc:
+    except driver.OperationalError as exc:
         from .faults import lost_served
 
         raise lost_served(store, req.verb, exc, ask, pid) from None
@@ -239,7 +239,7 @@ def catch_up(store: Session, fold_at_most: int) -> bool:
                     if log.seq - store._body_seq < at:
                         return True  # caught up since
                     body = dump_state(log.state)
-            except libpq.errors.LockNotAvailable:
+            except driver.errors.LockNotAvailable:
                 return False  # another process is at it
             with store._locked():
                 conn.execute(q("move_body"), (body, log.seq, log.digest, log.seq))

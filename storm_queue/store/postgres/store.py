@@ -11,8 +11,8 @@ directory has files.
 - the caller is ``session_user`` as the server authenticated it; the
   operator is the role that ran ``init``.
 
-The driver (``libpq``: PostgreSQL's client library through ctypes) is
-loaded only here, and only for a URL root.
+The driver (``driver``: psycopg2) is imported only here, and only for a
+URL root.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from .connect import (  # noqa: F401 -- the names others import from here
     insert_state,
     shown,
 )
-from . import libpq
+from . import driver
 from .log import fold_on, older_format
 from .queries import q
 from .rows import Rows, Writes
@@ -127,14 +127,14 @@ class Database:
         """The driver's errors as the storm's own."""
         try:
             yield
-        except (libpq.errors.UndefinedTable, libpq.errors.InvalidSchemaName):
+        except (driver.errors.UndefinedTable, driver.errors.InvalidSchemaName):
             raise _no_storm(self.root) from None
-        except libpq.errors.InsufficientPrivilege as exc:
+        except driver.errors.InsufficientPrivilege as exc:
             raise StormUnreadable(f"role {self._who()} may not read the storm in {self.root} ({_words(exc, self.url)}); "
                                   f"{GRANT_HINT}") from None
-        except libpq.errors.LockNotAvailable:
+        except driver.errors.LockNotAvailable:
             raise _busy(self.wait) from None
-        except libpq.OperationalError as exc:  # before any write: nothing of this command was sent
+        except driver.OperationalError as exc:  # before any write: nothing of this command was sent
             raise Unreachable(f"the connection to {self.root} was lost ({_words(exc, self.url)}); nothing changed, "
                               "a retry is safe") from None
 
@@ -155,7 +155,7 @@ class Database:
             conn = self.conn
             try:
                 row = conn.execute(q("read_declaration")).fetchone()
-            except libpq.OperationalError:  # the first statement of a request: a read, so it is asked again
+            except driver.OperationalError:  # the first statement of a request: a read, so it is asked again
                 if not conn.closed:  # once, on a new connection, when its connection had died unseen by ``alive``
                     raise
                 row = self.conn.execute(q("read_declaration")).fetchone()
@@ -299,12 +299,12 @@ class Database:
             return who, operator
         with self._errors():
             try:
-                if self.conn.status == libpq.IDLE:
+                if self.conn.status == driver.IDLE:
                     row = self.conn.execute(q("read_operator")).fetchone()  # autocommit: one statement
                 else:
                     with self.conn.transaction():  # a savepoint: a refusal must not abort the transaction around it
                         row = self.conn.execute(q("read_operator")).fetchone()
-            except libpq.errors.InsufficientPrivilege:
+            except driver.errors.InsufficientPrivilege:
                 return who, None
         return who, row[0] if row else None
 
@@ -381,16 +381,16 @@ class Database:
         try:
             with self._locked():
                 yield
-        except libpq.errors.LockNotAvailable:
+        except driver.errors.LockNotAvailable:
             raise _busy(self.wait) from None
-        except (libpq.errors.UndefinedTable, libpq.errors.InvalidSchemaName):
+        except (driver.errors.UndefinedTable, driver.errors.InvalidSchemaName):
             raise _no_storm(self.root) from None
-        except libpq.errors.DataCorrupted as exc:  # the insert check found the log's head is not its last line
+        except driver.errors.DataCorrupted as exc:  # the insert check found the log's head is not its last line
             raise logread.Damage(self.root, f"{_words(exc, self.url)}; storm-queue verify names the line") from None
-        except (libpq.errors.SerializationFailure, libpq.errors.DeadlockDetected) as exc:
+        except (driver.errors.SerializationFailure, driver.errors.DeadlockDetected) as exc:
             raise Aborted(f"the database aborted the request ({_words(exc, self.url)}): nothing changed, "
                           "a retry is safe") from None
-        except libpq.OperationalError as exc:
+        except driver.OperationalError as exc:
             from .faults import lost
 
             raise lost(self, req.verb, exc) from None

@@ -7,7 +7,7 @@ it forward (``current``, ``migrate``)."""
 from __future__ import annotations
 
 from ...core.errors import NotHere
-from . import libpq
+from . import driver
 from .queries import function_names, pending, q, schema_version, upgradable
 
 #: the version from which the boundary holds (issue 30; sql/migrations/0009.sql carries a storm to it): the storm's lock is a table only the
@@ -26,12 +26,12 @@ def read(store: Database, fresh: bool = False) -> int:
         with store._errors():  # a role that may not read it, a lost connection: the storm's errors
             conn = store.conn
             try:
-                if conn.status == libpq.IDLE:
+                if conn.status == driver.IDLE:
                     row = conn.execute(q("read_schema_version")).fetchone()
                 else:
                     with conn.transaction():  # a savepoint: a storm of version 0 must not abort the transaction
                         row = conn.execute(q("read_schema_version")).fetchone()
-            except libpq.errors.UndefinedTable:
+            except driver.errors.UndefinedTable:
                 row = (0,)
         store._version = row[0]
     return store._version
