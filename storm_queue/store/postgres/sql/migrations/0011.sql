@@ -21,6 +21,6 @@ ON CONFLICT DO NOTHING;
 -- runs here, after the last table change (a storm from version 0 is folded
 -- for the first time; one at 9 or 10 never recorded a hold, whose requests
 -- were refused there, and is folded again to the same rows)
-SELECT storm_queue.rederive();
-
 UPDATE storm_queue.version SET version = 11;
+
+SELECT storm_queue.rederive();
