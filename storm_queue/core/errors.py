@@ -137,8 +137,8 @@ class WriteFailed(Exception):
         the file, when ``exc`` names none; ``more``: a subclass's fields)."""
         import errno
 
-        return cls(exc.strerror or str(exc), exc.filename or filename, denied=exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS),
-                   **more)
+        denied = exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+        return cls(exc.strerror or str(exc), exc.filename or filename, denied=denied, **more)
 
 
 class AppendFailed(WriteFailed):

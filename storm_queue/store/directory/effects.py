@@ -28,6 +28,7 @@ def translated(effect: Callable[..., Any]) -> Callable[..., Any]:
     """``effect`` as the Protocol has it (``store.interface.Effects``): an
     ``OSError`` it raises is raised as ``WriteFailed``, and so is one the
     undo it returns raises; what it returns otherwise is as it was."""
+
     def said(*args: Any, **kw: Any) -> Any:
         try:
             out = effect(*args, **kw)
