@@ -323,12 +323,6 @@ def _hold_or_unhold(storm: Storm, verb: str, slug: str, reason: str | None, sour
     from ..core.hold import plan_hold, plan_unhold
     from ..core.resolver import running
 
-    if not storm.store.holds_lanes:
-        from ..core.errors import NotHere
-
-        raise NotHere(f"this storm's server claims lanes without knowing holds (its functions fold them from schema "
-                      f"version 10), so a hold would not stop a claim there; nothing was recorded (halt stops the "
-                      f"whole storm)")
     req = Request(verb, as_text(slug), optional_text(reason), optional_text(source), optional_text(key))
     refusal = shape_names(req.slug, (), req.source)
     if refusal is None and not (req.reason or "").strip():

@@ -46,15 +46,12 @@ if TYPE_CHECKING:
 class Store(Protocol):
     """One storm's keeping. ``root`` is where it is, as printed (a URL's
     password masked); ``env`` the environment a caller is judged in;
-    ``wait`` how long a writer waits for the storm's lock;
-    ``holds_lanes`` whether every claim it serves passes a held lane over
-    (``hold`` is refused, unrecorded, where it would not); ``upkeep`` what
+    ``wait`` how long a writer waits for the storm's lock; ``upkeep`` what
     callers beside the request path ask of the keeping (``Upkeep``)."""
 
     root: str
     env: Mapping[str, str]
     wait: float
-    holds_lanes: bool
     upkeep: Upkeep
 
     def declaration(self) -> Declaration:

@@ -21,11 +21,7 @@ from tests.conftest import clean_env
 from tests.stores import DatabaseStorm, DirectoryStorm
 
 
-#: the stores under test: the database's served claim folds holds from schema version 10 (phase 2 of the brief)
-STORES = ["directory"]
-
-
-@pytest.fixture(params=STORES)
+@pytest.fixture(params=["directory", pytest.param("database", marks=pytest.mark.postgresql)])
 def under_test(request, tmp_path: Path):
     return DirectoryStorm(tmp_path) if request.param == "directory" else DatabaseStorm(request.getfixturevalue("pg_url"))
 
@@ -201,18 +197,3 @@ def test_the_web_view_watch_and_metrics_show_a_held_lane_and_who_held_it(under_t
     assert "1 held" in framed  # counted in the summary line
     metrics = s.cli("metrics").stdout
     assert 'storm_queue_lanes{state="held"} 1' in metrics and 'storm_queue_lanes{state="ready"} 1' in metrics
-
-
-@pytest.mark.postgresql
-def test_a_database_storm_whose_server_cannot_pass_a_held_lane_over_refuses_a_hold(pg_url) -> None:
-    """Until the server's claim folds holds (schema version 10), a hold on a
-    database storm would not stop a served claim: it is refused, exit 2,
-    nothing recorded, and the lane is claimed as ever."""
-    s = DatabaseStorm(pg_url)
-    s.make("a 1\n")
-    before = s.lines()
-    for verb in ("hold", "unhold"):
-        refused = s.cli(verb, "a", "--reason", "x")
-        assert refused.returncode == 2 and "schema version 10" in refused.stderr, refused.stderr
-    assert s.lines() == before
-    assert s.cli("claim", "--holder", "r1").stdout == "run a 1 1\n"

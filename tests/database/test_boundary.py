@@ -412,18 +412,11 @@ def test_the_line_table_of_the_insert_check_is_framings(server) -> None:
     """storm_queue.line_field holds core/framing.py's SCHEMA, OPTIONAL,
     OPTIONAL_OF and NAMED: a field added there must be added here."""
     from storm_queue.core import framing
-    from storm_queue.store.postgres.store import Database
 
-    # hold and unhold are refused on a database storm (recorded nowhere) until
-    # the server's claim passes a held lane over: until then its insert check
-    # refuses their lines too, and the day it folds them this exclusion goes
-    not_yet = () if Database.holds_lanes else ("hold", "unhold")
     rows = set(server.execute("SELECT action, field, kind, need, named FROM storm_queue.line_field").fetchall())
     expected = {("*", f, k, "required", False) for f, k in framing._COMMON.items()}
     expected |= {("*", f, k, "optional", False) for f, k in framing.OPTIONAL.items()}
     for action, fields in framing.SCHEMA.items():
-        if action in not_yet:
-            continue
         named = framing.NAMED.get(action, ("slug",)) if action not in ("refused", "reset", "repair") else ()
         expected |= {(action, f, k, "required", f in named) for f, k in fields.items()}
         expected |= {(action, f, k, "optional", f in named) for f, k in framing.OPTIONAL_OF.get(action, {}).items()}

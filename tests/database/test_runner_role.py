@@ -87,7 +87,8 @@ def test_a_runner_runs_lanes_and_its_every_other_request_is_refused(pg_server, d
                ("halt", "--reason", "x"), ("resume", "--reason", "x"), ("waive", "c", "a", "--reason", "x"),
                ("unpark", "c", "--reason", "x"), ("schedule", "c", "--not-before", "+1h"), ("reset", "--reason", "x"),
                ("declare", str(toml)), ("grant", "runner", role), ("revoke", "runner", role),
-               ("bump", "c", "--source", "cron"), ("cancel", "b", "--reason", "x")]
+               ("bump", "c", "--source", "cron"), ("cancel", "b", "--reason", "x"), ("hold", "c", "--reason", "x"),
+               ("unhold", "c", "--reason", "x")]
     for args in served + refused:
         doc = answer(runner, *args, code=1)
         assert (doc["outcome"], doc["code"], doc["recorded"], doc["by"]) == (

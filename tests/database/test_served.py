@@ -243,6 +243,7 @@ STEP = st.one_of(
     st.tuples(st.just("waive"), st.sampled_from(LANES), st.sampled_from(LANES), st.booleans()),
     st.tuples(st.just("schedule"), st.sampled_from(LANES), st.sampled_from(["now", "+5s", "+60s"])),
     st.tuples(st.just("halt"), st.booleans()),
+    st.tuples(st.just("hold"), st.sampled_from(LANES), st.booleans()),  # hold a lane (True) or unhold it
     st.tuples(st.just("release"), LEASED, TOKEN_PICK, ASKED),
     st.tuples(st.just("cancel"), st.sampled_from(LANES)),
     st.tuples(st.just("force"), st.sampled_from(LANES)),
@@ -308,6 +309,11 @@ EDGES = [
     edge("rule 6: an un-bump removes the dependency it pulled (a runs, not c)", [("bump", "e"), ("unbump", "e"), C],
          deps={**FREE, "e": ["c"]}),
     edge("a halt: no claim leases while it lasts", [C, ("halt", True), C, ("halt", False), C]),
+    edge("a held lane is passed over, its dependants wait: c runs (held a bumped, b on a), then a once unheld",
+         [("hold", "a", True), ("bump", "a"), C, ("hold", "a", False), C], deps={**FREE, "b": ["a"]}),
+    edge("a held running lane runs on (renewed, finished) and is not claimed again while held",
+         [C, ("hold", "a", True), ("renew", "a", 0, None, None, N), ("finish", "a", 0, "failed", *F), C],
+         slots=1, attempts=3),
     edge("a full slot: wait until a finishes", [C, C, ("finish", "a", 0, "ok", *F), C], slots=1),
     edge("a lease expiring exactly at its time: a expired (b not yet), a claimed again",
          [C, C, ("tick", 4.999998), C], ttl=5),
@@ -419,6 +425,8 @@ def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(
                     calls = [lambda s: s.waive(step[1], step[2], "why", undo=step[3])]
                 elif kind == "schedule":
                     calls = [lambda s: s.schedule(step[1], step[2])]
+                elif kind == "hold":
+                    calls = [lambda s: s.hold(step[1], "not now") if step[2] else s.unhold(step[1], "go on")]
                 else:
                     calls = [lambda s: s.halt("stop") if step[1] else s.resume("go")]
                 if lane is not None:  # a lane process asks (its refusal recorded by lane:"VALUE")

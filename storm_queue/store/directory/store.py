@@ -45,7 +45,6 @@ class Directory:
     ``wait`` is how many seconds a writer waits for the writers' lock.
     """
 
-    holds_lanes = True  # its claims are the pure core's, which pass a held lane over
     appended = "appended to queue.txt"  # how a push's lane is enqueued, in the log's words (``Upkeep``)
 
     def __init__(self, root: str, env: Mapping[str, str] | None = None, wait: float = 30.0):

@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 def folded_runs(state: Any) -> dict[str, Any]:
     """What the server keeps of the lane state ``state`` (``storm_queue.run``,
     ``runs_at``, ``priority``, ``waiver``, as ``read_runs`` reads them):
-    each run's token, lease, attempts, last attempt (token, end), quarantine
-    and schedule, in the fold's order; the token floor; the halt in force;
-    the priority lane; the live waivers."""
+    each run's token, lease, attempts, last attempt (token, end), quarantine,
+    schedule, cancel and hold, in the fold's order; the token floor; the halt
+    in force; the priority lane; the live waivers."""
     runs = {}
     for slug, run in state.runs.items():
         lease = run.lease
@@ -28,7 +28,9 @@ def folded_runs(state: Any) -> dict[str, Any]:
         c = run.cancelled
         cancelled = None if c is None else (c.at, c.by, c.reason)
         revoked = [a.token for a in run.history if a.end == "cancelled"]
-        runs[slug] = (run.token, held, run.attempts, last, run.quarantined, run.not_before, cancelled, revoked)
+        h = run.held
+        hold = None if h is None else (h.seq, h.at, h.by, h.reason)
+        runs[slug] = (run.token, held, run.attempts, last, run.quarantined, run.not_before, cancelled, revoked, hold)
     halt = state.halt
     return {"runs": list(runs.items()), "floor": state.token_floor,
             "halt": None if halt is None else (halt.seq, halt.at, halt.by, halt.reason), "lane": list(state.lane),
@@ -39,11 +41,12 @@ def read_runs(conn: Any) -> dict[str, Any]:
     """What the server folded from the log, as ``folded_runs`` gives a state's."""
     runs = []
     for (slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attempts, last_token, last_end,
-         quarantined, not_before, *cancel) in conn.execute(q("read_runs")).fetchall():
+         quarantined, not_before, *rest) in conn.execute(q("read_runs")).fetchall():
         held = None if lease_token is None else (holder, lease_token, lease_by, claimed, expires, ttl)
-        cancelled = None if cancel[0] is None else tuple(cancel[:3])
+        cancel, revoked, hold = rest[:3], rest[3], rest[4:]
         runs.append((slug, (token, held, attempts, None if last_token is None else (last_token, last_end),
-                            quarantined, not_before, cancelled, list(cancel[3]))))
+                            quarantined, not_before, None if cancel[0] is None else tuple(cancel), list(revoked),
+                            None if hold[0] is None else tuple(hold))))
     floor, *halt = conn.execute(q("read_runs_at")).fetchone()
     return {"runs": runs, "floor": floor, "halt": None if halt[0] is None else tuple(halt),
             "lane": [row[0] for row in conn.execute(q("read_priority")).fetchall()],

@@ -534,7 +534,8 @@ WHERE body_seq < %s;
 -- read_runs --
 -- the runs the server folded from the log (sql/functions/fold_line.sql)
 SELECT slug, token, holder, lease_token, lease_by, claimed, expires, ttl, attempts, last_token, last_end,
-       quarantined, not_before, cancelled_at, cancelled_by, cancelled_reason, cancelled_tokens
+       quarantined, not_before, cancelled_at, cancelled_by, cancelled_reason, cancelled_tokens,
+       held_seq, held_at, held_by, held_reason
 FROM storm_queue.run
 ORDER BY since;
 

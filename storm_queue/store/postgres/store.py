@@ -78,9 +78,6 @@ class Database:
     """One storm in a PostgreSQL database, named by its libpq URL (the
     ``store.interface.Store`` of a storm for runners on many hosts)."""
 
-    #: whether the server's claim passes held lanes over: not until its functions fold holds (schema version 10)
-    holds_lanes = False
-
     def __init__(self, url: str, env: Mapping[str, str] | None = None, wait: float = 30.0):
         import os
 

@@ -131,7 +131,12 @@ CREATE TABLE storm_queue.run (
     cancelled_at text,
     cancelled_by text,
     cancelled_reason text,
-    cancelled_tokens bigint[] NOT NULL DEFAULT '{}'
+    cancelled_tokens bigint[] NOT NULL DEFAULT '{}',
+    -- the hold in force (its line's seq, time, principal, reason; held_seq NULL: not held): never claimed while held
+    held_seq bigint,
+    held_at text,
+    held_by text,
+    held_reason text
 );
 
 -- what the fold keeps of the whole storm for runners: the token floor (a
@@ -317,7 +322,9 @@ INSERT INTO storm_queue.line_field (action, field, kind, need, named) VALUES
     ('revoke', 'kind', 'str', 'required', false), ('revoke', 'role', 'str', 'required', false),
     ('release', 'slug', 'str', 'required', true), ('release', 'token', 'int', 'required', false),
     ('release', 'holder', 'str', 'required', true),
-    ('cancel', 'slug', 'str', 'required', true), ('cancel', 'token', 'int?', 'required', false);
+    ('cancel', 'slug', 'str', 'required', true), ('cancel', 'token', 'int?', 'required', false),
+    ('hold', 'slug', 'str', 'required', true), ('hold', 'reason', 'str', 'required', false),
+    ('unhold', 'slug', 'str', 'required', true), ('unhold', 'reason', 'str', 'required', false);
 
 -- == EXECUTE: nothing for PUBLIC ==========================================
 --

@@ -1,11 +1,12 @@
 -- core/resolver.py decided, its walk: the run order (the priority lane, then
 -- queue order from runs_at.open_from) up to the first ready lane at p_at,
--- passing over what is settled, finished (a result row), held or
--- quarantined, and a lane row that is not sound (lane_sound: skipped, as a
--- bad queue.txt line is); the lanes met before it that are blocked on an
--- abandoned dependency (and those dependencies, space-separated). The mark
--- (open_from) moves past the lanes now settled, finished, held or
--- quarantined, each passed over once, not at every claim.
+-- passing over what is settled, finished (a result row), leased or
+-- quarantined, a lane the operator holds (hold: its dependants wait), and a
+-- lane row that is not sound (lane_sound: skipped, as a bad queue.txt line
+-- is); the lanes met before it that are blocked on an abandoned dependency
+-- (and those dependencies, space-separated). The mark (open_from) moves
+-- past the lanes now settled, finished, leased or quarantined, each passed
+-- over once, not at every claim; it stops at a held lane (unhold moves no mark).
 CREATE OR REPLACE FUNCTION storm_queue.decided(p_at text, OUT ready text, OUT issue text, OUT blocked text[], OUT gones text[])
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
@@ -31,7 +32,7 @@ BEGIN
           AND storm_queue.lane_sound(l.slug, l.issue, l.deps)
           AND (SELECT true FROM storm_queue.settled s WHERE s.slug = l.slug) IS NULL
           AND (SELECT true FROM storm_queue.result x WHERE x.slug = l.slug) IS NULL
-          AND u.lease_token IS NULL AND u.quarantined IS NULL;
+          AND u.lease_token IS NULL AND u.quarantined IS NULL AND u.held_seq IS NULL;
         CONTINUE WHEN NOT FOUND;
         v_gone := storm_queue.serve_waits(rec.slug, rec.deps, rec.not_before, p_at);
         IF v_gone IS NULL THEN
@@ -52,7 +53,7 @@ BEGIN
                    (SELECT true FROM storm_queue.settled s WHERE s.slug = w.slug) IS NOT NULL
                    OR (SELECT true FROM storm_queue.result x WHERE x.slug = w.slug) IS NOT NULL AS done,
                    (SELECT true FROM storm_queue.priority p WHERE p.slug = w.slug) IS NOT NULL AS prio,
-                   storm_queue.lane_sound(w.slug, w.issue, w.deps) IS TRUE AS sound
+                   storm_queue.lane_sound(w.slug, w.issue, w.deps) IS TRUE AS sound, u.held_seq IS NOT NULL AS held
             FROM (SELECT l.slug, l.issue, l.deps, l.pos FROM storm_queue.lane l WHERE l.pos >= v_from
                   ORDER BY l.pos LIMIT 64) w
             LEFT JOIN LATERAL (SELECT * FROM storm_queue.run u WHERE u.slug = w.slug LIMIT 1) u ON true  -- by its key
@@ -62,7 +63,7 @@ BEGIN
             IF v_open IS NULL AND NOT rec.done AND rec.free IS NOT FALSE THEN  -- the mark: the first lane it cannot pass
                 v_open := rec.pos;
             END IF;
-            CONTINUE WHEN rec.free IS FALSE OR rec.prio OR rec.done OR NOT rec.sound;
+            CONTINUE WHEN rec.free IS FALSE OR rec.prio OR rec.done OR NOT rec.sound OR rec.held;
             v_gone := storm_queue.serve_waits(rec.slug, rec.deps, rec.not_before, p_at);
             IF v_gone IS NULL THEN
                 ready := rec.slug;

@@ -1,7 +1,7 @@
 -- One line of the log folded into storm_queue.run, runs_at, priority,
 -- waiver and keyed, as core/fold.py Fold.step folds it (the runner actions,
--- a push or bump that schedules, a reset's floor, a halt and its end, the
--- priority lane, the waivers, the keys), reading the line's checked jsonb
+-- a push or bump that schedules, a reset's floor, a halt and its end, a
+-- lane's hold and its end, the priority lane, the waivers, the keys), reading the line's checked jsonb
 -- (line_jsonb), never a pattern over its text.
 CREATE OR REPLACE FUNCTION storm_queue.fold_line(e jsonb, p_seq bigint, p_line bytea) RETURNS void
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -12,13 +12,14 @@ DECLARE
 BEGIN
     PERFORM storm_queue.fold_keys(e->>'by', e->>'key', e->>'fingerprint', p_seq, e->>'at', p_line);
     IF v_action NOT IN ('claim', 'renew', 'finish', 'expire', 'recover', 'release', 'cancel', 'quarantine', 'unpark',
-                        'schedule', 'push', 'bump', 'unbump', 'waive', 'adopt', 'reset', 'halt', 'resume') THEN
+                        'schedule', 'push', 'bump', 'unbump', 'waive', 'adopt', 'reset', 'halt', 'resume', 'hold',
+                        'unhold') THEN
         RETURN;
     END IF;
     IF v_action IN ('push', 'bump', 'unbump', 'waive') THEN
         PERFORM storm_queue.fold_shift(e);
     END IF;
-    IF v_action IN ('push', 'bump', 'unbump', 'waive', 'adopt', 'halt', 'resume') AND coalesce(e->>'noop', '') <> '' THEN
+    IF v_action IN ('push', 'bump', 'unbump', 'waive', 'adopt', 'halt', 'resume', 'hold', 'unhold') AND coalesce(e->>'noop', '') <> '' THEN
         RETURN;
     ELSIF v_action = 'waive' THEN
         IF (e->'undo')::boolean THEN
@@ -110,6 +111,16 @@ BEGIN
         r.attempts := 0;
     ELSIF v_action = 'schedule' THEN
         r.not_before := e->>'not_before';
+    ELSIF v_action = 'hold' THEN
+        r.held_seq := p_seq;
+        r.held_at := e->>'at';
+        r.held_by := e->>'by';
+        r.held_reason := e->>'reason';
+    ELSIF v_action = 'unhold' THEN
+        r.held_seq := NULL;
+        r.held_at := NULL;
+        r.held_by := NULL;
+        r.held_reason := NULL;
     END IF;
     INSERT INTO storm_queue.run VALUES (r.*)
     ON CONFLICT (slug) DO UPDATE SET token = EXCLUDED.token, holder = EXCLUDED.holder,
@@ -117,6 +128,8 @@ BEGIN
         expires = EXCLUDED.expires, ttl = EXCLUDED.ttl, attempts = EXCLUDED.attempts,
         last_token = EXCLUDED.last_token, last_end = EXCLUDED.last_end, quarantined = EXCLUDED.quarantined,
         not_before = EXCLUDED.not_before, cancelled_at = EXCLUDED.cancelled_at, cancelled_by = EXCLUDED.cancelled_by,
-        cancelled_reason = EXCLUDED.cancelled_reason, cancelled_tokens = EXCLUDED.cancelled_tokens;
+        cancelled_reason = EXCLUDED.cancelled_reason, cancelled_tokens = EXCLUDED.cancelled_tokens,
+        held_seq = EXCLUDED.held_seq, held_at = EXCLUDED.held_at, held_by = EXCLUDED.held_by,
+        held_reason = EXCLUDED.held_reason;
 END
 $$;

@@ -209,6 +209,9 @@ INSERT INTO storm_queue.line_field (action, field, kind, need, named) VALUES
 
 ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
 
+-- (what the fold keeps of the log is folded by the last migration, 0011.sql,
+-- once every table the tree's fold_line writes has its columns)
+
 -- {functions}
 
 CREATE TRIGGER event_well_formed BEFORE INSERT ON storm_queue.event
@@ -263,7 +266,3 @@ CREATE TRIGGER watch_derived AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON sto
     FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.derived_written();
 CREATE TRIGGER keyed_derived AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON storm_queue.keyed
     FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.derived_written();
-
--- what the fold keeps of the log (the runs, the priority lane, the waivers,
--- the keys), folded from its lines as a new storm folds each one written
-SELECT storm_queue.rederive();
