@@ -271,3 +271,25 @@ def test_an_interrupt_while_psycopg2_is_imported_is_not_lost() -> None:
     done = subprocess.run([sys.executable, "-c", _SIGNAL_IN_THE_IMPORT], capture_output=True, text=True,
                           env=clean_env(), timeout=60)
     assert (done.returncode, done.stdout) == (0, "interrupted True\n"), done.stderr
+
+
+def test_a_wait_whose_connection_is_lost_before_listen_counts_it_as_a_change(pg_server, pg_url, monkeypatch) -> None:
+    """A server that ends the waiting claim's connection between connect
+    and LISTEN (seen in the crash run: an immediate restart at that moment)
+    is no crash: the wait says the storm may have changed (the claim asks
+    again, and meets the server as it is), and the next wait listens anew."""
+    from storm_queue.store.postgres import changes
+
+    real = changes.connect
+
+    def ended_at_once(url: str):
+        conn = real(url)
+        with pg_server.admin(driver.conninfo(url)["dbname"]) as killer:  # (it waits until the backend has ended)
+            assert killer.execute("SELECT pg_terminate_backend(%s, 10000)", (conn.info.backend_pid,)).fetchone()[0]
+        return conn
+
+    monkeypatch.setattr(changes, "connect", ended_at_once)
+    with changes.Changes(pg_url) as waiting:
+        monkeypatch.setattr(changes, "connect", real)
+        assert waiting.wait(5.0) is True  # listening again: what changed meanwhile was not heard, so ask again
+        assert waiting.wait(0.2) is False  # listening: nothing changed since

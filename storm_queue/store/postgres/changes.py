@@ -22,7 +22,10 @@ class Changes:
         self._conn = None
 
     def __enter__(self) -> Changes:
-        self._listen()
+        try:
+            self._listen()
+        except driver.OperationalError:  # lost before LISTEN answered: the first wait listens again
+            self._close()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -41,13 +44,15 @@ class Changes:
     def wait(self, timeout: float) -> bool:
         """Block until a change commits after the block began (or the last
         ``wait`` returned), or ``timeout`` seconds passed; whether one did.
-        A connection lost meanwhile counts as a change (one may have been
-        missed): it is made again at the next wait, and the claim that
-        asks again meets the server as it is."""
+        A connection lost meanwhile (or as the block began) counts as a
+        change (one may have been missed): it is made again at the next
+        wait, which returns at once once it listens again, so the claim
+        asks again after it listens and meets the server as it is."""
         end = time.monotonic() + max(0.0, timeout)
         try:
             if self._conn is None:
                 self._listen()
+                return True
             while not self._conn.notifies():
                 left = end - time.monotonic()
                 if left <= 0:
