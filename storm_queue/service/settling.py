@@ -131,7 +131,9 @@ def _settling(fx: Effects, out: Outcome, snap: Snapshot, slugs: tuple[str, ...],
     for slug in slugs:
         lease = snap.state.run(slug).lease
         if lease is not None:
-            events.append({"action": "expire", "slug": slug, "token": lease.token, "expired": snap.now})
+            # when it expired (as the claim's expiries write it), or now, for a live lease that --force ends
+            events.append({"action": "expire", "slug": slug, "token": lease.token,
+                           "expired": min(lease.expires, snap.now)})
             ended.append((slug, lease.token))
         events.append({"action": "settle", "slug": slug, "ledger": how, **extra})
 

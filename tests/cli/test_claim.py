@@ -487,6 +487,22 @@ def test_orphaned_lease_is_recovered_and_the_old_token_is_fenced_off(store, cloc
     check_log(root, "claim", "expire", "finish")
 
 
+def test_settling_a_lane_whose_lease_expired_records_when_it_expired(store, clock) -> None:
+    """A settle of a lane whose lease has expired but was not taken back
+    takes it back first: its expire line says when the lease expired (as
+    a claim's or recover's does), not when the settle came (found by the
+    database crash run, trial 624 of seed 20261205)."""
+    store.make("a 1\nb 2\n", toml=FAST)
+    assert claim(store, "--holder", "lost-runner") == "run a 1 1"
+    claimed = log_events(store)[-1]
+    clock.advance(ORPHAN_SLEEP)
+    assert cli(store, "settle", "a", "abandoned").returncode == 0
+    expire, settle = log_events(store)[-2:]
+    assert (expire["action"], expire["slug"], expire["token"], expire["expired"]) == (
+        "expire", "a", 1, claimed["expires"])
+    assert expire["expired"] < expire["at"] and (settle["action"], settle["slug"]) == ("settle", "a")
+
+
 def test_claim_and_recover_slug_take_back_orphans_and_a_crash_spends_an_attempt(tmp_path: Path, clock) -> None:
     # three storms whose leases expire in one move of the clock
     root = make_storm(tmp_path / "storm", "a 1\nb 2\nc 3\n", toml=FAST + "slots = 2\n")
