@@ -68,6 +68,7 @@ import json
 import random
 import secrets
 import tempfile
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,6 +279,7 @@ def trial(cluster: Cluster, number: int, rng: random.Random, base: Path) -> Figu
         clients = pg_clients.plan(rng, number, urls)
         chaos = pg_clients.chaos(rng, clients, cluster.own and rng.random() < RESTART_SHARE)
         pg_clients.run(clients, chaos, cluster, dbname, fig)
+        _quiesce(cluster, dbname, fig)
         for client in clients:
             _stderr(client, fig)
             fig.exits.update(_label(client, a) for r in client.requests for a in r.attempts)
@@ -287,6 +289,29 @@ def trial(cluster: Cluster, number: int, rng: random.Random, base: Path) -> Figu
         fig.failures.append(f"trial {number} (database {dbname}{kept}): {type(exc).__name__}: {exc}")
         cluster.db = None  # the next trial makes a database of its own; this one is kept
     return fig
+
+
+#: how long a killed client's backend may go on with its request (the CLI waits 30 s for the storm's lock)
+ORPHAN_GRACE = 35.0
+
+
+def _quiesce(cluster: Cluster, dbname: str, fig: Figures) -> None:
+    """Wait until no backend of a trial's clients is left on DBNAME. A
+    client killed while its request waited for the storm's lock leaves its
+    backend waiting (PostgreSQL notices a gone client only when it next
+    talks to it), and that backend may still record the request after the
+    client is gone: an unacknowledged request, recorded or not, as the
+    promises allow. The checks read the storm once it is quiet; a backend
+    still there after ORPHAN_GRACE seconds is ended (counted as
+    ``terminated``)."""
+    others = ("SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid() "
+              "AND backend_type = 'client backend'")
+    deadline = time.monotonic() + ORPHAN_GRACE
+    while cluster.query(dbname, others, (dbname,)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for (pid,) in cluster.query(dbname, others, (dbname,)):
+        cluster.query(dbname, "SELECT pg_terminate_backend(%s, 5000)", (pid,))
+        fig.terminated += 1
 
 
 def _keep(cluster: Cluster, dbname: str | None, path: Path) -> str:

@@ -6,8 +6,8 @@
 -- order only to the first ready lane; lease it to the holder under the next
 -- fencing token when a slot is free and no halt is in force, and mark
 -- blocked the lanes met before it. Each step is a function named after its
--- Python twin (expiries, decided, next_due, finished_in_run_order, decide,
--- lease, fold_claim), held to it by tests/database/test_twins.py. Returns the decision, the lease, the
+-- Python twin (expiries, decided, next_due, claim_decision, serve_lease),
+-- held to it by tests/database/test_twins.py. Returns the decision, the lease, the
 -- halt met, the last line written and the lanes marked blocked.
 CREATE OR REPLACE FUNCTION storm_queue.serve_claim(p_holder text, p_default_holder text, p_ttl numeric, p_reason text, p_key text,
                                         p_lane text, p_source text, p_wait_ms integer, p_ask text) RETURNS jsonb
@@ -17,21 +17,15 @@ DECLARE
     w record;
     e record;
     h storm_queue.runs_at;
-    r storm_queue.run;
     v_holder text := coalesce(p_holder, p_default_holder);
     v_code text;
     v_message text;
-    v_budget bigint;
     v_lines text[] := '{}';
-    v_unattended boolean;
-    v_finished text[];
     v_decision text;
+    v_due text;
     v_token bigint;
     v_expires text;
-    v_ttl integer;
-    v_due text;
-    v_held bigint;
-    v_attempt integer;
+    v_line text;
 BEGIN
     IF v_holder IS NULL OR length(v_holder) > 4096 OR scale(p_ttl) > 0 THEN
         RAISE EXCEPTION 'a claim names its holder, of at most 4,096 characters, and a TTL in whole seconds'
@@ -48,38 +42,20 @@ BEGIN
     IF b.who IS NULL OR b.answer IS NOT NULL THEN
         RETURN b.answer;
     END IF;
-    v_ttl := coalesce(p_ttl, (b.policy->>'ttl')::numeric);  -- (within the declared window: serve_start refused it else)
-    v_budget := (b.policy->>'attempts')::bigint;
-    SELECT * INTO e FROM storm_queue.expiries(b.at, v_budget);
+    SELECT * INTO e FROM storm_queue.expiries(b.at, (b.policy->>'attempts')::bigint);
     IF cardinality(e.actions) > 0 THEN  -- folded at once (the trigger): what follows decides on the storm after them
         v_lines := storm_queue.serve_append(b.at, b.who, e.actions, e.rests, false, NULL, NULL, NULL, p_ask);
     END IF;
     SELECT * INTO w FROM storm_queue.decided(b.at);
     SELECT * INTO h FROM storm_queue.runs_at;
-    v_unattended := (b.policy->>'unattended')::boolean;
     v_due := storm_queue.next_due(ARRAY(SELECT expires FROM storm_queue.watch WHERE lease_token IS NOT NULL
                                         UNION ALL SELECT not_before FROM storm_queue.watch WHERE not_before IS NOT NULL), b.at);
-    v_held := (SELECT count(*) FROM storm_queue.watch WHERE lease_token IS NOT NULL);  -- the slots taken
-    IF NOT v_unattended OR w.ready IS NULL OR v_held >= (b.policy->>'slots')::bigint THEN
-        v_finished := storm_queue.finished_in_run_order();  -- only when the decision may name them
-    END IF;
-    v_decision := storm_queue.decide(v_finished, w.ready, w.issue,
-        w.ready IS NULL AND EXISTS (SELECT 1 FROM storm_queue.lane l WHERE storm_queue.lane_sound(l.slug, l.issue, l.deps)
-                                    AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = l.slug)),
-        v_unattended, h.halt_seq IS NOT NULL);
-    IF v_decision LIKE 'run %' AND v_held >= (b.policy->>'slots')::bigint THEN  -- core/runs.py plan_claim: every slot held
-        v_decision := array_to_string('{wait}'::text[] || v_finished, ' ');
-    ELSIF v_decision LIKE 'run %' THEN
-        SELECT * INTO r FROM storm_queue.run WHERE slug = w.ready;
-        SELECT x.token, x.attempt, x.expires INTO v_token, v_attempt, v_expires
-        FROM storm_queue.lease(r.token, r.attempts, h.token_floor, b.t, v_ttl) x;
-        v_lines := v_lines || storm_queue.serve_append(b.at, b.who, ARRAY['claim'], ARRAY[
-            ',"slug":' || storm_queue.json_str(w.ready) || ',"issue":' || storm_queue.json_str(w.issue)
-            || ',"holder":' || storm_queue.json_str(v_holder) || ',"token":' || v_token || ',"ttl":' || v_ttl
-            || ',"expires":' || storm_queue.json_str(v_expires) || ',"attempt":' || v_attempt
-            || storm_queue.carried(b.reason, b.key, b.fingerprint)], true, 1, b.key, b.fingerprint, p_ask);
-        PERFORM storm_queue.fold_claim(w.ready, (SELECT seq FROM storm_queue.state), v_token, v_holder, b.who, b.at,
-                                       v_expires, v_ttl, v_attempt);
+    v_decision := storm_queue.claim_decision(w.ready, w.issue, b.policy, h.halt_seq IS NOT NULL);
+    IF v_decision LIKE 'run %' THEN  -- (within the declared TTL window: serve_start refused it else)
+        SELECT x.token, x.expires, x.line INTO v_token, v_expires, v_line
+        FROM storm_queue.serve_lease(w.ready, w.issue, v_holder, coalesce(p_ttl, (b.policy->>'ttl')::numeric)::integer,
+            h.token_floor, b.t, b.at, b.who, b.reason, b.key, b.fingerprint, p_ask) x;
+        v_lines := v_lines || v_line;
         v_decision := v_decision || ' ' || v_token;
     END IF;
     PERFORM storm_queue.serve_mark_blocked(w.blocked, w.gones, b.at);
