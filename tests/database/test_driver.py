@@ -90,21 +90,60 @@ def test_transactions_nest_as_savepoints(conn) -> None:
     assert conn.execute("SELECT array_agg(a) FROM t").fetchone() == ([1],) and conn.status == driver.IDLE
 
 
-def test_rows_reads_a_long_result_whole_in_batches_within_its_transaction(conn) -> None:
+def test_rows_reads_a_long_result_whole_by_copy_within_its_transaction(conn) -> None:
+    """rows: every row, each field's binary form (NULL: None), chunk
+    boundaries anywhere in a row; an error is its SQLSTATE's class; the
+    wait callback is back after each read; a read left part way cancels its
+    COPY, and the connection reads again after the transaction."""
+    import psycopg2.extensions
+
+    n = 3 * driver.COPY_CHUNK // 40
     with conn.transaction():
-        rows = list(conn.rows("SELECT g::int8, decode(lpad(to_hex(g), 4, '0'), 'hex'), NULL::text "
-                              "FROM generate_series(1, 2 * 5000 + 7) g"))
-    assert rows == [(g, g.to_bytes(2, "big"), None) for g in range(1, 2 * 5000 + 8)]
+        rows = list(conn.rows("SELECT g::int8, decode(repeat(lpad(to_hex(g), 8, '0'), g % 5), 'hex'), "
+                              f"CASE WHEN g % 3 = 0 THEN NULL ELSE 'é' || g END FROM generate_series(1, {n}) g"))
+    assert rows == [(g.to_bytes(8, "big"), g.to_bytes(4, "big") * (g % 5), None if g % 3 == 0 else f"é{g}".encode())
+                    for g in range(1, n + 1)]
+    assert psycopg2.extensions.get_wait_callback() is driver._wait
     assert conn.execute("SELECT 1").fetchone() == (1,) and conn.status == driver.IDLE
     with pytest.raises(driver.errors.UndefinedTable), conn.transaction():
         list(conn.rows("SELECT * FROM no_such_table"))
-    assert conn.status == driver.IDLE
-    with conn.transaction():  # left part way: the cursor ends with the transaction
-        rows = conn.rows("SELECT g FROM generate_series(1, 100000) g")
-        assert next(rows) == (1,)
+    assert conn.status == driver.IDLE and psycopg2.extensions.get_wait_callback() is driver._wait
+    with pytest.raises(driver.errors.InFailedSqlTransaction), conn.transaction():  # left part way: cancelled
+        rows = conn.rows("SELECT g, pg_sleep(0.001) FROM generate_series(1, 100000) g")
+        assert next(rows) == ((1).to_bytes(4, "big"), b"")
         rows.close()
-    with conn.transaction():  # and the next read declares it anew
-        assert sum(1 for _ in conn.rows("SELECT 1")) == 1
+        conn.execute("SELECT 1")
+    with conn.transaction():  # and the next read is one of its own
+        assert list(conn.rows("SELECT 1")) == [((1).to_bytes(4, "big"),)]
+    assert psycopg2.extensions.get_wait_callback() is driver._wait
+
+
+def test_ctrl_c_ends_a_copy_at_once_and_cancels_it_on_the_server(pg_server) -> None:
+    """A real SIGINT while a COPY waits for the server (its rows slow to
+    come): KeyboardInterrupt long before the COPY could end, the statement
+    cancelled there, the connection kept, the wait callback back."""
+    import os
+    import signal
+    import time
+
+    import psycopg2.extensions
+
+    conn, other = driver.connect(pg_server.admin_url()), driver.connect(pg_server.admin_url())
+    pid = conn.info.backend_pid
+    was = signal.signal(signal.SIGINT, signal.default_int_handler)  # (the suite may run with SIGINT ignored)
+    began = time.monotonic()
+    try:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        with pytest.raises(KeyboardInterrupt), conn.transaction():
+            list(conn.rows("SELECT pg_sleep(30)"))
+    finally:
+        signal.signal(signal.SIGINT, was)
+    assert time.monotonic() - began < 20 and psycopg2.extensions.get_wait_callback() is driver._wait
+    assert not conn.closed and conn.status == driver.IDLE and conn.execute("SELECT 2").fetchone() == (2,)
+    assert other.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND query LIKE 'COPY%%' "
+                         "AND state = 'active'", (pid,)).fetchone() == (0,)
+    conn.close()
+    other.close()
 
 
 def test_notifications_and_a_connection_ended_by_the_server(pg_server) -> None:

@@ -18,11 +18,15 @@ What a connection (``connect``) promises:
   closes the connection. ``connect_timeout`` bounds each host's attempt
   at a connection (psycopg2 connects asynchronously under a wait
   callback, so libpq's own timer does not run).
-- ``rows(query)``: every row of a long result, read from a server-side
-  cursor in batches within the transaction around it (a whole log).
-  Not ``COPY``: psycopg2 refuses ``copy_expert`` while a wait callback is
-  set (it would block uninterruptibly), and the callback is the process's,
-  shared by the web server's threads.
+- ``rows(query)``: every row of a long result (a whole log), read by one
+  ``COPY (query) TO STDOUT (FORMAT binary)`` and streamed (at most
+  ``COPY_HELD`` chunks held), each field as its binary form. psycopg2
+  refuses ``copy_expert`` while a wait callback is set, and the callback
+  is the process's: a COPY lifts it for its own length, one COPY at a
+  time, in a thread of its own, while the caller waits in Python, so
+  Ctrl-C still ends the read at once (the COPY cancelled on the server,
+  the connection kept). A statement another thread starts meanwhile waits
+  for the server in libpq, not interruptibly.
 - ``notifies()`` for LISTEN, ``alive()`` without a round trip.
 - The server's notices (a ``RAISE NOTICE``, a server's ``FATAL`` on an
   idle connection) are never printed: the last ``NOTICES_KEPT`` are kept
@@ -39,9 +43,17 @@ What a connection (``connect``) promises:
 from __future__ import annotations
 
 import _signal
+import queue
 import select
+import struct as _struct
+import threading
+import time
 from collections import deque
 from contextlib import contextmanager
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Iterator
 
 # psycopg2 is imported with SIGINT and SIGTERM held back: its module init
 # imports ssl and clears whatever error that import raised, so an interrupt
@@ -69,8 +81,13 @@ IDLE, ACTIVE, INTRANS, INERROR, UNKNOWN = (_ext.TRANSACTION_STATUS_IDLE, _ext.TR
                                           _ext.TRANSACTION_STATUS_UNKNOWN)
 #: how many of the server's notices a connection keeps (the newest)
 NOTICES_KEPT = 20
-#: rows a batch of ``rows`` fetches
-BATCH = 5000
+#: the bytes of a COPY's output handed from the thread that reads it at a time, and how many such chunks may wait
+COPY_CHUNK, COPY_HELD = 1 << 18, 16
+#: the longest a row read waits in that thread for its chunk to fill
+COPY_LINGER = 0.05
+_COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+#: held by the COPY that has lifted the process's wait callback
+_copying = threading.Lock()
 
 _BYTEA = _ext.new_type((17,), "STORM_QUEUE_BYTEA",
                        lambda value, cur: None if value is None else bytes(psycopg2.BINARY(value, cur)))
@@ -103,7 +120,6 @@ def _wait(conn) -> None:
     statement on the server, and psycopg2 closes the connection. While a
     connection is made, each host's attempt has ``connect_timeout``
     seconds (a new socket: a new host, or a new attempt at one)."""
-    import time
 
     timeout, fd, deadline = _connect_timeout(conn), None, None
     while True:
@@ -164,6 +180,69 @@ class _Cursor(_ext.cursor):
     def executemany(self, query, vars_list) -> None:
         for params in vars_list:
             self.execute(query, params)
+
+
+class _Sink:
+    """Where ``copy_expert`` writes a COPY's output: handed on by ``give``
+    in chunks of ``COPY_CHUNK`` bytes, or of what came in ``COPY_LINGER``
+    seconds when rows come slowly."""
+
+    def __init__(self, give) -> None:
+        self.give, self.held, self.since = give, bytearray(), time.monotonic()
+
+    def write(self, data) -> int:
+        self.held += data
+        if len(self.held) >= COPY_CHUNK or time.monotonic() - self.since >= COPY_LINGER:
+            self.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        if self.held:
+            self.give(bytes(self.held))
+            self.held = bytearray()
+        self.since = time.monotonic()
+
+
+def _binary_rows(out: queue.Queue) -> Iterator[tuple[bytes | None, ...]]:
+    """The rows of a binary COPY's output, its chunks taken from ``out``
+    until None (an exception taken is raised); ``DataError`` for output
+    that is not one."""
+    head, field = _struct.Struct(">h").unpack_from, _struct.Struct(">i").unpack_from
+    buf, pos, started = b"", 0, False
+    while (chunk := out.get()) is not None:
+        if isinstance(chunk, BaseException):
+            raise chunk
+        buf = buf[pos:] + chunk if pos < len(buf) else chunk
+        pos, end = 0, len(buf)
+        if not started:
+            if end < 19:
+                continue
+            if buf[:11] != _COPY_SIGNATURE:
+                raise DataError("a COPY's output is not in the binary format")
+            pos, started = 19 + field(buf, 15)[0], True
+        while end - pos >= 2:
+            (count,) = head(buf, pos)
+            if count == -1:
+                return
+            row, at = [], pos + 2
+            for _ in range(count):
+                if end - at < 4:
+                    break
+                (size,) = field(buf, at)
+                at += 4
+                if size == -1:
+                    row.append(None)
+                elif end - at < size:
+                    break
+                else:
+                    row.append(buf[at:at + size])
+                    at += size
+            else:
+                yield tuple(row)
+                pos = at
+                continue
+            break
+    raise DataError("a COPY's output ended before its trailer")
 
 
 class Connection:
@@ -244,14 +323,54 @@ class Connection:
 
         return block()
 
-    def rows(self, query: str):
-        """Every row of ``query`` (no parameters), fetched ``BATCH`` at a
-        time from a server-side cursor; inside a ``transaction()``. Left
-        part way, the cursor stays open until the transaction ends."""
-        self.execute(f"DECLARE storm_queue_rows NO SCROLL CURSOR FOR {query}")
-        while batch := self.execute(f"FETCH FORWARD {BATCH} FROM storm_queue_rows").fetchall():
-            yield from batch
-        self.execute("CLOSE storm_queue_rows")
+    def rows(self, query: str) -> Iterator[tuple[bytes | None, ...]]:
+        """Every row of ``query`` (no parameters), each field as its binary
+        form (``bytes``: an int8 its 8 bytes big-endian, a bytea its bytes, a
+        text its UTF-8; None for NULL), read by one ``COPY ... TO STDOUT
+        (FORMAT binary)`` and streamed. Left part way (or interrupted), the
+        COPY is cancelled on the server and its error ends the transaction
+        around it; the connection stays open."""
+        if self.raw.closed:
+            raise OperationalError("the connection is closed")
+        raw, out, gone = self.raw, queue.Queue(COPY_HELD), threading.Event()
+
+        def give(item) -> None:  # to the reader, unless it has gone
+            while not gone.is_set():
+                try:
+                    return out.put(item, timeout=0.05)
+                except queue.Full:
+                    pass
+
+        def copy() -> None:
+            try:
+                with _copying:
+                    _ext.set_wait_callback(None)
+                    try:
+                        with raw.cursor() as cur:
+                            cur.copy_expert(f"COPY ({query}) TO STDOUT (FORMAT binary)", sink)
+                    finally:
+                        _ext.set_wait_callback(_wait)
+                sink.flush()
+                give(None)
+            except BaseException as exc:  # noqa: BLE001 -- raised again in the reader's thread
+                give(exc if not isinstance(exc, OperationalError) else _why_lost(raw, exc))
+
+        sink = _Sink(give)
+        worker = threading.Thread(target=copy, name="storm-queue-copy", daemon=True)
+        worker.start()
+        try:
+            yield from _binary_rows(out)
+        except BaseException:
+            gone.set()
+            if worker.is_alive():
+                try:
+                    raw.cancel()
+                except Error:
+                    pass
+            raise
+        finally:
+            gone.set()
+            worker.join(60)
 
     def notifies(self) -> list[tuple[str, str]]:
         """The notifications the server sent so far, ``(channel, payload)``,

@@ -24,7 +24,8 @@ def _lines(store: Session, head: list | None = None) -> Iterator[tuple[int, byte
         store.conn.execute(q("read_only_snapshot"))
         if head is not None:
             head.append(store.conn.execute(q("read_head")).fetchone()[:2])
-        yield from store.conn.rows(q("all_lines"))
+        for seq, line in store.conn.rows(q("all_lines")):  # (binary: seq an int8's bytes)
+            yield int.from_bytes(seq, "big", signed=True), line
 
 
 def history(store: Session, each: Callable[[bytes, dict[str, Any]], None]) -> logread.LogRead:
