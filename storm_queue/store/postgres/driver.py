@@ -43,10 +43,9 @@ What a connection (``connect``) promises:
 from __future__ import annotations
 
 import _signal
-import queue
+import _thread
 import select
 import struct as _struct
-import threading
 import time
 from collections import deque
 from contextlib import contextmanager
@@ -87,7 +86,7 @@ COPY_CHUNK, COPY_HELD = 1 << 18, 16
 COPY_LINGER = 0.05
 _COPY_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
 #: held by the COPY that has lifted the process's wait callback
-_copying = threading.Lock()
+_copying = _thread.allocate_lock()
 
 _BYTEA = _ext.new_type((17,), "STORM_QUEUE_BYTEA",
                        lambda value, cur: None if value is None else bytes(psycopg2.BINARY(value, cur)))
@@ -330,6 +329,9 @@ class Connection:
         (FORMAT binary)`` and streamed. Left part way (or interrupted), the
         COPY is cancelled on the server and its error ends the transaction
         around it; the connection stays open."""
+        import queue
+        import threading
+
         if self.raw.closed:
             raise OperationalError("the connection is closed")
         raw, out, gone = self.raw, queue.Queue(COPY_HELD), threading.Event()
