@@ -643,13 +643,30 @@ run_lane() {
     #    retry_delay` declares one), and after `[runner] attempts` attempts
     #    storm-queue quarantines it until the operator's `unpark`. So a
     #    failed lane is not abandoned, nor scheduled, here.
-    local result=ok answer rc
+    #    When this runner has nothing to do between the finish and its
+    #    next claim (it does not settle the lane itself, and runs on), the
+    #    finish claims the next lane in the same request (`finish
+    #    --then-claim`: one request, one hold of the storm's lock, the
+    #    claim's lines right after the finish's), and the main loop takes
+    #    that claim's decision instead of asking again.
+    local result=ok answer rc then=()
     [[ $status -eq 0 ]] || result=failed
+    if [[ $ONCE -eq 0 && ( $result != ok || $SETTLES -eq 0 ) ]]; then
+        then=(--then-claim "${CLAIM_FLAGS[@]}" "${TTL_FLAGS[@]}")
+    fi
     while true; do
         rc=0
-        answer="$(sq finish "$slug" --token "$token" --result "$result" --note "exit $status" --root "$ROOT" --json)" || rc=$?
+        answer="$(sq finish "$slug" --token "$token" --result "$result" --note "exit $status" "${then[@]}" \
+            --root "$ROOT" --json)" || rc=$?
         case "$rc" in
-            0) busy_over; break ;;
+            0)
+                busy_over
+                if [[ ${#then[@]} -gt 0 ]]; then  # {"finish": {...}, "claim": {...}}: the claim's decision is next
+                    NEXT_DECISION="$(sed -nE 's/.*"decision": "([^"\\]*)".*/\1/p' <<<"${answer#*'"claim": '}")"
+                    answer="${answer%%'"claim": '*}"
+                fi
+                break
+                ;;
             5) busy_again "finishing $slug" ;;  # nothing was recorded: asking again is safe
             2)
                 if [[ "$answer" == *'"code": "lane_cancelled"'* ]]; then
@@ -849,6 +866,9 @@ say_if_stuck() {
 # Whether the next claim waits for a change (`claim --wait`): after a
 # `wait` or `halted`, until it is answered otherwise.
 CLAIM_WAITS=0
+# The decision of the claim the last finish made (`finish --then-claim`),
+# taken next instead of a claim of its own; empty: ask.
+NEXT_DECISION=""
 while true; do
     # Ask for the one decision. Busy or unreachable (5) is asked again
     # after a growing pause; any other failure (unknown order: 3, no storm:
@@ -856,7 +876,10 @@ while true; do
     # said why on stderr.
     stop_now
     rc=0
-    if [[ $CLAIM_WAITS -eq 1 ]]; then
+    if [[ -n "$NEXT_DECISION" ]]; then  # the claim a finish --then-claim made
+        decision="$NEXT_DECISION"
+        NEXT_DECISION=""
+    elif [[ $CLAIM_WAITS -eq 1 ]]; then
         claim_waiting --root "$ROOT" "${CLAIM_FLAGS[@]}" "${TTL_FLAGS[@]}" || rc=$?
         decision="$DECISION"
     else

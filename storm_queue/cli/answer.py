@@ -228,21 +228,66 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
     """``claim``: take back orphans, decide, lease; print the decision line
     (or the refusal on stderr). ``wait``: how long to wait for work
     (``leases.claim``), and for the writers' lock when longer than 30 s."""
-    from ..core.errors import RecordFailed
-
-    try:
+    with _lease_heard(as_json, lambda done: done):
         out = storm(root, max(30.0, wait)).claim(holder, ttl, source=source, reason=reason, key=key, wait=wait,
                                                  waiting=_claim_waits(wait))
-    except RecordFailed as exc:  # a lease recorded all the same counts: its runner hears its line (exit 4)
-        done = exc.outcome
-        if not as_json and done is not None and done.decision:
-            sys.stdout.write(done.decision + "\n")
-            sys.stdout.flush()
-        raise
     WAITING.clear()  # answered: an interrupt from here on is not one during the wait
     if as_json:
         emit_json(out.to_json())
-    elif out.outcome == "refused":
+    else:
+        _decision(out)
+    return out.exit_code
+
+
+def finish_then_claim(root: str | None, as_json: bool, slug: str, token: int, result: str, note: str | None,
+                      holder: str | None, ttl: int | None, key: str | None, wait: float, reason: str | None,
+                      source: str | None) -> int:
+    """``finish --then-claim``: the claim's decision line (a refused
+    finish: its refusal, and the finish's exit code); ``--json``: the
+    finish's document and the claim's, ``{"finish": …, "claim": …}``."""
+    with _lease_heard(as_json, lambda done: done.claim):
+        out = storm(root, max(30.0, wait)).finish(slug, token, result, note, source=source, reason=reason, key=key,
+                                                  then_claim=True, holder=holder, ttl=ttl, wait=wait,
+                                                  waiting=_claim_waits(wait))
+    WAITING.clear()
+    then = out.claim
+    if as_json:
+        emit_json({"finish": out.to_json(), "claim": None if then is None else then.to_json()})
+    elif then is None:
+        err(f"storm-queue: {out.text()}")
+    else:
+        _decision(then)
+    if not as_json:
+        warn(out.warnings)
+    return out.exit_code if then is None or out.exit_code else then.exit_code
+
+
+class _lease_heard:
+    """A lease recorded all the same counts (``RecordFailed``, exit 4): its
+    runner hears its decision line (``claim_of`` the answer carried)."""
+
+    def __init__(self, as_json: bool, claim_of: Callable[[Any], Any]):
+        self.as_json, self.claim_of = as_json, claim_of
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type | None, exc: BaseException | None, tb: object) -> bool:
+        from ..core.errors import RecordFailed
+
+        if isinstance(exc, RecordFailed):
+            done = exc.outcome and self.claim_of(exc.outcome)
+            if not self.as_json and done is not None and done.decision:
+                sys.stdout.write(done.decision + "\n")
+                sys.stdout.flush()
+        return False
+
+
+def _decision(out: Any) -> None:
+    """A claim's answer in words: its decision line (a halt's words
+    escaped, and its note on stderr), or its refusal on stderr; then its
+    warnings."""
+    if out.outcome == "refused":
         err(f"storm-queue: {out.text()}")
     else:
         say(decision_line(out.decision, out.halt))  # names and digits, and a halt's words escaped
@@ -250,9 +295,7 @@ def claim_decision(root: str | None, as_json: bool, holder: str | None = None, t
             from ..core.halt import halt_note
 
             err(f"storm-queue: {halt_note(out.halt)}")
-    if not as_json:
-        warn(out.warnings)
-    return out.exit_code
+    warn(out.warnings)
 
 
 def _claim_waits(wait: float) -> Callable[[Any], None]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ..core.exit_codes import epilog
 from ..core.framing import ACTIONS
 from .params import (  # noqa: F401 -- Command, Param and the helps: the table's parts, where app and tests look
-    ADD_LANE, AWAY, CLAIM_WAIT, LEASE_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, NOT_BEFORE, OUTPUT, READ, REQUEST,
+    ADD_LANE, AWAY, CLAIM_WAIT, FINISH_WAIT, THEN_CLAIM, LEASE_WAIT, DEPS, DRY_RUN, FROM, ISSUE, JSON, JSON_HELP, KEY, NOT_BEFORE, OUTPUT, READ, REQUEST,
     REQUEST_CODES, ROOT, ROOT_HELP, RUNNER_CODES, SEEN_READ, SERVE, SERVE_CODES, SETTLE, SLUG, TOKEN, WHEN, Command,
     Param, ttl,
 )
@@ -235,9 +235,18 @@ later, until storm.toml [runner] attempts are spent; then it is
 quarantined. A token that is not the live lease's is refused
 (stale_fence) and recorded.
 
-Example: storm-queue finish e --token 3 --result ok""", RUNNER_CODES,
+With --then-claim, then claim as claim does, in the same request: one
+line, the claim's decision (run SLUG ISSUE TOKEN | review SLUG... |
+wait [SLUG...] | empty | halted ...). A refused finish claims nothing
+and exits as finish does. Under --key the pair is one request (its claim
+line is keyed KEY/then-claim).
+
+Example: storm-queue finish e --token 3 --result ok
+
+Example: storm-queue finish e --token 3 --result ok --then-claim --holder runner-1""", RUNNER_CODES,
             (SLUG, TOKEN, Param("result", "--result", "choice", help="How the lane's work ended.", required=True, choices=("ok", "failed")),
-             Param("note", "--note", metavar="TEXT", help="A note on the result; recorded."), *REQUEST, JSON, ROOT), "handlers:finish"),
+             Param("note", "--note", metavar="TEXT", help="A note on the result; recorded."), *THEN_CLAIM, KEY,
+             FINISH_WAIT, *REQUEST[2:], JSON, ROOT), "handlers:finish"),
     Command("release", """Give back the live lease on SLUG held under TOKEN.
 
 For a runner that stops before the lane's work is done (examples/runner.sh

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 
-from .answer import answer, emit_json, err, reading, say, storm, warn
+from .answer import answer, emit_json, err, finish_then_claim, reading, say, storm, warn
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -124,9 +124,17 @@ def renew(root: str | None, as_json: bool, slug: str, token: int, ttl: int | Non
     return answer(storm(root, wait).renew(slug, token, ttl, source=source, reason=reason, key=key), as_json)
 
 
-def finish(root: str | None, as_json: bool, slug: str, token: int, result: str, note: str | None,
-           reason: str | None, source: str | None, wait: float, key: str | None) -> int:
-    return answer(storm(root, wait).finish(slug, token, result, note, source=source, reason=reason, key=key), as_json)
+def finish(root: str | None, as_json: bool, slug: str, token: int, result: str, note: str | None, then_claim: bool,
+           holder: str | None, ttl: int | None, key: str | None, wait: float | None, reason: str | None,
+           source: str | None) -> int:
+    if then_claim:
+        return finish_then_claim(root, as_json, slug, token, result, note, holder, ttl, key, wait or 0.0, reason, source)
+    if holder is not None or ttl is not None:
+        from ..core.errors import BadArgument
+
+        raise BadArgument("--holder and --ttl are the claim's: add --then-claim, or leave them out; nothing was done")
+    return answer(storm(root, 30.0 if wait is None else wait).finish(slug, token, result, note, source=source,
+                                                                     reason=reason, key=key), as_json)
 
 
 def release(root: str | None, as_json: bool, slug: str, token: int, reason: str | None, source: str | None,

@@ -118,6 +118,20 @@ def ttl(default: str) -> Param:
     return Param("ttl", "--ttl", "int", "SECONDS", f"The lease's time to live (default: {default}).", low=1)
 
 
+#: finish's --wait: for the lock; with --then-claim, for work too, as claim's (issue 32, item 1)
+FINISH_WAIT = Param("wait", "--wait", "float", "SECONDS",
+                    "How long to wait for another writer (default 30). With --then-claim: when the claim leases "
+                    "nothing, wait up to SECONDS for work after the finish is recorded, as claim --wait does "
+                    "(default 0); the writers' lock is waited for up to 30 s, or SECONDS when longer.",
+                    None, low=0, high=86400)
+THEN_CLAIM = (Param("then_claim", "--then-claim", "flag", help="Then claim, in the same request: the finish's "
+                    "lines, then the claim's (one hold of the lock; one transaction on a database). Prints the "
+                    "claim's decision line; --json: {\"finish\": ..., \"claim\": ...}."),
+              Param("holder", "--holder", metavar="NAME", help="With --then-claim: who holds the lease claimed "
+                    "(default: this host and the runner's pid)."),
+              ttl("storm.toml [runner] ttl, else 600; with --then-claim"))
+
+
 #: the codes a request (bump, push, unbump, add, settle) can give
 REQUEST_CODES = epilog(0, 1, 2, 3, 4, 5)
 RUNNER_CODES = epilog((0, "done; for claim, a decision was printed"), 1,

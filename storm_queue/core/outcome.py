@@ -100,6 +100,8 @@ class Outcome:
     settled: list[str] | None = None
     #: what a reset kept of the unreadable log and lost, each lost line named (``logread.Cut``)
     cut: Cut | None = None
+    #: a ``finish --then-claim``'s: the claim that followed the finish (None: none was asked, the finish was refused)
+    claim: Outcome | None = None
 
     @property
     def exit_code(self) -> int:

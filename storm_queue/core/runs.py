@@ -291,6 +291,29 @@ def plan_finish(snap: Snapshot, policy: Policy, slug: str, token: int, result: s
     return events
 
 
+#: the key a ``finish --then-claim`` under KEY gives its claim's line (``then_key``): KEY and this suffix
+THEN_SUFFIX = "/then-claim"
+
+
+def then_key(key: str | None) -> str | None:
+    """The key of the claim a keyed ``finish --then-claim`` makes: asked
+    again, the finish is repeated from its own line and the claim from
+    this one (or, when it leased nothing, asked anew)."""
+    return None if key is None else key + THEN_SUFFIX
+
+
+def finished_snapshot(snap: Snapshot, slug: str, result: str, events: list[dict[str, Any]], by: str) -> Snapshot:
+    """The storm a ``finish --then-claim`` claims on: ``snap`` after the
+    finish of ``slug`` recorded ``events`` (folded), its running marker gone
+    and, for ``ok``, its result.json written (the lane finished)."""
+    led = snap.ledgers
+    finished = led.finished | {slug} if result == "ok" else led.finished
+    running = {s: t for s, t in led.running.items() if s != slug}
+    state = replay([{**e, "at": snap.now, "by": by} for e in events], snap.state)
+    return replace(snap, ledgers=replace(led, finished=frozenset(finished), running=running), state=state,
+                   results={s: t for s, t in snap.results.items() if s != slug})
+
+
 def plan_release(snap: Snapshot, policy: Policy, slug: str, token: int, by: str = "") -> list[dict[str, Any]] | Refusal:
     """The holder gives its live lease back: the lane may be claimed again
     at once, and the attempt stays spent (so one that spent the last

@@ -124,8 +124,8 @@ def test_a_runner_holds_no_write_privilege_and_executes_only_its_serving_functio
             "WHERE p.pronamespace = 'storm_queue'::regnamespace AND has_function_privilege(%s, p.oid, 'EXECUTE') "
             "ORDER BY 1", (role,)).fetchall()
         seq = conn.execute("SELECT seq FROM storm_queue.state").fetchone()[0]
-    assert [name for name, *_ in executes] == ["serve_claim", "serve_decided", "serve_finish", "serve_recover",
-                                               "serve_release", "serve_renew"]
+    assert [name for name, *_ in executes] == ["serve_claim", "serve_decided", "serve_finish", "serve_finish_claim",
+                                               "serve_recover", "serve_release", "serve_renew"]
     assert {(definer, tuple(config), owner) for _, definer, config, owner in executes} == {
         (True, ("search_path=pg_catalog, pg_temp",), dbname(db).replace("storm_", "op_"))}  # the operator's
     from storm_queue.core.framing import frame

@@ -174,13 +174,13 @@ def alike(answered, by: str):
 
     if answered[0] != "answered":
         return answered
-    _, out, words, code, event, due = answered
+    _, out, words, code, event, due, then = answered
     out, event = json.loads(json.dumps([out, event]).replace(json.dumps(by)[1:-1], "PRINCIPAL"))
     if event is not None:
         event = {k: v for k, v in event.items() if k not in ("seq", "prev")}
     if out.get("halt"):  # the halt's line, numbered by each store's own log
         out["halt"]["seq"] = None
-    return out, re.sub(re.escape(by), "PRINCIPAL", words), code, event, due
+    return out, re.sub(re.escape(by), "PRINCIPAL", words), code, event, due, then and alike(then, by)
 
 
 def lines(storm) -> list[bytes]:
@@ -202,7 +202,8 @@ def answer(call):
         out = call()
     except Exception as exc:  # noqa: BLE001 -- an error is an answer too, compared as one
         return ("raised", type(exc).__name__, str(exc))
-    return ("answered", out.to_json(), out.text(), out.exit_code, out.event, out.due)
+    then = None if out.claim is None else answer(lambda: out.claim)  # finish --then-claim's claim
+    return ("answered", out.to_json(), out.text(), out.exit_code, out.event, out.due, then)
 
 
 #: runner policies, the storm's backoff among them (issue 33: retry_delay 0 is none; a retry_max below the
@@ -245,6 +246,9 @@ STEP = st.one_of(
     st.tuples(st.just("halt"), st.booleans()),
     st.tuples(st.just("hold"), st.sampled_from(LANES), st.booleans()),  # hold a lane (True) or unhold it
     st.tuples(st.just("release"), LEASED, TOKEN_PICK, ASKED),
+    # finish --then-claim (issue 32, item 1): the finish, then the claim, in one request
+    st.tuples(st.just("then"), LEASED, TOKEN_PICK, st.sampled_from(["ok", "failed"]), st.sampled_from(["h1", "h2"]),
+              st.sampled_from([None, 5, 30]), ASKED),
     st.tuples(st.just("cancel"), st.sampled_from(LANES)),
     st.tuples(st.just("force"), st.sampled_from(LANES)),
 )
@@ -360,6 +364,25 @@ def edge_named(**drawn) -> str | None:
            ("finish", "c", 0, "failed", None, "r", N), ("tick", 5.0), ("claim", "h1", None, N),
            ("finish", "a", 0, "failed", None, None, N), ("tick", 9.5), ("claim", "h2", None, N), ("tick", 0.5),
            ("claim", "h2", None, N)], start="fresh")
+@example(  # finish --then-claim whose claim first takes back an expired lease (a's), then claims: finish, expire, claim
+    policy={"slots": 2, "attempts": 3, "ttl": 30, "max_lease_age": 14400, "unattended": True, "retry_delay": 0,
+            "retry_max": 600},
+    deps={slug: [] for slug in LANES},
+    steps=[("claim", "h1", 5, N), ("claim", "h2", 30, N), ("tick", 6.0), ("then", "b", 0, "ok", "h2", None, N)],
+    start="fresh")
+@example(  # finish --then-claim: a keyed pair and its repeat, one refused (a stale token), one under a key a plain
+    # finish used (a conflict), one that quarantines at the last attempt, one met by a halt, one after every lease
+    # expired (taken back by its claim), a lane process's, one asked with a key too long for its claim's
+    policy={"slots": 2, "attempts": 2, "ttl": 5, "max_lease_age": 100, "unattended": True, "retry_delay": 0,
+            "retry_max": 600},
+    deps={slug: [] for slug in LANES},
+    steps=[("claim", "h1", None, N), ("claim", "h2", None, N), ("then", "a", 0, "ok", "h1", None, ("k1", None)),
+           ("then", "a", 0, "ok", "h1", None, ("k1", None)), ("then", "b", 2, "ok", "h2", 30, N),
+           ("finish", "b", 0, "failed", None, None, ("k2", None)), ("then", "b", 0, "failed", "h2", 30, ("k2", None)),
+           ("claim", "h2", None, N), ("then", HELD, 0, "failed", "h1", 5, N), ("halt", True),
+           ("then", HELD, 0, "ok", "h2", None, N), ("halt", False), ("tick", 700.0), ("claim", "h1", None, N),
+           ("then", HELD, 0, "ok", "h1", None, (None, "lane\n1")), ("then", HELD, 0, "ok", "h1", None, ("k" * 195, None))],
+    start="fresh")
 @example(  # keys: a repeat, a conflict, one that is not a key; a lane process; a reason and a note too long
     policy={"slots": 2, "attempts": 2, "ttl": 30, "max_lease_age": 100, "unattended": True, "retry_delay": 0,
             "retry_max": 600},
@@ -392,12 +415,12 @@ def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(
                 if kind == "tick":
                     clock.t += step[1]
                     continue
-                if kind in ("renew", "finish", "release"):
+                if kind in ("renew", "finish", "release", "then"):
                     if step[1] == HELD:
                         step = (kind, _held(planned), *step[2:])
                     token = _token(planned, step[1], step[2])
                     assert token == _token(served, step[1], step[2]) == _token(files, step[1], step[2])
-                key, lane = step[-1] if kind in ("claim", "renew", "finish", "release", "recover") else (None, None)
+                key, lane = step[-1] if kind in ("claim", "renew", "finish", "release", "recover", "then") else N
                 if kind == "claim":
                     ready = ready_bumped(planned)
                     event(f"a claim met {'two or more' if ready >= 2 else ready} ready bumped lanes")
@@ -407,6 +430,9 @@ def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(
                     calls = [lambda s: s.finish(step[1], token, step[3], note=step[4], reason=step[5], key=key)]
                 elif kind == "release":
                     calls = [lambda s: s.release(step[1], token, key=key)]
+                elif kind == "then":
+                    calls = [lambda s: s.finish(step[1], token, step[3], then_claim=True, holder=step[4], ttl=step[5],
+                                                key=key)]
                 elif kind == "cancel":
                     calls = [lambda s: s.cancel(step[1], "no longer wanted")]
                 elif kind == "force":
@@ -442,7 +468,7 @@ def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(
                         if key is None:
                             assert alike(theirs, by) == alike(first, first[1]["by"]), step
                     assert lines(served) == lines(planned), step
-                    if kind in ("claim", "renew", "finish", "release", "recover"):  # the server served it, refusals
+                    if kind in ("claim", "renew", "finish", "release", "recover", "then"):  # the server served it, refusals
                         # too, but for text it cannot carry, which the request path refuses, unrecorded
                         leaves = kind in ("renew", "finish") and any("\x00" in (t or "") for t in step[3 + (kind == "renew"):])
                         assert (served.answers[asked:] == [None]) == leaves, (step, served.answers[asked:])

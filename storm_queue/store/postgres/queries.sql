@@ -288,7 +288,8 @@ FROM pg_catalog.pg_proc p
 CROSS JOIN LATERAL aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
 WHERE p.pronamespace = 'storm_queue'::regnamespace AND a.privilege_type = 'EXECUTE'
   AND a.grantee <> coalesce((SELECT r.oid FROM pg_catalog.pg_roles r WHERE r.rolname = %s), 0)
-  AND NOT (p.proname IN ('serve_claim', 'serve_renew', 'serve_finish', 'serve_release', 'serve_recover', 'serve_decided')
+  AND NOT (p.proname IN ('serve_claim', 'serve_renew', 'serve_finish', 'serve_finish_claim', 'serve_release',
+                         'serve_recover', 'serve_decided')
            AND EXISTS (SELECT 1 FROM storm_queue.member m
                        WHERE m.kind = 'runner' AND m.role = pg_get_userbyid(a.grantee)))
 ORDER BY 1, 2;
@@ -433,11 +434,16 @@ LEFT JOIN pg_catalog.pg_db_role_setting s
 WHERE m.kind = 'runner'
 ORDER BY 1;
 
+-- runner_roles --
+-- the storm's runner roles (an upgrade grants each the serving functions of its tree)
+SELECT role FROM storm_queue.member WHERE kind = 'runner' ORDER BY role;
+
 -- grant_runner_functions --
 -- a runner's serving functions, and no other (sql/functions/serve_*.sql)
 GRANT EXECUTE ON FUNCTION storm_queue.serve_claim(text, text, numeric, text, text, text, text, integer, text),
 storm_queue.serve_renew(text, numeric, numeric, text, text, text, text, integer, text),
 storm_queue.serve_finish(text, numeric, text, text, text, text, text, text, integer, text),
+storm_queue.serve_finish_claim(text, numeric, text, text, text, text, numeric, text, text, text, text, integer, text),
 storm_queue.serve_release(text, numeric, text, text, text, text, integer, text),
 storm_queue.serve_recover(text, boolean, text, text, text, text, integer, text),
 storm_queue.serve_decided(integer)
@@ -447,6 +453,7 @@ TO {role};
 REVOKE EXECUTE ON FUNCTION storm_queue.serve_claim(text, text, numeric, text, text, text, text, integer, text),
 storm_queue.serve_renew(text, numeric, numeric, text, text, text, text, integer, text),
 storm_queue.serve_finish(text, numeric, text, text, text, text, text, text, integer, text),
+storm_queue.serve_finish_claim(text, numeric, text, text, text, text, numeric, text, text, text, text, integer, text),
 storm_queue.serve_release(text, numeric, text, text, text, text, integer, text),
 storm_queue.serve_recover(text, boolean, text, text, text, text, integer, text),
 storm_queue.serve_decided(integer)
@@ -494,6 +501,13 @@ SELECT storm_queue.serve_renew(%s::text, %s::numeric, %s::numeric, %s::text, %s:
 -- slug, token, result, note, reason
 SELECT storm_queue.serve_finish(%s::text, %s::numeric, %s::text, %s::text, %s::text, %s::text, %s::text, %s::text,
                                 %s::integer, %s::text),
+       (SELECT seq - body_seq FROM storm_queue.state);
+
+-- serve_finish_claim --
+-- slug, token, result, note, the claim's holder (NULL: the default, given next), the default holder, its ttl
+-- (NULL: the declared one), reason
+SELECT storm_queue.serve_finish_claim(%s::text, %s::numeric, %s::text, %s::text, %s::text, %s::text, %s::numeric,
+                                      %s::text, %s::text, %s::text, %s::text, %s::integer, %s::text),
        (SELECT seq - body_seq FROM storm_queue.state);
 
 -- serve_release --

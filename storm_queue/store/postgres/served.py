@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from ...core.authority import LANE_ENV
 from ...core.errors import RecordFailed, StormUnreadable
-from ...core.outcome import Outcome
+from ...core.outcome import Outcome, Request
 from . import driver
 from .connect import _words, not_carried
 from .queries import q, schema_version
@@ -30,7 +30,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from ...core.outcome import Request
     from .session import Session
 
 #: the requests the server serves
@@ -42,6 +41,8 @@ def _args(req: Request, holder: str | None, tail: tuple) -> tuple:
         return (a[0], holder, a[1], req.reason, *tail)
     if verb == "renew":
         return (req.slug, a[0], a[1], req.reason, *tail)
+    if verb == "finish" and len(a) == 5:  # finish --then-claim: the claim's holder (as given, then the default) and TTL
+        return (req.slug, a[0], a[1], a[2], a[3], holder, a[4], req.reason, *tail)
     if verb == "finish":
         return (req.slug, a[0], a[1], a[2], req.reason, *tail)
     if verb == "release":
@@ -98,8 +99,9 @@ def serve(store: Session, req: Request, holder: str | None = None) -> tuple[Outc
     ask = os.urandom(16).hex()
     args = _args(req, holder, (req.key, lane, req.source, max(1, int(store.wait * 1000)), ask))
     pid = conn.info.backend_pid
-    statement = {"claim": q("serve_claim"), "renew": q("serve_renew"), "finish": q("serve_finish"),
-                 "release": q("serve_release"), "recover": q("serve_recover")}[req.verb]
+    statement = q("serve_finish_claim") if req.verb == "finish" and len(req.args) == 5 else {
+        "claim": q("serve_claim"), "renew": q("serve_renew"), "finish": q("serve_finish"), "release": q("serve_release"),
+        "recover": q("serve_recover")}[req.verb]
     try:
         row = conn.execute(statement, args).fetchone()
     except (driver.errors.UndefinedFunction, driver.errors.InsufficientPrivilege, driver.errors.UndefinedTable,
@@ -137,6 +139,13 @@ def answer_of(store: Session, req: Request, answer: dict[str, Any]) -> Outcome:
                         None if lease is None else (lease["token"], lease["expires"]))
     if req.verb == "claim" and answer["outcome"] != "refused":
         return claimed(store, req, answer)
+    if "finish" in answer:  # finish --then-claim: the finish's answer, its claim the claim's (its own request)
+        from ...core.runs import then_key
+
+        done = outcome(req, answer["finish"])
+        claim_req = Request("claim", None, None, req.source, then_key(req.key), req.args[3:])
+        done.claim = claimed(store, claim_req, answer["claim"])
+        return done
     return outcome(req, answer)
 
 

@@ -72,6 +72,10 @@ def migrate(store: Database, was: int) -> None:
     for (stale,) in conn.execute(q("stale_functions"), (" ".join(function_names()),)).fetchall():
         conn.execute(q("drop_function").format(stale))  # (a regprocedure's text: quoted by the server)
     conn.execute(q("revoke_public_execute"))
+    from .driver import quote_ident
+
+    for (role,) in conn.execute(q("runner_roles")).fetchall():  # the serving functions as this tree has them
+        conn.execute(q("grant_runner_functions").format(role=quote_ident(role)))
     if was < BOUNDARY:  # the runner policy the server serves runners by, of the declaration in force
         from .policy import write_policy
         from .unicode import write_unprintable
