@@ -9,6 +9,9 @@ warm-up, and each ratio's two figures taken back to back:
   ``python -I -c pass``;
 - a lane's whole lease, ``claim`` then ``finish --result ok``, over one
   ``bump`` (a recorded request);
+- ``finish --then-claim`` (a lane finished failed and claimed again in one
+  request) over one ``claim`` that leases, each a whole process, by its
+  median CPU time (user + system, the child's own);
 - ``--runners`` processes claiming and finishing every lane of a storm
   with ``slots`` = runners: lanes per second, and a check that every lane
   was claimed exactly once, tokens are 1, and ``storm-queue verify``
@@ -22,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -55,6 +59,33 @@ def timed(argv: list[str], runs: int, before=None) -> float:
         if i >= 2:
             times.append((time.perf_counter() - start) * 1000)
     return statistics.median(times)
+
+
+def cpu_ms(argv: list[str]) -> tuple[float, str]:
+    """The CPU time (user + system) of one run of ``argv`` as a process, in ms, and its stdout."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run(argv, capture_output=True, text=True, env=env(), timeout=120, check=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000, done.stdout
+
+
+def pair_over_claim(work: Path, runs: int) -> tuple[float, float]:
+    """Median CPU ms of ``finish --then-claim`` (one lane failed and claimed
+    again, over and over) and of a ``claim`` that leases (its finish
+    untimed), each a whole process after two warm-ups."""
+    pair_root = storm(work / "pair", 1, "[runner]\nattempts = 1000000\n")
+    claim_root = storm(work / "alone", 1, "[runner]\nattempts = 1000000\n")
+    token = sq(pair_root, "claim").stdout.split()[3]
+    pairs, claims = [], []
+    for _ in range(runs + 2):
+        ms, said = cpu_ms(SQ + ["finish", "lane00000", "--token", token, "--result", "failed", "--then-claim",
+                                "--root", str(pair_root)])
+        pairs.append(ms)
+        token = said.split()[3]
+        ms, said = cpu_ms(SQ + ["claim", "--root", str(claim_root)])
+        claims.append(ms)
+        sq(claim_root, "finish", "lane00000", "--token", said.split()[3], "--result", "failed")
+    return statistics.median(pairs[2:]), statistics.median(claims[2:])
 
 
 def storm(where: Path, lanes: int, toml: str) -> Path:
@@ -114,6 +145,7 @@ def main() -> int:
             cycles.append((time.perf_counter() - start) * 1000)
         cycle = statistics.median(cycles[2:])
         bump = timed(SQ + ["bump", "lane00000", "--root", str(cycle_root)], args.runs)
+        pair_cpu, claim_cpu = pair_over_claim(work, args.runs)
 
         fleet = runners(storm(work / "fleet", args.lanes, f"[runner]\nslots = {args.runners}\n"), args.runners, args.lanes)
     finally:
@@ -130,6 +162,9 @@ def main() -> int:
     print(f"| poll / next | {claim_ms / nxt:.2f} |")
     print(f"| poll / python -I -c pass | {claim_ms / python:.2f} |")
     print(f"| claim + finish / bump | {cycle / bump:.2f} |")
+    print(f"| finish --then-claim, CPU (median, whole process) | {pair_cpu:.1f} ms |")
+    print(f"| claim that leases, CPU (median, whole process) | {claim_cpu:.1f} ms |")
+    print(f"| finish --then-claim / claim (CPU) | {pair_cpu / claim_cpu:.2f} |")
     print(f"| {args.runners} runners, {args.lanes} lanes | {fleet['lanes_per_s']:.1f} lanes/s "
           f"({fleet['seconds']:.1f} s); every lane claimed once with token 1 and verify exit 0: "
           f"{'yes' if fleet['ok'] else 'NO'} |")

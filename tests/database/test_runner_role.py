@@ -143,6 +143,24 @@ def test_a_runner_holds_no_write_privilege_and_executes_only_its_serving_functio
     assert [e["seq"] for e in events(pg_server, db)][-1] == seq  # nothing was written
 
 
+def test_an_upgrade_grants_every_runner_role_the_serving_functions_of_its_tree(pg_server, db, pg_role):
+    """A runner granted before a serving function existed (serve_finish_claim
+    came with schema version 12) may ask it once the operator upgrades."""
+    role = pg_role(prefix="runner")
+    answer(db, "grant", "runner", role)
+    with pg_server.admin(dbname(db)) as conn:  # as a storm at version 11 left its runner: no EXECUTE on the new one
+        conn.execute("DROP FUNCTION storm_queue.serve_finish_claim(text, numeric, text, text, text, text, numeric, "
+                     "text, text, text, text, integer, text)")
+        conn.execute("UPDATE storm_queue.version SET version = 11")
+    runner = pg_server.url_as(db, role)
+    assert "upgrade" in answer(runner, "claim", code=2)["message"]  # a storm older than the tree: upgraded first
+    assert answer(db, "upgrade")["outcome"] == "done"
+    assert answer(runner, "claim", "--holder", "r1")["decision"] == "run a 1 1"
+    both = answer(runner, "finish", "a", "--token", "1", "--result", "ok", "--then-claim", "--holder", "r1")
+    assert (both["finish"]["outcome"], both["claim"]["decision"]) == ("done", "run b 2 1")
+    assert [e["action"] for e in events(pg_server, db)[-2:]] == ["finish", "claim"]
+
+
 def test_a_runner_recovers_an_expired_lease(pg_server, db, pg_role, clock):
     role = pg_role(prefix="runner")
     answer(db, "grant", "runner", role)

@@ -15,12 +15,4 @@ INSERT INTO storm_queue.line_field (action, field, kind, need, named) VALUES
     ('unhold', 'slug', 'str', 'required', true), ('unhold', 'reason', 'str', 'required', false)
 ON CONFLICT DO NOTHING;
 
--- what the fold keeps of the log (the runs and their holds, the priority
--- lane, the waivers, the keys), folded from its lines as a new storm folds
--- each one written: the tree's fold_line writes every column above, so it
--- runs here, after the last table change (a storm from version 0 is folded
--- for the first time; one at 9 or 10 never recorded a hold, whose requests
--- were refused there, and is folded again to the same rows)
 UPDATE storm_queue.version SET version = 11;
-
-SELECT storm_queue.rederive();
