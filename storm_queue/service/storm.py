@@ -190,12 +190,13 @@ class Storm:
         found = why.explain(snap, resolve(snap), snap.skipped, as_text(slug), decl.runner)
         return replace(found, slots=full_slots(snap, decl.runner), moved=shown(snap.state.moved_to))
 
-    def lease(self, slug: str, token: int, wait: float = 0.0) -> Tenure:
+    def tenure(self, slug: str, token: int, wait: float = 0.0) -> Tenure:
         """What became of the lease on ``slug`` under ``token``: live, or
-        how it ended; with ``wait``, once it ends (``service.tenure``). Reads only."""
-        from .tenure import lease
+        how it ended; with ``wait``, once it ends (``service.tenure``;
+        ``storm-queue lease``). Reads only."""
+        from .tenure import tenure
 
-        return lease(self, slug, token, wait)
+        return tenure(self, slug, token, wait)
 
     def next(self) -> tuple[Listing, list[str]]:
         """Decide, then let the store do what a decision does as the
