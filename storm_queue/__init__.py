@@ -30,15 +30,17 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .core.errors import Busy, NoStorm, RecordFailed, Refused, StormError, StormUnreadable, UnknownOrder
     from .core.resolver import Row
+    from .service.runner import Lease, NothingLeased
     from .service.storm import Listing, Outcome, Storm
 
 __all__ = ["Storm", "Listing", "Outcome", "Row", "StormError", "UnknownOrder", "NoStorm", "Busy", "RecordFailed",
-           "StormUnreadable", "Refused"]
+           "StormUnreadable", "Refused", "Lease", "NothingLeased"]
 __version__ = "0.1.0"
 
 _HOME = {"Storm": "service.storm", "Listing": "service.storm", "Outcome": "service.storm", "StormError": "core.errors",
          "UnknownOrder": "core.errors", "NoStorm": "core.errors", "Busy": "core.errors", "RecordFailed": "core.errors",
-         "StormUnreadable": "core.errors", "Refused": "core.errors", "Row": "core.resolver"}
+         "StormUnreadable": "core.errors", "Refused": "core.errors", "Row": "core.resolver", "Lease": "service.runner",
+         "NothingLeased": "service.runner"}
 
 
 def __getattr__(name: str) -> object:
