@@ -36,11 +36,18 @@ class NothingLeased(Exception):
     could start in that time), ``review`` (finished lanes await the
     operator's review), ``empty`` (nothing is left to run) or ``halted``
     (the operator's halt is in force: ``outcome.halt`` says who, when and
-    why). Not a ``StormError``: nothing went wrong, there is no work."""
+    why). ``final``: whether asking again cannot lease a lane until
+    someone acts: the storm is ``empty``, or finished lanes await the
+    operator's review and nothing else can run (a ``review``, or a
+    ``wait`` naming finished lanes when they are all that is left); a
+    runner loop stops there, and asks again otherwise (a ``wait`` or a
+    ``halted`` can end by itself). Not a ``StormError``: nothing went
+    wrong, there is no work."""
 
-    def __init__(self, outcome: Outcome):
+    def __init__(self, outcome: Outcome, final: bool):
         self.outcome = outcome
         self.decision = (outcome.decision or "").split(" ")[0]
+        self.final = final
         super().__init__(f"nothing was leased: {outcome.decision}")
 
 
@@ -93,7 +100,13 @@ class Lease:
         out = self._storm.claim(holder, ttl, wait).check()  # a refusal raises Refused
         self.claim = out
         if out.slug is None or out.token is None:
-            raise NothingLeased(out)
+            words = (out.decision or "").split(" ")
+            final = words[0] in ("empty", "review")
+            if words[0] == "wait" and len(words) > 1:
+                from .leases import only_reviews_left
+
+                final = only_reviews_left(self._storm)
+            raise NothingLeased(out, final)
         self.slug, self.token, self.holder, self.expires = out.slug, out.token, out.holder or "", out.expires or ""
         self.issue = (out.decision or "").split(" ")[2]
         self.ttl = int((out.event or {}).get("ttl") or ttl or self._storm.declaration().runner.ttl)

@@ -215,20 +215,41 @@ def test_a_claim_that_leases_nothing_raises_nothing_leased_with_its_answer(store
                 with storm.lease(holder="r2"):
                     raise AssertionError("a block of a lease that leased nothing ran")
             assert nothing.value.decision == "wait" and nothing.value.outcome.decision == "wait"
+            assert not nothing.value.final  # b can run once a is integrated: ask again
         assert cli(store, "halt", "--reason", "maintenance")["outcome"] == "done"
         with pytest.raises(NothingLeased) as nothing:
             with storm.lease(holder="r1", wait=0.2):
                 pass
         assert nothing.value.decision == "halted" and nothing.value.outcome.halt.reason == "maintenance"
+        assert not nothing.value.final
         assert cli(store, "resume", "--reason", "done")["outcome"] == "done"
         with pytest.raises(NothingLeased) as nothing:
             with storm.lease(holder="r1"):
                 pass
-        assert nothing.value.decision == "review"  # a finished, awaiting the operator's review
+        assert nothing.value.decision == "review" and nothing.value.final  # a finished, awaiting review
         with pytest.raises(Refused) as refused:  # a refused claim raises Refused
             with storm.lease(holder="not a name"):
                 pass
         assert refused.value.code
+    finally:
+        storm.close()
+
+
+def test_only_reviews_left_is_final_and_empty_is(store):
+    store.make("a 1\n", toml=TTL, unattended=True)
+    storm = opened(store)
+    try:
+        with storm.lease(holder="r1"):
+            pass
+        with pytest.raises(NothingLeased) as nothing:
+            with storm.lease(holder="r1", wait=30):  # answered at once: nothing more can run
+                pass
+        assert nothing.value.outcome.decision == "wait a" and nothing.value.final
+        assert cli(store, "settle", "a", "integrated")["outcome"] == "done"
+        with pytest.raises(NothingLeased) as nothing:
+            with storm.lease(holder="r1"):
+                pass
+        assert nothing.value.decision == "empty" and nothing.value.final
     finally:
         storm.close()
 
