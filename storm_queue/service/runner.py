@@ -44,7 +44,7 @@ class NothingLeased(Exception):
     ``halted`` can end by itself). Not a ``StormError``: nothing went
     wrong, there is no work."""
 
-    def __init__(self, outcome: Outcome, final: bool):
+    def __init__(self, outcome: Outcome, final: bool) -> None:
         self.outcome = outcome
         self.decision = (outcome.decision or "").split(" ")[0]
         self.final = final
@@ -64,7 +64,7 @@ class Lease:
     renewal met (a server away, the storm's lock busy), tried again at the
     next interval. One use: a ``Lease`` is entered once."""
 
-    def __init__(self, storm: Storm, holder: str | None = None, ttl: int | None = None, wait: float = 0.0):
+    def __init__(self, storm: Storm, holder: str | None = None, ttl: int | None = None, wait: float = 0.0) -> None:
         self._storm = storm
         self._asked = (holder, ttl, wait)
         self.claim: Outcome | None = None
@@ -183,6 +183,6 @@ class Aside:
     """The storm a ``Storm``'s leases renew on (its store's twin), and the
     lock that gives it to one renewal at a time."""
 
-    def __init__(self, storm: Storm):
+    def __init__(self, storm: Storm) -> None:
         self.storm = storm
         self.turn = threading.Lock()

@@ -58,7 +58,7 @@ class Storm:
     """
 
     def __init__(self, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0, *,
-                 store: Store | None = None):
+                 store: Store | None = None) -> None:
         if store is None:
             from ..store.directory.store import Directory
 

@@ -266,3 +266,24 @@ def test_a_lease_is_entered_once(store):
                 pass
     finally:
         storm.close()
+
+
+def test_the_runner_api_is_annotated_and_documented():
+    """Typed (the package ships py.typed): every parameter and return of
+    the runner's API is annotated, and each has a docstring."""
+    import inspect
+    from pathlib import Path
+
+    import storm_queue
+
+    assert (Path(storm_queue.__file__).parent / "py.typed").exists()
+    for f in (Storm.claim, Storm.renew, Storm.finish, Storm.release, Storm.lease, Storm.tenure, Storm.close,
+              Lease.__init__, Lease.__enter__, Lease.__exit__, Lease.cancelled.fget, Lease.interval.fget, NothingLeased.__init__):
+        sig = inspect.signature(f)
+        unannotated = [p.name for p in sig.parameters.values() if p.name != "self" and p.annotation is p.empty]
+        assert not unannotated, (f.__qualname__, unannotated)
+        assert sig.return_annotation is not sig.empty, f.__qualname__
+    for f in (Storm.claim, Storm.renew, Storm.finish, Storm.release, Storm.lease, Storm.tenure, Lease, NothingLeased):
+        assert (f.__doc__ or "").strip(), f.__qualname__
+    assert list(inspect.signature(Storm.claim).parameters)[:5] == ["self", "holder", "ttl", "wait", "key"]
+    assert list(inspect.signature(Storm.lease).parameters) == ["self", "holder", "ttl", "wait"]
