@@ -14,6 +14,19 @@ The Python API (the command line is built on it)::
     out.code, out.moved, out.removed, out.recorded, out.exit_code
     storm.unbump("e").check()              # check() raises Refused (with .code) instead
 
+A runner (docs/python-api.md, "A runner in Python")::
+
+    from storm_queue import NothingLeased
+
+    try:
+        with storm.lease(ttl=60, wait=300) as lane:   # claims; renews every ttl/3 in the background
+            work(lane.slug, lane.issue, stop=lane.stopped)   # lane.cancelled: the lease ended under it
+    except NothingLeased as nothing:       # the claim leased nothing: nothing.decision, nothing.final
+        ...
+    # the block's end finished the lane: ok, or failed (the exception's type as the note, raised again)
+    storm.claim(holder, ttl, wait, key), storm.renew(slug, token, ttl), storm.finish(slug, token, result, note),
+    storm.release(slug, token), storm.tenure(slug, token, wait): Outcomes (to_json(): the --json), a Tenure
+
 Errors are raised as ``StormError`` subclasses, each with the CLI's
 ``exit_code``: ``NoStorm`` and ``StormUnreadable`` (2), ``UnknownOrder``
 (3), ``RecordFailed`` (4), ``Busy`` (5: nothing changed, a retry is safe;
@@ -30,15 +43,17 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .core.errors import Busy, NoStorm, RecordFailed, Refused, StormError, StormUnreadable, UnknownOrder
     from .core.resolver import Row
+    from .service.runner import Lease, NothingLeased
     from .service.storm import Listing, Outcome, Storm
 
 __all__ = ["Storm", "Listing", "Outcome", "Row", "StormError", "UnknownOrder", "NoStorm", "Busy", "RecordFailed",
-           "StormUnreadable", "Refused"]
+           "StormUnreadable", "Refused", "Lease", "NothingLeased"]
 __version__ = "0.1.0"
 
 _HOME = {"Storm": "service.storm", "Listing": "service.storm", "Outcome": "service.storm", "StormError": "core.errors",
          "UnknownOrder": "core.errors", "NoStorm": "core.errors", "Busy": "core.errors", "RecordFailed": "core.errors",
-         "StormUnreadable": "core.errors", "Refused": "core.errors", "Row": "core.resolver"}
+         "StormUnreadable": "core.errors", "Refused": "core.errors", "Row": "core.resolver", "Lease": "service.runner",
+         "NothingLeased": "service.runner"}
 
 
 def __getattr__(name: str) -> object:

@@ -111,7 +111,7 @@ def lease(root: str | None, as_json: bool, slug: str, token: int, wait: float) -
     from ..core.names import printable
 
     source = reading(root)
-    found = source.lease(slug, token, wait)
+    found = source.tenure(slug, token, wait)
     if as_json:
         emit_json({**found.to_json(), "moved": source.moved() or None})
     else:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..core.tenure import Tenure
     from ..core.verify import Audit
     from ..store.interface import Store
+    from .runner import Aside, Lease
 
 #: each request kind, and the module whose function of that name serves it
 #: (loaded on a kind's first use, so a command pays only for its own)
@@ -28,8 +29,7 @@ KINDS = {
                      "hold", "unhold"),
                     "storm_queue.service.requests"),
     **dict.fromkeys(("settle", "settle_batch"), "storm_queue.service.settling"),
-    **dict.fromkeys(("claim", "renew", "finish", "release", "recover", "cancel", "unpark", "schedule"),
-                    "storm_queue.service.leases"),
+    **dict.fromkeys(("recover", "cancel", "unpark", "schedule"), "storm_queue.service.leases"),
 }
 
 
@@ -45,9 +45,12 @@ class Storm:
     module ``KINDS`` gives, taking the storm first: ``bump``, ``unbump``,
     ``push``, ``add``, ``add_batch``, ``waive``, ``declare``, ``reset``,
     ``halt``, ``resume``, ``hold``, ``unhold`` (``service.requests``); ``settle``, ``settle_batch``
-    (``service.settling``); ``claim``, ``renew``,
-    ``finish``, ``release``, ``recover``, ``cancel``, ``unpark``,
+    (``service.settling``); ``recover``, ``cancel``, ``unpark``,
     ``schedule`` (``service.leases``). Each returns an ``Outcome``.
+    A runner's requests are methods of their own, typed and documented
+    (docs/python-api.md): ``claim``, ``renew``, ``finish``, ``release``,
+    each returning the ``Outcome`` whose ``to_json()`` is the command's
+    ``--json`` answer, and ``lease``, the runner's context manager.
     The requests of the operator's upkeep (``ops.adopt.adopt``,
     ``ops.upgrade.upgrade``, ``ops.grants.grant`` and ``revoke``) are
     functions of ``ops`` taking the storm first: ops calls the service,
@@ -55,12 +58,13 @@ class Storm:
     """
 
     def __init__(self, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0, *,
-                 store: Store | None = None):
+                 store: Store | None = None) -> None:
         if store is None:
             from ..store.directory.store import Directory
 
             store = Directory(root, env, wait)
         self.store = store
+        self._aside_kept: Aside | None = None
 
     @classmethod
     def find(cls, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0) -> Storm:
@@ -106,8 +110,84 @@ class Storm:
         return self.store.wait
 
     def close(self) -> None:
-        """Let go of what the store holds open (a database's connection)."""
+        """Let go of what the store holds open (a database's connection),
+        and of its leases' renewing twin's."""
         self.store.upkeep.close()
+        if self._aside_kept is not None:
+            self._aside_kept.storm.close()
+
+    # -- a runner's requests ---------------------------------------------
+
+    def claim(self, holder: str | None = None, ttl: int | None = None, wait: float = 0.0, key: str | None = None, *,
+              source: str | None = None, reason: str | None = None,
+              waiting: Callable[[Outcome], None] | None = None) -> Outcome:
+        """``storm-queue claim``: take back orphaned leases, decide, and
+        when the decision is ``run`` lease that lane to ``holder`` (default:
+        this host and the parent process) for ``ttl`` seconds (default: the
+        storm's ``[runner] ttl``) under a new fencing token: ``decision``
+        is then ``run SLUG ISSUE TOKEN`` and ``slug``, ``token``,
+        ``holder``, ``expires`` say the lease. Any other decision (``wait``,
+        ``review ...``, ``empty``, ``halted``) leases nothing; with ``wait``
+        seconds, ``wait`` and ``halted`` (and ``review`` for a caller who
+        may not settle) are waited out for a change (``leases.claim``).
+        ``key`` makes it one idempotent request. A refusal is an answer
+        (``outcome == "refused"``), recorded."""
+        from .leases import claim
+
+        return claim(self, holder, ttl, source=source, reason=reason, key=key, wait=wait, waiting=waiting)
+
+    def renew(self, slug: str, token: int, ttl: int | None = None, *, source: str | None = None,
+              reason: str | None = None, key: str | None = None) -> Outcome:
+        """``storm-queue renew``: extend the live lease on ``slug`` held
+        under ``token`` by ``ttl`` seconds from now (default: the TTL it was
+        claimed or last renewed with); ``expires`` is its new end. A lease
+        that has ended is refused (``stale_fence``, ``lane_cancelled``)."""
+        from .leases import renew
+
+        return renew(self, slug, token, ttl, source=source, reason=reason, key=key)
+
+    def finish(self, slug: str, token: int, result: str, note: str | None = None, *, source: str | None = None,
+               reason: str | None = None, key: str | None = None) -> Outcome:
+        """``storm-queue finish``: end the live lease on ``slug`` held
+        under ``token`` with ``result`` ``ok`` (the lane awaits review) or
+        ``failed`` (claimable again after the storm's backoff, or
+        quarantined once its attempts are spent); ``note`` is kept with
+        the result."""
+        from .leases import finish
+
+        return finish(self, slug, token, result, note, source=source, reason=reason, key=key)
+
+    def release(self, slug: str, token: int, *, source: str | None = None, reason: str | None = None,
+                key: str | None = None) -> Outcome:
+        """``storm-queue release``: give back the live lease on ``slug``
+        held under ``token``; the lane may be claimed again at once (the
+        attempt stays spent)."""
+        from .leases import release
+
+        return release(self, slug, token, source=source, reason=reason, key=key)
+
+    def lease(self, holder: str | None = None, ttl: int | None = None, wait: float = 0.0) -> Lease:
+        """A runner's lease as a context manager (``service.runner.Lease``):
+        ``with storm.lease(ttl=60, wait=300) as lane:`` claims (waiting up
+        to ``wait`` seconds for work), renews the lease every third of its
+        TTL while the block runs, and finishes ``ok`` on a clean exit,
+        ``failed`` (the exception's type name as the note) on an exception,
+        which it re-raises. A lease that ends under the block (a cancel)
+        stops the renewals and sets ``lane.cancelled`` and the event
+        ``lane.stopped``; nothing more is recorded. A claim that leases
+        nothing raises ``NothingLeased`` (its ``decision``: ``wait``,
+        ``review``, ``empty``, ``halted``); a refused claim, ``Refused``."""
+        from .runner import Lease
+
+        return Lease(self, holder, ttl, wait)
+
+    def _aside(self) -> Aside:
+        """The storm leases renew on: the store's twin, made once and kept."""
+        if self._aside_kept is None:
+            from .runner import Aside
+
+            self._aside_kept = Aside(Storm(store=self.store.upkeep.twin()))
+        return self._aside_kept
 
     # -- reading -------------------------------------------------------
 
@@ -190,12 +270,13 @@ class Storm:
         found = why.explain(snap, resolve(snap), snap.skipped, as_text(slug), decl.runner)
         return replace(found, slots=full_slots(snap, decl.runner), moved=shown(snap.state.moved_to))
 
-    def lease(self, slug: str, token: int, wait: float = 0.0) -> Tenure:
+    def tenure(self, slug: str, token: int, wait: float = 0.0) -> Tenure:
         """What became of the lease on ``slug`` under ``token``: live, or
-        how it ended; with ``wait``, once it ends (``service.tenure``). Reads only."""
-        from .tenure import lease
+        how it ended; with ``wait``, once it ends (``service.tenure``;
+        ``storm-queue lease``). Reads only."""
+        from .tenure import tenure
 
-        return lease(self, slug, token, wait)
+        return tenure(self, slug, token, wait)
 
     def next(self) -> tuple[Listing, list[str]]:
         """Decide, then let the store do what a decision does as the

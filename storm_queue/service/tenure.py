@@ -10,7 +10,8 @@ from __future__ import annotations
 from ..core.errors import BadArgument
 from ..core.names import as_text
 from ..core.shapes import shape_names, shape_token
-from ..core.tenure import Tenure, tenure
+from ..core.tenure import Tenure
+from ..core.tenure import tenure as found_tenure
 from .leases import until_change
 
 TYPE_CHECKING = False
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from .storm import Storm
 
 
-def lease(storm: Storm, slug: str, token: int, wait: float = 0.0) -> Tenure:
+def tenure(storm: Storm, slug: str, token: int, wait: float = 0.0) -> Tenure:
     """What became of the lease on ``slug`` under ``token``: live still,
     or how it ended (``Tenure.ended``). With ``wait`` seconds, a live
     lease is not the answer yet: it waits until the lease ends (a cancel,
@@ -49,7 +50,7 @@ def _look(storm: Storm, slug: str, token: int) -> Tenure:
     """The lease as the storm records it now (one reading, no lock)."""
     store = storm.store
     snap = store.snapshot(store.read(store.declaration()))
-    found = tenure(snap, slug, token)
+    found = found_tenure(snap, slug, token)
     if found is None:
         last = snap.state.run(slug).token
         raise BadArgument(f"no lease of token {token} on {slug} was ever taken ("

@@ -195,6 +195,12 @@ class Upkeep(Protocol):
         """Let go of what the store holds open (a connection); the next
         request opens what it needs again."""
 
+    def twin(self) -> Store:
+        """Another store of the same storm, holding nothing open yet and
+        sharing nothing with this one (its own connection, once it needs
+        one): for requests made in another thread meanwhile (a lease's
+        background renewals, ``service.runner``)."""
+
 
 @runtime_checkable
 class Changes(Protocol):

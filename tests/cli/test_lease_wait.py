@@ -26,11 +26,11 @@ TTL = "[runner]\nttl = 600\nttl_min = 1\n"
 
 
 class LeaseWaiting(Waiting):
-    """``Storm.lease(slug, token, wait)`` in a thread; ``ready`` once it waits for a change."""
+    """``Storm.tenure(slug, token, wait)`` in a thread; ``ready`` once it waits for a change."""
 
     def _run(self, wait: float, kwargs: dict) -> None:
         try:
-            self.out = self.storm.lease(kwargs["slug"], kwargs["token"], wait=wait)
+            self.out = self.storm.tenure(kwargs["slug"], kwargs["token"], wait=wait)
         except BaseException as exc:  # noqa: BLE001 -- handed to the test's thread
             self.error = exc
             self.ready.set()

@@ -163,6 +163,19 @@ def test_notifications_and_a_connection_ended_by_the_server(pg_server) -> None:
     other.close()
 
 
+def test_a_connection_whose_server_said_it_ends_it_is_not_alive_before_its_socket_ends(pg_server) -> None:
+    """The server's FATAL (``pg_terminate_backend``) read, the socket's end
+    not yet: the backend can leave pg_stat_activity in between, and a
+    request sent then is lost. Its words alone make the connection dead
+    (closed), as libpq hands them over (a notice, on an idle connection)."""
+    conn = driver.connect(pg_server.admin_url())
+    assert conn.alive()
+    conn.raw.notices.append("WARNING:  something the server says and lives on\n")
+    assert conn.alive() and not conn.closed
+    conn.raw.notices.append("FATAL:  terminating connection due to administrator command\n")
+    assert not conn.alive() and conn.closed
+
+
 def test_a_wait_is_interruptible_and_cancelled_on_the_server(pg_server) -> None:
     """Ctrl-C (a real SIGINT, which interrupts the wait's poll) while the
     server works: KeyboardInterrupt long before the statement could end,

@@ -63,7 +63,7 @@ def test_the_service_holds_a_store_and_no_class_inherits_one(tmp_path: Path) -> 
 
 def test_every_request_kind_is_a_function_of_the_storm(tmp_path: Path) -> None:
     storm = Storm(str(tmp_path), env={})
-    assert {"bump", "settle", "claim"} <= set(KINDS)
+    assert {"bump", "settle", "recover"} <= set(KINDS)
     for name, home in KINDS.items():
         assert home.startswith("storm_queue.service."), (name, home)
         method = getattr(storm, name)

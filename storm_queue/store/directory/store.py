@@ -107,6 +107,10 @@ class Directory:
     def close(self) -> None:
         """Nothing is held open between requests."""
 
+    def twin(self) -> Directory:
+        """The same directory, kept by a store of its own (``Upkeep.twin``)."""
+        return Directory(self.root, self.env, self.wait)
+
     def judge(self, req: Request, decl: config.Declaration, operator_only: bool) -> Judged:
         """The process's uid against the owner of queue.txt (``accounts``)."""
         from ...core.authority import Judged

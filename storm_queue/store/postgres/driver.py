@@ -78,6 +78,9 @@ finally:
 IDLE, ACTIVE, INTRANS, INERROR, UNKNOWN = (_ext.TRANSACTION_STATUS_IDLE, _ext.TRANSACTION_STATUS_ACTIVE,
                                           _ext.TRANSACTION_STATUS_INTRANS, _ext.TRANSACTION_STATUS_INERROR,
                                           _ext.TRANSACTION_STATUS_UNKNOWN)
+#: how the server's notice on an idle connection begins when it ends the session (a FATAL always
+#: does; an immediate shutdown's words come as a WARNING)
+ENDING = ("FATAL:", "WARNING:  terminating connection")
 #: how many of the server's notices a connection keeps (the newest)
 NOTICES_KEPT = 20
 #: the bytes of a COPY's output handed from the thread that reads it at a time, and how many such chunks may wait
@@ -390,7 +393,11 @@ class Connection:
     def alive(self) -> bool:
         """Whether the connection is open, asked of its socket without a
         round trip (what the server sent meanwhile is read; a notification
-        among it stays for ``notifies``)."""
+        among it stays for ``notifies``). A connection whose server has
+        said it ends it (a ``FATAL`` notice: ``pg_terminate_backend``, a
+        shutdown; ``ENDING``) is not, even before the socket's end arrives
+        (its backend may leave ``pg_stat_activity`` before its socket
+        closes): it is closed."""
         if self.raw.closed:
             return False
         waiting = select.poll()
@@ -401,6 +408,9 @@ class Connection:
                     break
                 self.raw.poll()
         except (OSError, Error):
+            return False
+        if any(n.startswith(ENDING) for n in self.raw.notices):
+            self.raw.close()  # what is left of it is the socket's end
             return False
         return not self.raw.closed and self.raw.info.status == 0  # libpq's CONNECTION_OK
 

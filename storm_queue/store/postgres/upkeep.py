@@ -82,3 +82,7 @@ class Upkeep:
     def close(self) -> None:
         """Close the store's connection (its next request opens a new one)."""
         self.store.close()
+
+    def twin(self) -> Session:
+        """The same storm, kept by a store of the same kind with a connection of its own (``Upkeep.twin``)."""
+        return type(self.store)(self.store.url, self.store.env, self.store.wait)

@@ -1,0 +1,289 @@
+"""The Python runner API (issue 32, item 4) on both stores (tests/stores.py):
+``Storm.claim``, ``renew``, ``finish`` and ``release`` answer the very
+document the command's ``--json`` prints; ``Storm.lease`` claims, renews
+in the background at a third of the TTL, finishes ok on a clean exit,
+failed (the exception's type name as the note) on an exception, which it
+re-raises, releases when the runner itself is stopped, and stops renewing
+and tells the block (a flag and an event) when the lease ends under it.
+
+Real time, short TTLs (3 s: a renewal each second); the waits here only
+bound a hang (no assertion on speed: bench/ measures)."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+
+from storm_queue import Lease, NothingLeased, Refused, Storm
+from tests.conftest import clean_env
+
+TTL = "[runner]\nttl = 3\nttl_min = 1\nattempts = 3\n"
+#: how long a test waits for what a renewal interval (1 s) brings about, before it calls it a hang
+PATIENCE = 20.0
+
+
+def opened(store) -> Storm:
+    return Storm.find(store.root, env=clean_env())
+
+
+def cli(store, *args: str) -> dict:
+    done = store.cli(*args, "--json")
+    assert done.returncode in (0, 1, 2), (args, done.stdout, done.stderr)
+    return json.loads(done.stdout)
+
+
+def actions(store, slug: str) -> list[tuple]:
+    """(action, token, extra) of every line about ``slug``, in order."""
+    out = []
+    for e in store.events():
+        if e.get("slug") == slug or e.get("requested") and e.get("slug") == slug:
+            out.append((e["action"], e.get("token"), e.get("result") or e.get("code") or e.get("note")))
+    return out
+
+
+def until(check, what: str) -> None:
+    end = time.monotonic() + PATIENCE
+    while not check():
+        assert time.monotonic() < end, f"{what}: not within {PATIENCE} s"
+        time.sleep(0.05)
+
+
+# -- the requests: the Python answer is the command's --json document ------------
+
+STAMP = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
+def same_shape(doc: dict, slug: str, issue: str) -> str:
+    """``doc`` with its stamps, its lane and its issue made placeholders."""
+    text = STAMP.sub("<at>", json.dumps(doc, sort_keys=True))
+    return text.replace(slug, "<slug>").replace(f" {issue} ", " <issue> ")
+
+
+def test_the_python_answer_is_the_cli_json_document(store):
+    store.make("alpha-lane 101\nbeta-lane 202\ngamma-lane 303\ndelta-lane 404\n", toml=TTL + "slots = 4\n",
+               unattended=True)  # (no review holds the storm: the second claims lease)
+    storm = opened(store)
+    try:
+        pairs = []
+        # Python asks of one lane, the command of the next, each the same request
+        py = storm.claim(holder="h", ttl=60)
+        pairs.append((py, cli(store, "claim", "--holder", "h", "--ttl", "60"), "alpha-lane", "beta-lane"))
+        assert py.decision == "run alpha-lane 101 1"
+        pairs.append((storm.renew("alpha-lane", 1, 30), cli(store, "renew", "beta-lane", "--token", "1", "--ttl", "30"),
+                      "alpha-lane", "beta-lane"))
+        pairs.append((storm.renew("alpha-lane", 9), cli(store, "renew", "beta-lane", "--token", "9"),
+                      "alpha-lane", "beta-lane"))  # a refusal: stale_fence
+        pairs.append((storm.finish("alpha-lane", 1, "ok", note="fine"),
+                      cli(store, "finish", "beta-lane", "--token", "1", "--result", "ok", "--note", "fine"),
+                      "alpha-lane", "beta-lane"))
+        pairs.append((storm.claim(holder="h", ttl=60, key="k-1"),
+                      cli(store, "claim", "--holder", "h", "--ttl", "60", "--key", "k-2"),
+                      "gamma-lane", "delta-lane"))
+        pairs.append((storm.release("gamma-lane", 1), cli(store, "release", "delta-lane", "--token", "1"),
+                      "gamma-lane", "delta-lane"))
+        pairs.append((storm.finish("gamma-lane", 1, "failed"),
+                      cli(store, "finish", "delta-lane", "--token", "1", "--result", "failed"),
+                      "gamma-lane", "delta-lane"))  # a refusal: the lease was released
+    finally:
+        storm.close()
+    issues = {"alpha-lane": "101", "beta-lane": "202", "gamma-lane": "303", "delta-lane": "404"}
+    for py, doc, ours, theirs in pairs:
+        assert py.outcome in ("done", "refused")
+        assert same_shape(py.to_json(), ours, issues[ours]) == same_shape(doc, theirs, issues[theirs]), py.action
+    assert [p[0].outcome for p in pairs] == ["done", "done", "refused", "done", "done", "done", "refused"]
+    assert [p[0].code for p in pairs if p[0].outcome == "refused"] == ["stale_fence", "stale_fence"]
+    assert (pairs[4][0].decision, pairs[4][1]["decision"]) == ("run gamma-lane 303 1", "run delta-lane 404 1")
+
+
+# -- the lease: a context manager --------------------------------------------------
+
+
+def test_a_clean_exit_finishes_ok(store):
+    store.make("a 1\nb 2\n", toml=TTL)
+    storm = opened(store)
+    try:
+        with storm.lease(holder="r1") as lane:
+            assert isinstance(lane, Lease)
+            assert (lane.slug, lane.issue, lane.token, lane.holder, lane.ttl) == ("a", "1", 1, "r1", 3)
+            assert lane.claim.decision == "run a 1 1" and not lane.cancelled
+            assert storm.tenure("a", 1).ended is None  # live while the block runs
+        assert lane.finished is not None and lane.finished.to_json()["action"] == "finish"
+        assert lane.finished.outcome == "done" and not lane.cancelled
+        tenure = storm.tenure("a", 1)
+        assert (tenure.ended, tenure.result) == ("finished", "ok")
+        assert store.result("a") is not None  # awaiting review
+    finally:
+        storm.close()
+    assert ("finish", 1, "ok") in actions(store, "a")
+
+
+def test_an_exception_finishes_failed_with_its_type_and_is_raised_again(store):
+    store.make("a 1\n", toml=TTL)
+    storm = opened(store)
+
+    class LaneBroke(Exception):
+        pass
+
+    try:
+        with pytest.raises(LaneBroke, match="tests failed") as raised:
+            with storm.lease(holder="r1") as lane:
+                raise LaneBroke("tests failed")
+        assert lane.finished is not None and lane.finished.outcome == "done"
+        assert not getattr(raised.value, "__notes__", None)  # recorded: nothing to add to it
+    finally:
+        storm.close()
+    finish = [e for e in store.events() if e["action"] == "finish"]
+    assert [(f["slug"], f["token"], f["result"], f.get("note")) for f in finish] == [("a", 1, "failed", "LaneBroke")]
+    assert store.result("a") is None  # failed: claimable again, not awaiting review
+
+
+def test_a_stopped_runner_releases_the_lease(store):
+    store.make("a 1\n", toml=TTL)
+    storm = opened(store)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with storm.lease(holder="r1") as lane:
+                raise KeyboardInterrupt
+        assert lane.finished is not None and lane.finished.action == "release"
+    finally:
+        storm.close()
+    assert [e["action"] for e in store.events() if e.get("slug") == "a"][-1] == "release"
+
+
+def test_renewals_keep_the_lease_past_its_ttl(store):
+    store.make("a 1\n", toml=TTL)
+    storm = opened(store)
+    try:
+        with storm.lease(holder="r1") as lane:
+            first = lane.expires
+            from storm_queue.core.clock import seconds
+
+            until(lambda: time.time() > seconds(first) + 1 and lane.renewals >= 2, "two renewals, past the first expiry")
+            assert storm.tenure("a", 1).ended is None  # the lease outlived the TTL it was claimed for
+            assert lane.expires > first and lane.trouble is None
+        assert lane.finished.outcome == "done"
+    finally:
+        storm.close()
+    renews = [e for e in store.events() if e["action"] == "renew"]
+    assert len(renews) >= 2 and all((e["slug"], e["token"], e["ttl"]) == ("a", 1, 3) for e in renews)
+
+
+def test_a_cancel_while_inside_stops_the_renewals_and_tells_the_block(store):
+    store.make("a 1\n", toml=TTL)
+    storm = opened(store)
+    try:
+        with storm.lease(holder="r1") as lane:
+            until(lambda: lane.renewals >= 1, "a first renewal")
+            assert cli(store, "cancel", "a", "--reason", "wrong branch")["outcome"] == "done"
+            assert lane.stopped.wait(PATIENCE), "the block was not told within a renewal interval or so"
+            assert lane.cancelled
+            assert (lane.ending.ended, lane.ending.reason) == ("cancelled", "wrong branch")
+            seen = len(store.events())
+            time.sleep(2 * lane.interval)  # two intervals more: no renewal is tried after the end
+            assert len(store.events()) == seen
+        assert lane.finished is None  # nothing recorded at the end: the lease had ended
+    finally:
+        storm.close()
+    after = [e for e in store.events() if e["action"] in ("renew", "finish", "refused")]
+    cancel = next(e["seq"] for e in store.events() if e["action"] == "cancel")
+    assert [e["action"] for e in after if e["seq"] > cancel] in ([], ["refused"])  # at most the one renewal refused
+
+
+def test_a_cancel_after_the_last_renewal_is_met_by_the_finish(store):
+    """The lease ends under the block, and the block ends before a renewal
+    could tell it: the finish is refused, and the block is told the same way."""
+    store.make("a 1\n", toml=TTL.replace("ttl = 3", "ttl = 30"))
+    storm = opened(store)
+    try:
+        with storm.lease(holder="r1") as lane:
+            assert cli(store, "cancel", "a", "--reason", "stop")["outcome"] == "done"
+        assert lane.cancelled and lane.ending.ended == "cancelled"
+        assert lane.finished.outcome == "refused" and lane.finished.code == "lane_cancelled"
+    finally:
+        storm.close()
+
+
+def test_a_claim_that_leases_nothing_raises_nothing_leased_with_its_answer(store):
+    store.make("a 1\nb 2 a\n", toml=TTL)
+    storm = opened(store)
+    try:
+        with storm.lease(holder="r1"):
+            with pytest.raises(NothingLeased) as nothing:  # b waits on a
+                with storm.lease(holder="r2"):
+                    raise AssertionError("a block of a lease that leased nothing ran")
+            assert nothing.value.decision == "wait" and nothing.value.outcome.decision == "wait"
+            assert not nothing.value.final  # b can run once a is integrated: ask again
+        assert cli(store, "halt", "--reason", "maintenance")["outcome"] == "done"
+        with pytest.raises(NothingLeased) as nothing:
+            with storm.lease(holder="r1", wait=0.2):
+                pass
+        assert nothing.value.decision == "halted" and nothing.value.outcome.halt.reason == "maintenance"
+        assert not nothing.value.final
+        assert cli(store, "resume", "--reason", "done")["outcome"] == "done"
+        with pytest.raises(NothingLeased) as nothing:
+            with storm.lease(holder="r1"):
+                pass
+        assert nothing.value.decision == "review" and nothing.value.final  # a finished, awaiting review
+        with pytest.raises(Refused) as refused:  # a refused claim raises Refused
+            with storm.lease(holder="not a name"):
+                pass
+        assert refused.value.code
+    finally:
+        storm.close()
+
+
+def test_only_reviews_left_is_final_and_empty_is(store):
+    store.make("a 1\n", toml=TTL, unattended=True)
+    storm = opened(store)
+    try:
+        with storm.lease(holder="r1"):
+            pass
+        with pytest.raises(NothingLeased) as nothing:
+            with storm.lease(holder="r1", wait=30):  # answered at once: nothing more can run
+                pass
+        assert nothing.value.outcome.decision == "wait a" and nothing.value.final
+        assert cli(store, "settle", "a", "integrated")["outcome"] == "done"
+        with pytest.raises(NothingLeased) as nothing:
+            with storm.lease(holder="r1"):
+                pass
+        assert nothing.value.decision == "empty" and nothing.value.final
+    finally:
+        storm.close()
+
+
+def test_a_lease_is_entered_once(store):
+    store.make("a 1\nb 2\n", toml=TTL)
+    storm = opened(store)
+    try:
+        lease = storm.lease(holder="r1")
+        with lease:
+            pass
+        with pytest.raises(RuntimeError, match="entered once"):
+            with lease:
+                pass
+    finally:
+        storm.close()
+
+
+def test_the_runner_api_is_annotated_and_documented():
+    """Typed (the package ships py.typed): every parameter and return of
+    the runner's API is annotated, and each has a docstring."""
+    import inspect
+    from pathlib import Path
+
+    import storm_queue
+
+    assert (Path(storm_queue.__file__).parent / "py.typed").exists()
+    for f in (Storm.claim, Storm.renew, Storm.finish, Storm.release, Storm.lease, Storm.tenure, Storm.close,
+              Lease.__init__, Lease.__enter__, Lease.__exit__, Lease.cancelled.fget, Lease.interval.fget, NothingLeased.__init__):
+        sig = inspect.signature(f)
+        unannotated = [p.name for p in sig.parameters.values() if p.name != "self" and p.annotation is p.empty]
+        assert not unannotated, (f.__qualname__, unannotated)
+        assert sig.return_annotation is not sig.empty, f.__qualname__
+    for f in (Storm.claim, Storm.renew, Storm.finish, Storm.release, Storm.lease, Storm.tenure, Lease, NothingLeased):
+        assert (f.__doc__ or "").strip(), f.__qualname__
+    assert list(inspect.signature(Storm.claim).parameters)[:5] == ["self", "holder", "ttl", "wait", "key"]
+    assert list(inspect.signature(Storm.lease).parameters) == ["self", "holder", "ttl", "wait"]
