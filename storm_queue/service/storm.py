@@ -146,16 +146,24 @@ class Storm:
 
         return renew(self, slug, token, ttl, source=source, reason=reason, key=key)
 
-    def finish(self, slug: str, token: int, result: str, note: str | None = None, *, source: str | None = None,
-               reason: str | None = None, key: str | None = None) -> Outcome:
+    def finish(self, slug: str, token: int, result: str, note: str | None = None, then_claim: bool = False, *,
+               holder: str | None = None, ttl: int | None = None, wait: float = 0.0, source: str | None = None,
+               reason: str | None = None, key: str | None = None,
+               waiting: Callable[[Outcome], None] | None = None) -> Outcome:
         """``storm-queue finish``: end the live lease on ``slug`` held
         under ``token`` with ``result`` ``ok`` (the lane awaits review) or
         ``failed`` (claimable again after the storm's backoff, or
         quarantined once its attempts are spent); ``note`` is kept with
-        the result."""
+        the result. ``then_claim`` (``finish --then-claim``): then claim,
+        as ``claim`` does for ``holder`` and ``ttl``, in the same request
+        (one hold of the lock; on a database one transaction); the claim's
+        answer is ``Outcome.claim`` (None when the finish was refused),
+        and ``wait`` seconds are waited for work after the finish as
+        ``claim`` waits. ``key`` makes the pair one idempotent request."""
         from .leases import finish
 
-        return finish(self, slug, token, result, note, source=source, reason=reason, key=key)
+        return finish(self, slug, token, result, note, source=source, reason=reason, key=key, then_claim=then_claim,
+                      holder=holder, ttl=ttl, wait=wait, waiting=waiting)
 
     def release(self, slug: str, token: int, *, source: str | None = None, reason: str | None = None,
                 key: str | None = None) -> Outcome:
