@@ -19,7 +19,10 @@ process running that tree's storm-queue:
    notifications on ``storm_queue`` (``pg_notify('storm_queue', 'x')``,
    each its own transaction) spread over ``--seconds`` seconds: the claim's
    asks during the flood (0 is none extra); then a finish frees the slot
-   and the claim answers.
+   and the claim answers;
+3. ``serve``'s reading of the storm (``web.seen.Seen``, interval 2 s),
+   asked every 50 ms: how long after a renew returns it shows it (five
+   renews, the median and the largest).
 
 No figure is asserted; exit 1 when a run went wrong (a claim that did not
 answer ``run``, a lane left unclaimed).
@@ -139,8 +142,26 @@ def worker(url: str, stranger: str, requests: int, flood: int, seconds: float) -
     thread.join(60)
     leases._claim = real
     woke = answer[0].decision if answer else None
+
+    # 3. how soon serve's reading (web/seen.py) shows a renew, asked every 50 ms
+    from storm_queue.web.seen import Seen
+
+    _, slug, _, token = answer[0].decision.split(" ")
+    seen = Seen(lambda: Storm.find(url), 2.0)
+    seen.start()
+    delays = []
+    for _ in range(5):
+        time.sleep(0.3)
+        version = seen.current().version
+        storm.renew(slug, int(token))
+        started = time.perf_counter()
+        while seen.current().version == version:
+            time.sleep(0.05)
+        delays.append(time.perf_counter() - started)
+    seen.close()
     storm.close()
-    return {"requests": made, "notifies": sent, "per_1000": round(sent * 1000 / made, 1),
+    delays.sort()
+    return {"serve_sees_renew_ms": f"{delays[2] * 1000:.0f} (max {delays[-1] * 1000:.0f})","requests": made, "notifies": sent, "per_1000": round(sent * 1000 / made, 1),
             "loop_requests_per_s": round(made / loop_seconds, 1), "flood": flood, "flood_seconds": seconds,
             "asks_during_flood": during, "answer_after_finish": woke}
 
@@ -192,7 +213,8 @@ def main() -> None:
                        ("notifies", "NOTIFYs sent in the loop"), ("requests", "requests in the loop"),
                        ("loop_requests_per_s", "the loop's requests per second (one runner)"),
                        ("asks_during_flood", f"a waiting claim's asks during {a.flood} strangers' NOTIFYs in {a.seconds:g} s"),
-                       ("answer_after_finish", "the waiting claim's answer once the slot is freed")):
+                       ("answer_after_finish", "the waiting claim's answer once the slot is freed"),
+                       ("serve_sees_renew_ms", "serve's reading shows a renew after, ms (median of 5, asked every 50 ms)")):
         print(f"| {words} | {' | '.join(str(r[key]) for r in rows.values())} |")
     sys.exit(1 if bad else 0)
 
