@@ -1,11 +1,12 @@
 """What a database storm's notices cost and whom they wake (issue 32, item
 2), before and after, side by side, in one run on one throwaway server:
 
-    python bench/notify.py [--before main] [--requests 1000] [--flood 300] [--seconds 10]
+    python bench/notify.py [--before main] [--requests 1000] [--flood 300] [--seconds 10] [--rounds 2]
 
 For each tree (``--before REV``, taken out of git with ``git archive`` into
-a temporary directory, and this checkout), in a database of its own, a
-process running that tree's storm-queue:
+a temporary directory, and this checkout), ``--rounds`` times, the trees in
+turn (each round's figures are printed, separated by ``/``), in a database
+of its own, a process running that tree's storm-queue:
 
 1. a runner loop through the library, one lane at a time (claim, renew,
    finish ok; ``[runner] slots = 1``, unattended), until ``--requests``
@@ -172,6 +173,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=1000)
     ap.add_argument("--flood", type=int, default=300)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--rounds", type=int, default=2, help="each tree this many times, in turn")
     ap.add_argument("--worker", nargs=2, metavar=("URL", "STRANGER"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
@@ -189,7 +191,8 @@ def main() -> None:
     rows, bad = {}, False
     try:
         server.create_role("bench_stranger")
-        for i, (name, tree) in enumerate(((f"before ({a.before})", before), ("after", REPO))):
+        trees = ((f"before ({a.before})", before), ("after", REPO))
+        for i, (name, tree) in enumerate([t for _ in range(a.rounds) for t in trees]):  # ABAB: a busy moment spoils neither alone
             owner = f"bench_notify_{i}"
             server.create_role(owner)
             server.create_database(owner, owner)
@@ -203,8 +206,8 @@ def main() -> None:
                 print(f"{name}: {done.stderr}", file=sys.stderr)
                 bad = True
                 continue
-            rows[name] = json.loads(done.stdout.splitlines()[-1])
-            bad = bad or not str(rows[name]["answer_after_finish"]).startswith("run ")
+            rows.setdefault(name, []).append(json.loads(done.stdout.splitlines()[-1]))
+            bad = bad or not str(rows[name][-1]["answer_after_finish"]).startswith("run ")
     finally:
         server.stop()
     print(f"| measure | {' | '.join(rows)} |")
@@ -215,7 +218,7 @@ def main() -> None:
                        ("asks_during_flood", f"a waiting claim's asks during {a.flood} strangers' NOTIFYs in {a.seconds:g} s"),
                        ("answer_after_finish", "the waiting claim's answer once the slot is freed"),
                        ("serve_sees_renew_ms", "serve's reading shows a renew after, ms (median of 5, asked every 50 ms)")):
-        print(f"| {words} | {' | '.join(str(r[key]) for r in rows.values())} |")
+        print(f"| {words} | {' | '.join(' / '.join(str(r[key]) for r in runs) for runs in rows.values())} |")
     sys.exit(1 if bad else 0)
 
 

@@ -307,3 +307,23 @@ def test_the_waiters_of_one_process_share_one_listen_connection(pg_server, pg_ur
     while _listening(pg_server, pg_url):
         assert time.monotonic() < deadline, "the listening connection outlived its last waiter"
         time.sleep(0.02)
+
+
+def test_a_view_waiting_for_every_change_sees_a_renew_that_notifies_no_one(pg_url, tmp_path):
+    """``serve``'s wait (``changes(every=True)``) reads the log's head on the
+    shared connection twice a second: a renew, which sends no notice, wakes
+    it; a wait with nothing appended is not woken."""
+    from storm_queue.service.storm import Storm
+
+    store = _storm(pg_url, tmp_path, "a 1\n", [("claim",)])
+    storm = Storm.find(pg_url, env=clean_env())
+    ear = Ear(pg_url)
+    with storm.store.changes(every=True) as changes:
+        assert changes.wait(1.2) is False  # nothing appended: two readings of the head, unmoved
+        ok(store, "renew", "a", "--token", "1")
+        deadline = time.monotonic() + WITHIN
+        while not changes.wait(0.2):
+            assert time.monotonic() < deadline, "the renew never reached the view"
+    assert ear.sent() == []  # and it was not told by a notice
+    storm.close()
+    ear.close()

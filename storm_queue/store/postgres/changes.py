@@ -26,6 +26,8 @@ from .queries import q
 
 #: the channel the storm's changes are announced on (one storm a database, so one channel)
 CHANNEL = "storm_queue"
+#: how often a waiter for every change (``serve``'s) reads the log's head, in seconds: a claim and a renew notify no one
+POLL = 0.5
 
 
 def signed(key: bytes, number: int) -> str:
@@ -109,12 +111,16 @@ _guard = threading.Lock()  # over _listeners and each listener's users
 class Changes:
     """From the moment the block begins (it listens), ``wait`` returns
     soon after any transaction that may have let a lane be claimed, or
-    ended a lease, commits."""
+    ended a lease, commits; with ``every``, also within ``POLL`` seconds
+    of any line appended (the log's head, read on the shared connection)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, every: bool = False):
         self._url = url
         self._listener: _Listener | None = None
         self._seen = 0
+        self._every = every
+        self._head: int | None = None  # the log's head as last read (every)
+        self._polled = 0.0
 
     def __enter__(self) -> Changes:
         with _guard:
@@ -131,6 +137,8 @@ class Changes:
                     except driver.OperationalError:  # lost before LISTEN answered: the first wait listens again
                         listener.lost()
                 self._seen = listener.heard
+                if self._every:
+                    self._moved(listener)
         except BaseException:  # the storm's errors (unreachable, refused): this waiter never began
             self.__exit__()
             raise
@@ -161,14 +169,37 @@ class Changes:
             if listener.heard != self._seen:
                 self._seen = listener.heard
                 return True
-            left = end - time.monotonic()
-            if left <= 0 or not listener.lock.acquire(timeout=left):
+            now = time.monotonic()
+            left = end - now
+            if self._every and now >= self._polled + POLL:
+                with listener.lock:
+                    if self._moved(listener):
+                        return True
+                continue
+            if left <= 0:
                 return False
+            span = min(left, self._polled + POLL - now) if self._every else left
+            if not listener.lock.acquire(timeout=span):
+                continue
             try:
                 if listener.heard == self._seen:  # no other waiter heard one meanwhile: read the socket
-                    self._read(listener, left)
+                    self._read(listener, span)
             finally:
                 listener.lock.release()
+
+    def _moved(self, listener: _Listener) -> bool:
+        """Under the listener's lock: whether the log's head moved since it
+        was last read (the first reading: not), read now."""
+        self._polled = time.monotonic()
+        if listener.conn is None:
+            return False
+        try:
+            seq = listener.conn.execute(q("read_head_seq")).fetchone()[0]
+        except driver.OperationalError:
+            listener.lost()
+            return False
+        moved, self._head = self._head is not None and seq != self._head, seq
+        return moved
 
     @staticmethod
     def _read(listener: _Listener, left: float) -> None:

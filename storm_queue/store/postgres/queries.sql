@@ -466,6 +466,11 @@ REVOKE USAGE ON SCHEMA storm_queue FROM {role};
 SELECT sent, key
 FROM storm_queue.notice;
 
+-- read_head_seq --
+-- the log's head alone (a view's wait for every change reads it twice a second: store/postgres/changes.py)
+SELECT seq
+FROM storm_queue.state;
+
 -- listen_changes --
 -- hear of every commit that may let a lane be claimed or end a lease: sql/schema.sql's
 -- announcing triggers notify this channel (one storm a database, so one channel)
