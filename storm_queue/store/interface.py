@@ -120,12 +120,16 @@ class Store(Protocol):
         and of what the store keeps beside it (a witness, a checkpoint, a
         state row) against it; reads only."""
 
-    def changes(self) -> ContextManager[Changes]:
+    def changes(self, every: bool = False) -> ContextManager[Changes]:
         """A wait for the storm to change (``claim --wait``): once the block
         has begun, ``Changes.wait`` returns soon after any change is whole
-        (a request committed, a file of the storm changed), however it was
-        made; it writes nothing and takes no lock. A directory is woken by
-        inotify (polling where there is none), a database by LISTEN."""
+        that may let a lane be claimed or end a lease (a request committed,
+        a file of the storm changed), however it was made, and with
+        ``every`` (a view: ``serve``) after any change at all; it writes
+        nothing and takes no lock. A directory is woken by inotify (polling
+        where there is none) at every change; a database by LISTEN, which
+        tells no one of a claim or a renew, so with ``every`` it also reads
+        the log's head every ``changes.POLL`` seconds."""
 
 
 @runtime_checkable

@@ -1,7 +1,7 @@
 """The storm as the web view last read it (``Seen``), shared by every
-request: read again only when the storm changed (the store's ``changes``:
-inotify on a directory, LISTEN on a database, followed by a thread of its
-own) or, when a page asks, once ``interval`` seconds have passed (time
+request: read again only when the storm changed (the store's ``changes``
+of every change: inotify on a directory, LISTEN and the log's head read
+twice a second on a database, followed by a thread of its own) or, when a page asks, once ``interval`` seconds have passed (time
 alone moves leases and schedules). What it read is kept with a ``version``
 (a digest of the chain's head and of the run order ``/`` shows) that a page's
 script compares to know the storm changed, and the bytes each path made
@@ -81,7 +81,7 @@ class Seen:
         while not self._stop.is_set():
             try:
                 with self._lock:
-                    waiting = self.storm.store.changes()
+                    waiting = self.storm.store.changes(every=True)
                 with waiting as changes:
                     while not self._stop.is_set():
                         if changes.wait(0.5):

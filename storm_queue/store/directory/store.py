@@ -218,8 +218,9 @@ class Directory:
         _known(decl)
         return audit.audit(self.log_path(decl), progress)
 
-    def changes(self) -> Changes:
-        """inotify on the storm's directories, else a poll of its files (``changes``)."""
+    def changes(self, every: bool = False) -> Changes:
+        """inotify on the storm's directories, else a poll of its files
+        (``changes``): every change, ``every`` or not."""
         from .changes import Changes
 
         return Changes(self)

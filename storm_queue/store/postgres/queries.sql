@@ -468,9 +468,19 @@ REVOKE USAGE ON SCHEMA storm_queue FROM {role};
 
 -- == waiting for a change (claim --wait) ====================================
 
+-- read_notice --
+-- the last notice's number and the key a notice is signed with (functions/announce_change.sql)
+SELECT sent, key
+FROM storm_queue.notice;
+
+-- read_head_seq --
+-- the log's head alone (a view's wait for every change reads it twice a second: store/postgres/changes.py)
+SELECT seq
+FROM storm_queue.state;
+
 -- listen_changes --
--- hear of every commit that changes the storm: sql/schema.sql's announcing
--- triggers notify this channel (one storm a database, so one channel)
+-- hear of every commit that may let a lane be claimed or end a lease: sql/schema.sql's
+-- announcing triggers notify this channel (one storm a database, so one channel)
 LISTEN storm_queue;
 
 -- == runner requests the server serves in one round trip (sql/functions/serve_*.sql)

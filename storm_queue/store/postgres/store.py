@@ -276,11 +276,13 @@ class Database:
             not_newer(self)
         return log.verify(self, progress)
 
-    def changes(self):
-        """A connection of its own, LISTENing for every commit that changes the storm (``changes``)."""
+    def changes(self, every: bool = False):
+        """The process's LISTEN connection to this URL, shared, for every
+        commit that may let a lane be claimed or end a lease (and, with
+        ``every``, the log's head read every ``changes.POLL`` seconds)."""
         from .changes import Changes
 
-        return Changes(self.url)
+        return Changes(self.url, every)
 
     # -- requests ----------------------------------------------------------
 

@@ -102,6 +102,17 @@ CREATE INDEX lane_by_ver ON storm_queue.lane (ver);
 CREATE INDEX settled_by_ver ON storm_queue.settled (ver);
 CREATE INDEX result_by_ver ON storm_queue.result (ver);
 
+-- the notices of a change (functions/announce_change.sql): the number of the
+-- last one sent, and the storm's key its payload is signed with, random,
+-- made with the storm; its members read it (a waiter checks a notice by it)
+CREATE TABLE storm_queue.notice (
+    id integer PRIMARY KEY CHECK (id = 1),
+    sent bigint NOT NULL DEFAULT 0,
+    key bytea NOT NULL
+);
+INSERT INTO storm_queue.notice (id, key)
+VALUES (1, decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'));
+
 -- the roles the operator granted, and as what (storm-queue grant runner|reader ROLE)
 CREATE TABLE storm_queue.member (
     role text NOT NULL,
@@ -373,14 +384,16 @@ CREATE TRIGGER settled_gone AFTER TRUNCATE ON storm_queue.settled
 CREATE TRIGGER result_gone AFTER TRUNCATE ON storm_queue.result
     FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.row_changed();
 
--- a change to the storm is announced on the channel storm_queue (claim --wait listens)
-CREATE TRIGGER state_announced AFTER INSERT OR UPDATE ON storm_queue.state
+-- a change that may let a lane be claimed is announced on the channel storm_queue (claim --wait,
+-- lease --wait and serve listen): a line of the log but a claim, a renew, a refusal or a no-op, and a
+-- hand edit of the rows (announce_change)
+CREATE TRIGGER event_announced AFTER INSERT ON storm_queue.event
     FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
 CREATE TRIGGER lane_announced AFTER INSERT OR UPDATE OR DELETE ON storm_queue.lane
     FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
 CREATE TRIGGER settled_announced AFTER INSERT OR UPDATE OR DELETE ON storm_queue.settled
     FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
-CREATE TRIGGER result_announced AFTER INSERT OR UPDATE OR DELETE ON storm_queue.result
+CREATE TRIGGER result_announced AFTER UPDATE OR DELETE ON storm_queue.result
     FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
 
 -- the claim's mark (runs_at.open_from) moved back by a row that makes a lane before it open again

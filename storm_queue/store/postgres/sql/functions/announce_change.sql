@@ -1,16 +1,45 @@
--- Version 3: a change to the storm is announced (issue 21, item 4). A
--- change to the state row (which every append moves to the log's new head)
--- or to a lane, settled or result row notifies the channel storm_queue;
--- the server delivers it when the writing transaction commits (once a
--- transaction), and never for one rolled back. A claim that waits for work
--- (claim --wait) LISTENs on that channel rather than polls. The triggers
--- fire for every writer: the operator's requests, a runner's through
--- runner_append, a hand-made row. (The state row rather than the event
--- table: nothing here locks the log's table, which an upgrade appends to.)
+-- Version 12: a change that may let a lane be claimed, or end a lease, is
+-- announced (issue 32, item 2); no other is. A line of the log announces
+-- unless it is a claim, a renew, a refusal or a no-op (a claim takes work,
+-- a renew moves an expiry, which the waiters compute themselves, and a
+-- refusal or a no-op changes nothing): a finish, a release, a cancel, an
+-- add or a push, a settle, a resume, a waive, an unpark, a hold or an
+-- unhold, an expire or a recover, a schedule, and the operator's rarer
+-- lines (bump, declare, halt, grant, upgrade...) do. A hand edit announces
+-- by its rows: a lane or settled row inserted, updated or deleted, a result
+-- row updated or deleted (a result row inserted is a finish's, whose line
+-- announces, or next's blocked mark, which frees nothing).
+--
+-- The notice is one per transaction (the notice row's xmin says this
+-- transaction already sent one), sent on the channel storm_queue when the
+-- transaction commits, never for one rolled back. Its payload is the
+-- notice's number (storm_queue.notice.sent, one more each time, so in the
+-- order the notices commit: the row's lock orders them) and a MAC of it
+-- under the storm's key (sha256(key || sha256(key || number)), hex): any
+-- role that can connect to the database may NOTIFY storm_queue, or LISTEN
+-- and copy a payload, but only the storm's members can read the key, and a
+-- waiter takes a number only once and only past the last it took
+-- (store/postgres/changes.py), so a stranger's notice wakes no one.
 CREATE OR REPLACE FUNCTION storm_queue.announce_change()
 RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+DECLARE
+    v_line jsonb;
+    v_sent bigint;
+    v_key bytea;
 BEGIN
-    PERFORM pg_notify('storm_queue', '');
+    IF TG_TABLE_NAME = 'event' THEN
+        v_line := storm_queue.line_jsonb(NEW.line);
+        IF v_line->>'action' IN ('claim', 'renew', 'refused') OR v_line ? 'noop' THEN
+            RETURN NULL;
+        END IF;
+    END IF;
+    UPDATE storm_queue.notice SET sent = sent + 1
+    WHERE xmin <> pg_current_xact_id()::xid
+    RETURNING sent, key INTO v_sent, v_key;
+    IF FOUND THEN
+        PERFORM pg_notify('storm_queue', v_sent || ' '
+                          || encode(sha256(v_key || sha256(v_key || convert_to(v_sent::text, 'UTF8'))), 'hex'));
+    END IF;
     RETURN NULL;
 END
 $$;

@@ -1,0 +1,51 @@
+-- Version 13, from version 12: a change is announced only when it may let a
+-- lane be claimed, or end a lease (issue 32, item 2), and its notice is
+-- signed (functions/announce_change.sql): the table of the notices (the
+-- last number sent and the storm's key, random, made here), readable by
+-- the roles already granted runner or reader; a line announces by its own trigger (the state row
+-- no longer does: a renew moved it), and a result row only when updated
+-- or deleted. Run again over its own result, it changes nothing.
+CREATE TABLE IF NOT EXISTS storm_queue.notice (
+    id integer PRIMARY KEY CHECK (id = 1),
+    sent bigint NOT NULL DEFAULT 0,
+    key bytea NOT NULL
+);
+INSERT INTO storm_queue.notice (id, key)
+VALUES (1, decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'))
+ON CONFLICT DO NOTHING;
+
+-- the roles that read the storm's tables (a runner's and a reader's grant gave them
+-- every one), granted in the order they were granted the state table, as a grant
+-- after this version grants them
+DO $$
+DECLARE
+    v_role name;
+BEGIN
+    FOR v_role IN SELECT r.rolname
+                  FROM pg_catalog.pg_class c, aclexplode(c.relacl) WITH ORDINALITY AS a, pg_catalog.pg_roles r
+                  WHERE c.oid = 'storm_queue.state'::regclass AND a.privilege_type = 'SELECT'
+                    AND a.grantee = r.oid AND a.grantee <> c.relowner
+                  ORDER BY a.ordinality LOOP
+        EXECUTE format('GRANT SELECT ON storm_queue.notice TO %I', v_role);
+    END LOOP;
+END
+$$;
+
+DROP TRIGGER IF EXISTS state_announced ON storm_queue.state;
+DROP TRIGGER IF EXISTS result_announced ON storm_queue.result;
+DROP TRIGGER IF EXISTS event_announced ON storm_queue.event;
+CREATE TRIGGER event_announced AFTER INSERT ON storm_queue.event
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
+CREATE TRIGGER result_announced AFTER UPDATE OR DELETE ON storm_queue.result
+    FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
+
+UPDATE storm_queue.version SET version = 13;
+
+-- what the fold keeps of the log (the runs and their holds, the priority
+-- lane, the waivers, the keys), folded from its lines as a new storm folds
+-- each one written: the tree's fold_line writes every column the
+-- migrations before made, so it runs here, after the last table change (a
+-- storm from version 0 is folded for the first time; one at 9 or 10 never
+-- recorded a hold, whose requests were refused there, and one at 9 to 12
+-- is folded again to the same rows)
+SELECT storm_queue.rederive();
