@@ -11,7 +11,8 @@ server never collide), and drops them at the end, on failure and on Ctrl-C
 too. It prints one JSON document, a key per MODE:
 
 - ``long_lived``: RUNNERS processes, each holding one ``Storm`` of the library
-  (one connection) and looping claim, finish ok over LONG_LANES lanes, against,
+  (one connection) and looping finish ok then claim in one request (``finish
+  --then-claim``) over LONG_LANES lanes, against,
   in interleaved rounds on the same server, the same number of processes and
   jobs of: the chained floor (bench/chain.sql: one hash-chained log in total
   order under one advisory lock, a fencing token per lease, one round trip per
@@ -193,8 +194,9 @@ def runners(place: Place, lanes: int, n: int) -> dict:
             "bare_floor_per_s": round(floor_rate, 1), "ratio": round(storm_rate / floor_rate, 4), **checked}
 
 
-#: one long-lived runner: one Storm (one connection) looping claim, finish ok
-#: (bench/race.py's worker: prints lanes run, first and last, then its wait polls)
+#: one long-lived runner: one Storm (one connection) looping finish ok then claim, one request a lane
+#: (finish --then-claim: issue 32), after its first claim (bench/race.py's worker: prints lanes run,
+#: first and last, then its wait polls)
 LONG_LIVED = """
 import collections, sys, time
 from storm_queue.service.storm import Storm
@@ -209,15 +211,18 @@ if profile:
     prof = cProfile.Profile()
     prof.enable()
 polls, done, first = collections.Counter(), 0, time.perf_counter()
+d = storm.claim(holder=holder).decision.split()
 while True:
-    d = storm.claim(holder=holder).decision.split()
     if d[0] == "run":
-        assert storm.finish(d[1], int(d[3]), "ok").outcome == "done"
+        out = storm.finish(d[1], int(d[3]), "ok", then_claim=True, holder=holder)
+        assert out.outcome == "done"
         done += 1
         last = time.perf_counter()
+        d = out.claim.decision.split()
     elif d[0] == "wait" and len(d) - 1 < lanes:  # every slot is taken (the rest wait for their batch review)
         polls[d[0]] += 1
         time.sleep(0.002)
+        d = storm.claim(holder=holder).decision.split()
     else:
         break
 if profile:

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from storm_queue.core.outcome import Request
-from tests.conftest import examples
+from tests.conftest import examples, run_cli
 
 pytestmark = [pytest.mark.postgresql, pytest.mark.slow]
 
@@ -498,6 +498,46 @@ class Counted:
     def execute(self, query, *args, **kwargs):
         self.statements.append(str(query))
         return self.conn.execute(query, *args, **kwargs)
+
+
+def test_a_served_request_commits_without_the_flush_under_the_lock_and_answers_once_it_is_flushed(
+        pg_server, pg_database, tmp_path) -> None:
+    """Issue 32, item 3: the serving function's transaction commits
+    asynchronously (the storm's lock is not held through the WAL flush),
+    and the answer comes in the same round trip only once the WAL that
+    holds it is flushed: at the answer, nothing written is unflushed (the
+    walwriter, on its own, flushes an asynchronous commit up to 200 ms
+    later). The session's synchronous_commit is left as it was."""
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres.connect import create
+
+    url = pg_database()
+    create(url)
+    toml = tmp_path / "storm.toml"
+    toml.write_text("[runner]\nunattended = true\n")
+    assert run_cli(url, "declare", str(toml)).returncode == 0
+    storm = Storm.find(url)
+    for slug in ("a", "b", "c", "d"):
+        assert storm.add(slug, "1").outcome == "done"
+    conn = storm.store.conn
+    setting = conn.execute("SHOW synchronous_commit").fetchone()[0]
+    counted = Counted(conn)
+    storm.store._conn = counted
+    lease = storm.claim(holder="h").check()
+    for _ in range(3):
+        written, flushed = conn.execute("SELECT pg_current_wal_insert_lsn(), pg_current_wal_flush_lsn()").fetchone()
+        assert lease.slug is not None and _lsn(flushed) >= _lsn(written), (lease.decision, written, flushed)
+        lease = storm.finish(lease.slug, lease.token, "ok", then_claim=True, holder="h").check().claim
+    served = [s for s in counted.statements if "serve_" in s]
+    assert served and all("set_config('synchronous_commit', 'off', true)" in s and "COMMIT;" in s
+                          and "pg_logical_emit_message(true" in s for s in served)
+    assert conn.execute("SHOW synchronous_commit").fetchone()[0] == setting
+
+
+def _lsn(text: str) -> int:
+    """A WAL position (``0/1921AB0``) as a number."""
+    high, low = text.split("/")
+    return int(high, 16) << 32 | int(low, 16)
 
 
 def test_a_runners_requests_are_each_one_statement_that_takes_the_lock_in_the_server(

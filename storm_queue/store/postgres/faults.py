@@ -72,6 +72,8 @@ def lost_served(store: Database, verb: str, exc: Exception, ask: str, pid: int) 
                     raise TimeoutError
                 time.sleep(0.05)
             row = conn.execute(q("read_asked"), (ask,)).fetchone()
+            if row is not None:  # committed, perhaps not yet flushed (served_durably): durable before it is said
+                conn.execute(q("make_durable"))
         finally:
             conn.close()
     except Exception:  # noqa: BLE001 -- the server is still away, or its process still runs: say so

@@ -530,6 +530,25 @@ SELECT storm_queue.serve_release(%s::text, %s::numeric, %s::text, %s::text, %s::
 SELECT storm_queue.serve_recover(%s::text, %s::boolean, %s::text, %s::text, %s::text, %s::text, %s::integer, %s::text),
        (SELECT seq - body_seq FROM storm_queue.state);
 
+-- served_durably --
+-- a serving statement ({call}: one of the above, its function's answer and the lag) committed without
+-- waiting for the WAL flush, so that the storm's lock is free while the WAL is flushed, and made durable
+-- before its answer is read, in the same round trip: the last statement writes a WAL record in a
+-- transaction of its own (a transactional logical message, which no table keeps) and commits
+-- synchronously, which flushes the WAL past the served commit (a transaction that wrote no WAL, even one
+-- holding a transaction id, flushes nothing). A crash before that flush loses the request, unanswered
+-- (docs/reliability.md)
+SELECT set_config('synchronous_commit', 'off', true),
+       set_config('storm_queue.served', json_build_array(served.answer, served.behind)::text, false)
+FROM ({call}) AS served(answer, behind);
+COMMIT;
+SELECT (current_setting('storm_queue.served')::jsonb) -> 0, (current_setting('storm_queue.served')::jsonb ->> 1)::bigint,
+       pg_logical_emit_message(true, 'storm_queue', '');
+
+-- make_durable --
+-- every commit before this one flushed to the WAL's disk: a WAL record written, committed synchronously
+SELECT pg_logical_emit_message(true, 'storm_queue', '');
+
 -- serve_decided --
 -- next's blocked marks, computed and written by the server (a runner's next), the lock wait (ms)
 SELECT storm_queue.serve_decided(%s::integer);

@@ -99,9 +99,10 @@ def serve(store: Session, req: Request, holder: str | None = None) -> tuple[Outc
     ask = os.urandom(16).hex()
     args = _args(req, holder, (req.key, lane, req.source, max(1, int(store.wait * 1000)), ask))
     pid = conn.info.backend_pid
-    statement = q("serve_finish_claim") if req.verb == "finish" and len(req.args) == 5 else {
+    call = q("serve_finish_claim") if req.verb == "finish" and len(req.args) == 5 else {
         "claim": q("serve_claim"), "renew": q("serve_renew"), "finish": q("serve_finish"), "release": q("serve_release"),
         "recover": q("serve_recover")}[req.verb]
+    statement = q("served_durably").replace("{call}", call.rstrip().rstrip(";"))
     try:
         row = conn.execute(statement, args).fetchone()
     except (driver.errors.UndefinedFunction, driver.errors.InsufficientPrivilege, driver.errors.UndefinedTable,
@@ -113,7 +114,7 @@ def serve(store: Session, req: Request, holder: str | None = None) -> tuple[Outc
         from .faults import lost_served
 
         raise lost_served(store, req.verb, exc, ask, pid) from None
-    answer, behind = row
+    answer, behind, _ = row
     if answer is None:
         return None, None
     return answer_of(store, req, answer), behind
