@@ -37,11 +37,8 @@ def cli(store, *args: str) -> dict:
 
 def actions(store, slug: str) -> list[tuple]:
     """(action, token, extra) of every line about ``slug``, in order."""
-    out = []
-    for e in store.events():
-        if e.get("slug") == slug or e.get("requested") and e.get("slug") == slug:
-            out.append((e["action"], e.get("token"), e.get("result") or e.get("code") or e.get("note")))
-    return out
+    return [(e["action"], e.get("token"), e.get("result") or e.get("code") or e.get("note"))
+            for e in store.events() if e.get("slug") == slug]
 
 
 def until(check, what: str) -> None:
@@ -287,3 +284,21 @@ def test_the_runner_api_is_annotated_and_documented():
         assert (f.__doc__ or "").strip(), f.__qualname__
     assert list(inspect.signature(Storm.claim).parameters)[:5] == ["self", "holder", "ttl", "wait", "key"]
     assert list(inspect.signature(Storm.lease).parameters) == ["self", "holder", "ttl", "wait"]
+
+
+def test_a_renewal_refused_while_the_lease_lives_stops_renewing_and_tells_the_block_at_its_expiry(store):
+    """Past ``max_lease_age`` a renewal is refused while the lease still
+    lives: the refusal is kept (``trouble``), no renewal is asked again,
+    and the block is told once the lease expires."""
+    store.make("a 1\n", toml=TTL + "max_lease_age = 4\n")
+    storm = opened(store)
+    try:
+        with storm.lease(holder="r1") as lane:
+            assert lane.stopped.wait(PATIENCE), "not told of the expiry"
+            assert lane.cancelled and lane.ending.ended == "expired"
+            assert "lease_age_exceeded" in str(lane.trouble)
+        assert lane.finished is None
+    finally:
+        storm.close()
+    refused = [e for e in store.events() if e["action"] == "refused" and e["requested"] == "renew"]
+    assert [e["code"] for e in refused] == ["lease_age_exceeded"]  # asked once, then only watched
