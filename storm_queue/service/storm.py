@@ -160,7 +160,7 @@ class Storm:
         answer is ``Outcome.claim`` (None when the finish was refused),
         and ``wait`` seconds are waited for work after the finish as
         ``claim`` waits. ``key`` makes the pair one idempotent request."""
-        from .leases import finish
+        from .finishing import finish
 
         return finish(self, slug, token, result, note, source=source, reason=reason, key=key, then_claim=then_claim,
                       holder=holder, ttl=ttl, wait=wait, waiting=waiting)

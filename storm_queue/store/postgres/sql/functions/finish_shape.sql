@@ -1,4 +1,4 @@
--- The shape refusal of a finish (service/leases.py finish): its slug,
+-- The shape refusal of a finish (service/finishing.py finish): its slug,
 -- source and token (serve_shape), a result neither ok nor failed, a note
 -- over 4,096 characters; or NULLs.
 CREATE OR REPLACE FUNCTION storm_queue.finish_shape(p_slug text, p_source text, p_token numeric, p_result text,

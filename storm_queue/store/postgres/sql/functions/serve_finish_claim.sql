@@ -1,4 +1,4 @@
--- finish --then-claim (service/leases.py finish, then_claim): one request,
+-- finish --then-claim (service/finishing.py finish, then_claim): one request,
 -- one transaction under the storm's lock: the finish (serve_finished), then,
 -- unless it was refused, the claim for p_holder (NULL: p_default_holder)
 -- and p_ttl (NULL: the declared TTL) on the storm after it
