@@ -35,6 +35,8 @@ class Attempt:
     code: int | None = None
     doc: dict = field(default_factory=dict)
     err: str = ""
+    #: a finish --then-claim's: the claim's answer (``doc`` is the finish's)
+    claim: dict | None = None
 
 
 @dataclass
@@ -194,14 +196,18 @@ def _script(c: Client, out: io.FileIO) -> None:
             ask(verb, args, opts)
         return
     p, idle = c.plan, iter(c.plan["idle"])
+    then = random.Random(c.seed ^ 0x7E11).random() < 0.5  # finishes with --then-claim (issue 32, item 1)
+    held = None  # the lease a finish --then-claim took: the next cycle's
     if p["recover"]:
         ask("recover", [], {})
     for _ in range(p["cycles"]):
-        code, doc = ask("claim", [], {"holder": c.name, "ttl": p["ttl"]})
-        if code != 0 or not doc.get("token"):
-            time.sleep(next(idle) / 1000)
-            continue
-        slug, token = doc["slug"], doc["token"]
+        if held is None:
+            code, doc = ask("claim", [], {"holder": c.name, "ttl": p["ttl"]})
+            if code != 0 or not doc.get("token"):
+                time.sleep(next(idle) / 1000)
+                continue
+            held = doc["slug"], doc["token"]
+        (slug, token), held = held, None
         if p["late"]:  # a runner that outlives its lease: its renew or finish may meet another's claim
             time.sleep(p["ttl"] + 0.1)
         elif storm:
@@ -212,7 +218,14 @@ def _script(c: Client, out: io.FileIO) -> None:
             ask("renew", [slug], {"token": token, "ttl": p["ttl"]})
             if storm:
                 time.sleep(next(idle) / 1000)
-        ask("finish", [slug], {"token": token, "result": p["result"]})
+        if then:
+            code, doc = ask("finish", [slug], {"token": token, "result": p["result"], "then_claim": True,
+                                               "holder": c.name, "ttl": p["ttl"]})
+            claimed = (doc.get("claim") or {}) if isinstance(doc, dict) else {}
+            if code == 0 and claimed.get("token"):
+                held = claimed["slug"], claimed["token"]
+        else:
+            ask("finish", [slug], {"token": token, "result": p["result"]})
         if storm:
             time.sleep(next(idle) / 1000)
 
@@ -228,7 +241,8 @@ def _again(code: int, doc: dict) -> bool:
 
 def _cli(url: str, verb: str, args: list[str], opts: dict, key: str) -> tuple[int, dict, str]:
     """One request through the real command line, in this process."""
-    flags = [w for name, value in opts.items() for w in (f"--{name}", str(value))]
+    flags = [w for name, value in opts.items()
+             for w in ((f"--{name.replace('_', '-')}",) if value is True else (f"--{name}", str(value)))]
     sys.argv = ["storm-queue", verb, *args, *flags, "--key", key, "--json", "--wait", "5", "--root", url]
     out, err = io.StringIO(), io.StringIO()
     saved = sys.stdout, sys.stderr
@@ -257,6 +271,9 @@ def _library(storm, verb: str, args: list[str], opts: dict, key: str) -> tuple[i
     try:
         out = getattr(storm, verb)(*args, **opts, key=key)
         code, doc = out.exit_code, out.to_json()
+        if opts.get("then_claim"):  # as finish --then-claim --json answers, and exits
+            doc = {"finish": doc, "claim": None if out.claim is None else out.claim.to_json()}
+            code = code if out.claim is None or code else out.claim.exit_code
     except StormError as exc:
         code, doc = exc.exit_code, {"outcome": "error", "message": str(exc)}
         if hasattr(exc, "recorded"):
@@ -368,3 +385,5 @@ def _frames(c: Client) -> None:
         else:
             a = by_key[body["key"]].attempts[-1]
             a.code, a.doc, a.err = body["code"], body["doc"], body["err"]
+            if "finish" in a.doc:  # finish --then-claim: {"finish": ..., "claim": ...}
+                a.doc, a.claim = a.doc["finish"] or {}, a.doc["claim"]

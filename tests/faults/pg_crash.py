@@ -118,6 +118,8 @@ class Figures:
     lost: int = 0
     doubled: int = 0
     claims_acknowledged: int = 0
+    #: finishes --then-claim acknowledged whose claim leased (its line under KEY/then-claim, as told)
+    pairs_acknowledged: int = 0
     finishes_acknowledged: int = 0
     stale_refused: int = 0
     expired: int = 0
@@ -131,8 +133,8 @@ class Figures:
     failures: list[str] = field(default_factory=list)
 
     COUNTS = ("trials", "clients", "kills", "terminated", "restarts", "requests", "attempts", "retried",
-              "acknowledged", "acknowledged_on_log", "acknowledged_unrecorded", "told_committed", "lost", "doubled", "claims_acknowledged",
-              "finishes_acknowledged", "stale_refused", "expired", "quarantines", "chains_verified",
+              "acknowledged", "acknowledged_on_log", "acknowledged_unrecorded", "told_committed", "lost", "doubled",
+              "claims_acknowledged", "pairs_acknowledged", "finishes_acknowledged", "stale_refused", "expired", "quarantines", "chains_verified",
               "lanes_derived", "tracebacks", "noise")
 
     def add(self, other: Figures) -> None:
@@ -157,7 +159,8 @@ class Figures:
                 f"acknowledged requests on the log exactly once {self.acknowledged_on_log}",
                 f"acknowledged requests with no line of their own (a claim that waited) {self.acknowledged_unrecorded}",
                 f"answers saying committed though the connection was lost {self.told_committed}",
-                f"acknowledged claims {self.claims_acknowledged}, finishes {self.finishes_acknowledged}",
+                f"acknowledged claims {self.claims_acknowledged} ({self.pairs_acknowledged} by a finish --then-claim), "
+                f"finishes {self.finishes_acknowledged}",
                 f"stale tokens refused (stale_fence) {self.stale_refused}",
                 f"leases expired by a later claim {self.expired}, quarantines {self.quarantines}",
                 f"chains verified {self.chains_verified}", f"lanes equal to their derivation {self.lanes_derived}",
@@ -440,6 +443,14 @@ def _on_log(req, evs: list[dict], i: int | None, fig: Figures) -> None:
                              "but it is not on the log")
     _as_told(req, (ok or refused or answered[-1]).doc, evs, i, fig)
     fig.acknowledged_on_log += ok is not None
+    pair = (ok.claim or {}) if ok is not None else {}
+    if pair.get("token"):  # finish --then-claim: its claim, told, is on the log under KEY/then-claim
+        line = next((e for e in evs if e.get("key") == req.key + "/then-claim"), None)
+        if line is None or (line["action"], line["slug"], line["token"]) != ("claim", pair["slug"], pair["token"]):
+            fig.lost += line is None
+            raise AssertionError(f"request {req.key}'s claim was told {pair}, but the log has {line}")
+        fig.claims_acknowledged += 1
+        fig.pairs_acknowledged += 1
 
 
 def _unreached(a) -> bool:
