@@ -22,5 +22,4 @@ ON CONFLICT DO NOTHING;
 -- for the first time; one at 9 or 10 never recorded a hold, whose requests
 -- were refused there, and is folded again to the same rows)
 UPDATE storm_queue.version SET version = 11;
-
-SELECT storm_queue.rederive();
+-- (re-derived by the last migration, 0012: only the last re-derives, after every table change)
