@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import clean_env, log_events, make_storm, run_cli
 
 #: what a database storm cannot hold, so cases that need it run on a directory alone:
@@ -216,3 +218,17 @@ def open_store(kind: str, request, tmp_path: Path):
     if kind == "directory":
         return DirectoryStorm(tmp_path)
     return DatabaseStorm(request.getfixturevalue("pg_url"), tmp_path / "lanes")
+
+
+@pytest.fixture(params=["directory", pytest.param("database", marks=pytest.mark.postgresql)])
+def under_test(request, tmp_path: Path):
+    """A storm of each store in turn, made by the test (a module takes it with
+    ``from tests.stores import under_test``)."""
+    return DirectoryStorm(tmp_path) if request.param == "directory" else DatabaseStorm(request.getfixturevalue("pg_url"))
+
+
+def doc(storm, *args: str, code: int = 0) -> dict:
+    """``storm-queue ARGS --json`` on ``storm``: its document, once it exited ``code``."""
+    done = storm.cli(*args, "--json")
+    assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
+    return json.loads(done.stdout)

@@ -11,7 +11,7 @@ from ..core.names import as_text, quote
 from ..core.outcome import Outcome, Request, Step
 from ..core.runs import THEN_SUFFIX, claimed, finished_snapshot, next_due, plan_claim, plan_finish, then_key, ttl_refusal
 from ..core.shapes import optional_text, shape_holder, shape_key, shape_names, shape_note, shape_token
-from .leases import _settles, _waits, claim, default_holder
+from .leases import _settles, _waits, claim, claim_effects, default_holder
 from .passage import cached, declaration
 
 TYPE_CHECKING = False
@@ -132,11 +132,6 @@ def _then_claimed(snap: Snapshot, by: str, fx: Effects, decl: Any, req: Request,
         ours = recorded[len(recorded) - len(events):] if events else []
         if ours:
             then.recorded, then.event = True, ours[-1]
-        for slug, token in plan.ended:
-            notes += cached(lambda: fx.unmark_running(slug, token), "running marker", slug)
-        if plan.slug is not None:
-            body = {"holder": name, "token": plan.token, "expires": plan.expires, "claimed": ours[-1]["at"]}
-            notes += cached(lambda: fx.mark_running(plan.slug, body), "running marker", plan.slug)
-        return notes + fx.tell_claim(plan, after.skipped, snap.now)
+        return notes + claim_effects(fx, plan, name, ours[-1]["at"] if ours else "", snap)
 
     return Step(step.out, step.events + events, before=step.before, after=after_both, own=0)

@@ -166,19 +166,27 @@ def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None
             out.warnings += [note] if note else []
 
         def after(events: list[dict[str, Any]]) -> list[str]:
-            notes = []
-            for slug, token in claim.ended:
-                notes += cached(lambda: fx.unmark_running(slug, token), "running marker", slug)
-            if claim.slug is not None:
-                body = {"holder": name, "token": claim.token, "expires": claim.expires, "claimed": events[-1]["at"]}
-                notes += cached(lambda: fx.mark_running(claim.slug, body), "running marker", claim.slug)
-            return notes + fx.tell_claim(claim, snap.skipped, snap.now)
+            return claim_effects(fx, claim, name, events[-1]["at"] if events else "", snap)
 
         return Step(out, list(claim.events), after=after, own=-1 if claim.slug is not None else None)
 
     out = storm.request(req, refusal, plan, decl=decl)
     out.due = due[0]
     return out, due[0]
+
+def claim_effects(fx: Effects, claim: Any, holder: str, at: str, snap: Snapshot) -> list[str]:
+    """What a recorded claim (``runs.Claim``) does besides its lines: the
+    running markers of the leases it took back removed, the marker of the
+    lease it took (to ``holder``, its line recorded ``at``) written, and
+    what the store says of it (``Effects.tell_claim``); notes for stderr."""
+    notes = []
+    for slug, token in claim.ended:
+        notes += cached(lambda: fx.unmark_running(slug, token), "running marker", slug)
+    if claim.slug is not None:
+        body = {"holder": holder, "token": claim.token, "expires": claim.expires, "claimed": at}
+        notes += cached(lambda: fx.mark_running(claim.slug, body), "running marker", claim.slug)
+    return notes + fx.tell_claim(claim, snap.skipped, snap.now)
+
 
 def renew(storm: Storm, slug: str, token: int, ttl: int | None = None, source: str | None = None,
           reason: str | None = None, key: str | None = None) -> Outcome:

@@ -15,22 +15,10 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from tests.cli.test_runner import finish, lines, runner_env, start_runner
 from tests.conftest import log_events, make_storm, run_cli, tree
-from tests.stores import DatabaseStorm, DirectoryStorm
-
-
-@pytest.fixture(params=["directory", pytest.param("database", marks=pytest.mark.postgresql)])
-def under_test(request, tmp_path: Path):
-    return DirectoryStorm(tmp_path) if request.param == "directory" else DatabaseStorm(request.getfixturevalue("pg_url"))
-
-
-def doc(storm, *args: str, code: int = 0) -> dict:
-    done = storm.cli(*args, "--json")
-    assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
-    return json.loads(done.stdout)
+from tests.stores import doc, under_test
 
 
 def test_a_halt_stops_every_claim_until_resume_and_leases_held_run_on(under_test) -> None:

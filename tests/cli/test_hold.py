@@ -13,23 +13,10 @@ of a held lane, an unhold of a lane not held) too."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-import pytest
 
 from tests.conftest import clean_env
-from tests.stores import DatabaseStorm, DirectoryStorm
-
-
-@pytest.fixture(params=["directory", pytest.param("database", marks=pytest.mark.postgresql)])
-def under_test(request, tmp_path: Path):
-    return DirectoryStorm(tmp_path) if request.param == "directory" else DatabaseStorm(request.getfixturevalue("pg_url"))
-
-
-def doc(storm, *args: str, code: int = 0) -> dict:
-    done = storm.cli(*args, "--json")
-    assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
-    return json.loads(done.stdout)
+from tests.stores import doc, under_test
 
 
 def rows(storm) -> dict[str, dict]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import make_storm, run_cli, tree
-from tests.stores import DatabaseStorm, DirectoryStorm
+from tests.stores import DatabaseStorm, under_test
 
 NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 SAMPLE = re.compile(r'([a-zA-Z_:][a-zA-Z0-9_:]*)(\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*)\})? (\S+)')
@@ -67,11 +67,6 @@ def value(families: dict, name: str, **labels: str) -> float:
     """A sample's value, by the sample's name (a counter's ends in ``_total``) and labels."""
     family = name.removesuffix("_total") if name not in families else name
     return families[family]["samples"][tuple(sorted(labels.items()))]
-
-
-@pytest.fixture(params=["directory", pytest.param("database", marks=pytest.mark.postgresql)])
-def under_test(request, tmp_path: Path):
-    return DirectoryStorm(tmp_path) if request.param == "directory" else DatabaseStorm(request.getfixturevalue("pg_url"))
 
 
 def test_every_pinned_metric_holds_what_the_storm_holds(under_test) -> None:

@@ -11,26 +11,12 @@ tests/database/test_served.py.)"""
 
 from __future__ import annotations
 
-import json
 import threading
-from pathlib import Path
 
-import pytest
 
-from tests.stores import DatabaseStorm, DirectoryStorm
+from tests.stores import doc, under_test
 
 POLICY = "[runner]\nslots = 2\nttl_min = 1\n"
-
-
-@pytest.fixture(params=["directory", pytest.param("database", marks=pytest.mark.postgresql)])
-def under_test(request, tmp_path: Path):
-    return DirectoryStorm(tmp_path) if request.param == "directory" else DatabaseStorm(request.getfixturevalue("pg_url"))
-
-
-def doc(storm, *args: str, code: int = 0) -> dict:
-    done = storm.cli(*args, "--json")
-    assert done.returncode == code, (args, done.returncode, done.stdout, done.stderr)
-    return json.loads(done.stdout)
 
 
 def test_the_finish_then_exactly_the_claims_lines_one_request(under_test) -> None:
