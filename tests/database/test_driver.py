@@ -9,6 +9,7 @@ wait; connect_timeout holds; the server's notices are kept, never printed."""
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from decimal import Decimal
 
 import pytest
@@ -16,6 +17,24 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from storm_queue.store.postgres import driver
+
+
+@contextmanager
+def ctrl_c_after(seconds: float):
+    """A real SIGINT sent to this process ``seconds`` into the block, with
+    Python's own handler in place for it (the suite may run with SIGINT
+    ignored), and the handler before it back afterwards."""
+    import os
+    import signal
+
+    was = signal.signal(signal.SIGINT, signal.default_int_handler)
+    timer = threading.Timer(seconds, os.kill, (os.getpid(), signal.SIGINT))
+    try:
+        timer.start()
+        yield
+    finally:
+        timer.cancel()
+        signal.signal(signal.SIGINT, was)
 
 pytestmark = pytest.mark.postgresql
 
@@ -122,22 +141,15 @@ def test_ctrl_c_ends_a_copy_at_once_and_cancels_it_on_the_server(pg_server) -> N
     """A real SIGINT while a COPY waits for the server (its rows slow to
     come): KeyboardInterrupt long before the COPY could end, the statement
     cancelled there, the connection kept, the wait callback back."""
-    import os
-    import signal
     import time
 
     import psycopg2.extensions
 
     conn, other = driver.connect(pg_server.admin_url()), driver.connect(pg_server.admin_url())
     pid = conn.info.backend_pid
-    was = signal.signal(signal.SIGINT, signal.default_int_handler)  # (the suite may run with SIGINT ignored)
     began = time.monotonic()
-    try:
-        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
-        with pytest.raises(KeyboardInterrupt), conn.transaction():
-            list(conn.rows("SELECT pg_sleep(30)"))
-    finally:
-        signal.signal(signal.SIGINT, was)
+    with ctrl_c_after(0.3), pytest.raises(KeyboardInterrupt), conn.transaction():
+        list(conn.rows("SELECT pg_sleep(30)"))
     assert time.monotonic() - began < 20 and psycopg2.extensions.get_wait_callback() is driver._wait
     assert not conn.closed and conn.status == driver.IDLE and conn.execute("SELECT 2").fetchone() == (2,)
     assert other.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND query LIKE 'COPY%%' "
@@ -182,8 +194,6 @@ def test_a_wait_is_interruptible_and_cancelled_on_the_server(pg_server) -> None:
     the statement cancelled there, and the connection closed (psycopg2's
     wait callback, the driver's). The pid's row is read at once: a
     statement still running would be active for half a minute yet."""
-    import os
-    import signal
     import time
 
     import psycopg2.extensions
@@ -191,14 +201,9 @@ def test_a_wait_is_interruptible_and_cancelled_on_the_server(pg_server) -> None:
     assert psycopg2.extensions.get_wait_callback() is driver._wait
     conn, other = driver.connect(pg_server.admin_url()), driver.connect(pg_server.admin_url())
     pid = conn.info.backend_pid
-    was = signal.signal(signal.SIGINT, signal.default_int_handler)  # (the suite may run with SIGINT ignored)
     began = time.monotonic()
-    try:
-        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
-        with pytest.raises(KeyboardInterrupt):
-            conn.execute("SELECT pg_sleep(30)")
-    finally:
-        signal.signal(signal.SIGINT, was)
+    with ctrl_c_after(0.3), pytest.raises(KeyboardInterrupt):
+        conn.execute("SELECT pg_sleep(30)")
     assert time.monotonic() - began < 20 and conn.closed
     for _ in range(100):
         if other.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s AND state = 'active'", (pid,)).fetchone() == (0,):
@@ -260,8 +265,6 @@ def test_a_server_that_never_answers_is_given_up_after_connect_timeout() -> None
 def test_ctrl_c_interrupts_a_connect_too() -> None:
     """A host that never answers: a real SIGINT ends the wait for it long
     before its connect_timeout (the wait callback runs while connecting)."""
-    import os
-    import signal
     import socket
     import time
 
@@ -269,14 +272,9 @@ def test_ctrl_c_interrupts_a_connect_too() -> None:
         silent.bind(("127.0.0.1", 0))
         silent.listen(1)
         port = silent.getsockname()[1]
-        was = signal.signal(signal.SIGINT, signal.default_int_handler)
         began = time.monotonic()
-        try:
-            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
-            with pytest.raises(KeyboardInterrupt):
-                driver.connect(f"postgresql://nobody@127.0.0.1:{port}/db?connect_timeout=60")
-        finally:
-            signal.signal(signal.SIGINT, was)
+        with ctrl_c_after(0.3), pytest.raises(KeyboardInterrupt):
+            driver.connect(f"postgresql://nobody@127.0.0.1:{port}/db?connect_timeout=60")
         assert time.monotonic() - began < 30
 
 
