@@ -3,8 +3,7 @@
 -- the fields slug, named, by, at, action, for and line, of their kinds, the
 -- slugs (and each row's "for") names, no slug twice
 CREATE OR REPLACE FUNCTION storm_queue.lane_rows_sound(p json) RETURNS boolean LANGUAGE sql IMMUTABLE
-SET search_path = pg_catalog, pg_temp AS $$
-    SELECT json_typeof(p) = 'array'
+RETURN json_typeof(p) = 'array'
        AND NOT EXISTS (
            SELECT 1 FROM json_array_elements(p) r(x)
            WHERE json_typeof(r.x) <> 'object'
@@ -15,5 +14,4 @@ SET search_path = pg_catalog, pg_temp AS $$
               OR json_typeof(r.x->'action') <> 'string' OR json_typeof(r.x->'for') <> 'string'
               OR (r.x->'line')::text !~ '^-?(0|[1-9][0-9]{0,14})$'
               OR NOT storm_queue.is_name(r.x->>'slug') OR NOT storm_queue.is_name(r.x->>'for'))
-       AND (SELECT count(*) = count(DISTINCT r.x->>'slug') FROM json_array_elements(p) r(x))
-$$;
+       AND (SELECT count(*) = count(DISTINCT r.x->>'slug') FROM json_array_elements(p) r(x));

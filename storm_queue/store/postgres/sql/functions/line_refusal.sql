@@ -14,12 +14,10 @@ SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_text text;
     j json;
-    v json;
     v_action text;
     v_nest text;
-    v_kind text;
     v_fits boolean;
-    f record;
+    v_why text;
 BEGIN
     IF octet_length(p_line) > 4194304 THEN
         RETURN 'it is longer than 4 MiB';
@@ -47,35 +45,35 @@ BEGIN
     IF v_action IS NULL OR NOT EXISTS (SELECT 1 FROM storm_queue.line_field lf WHERE lf.action = v_action) THEN
         RETURN 'its action is not one: ' || coalesce((j->'action')::text, 'missing');
     END IF;
-    FOR f IN SELECT lf.field, lf.kind, lf.need, lf.named FROM storm_queue.line_field lf
-             WHERE lf.action IN ('*', v_action) ORDER BY lf.action = '*', lf.field LOOP
-        v := j->f.field;
-        IF v IS NULL THEN
-            IF f.need = 'required' THEN
-                RETURN 'field ' || f.field || ' is missing';
-            END IF;
-            CONTINUE;
-        END IF;
-        v_kind := json_typeof(v);
-        v_fits := CASE f.kind
-                      WHEN 'str' THEN v_kind = 'string'
-                      WHEN 'str?' THEN v_kind IN ('string', 'null')
-                      WHEN 'int' THEN v_kind = 'number' AND v::text ~ '^-?(0|[1-9][0-9]{0,14})$'
-                      WHEN 'int?' THEN v_kind = 'null' OR (v_kind = 'number' AND v::text ~ '^-?(0|[1-9][0-9]{0,14})$')
-                      WHEN 'bool' THEN v_kind = 'boolean'
-                      WHEN 'object' THEN v_kind = 'object'
-                      WHEN 'list' THEN v_kind = 'array'
-                                       AND NOT EXISTS (SELECT 1 FROM json_array_elements(v) x WHERE json_typeof(x) <> 'string')
-                      ELSE storm_queue.lane_rows_sound(v) END;
-        IF NOT v_fits THEN
-            RETURN 'field ' || f.field || ' is not a ' || f.kind;
-        END IF;
-        IF f.named AND v_kind IN ('string', 'array')
-           AND EXISTS (SELECT 1 FROM json_array_elements_text(CASE WHEN v_kind = 'array' THEN v ELSE json_build_array(v) END) n
-                       WHERE NOT storm_queue.is_name(n)) THEN
-            RETURN 'field ' || f.field || ' holds a text that is not a name';
-        END IF;
-    END LOOP;
+    SELECT 'field ' || lf.field || CASE WHEN x.v IS NULL THEN ' is missing' WHEN NOT y.fits THEN ' is not a ' || lf.kind
+                                        ELSE ' holds a text that is not a name' END
+    INTO v_why
+    FROM storm_queue.line_field lf
+    CROSS JOIN LATERAL (SELECT j->lf.field AS v, json_typeof(j->lf.field) AS kind) x
+    CROSS JOIN LATERAL (SELECT CASE lf.kind
+        WHEN 'str' THEN x.kind = 'string'
+        WHEN 'str?' THEN x.kind IN ('string', 'null')
+        WHEN 'int' THEN x.kind = 'number' AND x.v::text ~ '^-?(0|[1-9][0-9]{0,14})$'
+        WHEN 'int?' THEN x.kind = 'null' OR (x.kind = 'number' AND x.v::text ~ '^-?(0|[1-9][0-9]{0,14})$')
+        WHEN 'bool' THEN x.kind = 'boolean'
+        WHEN 'object' THEN x.kind = 'object'
+        WHEN 'list' THEN CASE WHEN x.kind = 'array'
+                              THEN NOT EXISTS (SELECT 1 FROM json_array_elements(x.v) e WHERE json_typeof(e) <> 'string')
+                              ELSE false END
+        ELSE storm_queue.lane_rows_sound(x.v) END AS fits) y
+    WHERE lf.action IN ('*', v_action)
+      AND CASE WHEN x.v IS NULL THEN lf.need = 'required'
+               WHEN NOT y.fits THEN true
+               WHEN lf.named AND x.kind IN ('string', 'array')
+                   THEN EXISTS (SELECT 1 FROM json_array_elements_text(CASE WHEN x.kind = 'array' THEN x.v
+                                                                             ELSE json_build_array(x.v) END) n
+                                WHERE NOT storm_queue.is_name(n))
+               ELSE false END
+    ORDER BY lf.action = '*', lf.field
+    LIMIT 1;
+    IF v_why IS NOT NULL THEN
+        RETURN v_why;
+    END IF;
     IF (j->>'seq')::bigint <> p_seq THEN
         RETURN 'its seq is ' || (j->>'seq') || ', not ' || p_seq;
     END IF;

@@ -3,6 +3,5 @@
 -- of the leases' expiries and the schedules p_times; NULL when none is
 -- after p_now. (serve_claim gives it those of storm_queue.watch.)
 CREATE OR REPLACE FUNCTION storm_queue.next_due(p_times text[], p_now text) RETURNS text
-LANGUAGE sql IMMUTABLE SET search_path = pg_catalog, pg_temp AS $$
-    SELECT min(t COLLATE "C") FROM unnest(p_times) t WHERE t COLLATE "C" > p_now COLLATE "C"
-$$;
+LANGUAGE sql IMMUTABLE
+RETURN (SELECT min(t COLLATE "C") FROM unnest(p_times) t WHERE t COLLATE "C" > p_now COLLATE "C");

@@ -16,6 +16,7 @@ DECLARE
     v_line text;
     v_bytes bytea;
     v_lines text[] := '{}';
+    v_forget timestamptz;
 BEGIN
     SELECT s.seq, s.digest INTO v_seq, v_digest FROM storm_queue.state s;
     FOR i IN 1..cardinality(p_actions) LOOP
@@ -35,7 +36,8 @@ BEGIN
         END IF;
     END LOOP;
     IF p_ask IS NOT NULL THEN
-        DELETE FROM storm_queue.asked a WHERE a.at < clock_timestamp() - interval '1 hour';
+        v_forget := clock_timestamp() - interval '1 hour';  -- a value, so the index on at finds them
+        DELETE FROM storm_queue.asked a WHERE a.at < v_forget;
         INSERT INTO storm_queue.asked (ask, seq, at) VALUES (p_ask, v_seq, clock_timestamp())
         ON CONFLICT (ask) DO UPDATE SET seq = EXCLUDED.seq;
     END IF;
