@@ -2,7 +2,7 @@
 
     python bench/database.py [--only MODE]... [--url SUPERUSER_URL] [--runners 8] [--long-lanes 2000]
                              [--rounds 3] [--no-peers | --peers-python PY] [--lanes 80] [--events 1000000]
-                             [--batch-lanes 1000] [--profile FILE] [--smoke] [--out FILE]
+                             [--batch-lanes 1000] [--idle-waiters 64] [--profile FILE] [--smoke] [--out FILE]
 
 It runs on a throwaway server (tests/pgserver.py), or with ``--url`` on the
 server a superuser's URL names: there it makes its own databases and roles,
@@ -26,6 +26,10 @@ too. It prints one JSON document, a key per MODE:
   ``[runner] unattended = true`` (a lane is claim + finish); every round checks
   that every lane was claimed once, in run order, finished once, and that
   verify is sound; the floors and peers check that every job was done once.
+  With IDLE_WAITERS (64 by default; 0 leaves it out), the storm runs again
+  with that many ``storm-queue claim --wait`` processes attached and waiting
+  (every slot held first), and ``storm_idle_over_storm`` is the busy
+  runners' lanes/s with them over without (goal 0.9, issue 32 item 5).
 - ``runners``: the same loop with a storm-queue process per command, over
   LANES lanes, against the bare floor.
 - ``bump``: bump then unbump, two whole CLI processes, on a database storm /
@@ -72,6 +76,8 @@ from tests.pgserver import PgServer  # noqa: E402
 
 #: the goals of issue 21 item 3: the storm's lanes/s over each, at least
 GOALS = {"chain_floor": 0.5, "procrastinate_8proc": 1.0}
+#: the busy runners' lanes/s with the idle claim --wait waiters attached, at least this share of without (issue 32)
+IDLE_GOAL = 0.9
 
 
 def sq(root: str, *args: str) -> subprocess.CompletedProcess:
@@ -86,8 +92,8 @@ class Place:
     name, PREFIX_WHAT_N; close() drops every one this run made (and stops a
     throwaway server)."""
 
-    def __init__(self, url: str | None = None):
-        self.server = PgServer(url=url)
+    def __init__(self, url: str | None = None, max_connections: int = 100):
+        self.server = PgServer(url=url, settings={"max_connections": str(max(100, max_connections))})
         self.prefix = f"stormbench_{os.getpid()}_{secrets.token_hex(3)}"
         self.made: list[str] = []
 
@@ -202,6 +208,7 @@ import collections, sys, time
 from storm_queue.service.storm import Storm
 
 url, holder, profile, lanes = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+first_lease = sys.argv[5].split(":") if len(sys.argv) > 5 else None  # SLUG:ISSUE:TOKEN, leased before the race
 storm = Storm.find(url)
 storm.declaration()  # connected
 print("ready", flush=True)
@@ -211,7 +218,7 @@ if profile:
     prof = cProfile.Profile()
     prof.enable()
 polls, done, first = collections.Counter(), 0, time.perf_counter()
-d = storm.claim(holder=holder).decision.split()
+d = ["run", *first_lease] if first_lease else storm.claim(holder=holder).decision.split()
 while True:
     if d[0] == "run":
         out = storm.finish(d[1], int(d[3]), "ok", then_claim=True, holder=holder)
@@ -232,21 +239,83 @@ print(done, first, last if done else first, polls["wait"])
 """
 
 
-def storm_round(place: Place, lanes: int, n: int, profile: str = "") -> dict:
+def storm_round(place: Place, lanes: int, n: int, profile: str = "", idle: int = 0) -> dict:
     """N runner processes, each one ``Storm`` (the library) on one connection,
-    timed as every contender is (bench/race.py); ``per_s`` and the checks."""
-    url = fresh(place, "storm")
+    timed as every contender is (bench/race.py); ``per_s`` and the checks.
+    With ``idle`` waiters: every one of the N slots is leased first (the
+    first N lanes, one a runner, each runner's loop starting with its
+    finish --then-claim), then IDLE ``storm-queue claim --wait`` processes
+    are attached, each waiting (every slot held) on its own LISTEN
+    connection, before the race; they are ended after it, and must have
+    leased nothing (``idle_leased_nothing``)."""
+    url = fresh(place, "storm_idle" if idle else "storm")
     _lanes_table(url, lanes, n)
-    raced = race([[sys.executable, "-c", LONG_LIVED, url, f"runner-{i}", profile if i == 0 else "", str(lanes)]
-                  for i in range(n)])
+    firsts = [""] * n
+    waiters: list[subprocess.Popen] = []
+    try:
+        if idle:
+            from storm_queue.service.storm import Storm
+
+            storm = Storm.find(url)
+            for i in range(n):
+                d = storm.claim(holder=f"runner-{i}").decision.split()
+                assert d[0] == "run", d
+                firsts[i] = ":".join(d[1:4])
+            storm.close()
+            waiters = _idle_waiters(url, idle)
+        raced = race([[sys.executable, "-c", LONG_LIVED, url, f"runner-{i}", profile if i == 0 else "", str(lanes),
+                       *([firsts[i]] if firsts[i] else [])] for i in range(n)])
+    finally:
+        for w in waiters:
+            w.kill()
+            w.wait(timeout=30)
     return {"per_s": raced["per_s"], "lanes_per_runner": raced["per_process"],
-            "wait_polls": sum(int(e[0]) for e in raced["extra"]), **_check_runs(url, lanes)}
+            "wait_polls": sum(int(e[0]) for e in raced["extra"]), **_check_runs(url, lanes),
+            **({"idle_leased_nothing": _leased_by(url, "idle-") == 0} if idle else {})}
+
+
+def _idle_waiters(url: str, k: int) -> list[subprocess.Popen]:
+    """K ``storm-queue claim --wait`` processes (holders idle-0..), each
+    waiting on its LISTEN connection (the server shows K sessions that
+    last ran LISTEN) before this returns; RuntimeError after 120 s."""
+    from storm_queue.store.postgres import driver
+
+    env = {k2: v for k2, v in os.environ.items() if k2 not in ("STORM_QUEUE_ROOT", "STORM_QUEUE_LANE")}
+    env["PYTHONPATH"] = str(REPO)
+    procs = [subprocess.Popen([sys.executable, "-m", "storm_queue", "claim", "--wait", "3600", "--holder", f"idle-{i}",
+                               "--root", url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for i in range(k)]
+    deadline = time.monotonic() + 120
+    with driver.connect(url) as conn:
+        while True:
+            listening = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                                     "AND query = 'LISTEN storm_queue'").fetchone()[0]
+            if listening >= k:
+                return procs
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                for p in procs:
+                    p.kill()
+                    p.wait(timeout=30)
+                raise RuntimeError(f"only {listening} of {k} idle claim --wait processes were waiting after 120 s "
+                                   f"(or one ended): raise the server's max_connections?")
+            time.sleep(0.2)
+
+
+def _leased_by(url: str, prefix: str) -> int:
+    """How many claim lines of the log lease to a holder named PREFIX..."""
+    from storm_queue.store.postgres import driver
+
+    with driver.connect(url) as conn:
+        lines = [json.loads(bytes(r[0])) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq")]
+    return sum(1 for e in lines if e["action"] == "claim" and str(e.get("holder", "")).startswith(prefix))
 
 
 def contenders(place: Place, args, versions: dict) -> dict:
     """Each contender's name: its round (a function of the round's number)."""
     jobs, n = args.long_lanes, args.runners
     table = {"storm": lambda r: storm_round(place, jobs, n, args.profile if r == 0 else ""),
+             **({f"storm_idle_{args.idle_waiters}": lambda r: storm_round(place, jobs, n, idle=args.idle_waiters)}
+                if args.idle_waiters else {}),
              "chain_floor": lambda r: floors.chain(place.database("chain"), jobs, n),
              "bare_floor": lambda r: floors.bare(place.database("bare"), jobs, n)}
     for name, (peer, processes, k) in peers.contenders(n).items():
@@ -311,6 +380,12 @@ def summarised(rounds: dict[str, list[dict]], versions: dict, args) -> dict:
               for over in ("chain_floor", "procrastinate_8proc", "bare_floor")}
     sound = {**checks("storm"), "refused_or_expired": sum(x["refused_or_expired"] for x in storm),
              "verify": "sound" if all(x["verify"] == "sound" for x in storm) else "unsound"}
+    idle = [name for name in rounds if name.startswith("storm_idle_")]
+    if idle:  # issue 32, item 5: the busy runners' lanes/s with the idle waiters attached, over without
+        each = [i["per_s"] / s["per_s"] for i, s in zip(rounds[idle[0]], storm)]
+        ratios["storm_idle_over_storm"] = {"waiters": args.idle_waiters, "measured": round(statistics.median(each), 4),
+                                           "each_round": [round(x, 4) for x in each], "goal": IDLE_GOAL,
+                                           "met": statistics.median(each) >= IDLE_GOAL}
     met = [v["met"] for v in ratios.values() if "goal" in v]
     return {"lanes": args.long_lanes, "runners": args.runners, "rounds": args.rounds,
             "storm_lanes_per_s": median("storm"), "storm_rounds_per_s": [round(x["per_s"], 1) for x in storm],
@@ -473,6 +548,9 @@ def arguments() -> argparse.Namespace:
     ap.add_argument("--lanes", type=int, default=80, help="lanes of the process-per-command runners")
     ap.add_argument("--events", type=int, default=1000000)
     ap.add_argument("--batch-lanes", type=int, default=1000, help="lanes of one add --from FILE")
+    ap.add_argument("--idle-waiters", type=int, default=64,
+                    help="long_lived also runs the storm with this many idle claim --wait processes attached "
+                         "(0: not run); the throwaway server's max_connections is raised to fit them")
     ap.add_argument("--profile", default="", help="write the first long-lived runner's cProfile stats here (round 1)")
     ap.add_argument("--smoke", action="store_true", help="the smallest sizes, to check that it runs")
     ap.add_argument("--out", metavar="FILE", help="write long_lived's table into this markdown file "
@@ -480,6 +558,9 @@ def arguments() -> argparse.Namespace:
     args = ap.parse_args()
     if args.smoke:
         args.lanes, args.long_lanes, args.runners, args.events, args.rounds, args.batch_lanes = 4, 6, 2, 40, 1, 12
+        args.idle_waiters = min(args.idle_waiters, 4)
+    if args.idle_waiters < 0:
+        ap.error("--idle-waiters takes a number of at least 0")
     if min(args.runners, args.long_lanes, args.rounds, args.lanes) < 1:
         ap.error("--runners, --long-lanes, --rounds and --lanes take a number of at least 1")
     return args
@@ -498,7 +579,7 @@ def measured(place: Place, args: argparse.Namespace) -> dict:
 def main() -> None:
     args, started, load = arguments(), time.time(), os.getloadavg()[0]
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))  # drop what was made, as Ctrl-C does
-    place = Place(args.url)
+    place = Place(args.url, max_connections=2 * args.idle_waiters + 4 * args.runners + 40)
     try:
         place.open()
     except Exception as e:

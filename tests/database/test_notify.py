@@ -136,17 +136,45 @@ def test_a_request_that_may_free_work_or_end_a_lease_sends_one_signed_notice(pg_
     ear.close()
 
 
-def test_a_lease_taken_back_by_a_claim_notifies_and_the_claim_itself_does_not(pg_url, tmp_path, clock):
+@pytest.mark.parametrize("slots", [1, 2])
+def test_a_lease_taken_back_by_a_claim_notifies_only_while_a_slot_is_left_free(pg_url, tmp_path, clock, slots):
     """A claim that finds a lease expired records the expire, then leases:
-    one notice (the expire's), where a claim alone sends none."""
-    store = _storm(pg_url, tmp_path, "a 1\nb 2\n", [], toml="[runner]\nslots = 1\n")
+    one notice (the expire's) when a slot is left free after it, where a
+    claim alone sends none; none when its claim took the last slot (no
+    waiting claim could lease anything)."""
+    store = _storm(pg_url, tmp_path, "a 1\nb 2\nc 3\n", [], toml=f"[runner]\nslots = {slots}\n")
     assert ok(store, "claim", "--ttl", "600")["decision"] == "run a 1 1"
     ear = Ear(pg_url)
     clock.advance(601)
     seen = len(store.events())
     assert ok(store, "claim")["decision"] == "run a 1 2"
     assert [e["action"] for e in store.events()[seen:]] == ["expire", "claim"]
-    assert len(ear.sent()) == 1
+    assert len(ear.sent()) == (1 if slots == 2 else 0)
+    ear.close()
+
+
+@pytest.mark.parametrize("slots, queue, notices", [(1, "a 1\nb 2\n", 0), (2, "a 1\nb 2\nc 3\n", 1),
+                                                   (1, "a 1\n", 1)])
+def test_a_finish_then_claim_notifies_unless_its_claim_took_the_last_slot(pg_url, tmp_path, slots, queue, notices):
+    """A runner's finish --then-claim frees a slot and takes it again: with
+    every slot held after it, no waiting claim could lease anything, and
+    no notice is sent (issue 32, item 5: idle waiters beside busy
+    runners); with a slot left free, or when its claim leased nothing,
+    the finish's notice is sent, once."""
+    from storm_queue.store.postgres.changes import signed
+
+    store = _storm(pg_url, tmp_path, queue, [], toml=f"[runner]\nslots = {slots}\nunattended = true\n")
+    assert ok(store, "claim")["decision"] == "run a 1 1"
+    ear = Ear(pg_url)
+    seen = len(store.events())
+    done = ok(store, "finish", "a", "--token", "1", "--result", "ok", "--then-claim")
+    leased = done["claim"]["decision"].startswith("run ")
+    assert [e["action"] for e in store.events()[seen:]] == ["finish", "claim"] if leased else ["finish"]
+    sent = ear.sent()
+    assert len(sent) == notices, (sent, done)
+    for payload in sent:
+        number, mac = payload.split(" ")
+        assert mac == signed(ear.key, int(number))
     ear.close()
 
 

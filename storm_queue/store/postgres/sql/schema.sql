@@ -385,9 +385,10 @@ CREATE TRIGGER result_gone AFTER TRUNCATE ON storm_queue.result
     FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.row_changed();
 
 -- a change that may let a lane be claimed is announced on the channel storm_queue (claim --wait,
--- lease --wait and serve listen): a line of the log but a claim, a renew, a refusal or a no-op, and a
--- hand edit of the rows (announce_change)
-CREATE TRIGGER event_announced AFTER INSERT ON storm_queue.event
+-- lease --wait and serve listen): a line of the log but a claim, a renew, a refusal or a no-op, when
+-- its transaction commits unless that transaction's claim left every slot held, and a hand edit of
+-- the rows (announce_change)
+CREATE CONSTRAINT TRIGGER event_announced AFTER INSERT ON storm_queue.event DEFERRABLE INITIALLY DEFERRED
     FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();
 CREATE TRIGGER lane_announced AFTER INSERT OR UPDATE OR DELETE ON storm_queue.lane
     FOR EACH ROW EXECUTE FUNCTION storm_queue.announce_change();

@@ -10,6 +10,14 @@
 -- row updated or deleted (a result row inserted is a finish's, whose line
 -- announces, or next's blocked mark, which frees nothing).
 --
+-- A line of the log is announced when its transaction commits (the trigger
+-- is deferred), and not when that transaction also recorded a claim after
+-- it and every slot the runner policy declares is then held: no waiting
+-- claim could lease anything, so a runner's finish --then-claim, or a
+-- claim that took an expired lease back and leased, wakes no one while the
+-- storm is full (a waiting `lease --wait` wakes at the expiry it computed;
+-- issue 32, item 5: 64 idle claim --wait waiters beside 8 busy runners).
+--
 -- The notice is one per transaction (the notice row's xmin says this
 -- transaction already sent one), sent on the channel storm_queue when the
 -- transaction commits, never for one rolled back. Its payload is the
@@ -31,6 +39,12 @@ BEGIN
         v_line := storm_queue.line_jsonb(NEW.line);
         IF v_line->>'action' IN ('claim', 'renew', 'refused') OR v_line ? 'noop' THEN
             RETURN NULL;
+        END IF;
+        IF EXISTS (SELECT 1 FROM storm_queue.event e WHERE e.seq > NEW.seq
+                   AND storm_queue.line_jsonb(e.line)->>'action' = 'claim')
+           AND (SELECT count(*) FROM storm_queue.watch w WHERE w.lease_token IS NOT NULL)
+               >= (SELECT (s.runner->>'slots')::bigint FROM storm_queue.storm s) THEN
+            RETURN NULL;  -- every slot held, by this transaction's claim among them
         END IF;
     END IF;
     UPDATE storm_queue.notice SET sent = sent + 1
