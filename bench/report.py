@@ -41,6 +41,10 @@ def table(long: dict) -> str:
         ("one hash-chained log in total order under one advisory lock, one round trip per request (plpgsql)",
          _jobs(c["chain_floor"]), "yes", "yes"),
     ]
+    idle = long["ratios"].get("storm_idle_over_storm")
+    if idle is not None:
+        rows.insert(2, (f"the same, with {idle['waiters']} idle `claim --wait` processes attached",
+                        _jobs(c[f"storm_idle_{idle['waiters']}"]), "yes", "yes"))
     out = ["| " + " | ".join(r) + " |" for r in rows]
     out.insert(1, "|---|---:|---|---|")
     out += ["", "| ratio (median of the rounds' ratios) | measured | goal | met |", "|---|---:|---:|---|"]
@@ -50,6 +54,10 @@ def table(long: dict) -> str:
         met = "not measured" if r["met"] is None else "yes" if r["met"] else "**no**"
         shown = "" if r["measured"] is None else f"{r['measured']:.2f}"
         out.append(f"| {label} | {shown} | ≥ {r['goal']:g} | {met} |")
+    if idle is not None:
+        met = "yes" if idle["met"] else "**no**"
+        out.append(f"| storm-queue with {idle['waiters']} idle waiters / without | {idle['measured']:.2f} | "
+                   f"≥ {idle['goal']:g} | {met} |")
     return "\n".join(out) + "\n"
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.conftest import REPO, clean_env
 
 BENCH = str(REPO / "bench" / "database.py")
-TINY = ["--only", "long_lived", "--runners", "2", "--long-lanes", "20", "--rounds", "1", "--no-peers"]
+TINY = ["--only", "long_lived", "--runners", "2", "--long-lanes", "20", "--rounds", "1", "--no-peers", "--idle-waiters", "3"]
 
 
 def bench(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -66,12 +66,17 @@ def test_every_mode_runs_its_smallest_sizes_and_a_peer_that_cannot_be_imported_i
     versus_peer = long["ratios"]["storm_over_procrastinate_8proc"]
     assert versus_peer["goal"] == 1.0 and versus_peer["measured"] is None and versus_peer["met"] is None
     assert "cannot import procrastinate" in versus_peer["why"]
+    idle = long["contenders"]["storm_idle_4"]  # --smoke: 4 idle claim --wait waiters beside the runners
+    assert idle["claimed_once_in_run_order"] and idle["finished_once"] and idle["idle_leased_nothing"], idle
+    beside = long["ratios"]["storm_idle_over_storm"]
+    assert (beside["waiters"], beside["goal"]) == (4, 0.9) and beside["met"] is (beside["measured"] >= 0.9)
     assert long["goals_met"] is None  # one goal could not be measured
     text = out.read_text()
     assert text.startswith("# kept\n") and "<!-- bench/database.py: begin -->" in text
     assert "| storm-queue's database store (bench/database.py, 2 long-lived runners) |" in text
     assert "| procrastinate, 2 processes / 1 process with concurrency 2 | not measured: cannot import procrastinate" in text
     assert "| storm-queue / procrastinate, 2 processes |  | ≥ 1 | not measured |" in text
+    assert "| the same, with 4 idle `claim --wait` processes attached |" in text
 
 
 def test_two_runs_on_one_server_given_by_url_collide_not_and_leave_nothing(pg_server) -> None:

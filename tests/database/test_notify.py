@@ -178,6 +178,32 @@ def test_a_finish_then_claim_notifies_unless_its_claim_took_the_last_slot(pg_url
     ear.close()
 
 
+def test_a_runner_roles_finish_notifies_as_the_operators_does(pg_server, pg_url, pg_role, tmp_path):
+    """A line is announced when its transaction commits, outside the
+    serving function that wrote it: a runner role's finish (which may not
+    write the notice row itself) sends its one signed notice, and its
+    finish --then-claim that took the last slot sends none."""
+    from storm_queue.service.storm import Storm
+    from storm_queue.store.postgres.changes import signed
+
+    store = _storm(pg_url, tmp_path, "a 1\nb 2\nc 3\n", [], toml="[runner]\nslots = 1\nunattended = true\n")
+    role = pg_role(prefix="runner")
+    ok(store, "grant", "runner", role)
+    ear = Ear(pg_url)
+    storm = Storm.find(pg_server.url_as(pg_url, role))
+    try:
+        assert storm.claim(holder="r").decision == "run a 1 1"
+        assert ear.sent() == []
+        assert storm.finish("a", 1, "ok", then_claim=True, holder="r").claim.decision == "run b 2 1"
+        assert ear.sent() == []  # the slot freed and taken again: no waiting claim could lease anything
+        assert storm.finish("b", 1, "failed").outcome == "done"
+        sent = ear.sent()
+        assert len(sent) == 1 and sent[0].split(" ")[1] == signed(ear.key, int(sent[0].split(" ")[0])), sent
+    finally:
+        storm.close()
+        ear.close()
+
+
 def test_a_hand_edit_of_the_lanes_notifies_and_numbers_only_grow(pg_url, tmp_path):
     """The operator's INSERT into the lane table (no line) notifies too, and
     each notice's number is the one after the last."""

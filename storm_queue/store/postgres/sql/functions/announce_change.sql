@@ -17,6 +17,9 @@
 -- claim that took an expired lease back and leased, wakes no one while the
 -- storm is full (a waiting `lease --wait` wakes at the expiry it computed;
 -- issue 32, item 5: 64 idle claim --wait waiters beside 8 busy runners).
+-- Fired at commit, outside the serving function that inserted the line, it
+-- runs as its owner (SECURITY DEFINER), as it did inside: a runner role
+-- may not write the notice row itself.
 --
 -- The notice is one per transaction (the notice row's xmin says this
 -- transaction already sent one), sent on the channel storm_queue when the
@@ -29,7 +32,7 @@
 -- waiter takes a number only once and only past the last it took
 -- (store/postgres/changes.py), so a stranger's notice wakes no one.
 CREATE OR REPLACE FUNCTION storm_queue.announce_change()
-RETURNS trigger LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     v_line jsonb;
     v_sent bigint;

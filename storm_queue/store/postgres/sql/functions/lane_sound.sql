@@ -2,7 +2,7 @@
 -- reads one (a queue.txt line's rules): its slug a name, its issue ASCII
 -- digits or '-', its dependencies a list (one dimension, no NULL) of names.
 -- A row written by hand that breaks them is skipped and reported, never leased.
-CREATE OR REPLACE FUNCTION storm_queue.lane_sound(p_slug text, p_issue text, p_deps text[]) RETURNS boolean LANGUAGE sql IMMUTABLE
+CREATE OR REPLACE FUNCTION storm_queue.lane_sound(p_slug text, p_issue text, p_deps text[]) RETURNS boolean LANGUAGE sql STABLE
 RETURN CASE WHEN p_deps IS NULL OR coalesce(array_ndims(p_deps), 1) <> 1 THEN false
                 ELSE storm_queue.is_name(p_slug)
                      AND (p_issue = '-' OR (length(p_issue) <= 200 AND p_issue COLLATE "C" ~ '^[0-9]+$'))

@@ -30,7 +30,9 @@ BEGIN
     IF json_typeof(j) <> 'object' THEN
         RETURN 'it is not a JSON object';
     END IF;
-    v_nest := regexp_replace(regexp_replace(v_text, '"(\\.|[^"\\])*"', '', 'g'), '[^][{}]', '', 'g');
+    -- (a line with at most 32 opening brackets, in strings or not, nests at most 32 deep)
+    v_nest := CASE WHEN length(v_text) - length(translate(v_text, '[{', '')) <= 32 THEN ''
+                   ELSE regexp_replace(regexp_replace(v_text, '"(\\.|[^"\\])*"', '', 'g'), '[^][{}]', '', 'g') END;
     FOR i IN 1..32 LOOP
         EXIT WHEN v_nest = '';
         v_nest := regexp_replace(v_nest, '\[\]|\{\}', '', 'g');
@@ -42,35 +44,37 @@ BEGIN
         RETURN 'its format version is ' || coalesce((j->'v')::text, 'missing') || ', not 1';
     END IF;
     v_action := CASE WHEN json_typeof(j->'action') = 'string' THEN j->>'action' END;
-    IF v_action IS NULL OR NOT EXISTS (SELECT 1 FROM storm_queue.line_field lf WHERE lf.action = v_action) THEN
-        RETURN 'its action is not one: ' || coalesce((j->'action')::text, 'missing');
-    END IF;
-    SELECT 'field ' || lf.field || CASE WHEN x.v IS NULL THEN ' is missing' WHEN NOT y.fits THEN ' is not a ' || lf.kind
-                                        ELSE ' holds a text that is not a name' END
-    INTO v_why
-    FROM storm_queue.line_field lf
-    CROSS JOIN LATERAL (SELECT j->lf.field AS v, json_typeof(j->lf.field) AS kind) x
-    CROSS JOIN LATERAL (SELECT CASE lf.kind
-        WHEN 'str' THEN x.kind = 'string'
-        WHEN 'str?' THEN x.kind IN ('string', 'null')
-        WHEN 'int' THEN x.kind = 'number' AND x.v::text ~ '^-?(0|[1-9][0-9]{0,14})$'
-        WHEN 'int?' THEN x.kind = 'null' OR (x.kind = 'number' AND x.v::text ~ '^-?(0|[1-9][0-9]{0,14})$')
-        WHEN 'bool' THEN x.kind = 'boolean'
-        WHEN 'object' THEN x.kind = 'object'
-        WHEN 'list' THEN CASE WHEN x.kind = 'array'
-                              THEN NOT EXISTS (SELECT 1 FROM json_array_elements(x.v) e WHERE json_typeof(e) <> 'string')
-                              ELSE false END
-        ELSE storm_queue.lane_rows_sound(x.v) END AS fits) y
-    WHERE lf.action IN ('*', v_action)
-      AND CASE WHEN x.v IS NULL THEN lf.need = 'required'
-               WHEN NOT y.fits THEN true
-               WHEN lf.named AND x.kind IN ('string', 'array')
-                   THEN EXISTS (SELECT 1 FROM json_array_elements_text(CASE WHEN x.kind = 'array' THEN x.v
-                                                                             ELSE json_build_array(x.v) END) n
-                                WHERE NOT storm_queue.is_name(n))
-               ELSE false END
-    ORDER BY lf.action = '*', lf.field
-    LIMIT 1;
+    -- the action a known one, then each field in order (the action's own, then the common ones): the first
+    -- missing, of another kind, or holding a text that is not a name where names go
+    SELECT CASE WHEN v_action IS NULL OR NOT EXISTS (SELECT 1 FROM storm_queue.line_field lf WHERE lf.action = v_action)
+                THEN 'its action is not one: ' || coalesce((j->'action')::text, 'missing')
+                ELSE (SELECT 'field ' || lf.field || CASE WHEN x.v IS NULL THEN ' is missing'
+                                                          WHEN NOT y.fits THEN ' is not a ' || lf.kind
+                                                          ELSE ' holds a text that is not a name' END
+                      FROM storm_queue.line_field lf
+                      CROSS JOIN LATERAL (SELECT j->lf.field AS v, json_typeof(j->lf.field) AS kind) x
+                      CROSS JOIN LATERAL (SELECT CASE lf.kind
+                          WHEN 'str' THEN x.kind = 'string'
+                          WHEN 'str?' THEN x.kind IN ('string', 'null')
+                          WHEN 'int' THEN x.kind = 'number' AND x.v::text ~ '^-?(0|[1-9][0-9]{0,14})$'
+                          WHEN 'int?' THEN x.kind = 'null' OR (x.kind = 'number' AND x.v::text ~ '^-?(0|[1-9][0-9]{0,14})$')
+                          WHEN 'bool' THEN x.kind = 'boolean'
+                          WHEN 'object' THEN x.kind = 'object'
+                          WHEN 'list' THEN CASE WHEN x.kind = 'array' THEN NOT EXISTS (
+                                                    SELECT 1 FROM json_array_elements(x.v) e WHERE json_typeof(e) <> 'string')
+                                                ELSE false END
+                          ELSE storm_queue.lane_rows_sound(x.v) END AS fits) y
+                      WHERE lf.action IN ('*', v_action)
+                        AND CASE WHEN x.v IS NULL THEN lf.need = 'required'
+                                 WHEN NOT y.fits THEN true
+                                 WHEN lf.named AND x.kind IN ('string', 'array') THEN EXISTS (
+                                     SELECT 1 FROM json_array_elements_text(CASE WHEN x.kind = 'array' THEN x.v
+                                                                                 ELSE json_build_array(x.v) END) n
+                                     WHERE NOT storm_queue.is_name(n))
+                                 ELSE false END
+                      ORDER BY lf.action = '*', lf.field
+                      LIMIT 1) END
+    INTO v_why;
     IF v_why IS NOT NULL THEN
         RETURN v_why;
     END IF;
