@@ -7,7 +7,7 @@
 -- left; else empty.
 CREATE OR REPLACE FUNCTION storm_queue.decide(p_finished text[], p_ready text, p_issue text, p_pending boolean,
                                               p_unattended boolean, p_halted boolean) RETURNS text
-LANGUAGE sql IMMUTABLE
+LANGUAGE sql STABLE
 RETURN CASE WHEN p_halted THEN 'halted'
                 WHEN cardinality(p_finished) > 0 AND NOT p_unattended
                     THEN 'review ' || array_to_string(p_finished, ' ')

@@ -4,7 +4,9 @@
 -- the attempt it begins and when it expires (clock.stamp).
 CREATE OR REPLACE FUNCTION storm_queue.lease(p_token bigint, p_attempts integer, p_floor bigint, p_t double precision,
                                              p_ttl integer, OUT token bigint, OUT attempt integer, OUT expires text)
-LANGUAGE sql STABLE
-BEGIN ATOMIC
-    SELECT greatest(coalesce(p_token, 0), p_floor) + 1, coalesce(p_attempts, 0) + 1, storm_queue.stamp(p_t + p_ttl);
-END;
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
+BEGIN  -- (plpgsql, whose plan a session keeps: an SQL function of a record is planned again at each call)
+    SELECT greatest(coalesce(p_token, 0), p_floor) + 1, coalesce(p_attempts, 0) + 1, storm_queue.stamp(p_t + p_ttl)
+    INTO token, attempt, expires;
+END
+$$;

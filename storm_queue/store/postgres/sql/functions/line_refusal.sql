@@ -45,14 +45,17 @@ BEGIN
     END IF;
     v_action := CASE WHEN json_typeof(j->'action') = 'string' THEN j->>'action' END;
     -- the action a known one, then each field in order (the action's own, then the common ones): the first
-    -- missing, of another kind, or holding a text that is not a name where names go
+    -- missing, of another kind, or holding a text that is not a name where names go (the line's fields read
+    -- in one pass, the last of a key written twice, as json's -> and Python's json take it)
     SELECT CASE WHEN v_action IS NULL OR NOT EXISTS (SELECT 1 FROM storm_queue.line_field lf WHERE lf.action = v_action)
                 THEN 'its action is not one: ' || coalesce((j->'action')::text, 'missing')
                 ELSE (SELECT 'field ' || lf.field || CASE WHEN x.v IS NULL THEN ' is missing'
                                                           WHEN NOT y.fits THEN ' is not a ' || lf.kind
                                                           ELSE ' holds a text that is not a name' END
                       FROM storm_queue.line_field lf
-                      CROSS JOIN LATERAL (SELECT j->lf.field AS v, json_typeof(j->lf.field) AS kind) x
+                      LEFT JOIN (SELECT DISTINCT ON (e.key) e.key, e.value AS v, json_typeof(e.value) AS kind
+                                 FROM json_each(j) WITH ORDINALITY e(key, value, n)
+                                 ORDER BY e.key, e.n DESC) x ON x.key = lf.field
                       CROSS JOIN LATERAL (SELECT CASE lf.kind
                           WHEN 'str' THEN x.kind = 'string'
                           WHEN 'str?' THEN x.kind IN ('string', 'null')
