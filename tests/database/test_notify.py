@@ -2,7 +2,10 @@
 may have changed, or a lease may have ended (sql/functions/announce_change.sql):
 a finish, release, cancel, add, push, settle, resume, waive, unpark, hold,
 unhold, expire, recover (and a hand edit of a lane row) each send one
-notice; a claim, a renew, a refusal and a no-op send none. A notice is
+notice; a claim, a renew, a refusal and a no-op send none, and so does a
+transaction whose own claim left every declared slot held (schema
+version 14: a runner's finish --then-claim, a claim that took an expired
+lease back). A notice is
 signed with the storm's key, so a stranger's ``NOTIFY storm_queue`` (or a
 copy of a real notice, sent again) makes a waiting claim ask again not
 once; and a process's waiters share one LISTEN connection

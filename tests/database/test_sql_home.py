@@ -95,17 +95,14 @@ def test_a_new_storm_and_storms_upgraded_from_version_0_and_9_have_one_catalog(
     granted(None, first, runner, reader)
     assert dumped(pg_server, first) == dumped(pg_server, fresh)
     assert dumped(pg_server, squashed) == dumped(pg_server, fresh)
-    # the functions the tree defines, and no other; none PUBLIC's; every one with a fixed search_path, or an
-    # SQL-standard body (bound when made)
+    # the functions the tree defines, and no other; none PUBLIC's; every one with a fixed search_path
     with pg_server.admin(conninfo_to_dict(squashed)["dbname"]) as conn:
-        rows = conn.execute("SELECT p.proname, CASE WHEN p.prosqlbody IS NULL THEN p.proconfig "
-                            "ELSE coalesce(p.proconfig, '{bound}') END, p.proacl::text[] FROM pg_proc p "
+        rows = conn.execute("SELECT p.proname, p.proconfig, p.proacl::text[] FROM pg_proc p "
                             "WHERE p.pronamespace = 'storm_queue'::regnamespace ORDER BY 1").fetchall()
     from storm_queue.store.postgres.queries import function_names
 
     assert [r[0] for r in rows] == function_names()
-    assert all(r[1] in (["search_path=pg_catalog, pg_temp"], ["bound"]) for r in rows), [r[0] for r in rows
-                                                                                        if r[1] is None]
+    assert all(r[1] == ["search_path=pg_catalog, pg_temp"] for r in rows), [r[0] for r in rows if r[1] is None]
     assert not [r[0] for r in rows if any(a.startswith("=") for a in r[2] or ["=X/PUBLIC"])]
     # each storm serves its runner after the upgrade, alike (c finished: the operator reviews it first)
     for url in (fresh, first, squashed):

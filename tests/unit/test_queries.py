@@ -87,9 +87,7 @@ def test_the_migrations_carry_tables_and_data_and_each_records_its_version() -> 
 
 def test_every_server_function_is_defined_once_in_a_file_of_its_own_with_a_fixed_search_path() -> None:
     """Issue 31, item 1: one file per function in sql/functions/ (its
-    current definition only); no other file of the package defines one.
-    Each body is a string run under a fixed search_path, or SQL-standard
-    (bound when made, under the search_path queries.functions applies)."""
+    current definition only); no other file of the package defines one."""
     import re
 
     names = queries.function_names()
@@ -99,28 +97,10 @@ def test_every_server_function_is_defined_once_in_a_file_of_its_own_with_a_fixed
         found = defined.findall(path.read_text(encoding="utf-8"))
         if path.parent == SQL / "functions":
             assert found == [path.stem], path
-            text = path.read_text(encoding="utf-8")
-            assert ("SET search_path = pg_catalog, pg_temp" in text) == ("$$" in text), path
+            assert "SET search_path = pg_catalog, pg_temp" in path.read_text(encoding="utf-8"), path
         else:
             assert found == [], (path, found)
     assert queries.schema().count("CREATE OR REPLACE FUNCTION") == len(names)
-
-
-def test_a_standard_body_is_applied_after_the_functions_it_names() -> None:
-    """A SQL-standard body is bound when it is made: queries.functions
-    applies it after every function it names (a string body is checked
-    only when called, so those go first, in name order); a circle is
-    refused."""
-    order = queries._bound_last({"a": "$$ storm_queue.b( $$", "b": "RETURN storm_queue.c(1)", "c": "RETURN 1",
-                                 "d": "RETURN storm_queue.a(1)"})
-    assert order == ["a", "c", "d", "b"]
-    with pytest.raises(ValueError, match="circle"):
-        queries._bound_last({"x": "RETURN storm_queue.y(1)", "y": "RETURN storm_queue.x(1)"})
-    applied = queries.functions()
-    for name in ("json_str", "is_name"):
-        for caller in ("fingerprint", "lane_sound"):
-            if f"storm_queue.{name}(" in queries._text(f"sql/functions/{caller}.sql"):
-                assert applied.index(f"FUNCTION storm_queue.{name}(") < applied.index(f"FUNCTION storm_queue.{caller}(")
 
 
 def test_reading_the_queries_loads_no_re() -> None:

@@ -4,7 +4,8 @@ never polling, through one connection a process that LISTENs on the
 channel a transaction notifies at its commit when it may have let a lane
 be claimed or ended a lease (sql/functions/announce_change.sql). A view,
 which wants every change (``every``: ``serve``), also reads the log's head
-on that connection every ``POLL`` seconds: a claim and a renew notify no one.
+on that connection every ``POLL`` seconds: a claim and a renew notify no
+one, nor does a transaction whose claim left every slot held.
 
 Every waiter of the process on the same URL (``serve``'s threads, a
 program with several ``Storm`` objects, several waits at once) shares that

@@ -85,32 +85,14 @@ def functions() -> str:
     off, as pg_dump restores them: they may call one another in any order).
     ``ValueError`` for a file that does not define the function it is named
     after, or defines more than one."""
-    texts = {}
+    scripts = [q("functions_begin") + ";"]
     for name in function_names():
         text = _text(os.path.join("sql", "functions", f"{name}.sql"))
         if _defined(text) != [(True, name)]:
             raise ValueError(f"sql/functions/{name}.sql must hold one definition, of storm_queue.{name}, "
                              f"written CREATE OR REPLACE FUNCTION")
-        texts[name] = text
-    return "\n".join([q("functions_begin") + ";", *(texts[name] for name in _bound_last(texts))])
-
-
-def _bound_last(texts: dict[str, str]) -> list[str]:
-    """The names of ``texts`` in the order they are applied: those whose
-    body is a string (``AS $$ ... $$``, checked when called) in name
-    order, then those whose body is SQL-standard (``RETURN`` or ``BEGIN
-    ATOMIC``: bound when made, so after every function they name), each
-    after the others of its kind that it names."""
-    standard = {name for name, text in texts.items() if "$$" not in text}
-    ordered = [name for name in texts if name not in standard]
-    while standard:
-        ready = sorted(name for name in standard
-                       if not any(f"storm_queue.{other}(" in texts[name] for other in standard - {name}))
-        if not ready:
-            raise ValueError(f"sql/functions: the SQL-standard bodies of {sorted(standard)} name one another in a circle")
-        ordered += ready
-        standard -= set(ready)
-    return ordered
+        scripts.append(text)
+    return "\n".join(scripts)
 
 
 def _defined(text: str) -> list[tuple[bool, str]]:
