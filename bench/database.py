@@ -161,10 +161,11 @@ def _lanes_table(url: str, lanes: int, slots: int) -> None:
         cur.executemany("INSERT INTO storm_queue.lane (slug, issue) VALUES (%s, %s)", [(f"l{i:05d}", str(i)) for i in range(lanes)])
 
 
-def _check_runs(url: str, lanes: int) -> dict:
+def _check_runs(url: str, lanes: int, idle: str | None = None) -> dict:
     """Whether every lane was claimed and finished ok exactly once, claims in
     run order (queue order: no lane is prioritised), no request refused or
-    expired, and verify sound."""
+    expired, and verify sound; with ``idle``, whether no lease went to a
+    holder named so (``idle_leased_nothing``)."""
     from storm_queue.store.postgres import driver
 
     with driver.connect(url) as conn:
@@ -173,7 +174,9 @@ def _check_runs(url: str, lanes: int) -> dict:
     return {"claimed_once_in_run_order": [e["slug"] for e in lines if e["action"] == "claim"] == order,
             "finished_once": sorted(e["slug"] for e in lines if e["action"] == "finish") == order,
             "refused_or_expired": sum(e["action"] in ("refused", "expire") for e in lines),
-            "verify": "sound" if sq(url, "verify").returncode == 0 else "unsound", "lines": len(lines)}
+            "verify": "sound" if sq(url, "verify").returncode == 0 else "unsound", "lines": len(lines),
+            **({"idle_leased_nothing": not any(e["action"] == "claim" and str(e.get("holder", "")).startswith(idle)
+                                               for e in lines)} if idle else {})}
 
 
 def runners(place: Place, lanes: int, n: int) -> dict:
@@ -270,8 +273,7 @@ def storm_round(place: Place, lanes: int, n: int, profile: str = "", idle: int =
             w.kill()
             w.wait(timeout=30)
     return {"per_s": raced["per_s"], "lanes_per_runner": raced["per_process"],
-            "wait_polls": sum(int(e[0]) for e in raced["extra"]), **_check_runs(url, lanes),
-            **({"idle_leased_nothing": _leased_by(url, "idle-") == 0} if idle else {})}
+            "wait_polls": sum(int(e[0]) for e in raced["extra"]), **_check_runs(url, lanes, "idle-" if idle else None)}
 
 
 def _idle_waiters(url: str, k: int) -> list[subprocess.Popen]:
@@ -299,15 +301,6 @@ def _idle_waiters(url: str, k: int) -> list[subprocess.Popen]:
                 raise RuntimeError(f"only {listening} of {k} idle claim --wait processes were waiting after 120 s "
                                    f"(or one ended): raise the server's max_connections?")
             time.sleep(0.2)
-
-
-def _leased_by(url: str, prefix: str) -> int:
-    """How many claim lines of the log lease to a holder named PREFIX..."""
-    from storm_queue.store.postgres import driver
-
-    with driver.connect(url) as conn:
-        lines = [json.loads(bytes(r[0])) for r in conn.execute("SELECT line FROM storm_queue.event ORDER BY seq")]
-    return sum(1 for e in lines if e["action"] == "claim" and str(e.get("holder", "")).startswith(prefix))
 
 
 def contenders(place: Place, args, versions: dict) -> dict:
