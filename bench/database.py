@@ -80,10 +80,16 @@ GOALS = {"chain_floor": 0.5, "procrastinate_8proc": 1.0}
 IDLE_GOAL = 0.9
 
 
-def sq(root: str, *args: str) -> subprocess.CompletedProcess:
+def cli_env() -> dict[str, str]:
+    """This environment for a storm-queue process of this tree: no storm or lane of the caller's."""
     env = {k: v for k, v in os.environ.items() if k not in ("STORM_QUEUE_ROOT", "STORM_QUEUE_LANE")}
     env["PYTHONPATH"] = str(REPO)
-    return subprocess.run([sys.executable, "-m", "storm_queue", *args, "--root", root], capture_output=True, text=True, env=env)
+    return env
+
+
+def sq(root: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "storm_queue", *args, "--root", root], capture_output=True, text=True,
+                          env=cli_env())
 
 
 class Place:
@@ -282,10 +288,8 @@ def _idle_waiters(url: str, k: int) -> list[subprocess.Popen]:
     last ran LISTEN) before this returns; RuntimeError after 120 s."""
     from storm_queue.store.postgres import driver
 
-    env = {k2: v for k2, v in os.environ.items() if k2 not in ("STORM_QUEUE_ROOT", "STORM_QUEUE_LANE")}
-    env["PYTHONPATH"] = str(REPO)
     procs = [subprocess.Popen([sys.executable, "-m", "storm_queue", "claim", "--wait", "3600", "--holder", f"idle-{i}",
-                               "--root", url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               "--root", url], env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
              for i in range(k)]
     deadline = time.monotonic() + 120
     with driver.connect(url) as conn:
