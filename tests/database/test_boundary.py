@@ -423,6 +423,101 @@ def test_the_line_table_of_the_insert_check_is_framings(server) -> None:
     assert rows == expected, rows ^ expected
 
 
+#: lines as the serving functions and the operator's request path write them, each admitted by the quick yes
+PLAIN = [
+    {"action": "claim", "slug": "l1", "issue": "1", "holder": "vm-1", "token": 3, "ttl": 600,
+     "expires": "2026-12-05T11:01:33.164631Z", "attempt": 1, "key": "k/then-claim", "fingerprint": "ab" * 16},
+    {"action": "finish", "slug": "l1", "token": 3, "result": "ok", "key": "k", "fingerprint": "ab" * 16},
+    {"action": "finish", "slug": "l1", "token": 3, "result": "failed", "note": "ValueError", "reason": "it broke"},
+    {"action": "renew", "slug": "l1", "token": 3, "ttl": 600, "expires": "2026-12-05T11:01:33.164631Z"},
+    {"action": "release", "slug": "l1", "token": 3, "holder": "vm-1"},
+    {"action": "expire", "slug": "l1", "token": 3, "expired": "2026-12-05T11:01:33.164631Z"},
+    {"action": "refused", "requested": "finish", "slug": "l1", "code": "stale_fence",
+     "message": "l1 holds no lease; a runner that lost its lease may not finish the lane: stop its work and claim again",
+     "authorised": True},
+    {"action": "refused", "requested": "claim", "slug": None, "code": "not_operator", "message": "no", "authorised": False},
+    {"action": "push", "slug": "a", "issue": "7", "deps": ["b", "c"], "moved": [], "removed": [], "appended": True},
+]
+
+
+def refusal_and_quick_yes(server, line: bytes) -> tuple[str | None, bool]:
+    """line_refusal's and line_admitted's verdicts on ``line`` as line 5, after a line of digest 0...0."""
+    return tuple(server.execute("SELECT storm_queue.line_refusal(%s::bytea, 5, %s), "
+                                "storm_queue.line_admitted(%s::bytea, 5, %s)", (line, "0" * 64) * 2).fetchone())
+
+
+def test_the_quick_yes_admits_the_lines_storms_write(server) -> None:
+    """line_admitted says yes, alone, to the plain lines served requests
+    write (else the insert check reads each one twice), and its table
+    (line_check) is line_field compiled, as line_checks compiles it."""
+    from storm_queue.core.framing import decode, encode
+
+    for fields in PLAIN:
+        line = encode({"v": 1, "seq": 5, "at": "2026-12-02T00:00:00.000000Z", "by": "runner:r1", "prev": "0" * 64,
+                       **fields})
+        decode(line)
+        assert refusal_and_quick_yes(server, line) == (None, True), line
+    compiled = server.execute("SELECT action, test::text, named FROM storm_queue.line_check ORDER BY action").fetchall()
+    assert compiled == server.execute("SELECT action, test::text, named FROM storm_queue.line_checks() ORDER BY action"
+                                      ).fetchall()
+    assert {a for a, _, _ in compiled} == {a for (a,) in server.execute(
+        "SELECT DISTINCT action FROM storm_queue.line_field WHERE action <> '*'").fetchall()}
+
+
+#: a line's text changed as no encoder writes it, where a quick reading could go wrong
+TWISTS = [
+    ('"token":3', '"token":3e0'), ('"token":3', '"token":3.0'), ('"token":3', '"token":03'), ('"token":3', '"token":-3'),
+    ('"token":3', '"token":1234567890123456'), ('"token":3', '"token":"3"'), ('"token":3', '"token":0'),
+    ('"v":1', '"v":1,"v":2'), ('"v":1', '"v":"1"'), ('"v":1', '"v":true'), ('"seq":5', '"seq":6'),
+    ('"slug":"l1"', '"slug":"l1","slug":"../x"'), ('"slug":"l1"', '"slug":"a..b"'), ('"slug":"l1"', '"slug":"\\u006c1"'),
+    ('"slug":"l1"', '"slug":["l1"]'), ('"slug":"l1"', '"slug":{"x":1}'), ('"slug":"l1"', '"slug":null'),
+    ('"slug":"l1"', '"slug":"' + "x" * 201 + '"'), ('"slug":"l1"', '"slug":"caf\u00e9"'),
+    ('"holder":"vm-1"', '"holder":"vm 1"'), ('"holder":"vm-1"', '"holder": "vm-1"'),
+    ('"at":"2026-12-02T00:00:00.000000Z"', '"at":"2026-02-30T00:00:00.000000Z"'),
+    ('"at":"2026-12-02T00:00:00.000000Z"', '"at":"2026-12-31T23:59:60.000000Z"'),
+    ('"at":"2026-12-02T00:00:00.000000Z"', '"at":"2026-12-02T24:00:00.000000Z"'),
+    ('"at":"2026-12-02T00:00:00.000000Z"', '"at":"0999-12-02T00:00:00.000000Z"'),
+    ('"at":"2026-12-02T00:00:00.000000Z"', '"at":"2026-13-02T00:00:00.000000Z"'),
+    ('"at":"2026-12-02T00:00:00.000000Z"', '"at":"2026-12-02 00:00:00.000000Z"'),
+    ('"by":"runner:r1"', '"by":"lane:\\"x\\""'), ('"by":"runner:r1"', '"by":"nobody"'), ('"by":"runner:r1"', '"by":"runner:"'),
+    ('"prev":"' + "0" * 64 + '"', '"prev":null'), ('"prev":"' + "0" * 64 + '"', '"prev":"' + "1" * 64 + '"'),
+    ('"result":"ok"', '"result":"fine"'), ('"action":"claim"', '"action":"nosuch"'), ('"action":"claim"', '"action":null'),
+    ('"issue":"1"', '"issue":1'), ('"attempt":1', '"attempt":null'), ('"ttl":600', '"ttl":[]'),
+    ('"deps":["b","c"]', '"deps":["b",1]'), ('"deps":["b","c"]', '"deps":["b","../c"]'), ('"deps":["b","c"]', '"deps":[["b"]]'),
+    ('"deps":["b","c"]', '"deps":"b"'), ('"appended":true', '"appended":1'), ('"note":"ValueError"', '"note":null'), ('"note":"ValueError"', '"note":7'),
+    ('"authorised":true', '"authorised":"yes"'), ("}\n", "}"), ("}\n", "}\n\n"), ("}\n", "} \n"), ("{", "[{"),
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(plain=st.sampled_from(PLAIN), twists=st.lists(st.sampled_from(TWISTS), max_size=3),
+       raw=st.lists(st.sampled_from([b"\xff", b"\x00", b"\\", b"\t", "\u00e9".encode(), b'"', b"\n"]), max_size=1),
+       at=st.integers(0, 300))
+def test_the_quick_yes_is_never_said_to_a_line_the_insert_check_refuses(server, plain, twists, raw, at) -> None:
+    """A line line_admitted says yes to, line_refusal admits and
+    framing.decode reads: the plain lines twisted as no encoder writes them
+    (numbers as floats, exponents, duplicate keys, escapes, days no month
+    has, leap seconds, other principals, wrong kinds), a byte put anywhere."""
+    from storm_queue.core.framing import Malformed, decode, encode
+
+    event = {"v": 1, "seq": 5, "at": "2026-12-02T00:00:00.000000Z", "by": "runner:r1", "prev": "0" * 64, **plain}
+    text = encode(event).decode()
+    for old, new in twists:
+        text = text.replace(old, new, 1)
+    line = text.encode()
+    for byte in raw:
+        line = line[:at % (len(line) + 1)] + byte + line[at % (len(line) + 1):]
+    why, quick = refusal_and_quick_yes(server, line)
+    if quick:
+        assert why is None, (line, why)
+        decode(line)
+    elif why is None:
+        try:
+            decode(line)
+        except Malformed:
+            raise AssertionError(f"the insert check admits {line!r}, which the decoder refuses") from None
+
+
 def test_keys_are_forgotten_as_the_python_fold_forgets_them(pg_server, db, runner, clock) -> None:
     """A key binds its principal's first request under it (the operator's
     through the request path, a runner's through the server), and is

@@ -337,6 +337,15 @@ INSERT INTO storm_queue.line_field (action, field, kind, need, named) VALUES
     ('hold', 'slug', 'str', 'required', true), ('hold', 'reason', 'str', 'required', false),
     ('unhold', 'slug', 'str', 'required', true), ('unhold', 'reason', 'str', 'required', false);
 
+-- line_field compiled, one row an action (functions/line_checks.sql), for the
+-- insert check's quick yes to a plain line (line_admitted); filled once the
+-- functions are applied, below
+CREATE TABLE storm_queue.line_check (
+    action text PRIMARY KEY,
+    test jsonpath NOT NULL,
+    named text[] NOT NULL
+);
+
 -- == EXECUTE: nothing for PUBLIC ==========================================
 --
 -- A function is executable by PUBLIC unless revoked; a runner or reader
@@ -352,6 +361,7 @@ ALTER DEFAULT PRIVILEGES REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
 
 -- == The server's functions ===============================================
 -- {functions}
+INSERT INTO storm_queue.line_check (action, test, named) SELECT * FROM storm_queue.line_checks();
 
 -- == Triggers ==============================================================
 --

@@ -2,7 +2,8 @@
 -- a serving function, a hand edit) is checked here first, under the
 -- storm's lock: it is the line after the head (its seq the head's + 1,
 -- its prev the head's digest), the head is the log's last line, and it is
--- well-formed (line_refusal); then the head moves to it. So no role but a
+-- well-formed (line_admitted's quick yes to a plain line, else
+-- line_refusal); then the head moves to it. So no role but a
 -- superuser, or the table's owner disabling this trigger (doctor reports
 -- it), can put a line the Python decoder refuses into the log, or append
 -- after a line deleted or edited.
@@ -21,6 +22,7 @@ BEGIN
     END IF;
     SELECT s.seq, s.digest INTO v_seq, v_digest FROM storm_queue.state s;
     v_why := CASE WHEN NEW.seq IS DISTINCT FROM v_seq + 1 THEN 'it is not the line after the head (line ' || v_seq || ')'
+                  WHEN storm_queue.line_admitted(NEW.line, NEW.seq, v_digest) THEN NULL
                   ELSE storm_queue.line_refusal(NEW.line, NEW.seq, v_digest) END;
     IF v_why IS NOT NULL THEN
         RAISE EXCEPTION 'storm_queue.event: line % is refused: %', NEW.seq, v_why USING ERRCODE = 'check_violation';

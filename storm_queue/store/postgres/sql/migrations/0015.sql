@@ -1,0 +1,45 @@
+-- Version 15, from version 14: the insert check's quick yes (issue 32,
+-- item 5). A plain line (one flat JSON object of plain values, as every
+-- serving function writes) is admitted by line_admitted, which reads it
+-- once as jsonb and asks its action's fields of it in one jsonpath
+-- predicate compiled from line_field (the new table line_check, filled by
+-- line_checks); any other line is read by line_refusal, as before. No
+-- other table changes. (A storm made at version 15 and told it is older,
+-- as tests do, already has the table: it is filled again.)
+SET LOCAL search_path = pg_catalog, pg_temp;
+UPDATE storm_queue.version SET version = 15;
+
+CREATE TABLE IF NOT EXISTS storm_queue.line_check (
+    action text PRIMARY KEY,
+    test jsonpath NOT NULL,
+    named text[] NOT NULL
+);
+
+-- readable by the roles that read the storm's tables (a runner's and a reader's grant gave them every
+-- one), granted in the order they were granted the state table, as a grant after this version grants them
+DO $$
+DECLARE
+    v_role name;
+BEGIN
+    FOR v_role IN SELECT r.rolname
+                  FROM pg_catalog.pg_class c, aclexplode(c.relacl) WITH ORDINALITY AS a, pg_catalog.pg_roles r
+                  WHERE c.oid = 'storm_queue.state'::regclass AND a.privilege_type = 'SELECT'
+                    AND a.grantee = r.oid AND a.grantee <> c.relowner
+                  ORDER BY a.ordinality LOOP
+        EXECUTE format('GRANT SELECT ON storm_queue.line_check TO %I', v_role);
+    END LOOP;
+END
+$$;
+
+-- {functions}
+DELETE FROM storm_queue.line_check;
+INSERT INTO storm_queue.line_check (action, test, named) SELECT * FROM storm_queue.line_checks();
+
+-- what the fold keeps of the log (the runs and their holds, the priority
+-- lane, the waivers, the keys), folded from its lines as a new storm folds
+-- each one written: the tree's fold_line writes every column the
+-- migrations before made, so it runs here, after the last table change (a
+-- storm from version 0 is folded for the first time; one at 9 or 10 never
+-- recorded a hold, whose requests were refused there, and one at 9
+-- to 14 is folded again to the same rows)
+SELECT storm_queue.rederive();
