@@ -18,16 +18,17 @@ DECLARE
     v_action text;
     v_value jsonb;
     v_field text;
+    -- a string with no escape, then a field of a flat object: its name, and a value of those it may hold
+    v_str constant text := '"[\x20\x21\x23-\x5b\x5d-\x7e]*"';
+    v_pair constant text := '"[a-z_]+":(-?(0|[1-9][0-9]{0,14})|' || v_str || '|true|false|null|\[(' || v_str || '(,'
+        || v_str || ')*)?\])';
 BEGIN
     IF octet_length(p_line) > 65536 THEN
         RETURN false;
     END IF;
     -- (escape keeps printable ASCII as it is, and writes a backslash or any other byte but a newline as one)
     v_text := encode(p_line, 'escape');
-    IF v_text !~ ('^\{"[a-z_]+":(-?(0|[1-9][0-9]{0,14})|"[\x20\x21\x23-\x5b\x5d-\x7e]*"|true|false|null|'
-                  '\[("[\x20\x21\x23-\x5b\x5d-\x7e]*"(,"[\x20\x21\x23-\x5b\x5d-\x7e]*")*)?\])'
-                  '(,"[a-z_]+":(-?(0|[1-9][0-9]{0,14})|"[\x20\x21\x23-\x5b\x5d-\x7e]*"|true|false|null|'
-                  '\[("[\x20\x21\x23-\x5b\x5d-\x7e]*"(,"[\x20\x21\x23-\x5b\x5d-\x7e]*")*)?\]))*\}\n$') THEN
+    IF v_text !~ ('^\{' || v_pair || '(,' || v_pair || ')*\}\n$') THEN
         RETURN false;
     END IF;
     jb := v_text::jsonb;
