@@ -7,7 +7,8 @@
 -- its named fields names, v 1, seq p_seq, prev p_prev, at a stamp of a day
 -- every month has (1 to 28) in years 1000 to 9999, by an operator, source,
 -- account or runner, and the token, result, ledger and adopt rules. False
--- says only that line_refusal must read the line; nothing here raises (no value is cast).
+-- says only that line_refusal must read the line; nothing here raises (no
+-- value is cast).
 CREATE OR REPLACE FUNCTION storm_queue.line_admitted(p_line bytea, p_seq bigint, p_prev text) RETURNS boolean
 LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
