@@ -434,6 +434,15 @@ LEFT JOIN pg_catalog.pg_db_role_setting s
 WHERE m.kind = 'runner'
 ORDER BY 1;
 
+-- reading_roles --
+-- the roles that read the storm's tables (a runner's and a reader's grant gave them every one), in the order
+-- they were granted the state table (an upgrade grants them the tables its migrations made, in that order)
+SELECT r.rolname
+FROM pg_catalog.pg_class c, aclexplode(c.relacl) WITH ORDINALITY AS a, pg_catalog.pg_roles r
+WHERE c.oid = 'storm_queue.state'::regclass AND a.privilege_type = 'SELECT'
+  AND a.grantee = r.oid AND a.grantee <> c.relowner
+ORDER BY a.ordinality;
+
 -- runner_roles --
 -- the storm's runner roles (an upgrade grants each the serving functions of its tree)
 SELECT role FROM storm_queue.member WHERE kind = 'runner' ORDER BY role;

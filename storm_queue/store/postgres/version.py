@@ -60,8 +60,10 @@ def migrate(store: Database, was: int) -> None:
     """In the upgrade's transaction: the migrations after version ``was``
     (tables and data; each records the version it carries the schema to),
     the tree's functions applied again (sql/functions/: code, not state),
-    the functions the tree no longer defines dropped, none PUBLIC's.
-    ``NotHere`` (exit 2) for a version no migration carries forward."""
+    the functions the tree no longer defines dropped, none PUBLIC's; each
+    runner role granted the tree's serving functions, and each role that
+    reads the storm's tables every table of the tree, as ``grant`` gives
+    them. ``NotHere`` (exit 2) for a version no migration carries forward."""
     conn = store.conn
     if not upgradable(was):
         raise NotHere(f"the storm in {store.root} has schema version {was}, which only a development build of "
@@ -76,6 +78,9 @@ def migrate(store: Database, was: int) -> None:
 
     for (role,) in conn.execute(q("runner_roles")).fetchall():  # the serving functions as this tree has them
         conn.execute(q("grant_runner_functions").format(role=quote_ident(role)))
+    for (role,) in conn.execute(q("reading_roles")).fetchall():  # the tables as this tree has them, as grant gives them
+        for statement in (q("grant_select"), q("revoke_operators_tables")):
+            conn.execute(statement.format(role=quote_ident(role)))
     if was < BOUNDARY:  # the runner policy the server serves runners by, of the declaration in force
         from .policy import write_policy
         from .unicode import write_unprintable

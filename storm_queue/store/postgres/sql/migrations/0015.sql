@@ -3,8 +3,9 @@
 -- serving function writes) is admitted by line_admitted, which reads it
 -- once as jsonb and asks its action's fields of it in one jsonpath
 -- predicate compiled from line_field (the new table line_check, filled by
--- line_checks); any other line is read by line_refusal, as before. No
--- other table changes. (A storm made at version 15 and told it is older,
+-- line_checks; the upgrade grants it to the roles that read the storm's
+-- tables); any other line is read by line_refusal, as before. No other
+-- table changes. (A storm made at version 15 and told it is older,
 -- as tests do, already has the table: it is filled again.)
 SET LOCAL search_path = pg_catalog, pg_temp;
 UPDATE storm_queue.version SET version = 15;
@@ -14,22 +15,6 @@ CREATE TABLE IF NOT EXISTS storm_queue.line_check (
     test jsonpath NOT NULL,
     named text[] NOT NULL
 );
-
--- readable by the roles that read the storm's tables (a runner's and a reader's grant gave them every
--- one), granted in the order they were granted the state table, as a grant after this version grants them
-DO $$
-DECLARE
-    v_role name;
-BEGIN
-    FOR v_role IN SELECT r.rolname
-                  FROM pg_catalog.pg_class c, aclexplode(c.relacl) WITH ORDINALITY AS a, pg_catalog.pg_roles r
-                  WHERE c.oid = 'storm_queue.state'::regclass AND a.privilege_type = 'SELECT'
-                    AND a.grantee = r.oid AND a.grantee <> c.relowner
-                  ORDER BY a.ordinality LOOP
-        EXECUTE format('GRANT SELECT ON storm_queue.line_check TO %I', v_role);
-    END LOOP;
-END
-$$;
 
 -- {functions}
 DELETE FROM storm_queue.line_check;
