@@ -483,7 +483,8 @@ TWISTS = [
     ('"result":"ok"', '"result":"fine"'), ('"action":"claim"', '"action":"nosuch"'), ('"action":"claim"', '"action":null'),
     ('"issue":"1"', '"issue":1'), ('"attempt":1', '"attempt":null'), ('"ttl":600', '"ttl":[]'),
     ('"deps":["b","c"]', '"deps":["b",1]'), ('"deps":["b","c"]', '"deps":["b","../c"]'), ('"deps":["b","c"]', '"deps":[["b"]]'),
-    ('"deps":["b","c"]', '"deps":"b"'), ('"appended":true', '"appended":1'), ('"note":"ValueError"', '"note":null'), ('"note":"ValueError"', '"note":7'),
+    ('"deps":["b","c"]', '"deps":"b"'), ('"appended":true', '"appended":1'), ('"note":"ValueError"', '"note":null'),
+    ('"note":"ValueError"', '"note":7'),
     ('"authorised":true', '"authorised":"yes"'), ("}\n", "}"), ("}\n", "}\n\n"), ("}\n", "} \n"), ("{", "[{"),
 ]
 
