@@ -332,12 +332,12 @@ def _fd_links(pid: int) -> list[str]:
     links = []
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return links
     for fd in fds:
         try:
             links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
     return links
 
