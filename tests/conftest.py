@@ -685,15 +685,6 @@ SLOW = ("tests/faults/", "tests/bench_smoke/", "tests/stateful/", "tests/cli/tes
         "tests/unit/test_deep.py")
 
 
-def pytest_xdist_auto_num_workers(config) -> int:
-    """``-n auto``: two workers a core, at most four more than the cores.
-    Most of the suite's time is spent waiting (on its children, its
-    servers, the clocks they keep), so on 2 cores 4 workers finish the
-    suite in about 5.3 minutes where 2 took 6.3 to 7.2."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return min(2 * cores, cores + 4)
-
-
 def pytest_collection_modifyitems(items):
     """Every test that uses the server (through any pg_* fixture) carries
     the ``postgresql`` marker, so ``-m "not postgresql"`` leaves them out;
