@@ -111,6 +111,7 @@ def test_what_is_recorded_is_the_same_connection_without_the_password(pw):
 @example("sEcR/x")
 @example("sEcR@x")
 @example("sEcR&x")
+@example("sEcR%80")  # percent-encoded, not UTF-8 once decoded: refused, not a traceback
 def test_libpq_reads_the_password_where_it_is_masked_or_the_url_is_refused_masked(pw):
     """A password as typed into a URL: either libpq reads that password
     (and nothing of it as the host, port or database), or the URL is

@@ -105,8 +105,13 @@ class Jsonb(_Json):
 
 def conninfo(text: str) -> dict[str, str]:
     """The parameters a connection string or URL sets (libpq's parser);
-    ``ProgrammingError`` with libpq's words for one that is not."""
-    return _ext.parse_dsn(text)
+    ``ProgrammingError`` with libpq's words for one that is not, or for
+    one with a percent-encoded byte that is not UTF-8 text (libpq would
+    take the bytes; the driver cannot give them back as text)."""
+    try:
+        return _ext.parse_dsn(text)
+    except UnicodeDecodeError:
+        raise ProgrammingError("a percent-encoded value in it is not UTF-8 text once decoded") from None
 
 
 def quote_ident(name: str) -> str:
