@@ -140,6 +140,14 @@ def test_readable_refuses_anything_but_a_url_with_the_password_masked(root):
     assert ":pw@" not in str(refused.value) and "=pw " not in str(refused.value)
 
 
+def test_libpqs_words_on_a_url_it_cannot_read_are_one_line():
+    from storm_queue.store.postgres.connect import readable
+
+    with pytest.raises(NoStorm) as refused:
+        readable("postgresql://op@[::1/x")
+    assert 'in URI: "postgresql://op@[::1/x"; if it carries a password' in str(refused.value)
+
+
 def test_the_forms_of_a_root():
     form = passwords.form
     assert [form(r) for r in ("postgresql://db/x", "postgres://db/x")] == [passwords.URL] * 2
