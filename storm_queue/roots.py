@@ -71,6 +71,9 @@ def opened(root: str | None, env: Mapping[str, str], wait: float):
     """The one factory that looks at a root to choose a store: the store of
     the storm at ``root`` (else as ``find_root`` finds it), a directory's,
     or the database's for a URL (``store.interface.Store``)."""
+    from .core.clock import wait_seconds
+
+    wait = wait_seconds(wait)
     found = find_root(root, env)
     return _named((DATABASE if is_url(found) else DIRECTORY)["open"])(found, env, wait)
 

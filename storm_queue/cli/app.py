@@ -52,12 +52,22 @@ class SinceType(click.ParamType):
             self.fail(str(exc), param, ctx)
 
 
+class FloatRange(click.FloatRange):
+    """click's float range, refusing NaN too (it compares as in range)."""
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        got = super().convert(value, param, ctx)
+        if got != got:
+            self.fail(f"{value} is not a number", param, ctx)
+        return got
+
+
 def click_type(p: Param) -> Any:
     """The click type of a table param."""
     if p.kind == "int":
         return click.IntRange(min=p.low, max=p.high, min_open=p.low_open)
     if p.kind == "float":
-        return click.FloatRange(min=p.low, max=p.high, min_open=p.low_open)
+        return FloatRange(min=p.low, max=p.high, min_open=p.low_open)
     if p.kind == "choice":
         return click.Choice(p.choices)
     return {"time": SinceType, "file": FileType, "root": RootPath}.get(p.kind, lambda: click.STRING)()

@@ -92,7 +92,8 @@ KEEP_INTACT = Param("keep_intact", "--keep-intact", "flag", help="Begin the new 
                     "verify from line 1.")
 RESET_DRY_RUN = Param("dry_run", "--dry-run", "flag", help="Show what would be kept and lost, and the run order after "
                       "it; write nothing.")
-WAIT = Param("wait", "--wait", "float", "SECONDS", "How long to wait for another writer.", 30.0, low=0, show_default=True)
+WAIT = Param("wait", "--wait", "float", "SECONDS", "How long to wait for another writer.", 30.0, low=0, high=86400,
+             show_default=True)
 #: claim's --wait: for work, not only for the lock (issue 21, item 4)
 CLAIM_WAIT = Param("wait", "--wait", "float", "SECONDS",
                    "When nothing can be leased (wait, halted; review, for a caller who may not settle), wait up to "

@@ -67,6 +67,24 @@ def seconds(text: str) -> float:
     return moment.timestamp()
 
 
+#: the longest wait any request takes, in seconds (a day): for the writers' lock, for work (claim), for a
+#: lease to end (tenure)
+WAIT_MOST = 86400
+
+
+def wait_seconds(value: float) -> float:
+    """``value`` as seconds to wait, from 0 to ``WAIT_MOST``; ``BadArgument``
+    (exit 2) for anything else (a negative, NaN or longer wait, or no
+    number), so that no wait is endless and none is refused by the server
+    after something was recorded."""
+    if isinstance(value, (int, float)) and 0 <= value <= WAIT_MOST:  # (NaN is in no range)
+        return float(value)
+    from .errors import BadArgument
+
+    raise BadArgument(f"a wait of {value!r} seconds: a wait is a number of seconds from 0 to {WAIT_MOST:,}; nothing "
+                      "was done")
+
+
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 

@@ -5,6 +5,7 @@ lane), planned by ``core.runs`` and recorded by ``passage.request``."""
 from __future__ import annotations
 
 from .. import wall
+from ..core.clock import wait_seconds
 from ..core.lane import Refusal, Snapshot
 from ..core.ledgers import finished_result
 from ..core.names import as_text, quote
@@ -41,7 +42,10 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
     ``key``, the claim's ``then_key(key)``, and asked again the finish is
     repeated and the claim repeated (or, when it leased nothing, asked
     anew). ``wait``: a claim that leases nothing waits for work after the
-    finish is recorded, as ``claim`` waits (``waiting`` told when)."""
+    finish is recorded, as ``claim`` waits (``waiting`` told when); one
+    that is not 0 to ``clock.WAIT_MOST`` seconds is ``BadArgument``
+    (exit 2), nothing recorded."""
+    wait = wait_seconds(wait)
     args = (token, result, optional_text(note)) + ((optional_text(holder), ttl) if then_claim else ())
     req = Request("finish", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), args)
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from .. import wall
+from ..core.clock import wait_seconds
 from ..core.lane import Refusal, Snapshot
 from ..core.names import as_text
 from ..core.outcome import Outcome, Request, Step
@@ -71,7 +72,9 @@ def claim(storm: Storm, holder: str | None = None, ttl: int | None = None, sourc
     nothing records nothing (but the expiries it found), so a wait adds
     no line to the log: at most the claim that leases is recorded.
     ``waiting(answer)`` is told once, when the wait begins, what the
-    claim would have answered then."""
+    claim would have answered then. ``BadArgument`` (exit 2, nothing
+    asked) for a ``wait`` that is not 0 to ``clock.WAIT_MOST`` seconds."""
+    wait = wait_seconds(wait)
     out, due = _claim(storm, holder, ttl, source, reason, key)
     settles: list[bool] = []  # whether the caller may settle, judged once, when a review is first met
     if wait <= 0 or not _waits(out, storm, lambda: _settles(storm, source, settles)):

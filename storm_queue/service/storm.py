@@ -60,9 +60,10 @@ class Storm:
     def __init__(self, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0, *,
                  store: Store | None = None) -> None:
         if store is None:
+            from ..core.clock import wait_seconds
             from ..store.directory.store import Directory
 
-            store = Directory(root, env, wait)
+            store = Directory(root, env, wait_seconds(wait))
         self.store = store
         self._aside_kept: Aside | None = None
 

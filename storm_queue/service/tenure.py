@@ -7,6 +7,7 @@ read the storm may ask it (a database storm's runner and reader roles)."""
 
 from __future__ import annotations
 
+from ..core.clock import wait_seconds
 from ..core.errors import BadArgument
 from ..core.names import as_text
 from ..core.shapes import shape_names, shape_token
@@ -27,7 +28,8 @@ def tenure(storm: Storm, slug: str, token: int, wait: float = 0.0) -> Tenure:
     recorded; or its expiry passing) or ``wait`` seconds pass, and answers
     as it stands then. ``BadArgument`` (exit 2) for a slug that is not a
     name, a token that is not a positive whole number, or a lease that was
-    never taken."""
+    never taken, or a ``wait`` that is not 0 to ``clock.WAIT_MOST`` seconds."""
+    wait = wait_seconds(wait)
     slug = as_text(slug)
     bad = shape_names(slug, (), None) or shape_token(token)
     if bad is not None:

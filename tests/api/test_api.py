@@ -31,7 +31,7 @@ def storm(tmp_path) -> Storm:
 def test_the_public_names_are_the_documented_ones():
     assert sorted(storm_queue.__all__) == sorted(
         ["Storm", "Listing", "Outcome", "Row", "StormError", "UnknownOrder", "NoStorm", "Busy", "RecordFailed",
-         "StormUnreadable", "Refused", "Lease", "NothingLeased"])
+         "StormUnreadable", "BadArgument", "Refused", "Lease", "NothingLeased"])
     for name in storm_queue.__all__:
         assert getattr(storm_queue, name).__name__ == name
     for error in (UnknownOrder, NoStorm, Busy, RecordFailed, StormUnreadable, Refused):

@@ -302,3 +302,46 @@ def test_a_renewal_refused_while_the_lease_lives_stops_renewing_and_tells_the_bl
         storm.close()
     refused = [e for e in store.events() if e["action"] == "refused" and e["requested"] == "renew"]
     assert [e["code"] for e in refused] == ["lease_age_exceeded"]  # asked once, then only watched
+
+
+# -- waits ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("wait", [float("nan"), float("inf"), -1.0, 86400.5, 1e300, "5", None])
+def test_a_wait_that_is_not_0_to_86400_seconds_is_refused_before_anything_is_asked(store, wait):
+    """Every wait the API takes (the writers' lock's, a claim's for work,
+    a finish --then-claim's, a lease's, a tenure's): a NaN would wait
+    forever, a huge one would fail on the server after the finish was
+    recorded. Each is ``BadArgument`` (exit 2) and nothing is recorded."""
+    from storm_queue import BadArgument
+
+    store.make("a 1\nb 2\n", toml=TTL)
+    with pytest.raises(BadArgument) as refused:
+        Storm.find(store.root, env=clean_env(), wait=wait)
+    assert refused.value.exit_code == 2 and "0 to 86,400" in str(refused.value)
+    storm = opened(store)
+    try:  # every call below would return at once, were its wait taken: a lane is claimable, lease 1 has ended
+        assert storm.claim(holder="r").decision == "run a 1 1" and storm.release("a", 1).outcome == "done"
+        before = store.lines()
+        calls = [lambda: storm.claim(holder="r", wait=wait),
+                 lambda: storm.finish("a", 1, "ok", then_claim=True, holder="r", wait=wait),
+                 lambda: storm.lease(holder="r", wait=wait).__enter__(),
+                 lambda: storm.tenure("a", 1, wait=wait)]
+        for call in calls:
+            with pytest.raises(BadArgument):
+                call()
+        assert store.lines() == before
+    finally:
+        storm.close()
+
+
+@pytest.mark.parametrize("args", [("claim", "--wait", "nan"), ("finish", "a", "--token", "1", "--result", "ok",
+                                  "--then-claim", "--wait", "nan"), ("bump", "a", "--wait", "nan"),
+                                  ("bump", "a", "--wait", "inf"), ("bump", "a", "--wait", "1e300"),
+                                  ("lease", "a", "--token", "1", "--wait", "-nan")])
+def test_the_command_refuses_a_wait_that_is_no_number_of_seconds(store, args):
+    store.make("a 1\n", toml=TTL)
+    before = store.lines()
+    done = store.cli(*args)
+    assert done.returncode == 2 and "Invalid value for '--wait'" in done.stderr, (done.stdout, done.stderr)
+    assert store.lines() == before
