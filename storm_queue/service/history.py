@@ -5,6 +5,7 @@ come from ``log.reader`` with every check it makes; nothing here parses."""
 from __future__ import annotations
 
 import re
+import sys
 from collections import deque
 from datetime import datetime, timezone
 
@@ -91,10 +92,11 @@ def walk(read: Callable[[Callable[[bytes, dict[str, Any]], None]], Any], flt: Fi
          last: int | None, emit: Callable[[bytes, dict[str, Any]], None]) -> Any:
     """Stream the events that ``flt`` lets through to ``emit``, oldest
     first; with ``last``, only the last that many (held in a ring of that
-    size, never the whole log). ``read(each)`` is the log read
+    size, never the whole log; a ``last`` beyond any log's length is
+    every event). ``read(each)`` is the log read
     (``Storm.history``); its result is returned. On damage, what was read
     before it is emitted, then the ``UnknownOrder`` is raised again."""
-    ring: deque | None = deque(maxlen=last) if last is not None else None
+    ring: deque | None = deque(maxlen=min(last, sys.maxsize)) if last is not None else None
 
     def each(line: bytes, event: dict[str, Any]) -> None:
         if flt.matches(event):

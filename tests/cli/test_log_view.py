@@ -91,6 +91,7 @@ def test_filters(storm) -> None:
     assert seqs(root, "--refused", "--last", "1") == [7]
     assert seqs(root, "--last", "0") == []
     assert seqs(root, "--last", "100") == list(range(1, 8))
+    assert seqs(root, "--last", str(10**30)) == list(range(1, 8))  # more than any ring can hold: every event
     today = log_events(root)[0]["at"][:10]
     assert seqs(root, "--since", today) == list(range(1, 8))
     assert seqs(root, "--since", "2999-01-01") == []
