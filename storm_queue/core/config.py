@@ -208,6 +208,32 @@ def syntax_error(text: str, parser_says: str) -> str:
 RUNNER_MAX = 10 * 366 * 86400
 
 
+def unrecordable(data: dict) -> str | None:
+    """Why the parsed declaration ``data`` cannot be recorded in a log line
+    as JSON that every reader and the database's insert check read back
+    (a number that is not finite: JSON has none; a NUL character, which a
+    database's text cannot hold), naming the key (quoted); None when it
+    can."""
+    from .names import quote
+
+    def find(value: object, path: tuple) -> str | None:
+        where = quote(".".join(str(k) for k in path))
+        if isinstance(value, float) and not -float("inf") < value < float("inf"):
+            return f"{where} is {value}, a number JSON cannot hold: write a finite number"
+        if isinstance(value, str) and "\x00" in value:
+            return f"{where} holds a NUL character, which a database storm cannot carry"
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+        for key, inner in items:
+            if isinstance(key, str) and "\x00" in key:
+                return f"a key{' in ' + where if path else ''} holds a NUL character, which a database storm cannot carry"
+            why = find(inner, (*path, key))
+            if why:
+                return why
+        return None
+
+    return find(data, ())
+
+
 def duration(value: object) -> int | None | str:
     """A duration as storm.toml gives it (``"90s"``, ``"30m"``, ``"6h"``,
     ``"2d"``: a whole number with a unit) in seconds; None when not given,

@@ -225,7 +225,9 @@ def waive(storm: Storm, slug: str, dep: str, reason: str | None, undo: bool = Fa
 def declare(storm: Storm, path: str, reason: str | None = None, key: str | None = None) -> Outcome:
     """Record the file at ``path`` as a database storm's declaration
     (operator only), with its sha256 and parsed content; declaring what
-    the storm holds is a recorded no-op. A directory storm's declaration
+    the storm holds is a recorded no-op. ``InvalidDeclaration`` (exit 2,
+    nothing declared) for a file that is not UTF-8 TOML storm-queue reads,
+    or whose content no log line can carry (``config.unrecordable``). A directory storm's declaration
     is its storm.toml: nothing to record (``NotHere``)."""
     from ..core import config
     from ..core.errors import NotHere
@@ -249,7 +251,11 @@ def declare(storm: Storm, path: str, reason: str | None = None, key: str | None 
     decl = config.parse(text)
     if decl.error:
         raise InvalidDeclaration(f"{path}: {decl.error}; nothing was declared")
-    content = json.loads(json.dumps(tomllib.loads(text), default=str))
+    data = tomllib.loads(text)
+    why = config.unrecordable(data)
+    if why:
+        raise InvalidDeclaration(f"{path}: {why}; nothing was declared")
+    content = json.loads(json.dumps(data, default=str))
     sha = sha256(raw).hexdigest()
     req = Request("declare", None, optional_text(reason), None, optional_text(key), (sha,))
 

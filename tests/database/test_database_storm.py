@@ -109,6 +109,14 @@ def test_declare_admits_a_source_and_a_malformed_file_changes_nothing(pg_server,
     done = cli(db, "declare", str(bad))
     assert done.returncode == 2 and "nothing was declared" in done.stderr
     assert events(pg_server, db) == before
+    # TOML a log line cannot carry: a number JSON has not, a NUL (the server's insert check would refuse the line)
+    for text, said in (("[doctor]\nrunning_hours = inf\n", '"doctor.running_hours" is inf'),
+                       ('x = [1, {a = nan}]\n', '"x.1.a" is nan'), ('[doctor]\nnote = "a\\u0000b"\n', '"doctor.note" holds a NUL'),
+                       ('"k\\u0000" = 1\n', "a key holds a NUL")):
+        bad.write_text(text)
+        done = cli(db, "declare", str(bad))
+        assert done.returncode == 2 and said in done.stderr and "nothing was declared" in done.stderr, done.stderr
+    assert events(pg_server, db) == before
 
 
 def test_declare_on_a_directory_storm_says_storm_toml_is_the_declaration(tmp_path) -> None:
