@@ -249,3 +249,28 @@ def test_whoami_names_each_role_as_the_storm_judges_it(pg_server, db, pg_role):
     words = run_cli(pg_server.url_as(db, runner), "whoami").stdout.splitlines()
     assert words[:2] == [f"runner:{runner}", "may: claim renew finish release recover"], words
     assert len(events(pg_server, db)) == seen  # whoami records nothing
+
+
+def test_a_finish_then_claim_ttl_that_is_not_a_whole_number_is_refused_never_raised(pg_server, db, pg_role):
+    """The claim's TTL of a finish --then-claim (the Python API takes any
+    number) is refused as claim refuses the same TTL from the same caller
+    (operator or runner: not carried, exit 2, nothing recorded); the
+    server's own parameter check is never what answers."""
+    from storm_queue import Storm
+
+    role = pg_role(prefix="runner")
+    answer(db, "grant", "runner", role)
+    for url in (db, pg_server.url_as(db, role)):
+        storm = Storm.find(url)
+        try:
+            token = int(storm.claim(holder="r1").decision.split()[3])
+            for ttl in (1.5, True):
+                before = events(pg_server, db)
+                out = storm.finish("a", token, "ok", then_claim=True, holder="r1", ttl=ttl)
+                alone = storm.claim(holder="r1", ttl=ttl)
+                assert (out.outcome, out.code, out.exit_code) == ("refused", alone.code, 2) == \
+                       (alone.outcome, "not_carried", alone.exit_code), (url, ttl, out.to_json())
+                assert events(pg_server, db) == before
+            assert storm.release("a", token).outcome == "done"
+        finally:
+            storm.close()

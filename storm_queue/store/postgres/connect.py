@@ -216,7 +216,7 @@ def not_carried(req: Request, lane: str | None = None, holder: str | None = None
                            "a database storm cannot carry: ask without it")
     if req.verb not in ("claim", "renew", "finish", "release", "recover"):  # (the operator's request path records them)
         return None
-    args = tuple(req.args) + (None, None)  # (as a caller that judges a request asks it: whoami, with none)
+    args = tuple(req.args) + (None,) * 5  # (as a caller that judges a request asks it: whoami, with none)
     long = [t for t in (req.slug, req.source, req.key, lane, holder, args[0] if isinstance(args[0], str) else None)
             if t is not None and len(t) > TEXT_MOST]
     if req.verb == "finish" and isinstance(args[1], str) and len(args[1]) > TEXT_MOST:
@@ -226,6 +226,7 @@ def not_carried(req: Request, lane: str | None = None, holder: str | None = None
                        f"{TEXT_MOST:,} characters, which a database storm does not take")
     numbers = [args[0]] if req.verb in ("renew", "finish", "release") and req.args else []
     numbers += [args[1]] if req.verb in ("claim", "renew") and args[1] is not None else []
+    numbers += [args[4]] if req.verb == "finish" and args[4] is not None else []  # (--then-claim's TTL)
     if any(type(n) is not int for n in numbers):
         return Refusal("not_carried", "a token or TTL of this request is not a whole number, which a database storm "
                        "does not take")
