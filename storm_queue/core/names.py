@@ -40,7 +40,11 @@ def why_not_name(text: str) -> str:
 
 def as_text(arg: str) -> str:
     """Return command-line text as valid Unicode: bytes that were not UTF-8
-    (carried as surrogate escapes) become ``\\xNN`` so the text can be stored."""
+    (carried as surrogate escapes) become ``\\xNN`` so the text can be stored.
+    ``TypeError`` for what is not a ``str`` (a caller of the Python API
+    passing a number or bytes), before anything is asked."""
+    if not isinstance(arg, str):
+        raise TypeError(f"expected text (a str), not {type(arg).__name__}: {arg!r:.60}")
     try:
         arg.encode("utf-8")
         return arg

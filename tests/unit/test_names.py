@@ -128,3 +128,24 @@ def test_is_name_is_exactly_its_pattern(text):
 @given(st.text(TRICKY | st.characters(), max_size=12))
 def test_is_issue_is_exactly_its_pattern(text):
     assert names.is_issue(text) == (text == "-" or re.fullmatch(r"[0-9]+", text, re.ASCII) is not None)
+
+
+@pytest.mark.parametrize("arg", [5, 1.5, True, b"a", ["a"], {"a": 1}])
+def test_as_text_refuses_what_is_not_text_with_a_type_error(arg):
+    with pytest.raises(TypeError, match=f"expected text \\(a str\\), not {type(arg).__name__}"):
+        names.as_text(arg)
+
+
+def test_a_python_caller_passing_no_text_gets_a_type_error_and_nothing_is_recorded(tmp_path):
+    from storm_queue import Storm
+    from tests.conftest import make_storm
+
+    make_storm(tmp_path / "s", "a 1\n")
+    storm = Storm.find(str(tmp_path / "s"), env={})
+    log = tmp_path / "s" / "priority.log"
+    before = log.read_bytes() if log.exists() else None
+    for call in (lambda: storm.bump(5), lambda: storm.bump("a", reason=b"why"), lambda: storm.claim(holder=7),
+                 lambda: storm.finish("a", 1, result=1), lambda: storm.push("b", 2)):
+        with pytest.raises(TypeError, match="expected text"):
+            call()
+    assert (log.read_bytes() if log.exists() else None) == before
