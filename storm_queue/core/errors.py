@@ -157,6 +157,10 @@ class AppendFailed(WriteFailed):
         self.state, self.events, self.words = state, events or [], words
 
 
+#: the words of the ``OSError`` for a storm's file that is not a regular file (``fsutil.open_file``)
+NOT_A_FILE = "not a regular file"
+
+
 def unreadable(path: str, exc: OSError) -> StormUnreadable:
     """The error for a storm file that could not be opened, saying what to do."""
     import errno
@@ -166,4 +170,6 @@ def unreadable(path: str, exc: OSError) -> StormUnreadable:
                                "replace it with the file itself")
     if exc.errno == errno.EISDIR:
         return StormUnreadable(f"{path} is a directory; it must be a file")
+    if exc.strerror == NOT_A_FILE:
+        return StormUnreadable(f"{path} is not a regular file (a FIFO, a socket or a device); it must be a file")
     return StormUnreadable(f"{path} cannot be read ({exc.strerror}); check its permissions")

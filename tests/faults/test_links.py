@@ -2,7 +2,8 @@
 witness, the lock, ``queue.txt`` or ``next``'s said-once file is never
 followed: it is refused and named, and nothing is written through it (the
 file it points at keeps every byte, its mode and its time). Lane directories
-under ``lanes/`` are created and entered without following links."""
+under ``lanes/`` are created and entered without following links. A FIFO
+in place of a storm's file is refused at once, never waited on."""
 
 from __future__ import annotations
 
@@ -154,3 +155,21 @@ def test_a_linked_checkpoint_is_never_read_or_written_through(tmp_path, monkeypa
     _untouched(outside, st)
     assert not path.is_symlink() and path.is_file()  # the refresh replaced the link, by rename
     assert run_cli(root, "verify").returncode == 0
+
+
+@pytest.mark.parametrize("name", ["queue.txt", "storm.toml", "priority.log", ".priority.log.witness", "integrated.txt",
+                                  "abandoned.txt", "priority.log.lock"])
+def test_a_fifo_in_place_of_a_storms_file_is_refused_at_once_never_waited_on(tmp_path, name):
+    """Opening a FIFO waits for a writer who may never come, and a request
+    under the writers' lock holds SIGINT and SIGTERM back: it hung until
+    SIGKILL. Each command is a process of its own, killed at the timeout
+    (a hang fails the test)."""
+    root = _storm(tmp_path)
+    (root / name).unlink(missing_ok=True)
+    os.mkfifo(root / name)
+    readers = () if name.endswith(".lock") else (("list",),)  # (a reader takes no lock)
+    for args in (*readers, ("bump", "c"), ("claim", "--holder", "h")):
+        done = run_cli(root, *args, process=True, timeout=30)
+        assert done.returncode in (1, 2, 3, 4), (name, args, done.stdout, done.stderr)
+        assert "not a regular file" in done.stderr, (name, args, done.stderr)
+    assert (root / name).exists() and not (root / name).is_file()

@@ -6,13 +6,14 @@ import os
 
 from ...core.config import Declaration, parse
 from ...core.records import replace
+from .fsutil import open_file
 
 
 def load(root: str) -> Declaration:
     """Read ``<root>/storm.toml``; a missing file declares no source."""
     path = os.path.join(root, "storm.toml")
     try:
-        with open(path, "rb") as f:
+        with os.fdopen(open_file(path), "rb") as f:
             st = os.fstat(f.fileno())
             raw = f.read()
     except FileNotFoundError:

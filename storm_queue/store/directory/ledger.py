@@ -10,7 +10,7 @@ from ...core.jsoncodec import dumps, loads
 from ...core.ledgers import Ledgers, blocked_result, is_blocked_mark
 from ...core.names import is_name, printable
 from ...core.queuetext import BOM
-from .fsutil import beside, replace_atomically, write_all
+from .fsutil import beside, open_file, replace_atomically, write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -30,7 +30,7 @@ RUNNING = "running"
 
 def _read_slugs(path: str) -> frozenset[str]:
     try:
-        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+        with os.fdopen(open_file(path), "rb") as f:
             text = f.read().decode("utf-8", "replace")
     except FileNotFoundError:
         return frozenset()
@@ -66,7 +66,7 @@ def _marked(root: str) -> tuple[frozenset[str], dict[str, int | None]]:
 def marker_token(path: str) -> int | None:
     """The fencing token a running marker carries, if it carries one."""
     try:
-        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+        with os.fdopen(open_file(path), "rb") as f:
             return _token_in(f.read(4096))
     except OSError:
         return None
@@ -102,7 +102,7 @@ def mark_blocked(root: str, slug: str, blocked_on: list[str], at: str, owner: tu
 
 def _read_result(fd: int) -> bytes | None:
     try:
-        with os.fdopen(os.open(RESULT, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), "rb") as f:
+        with os.fdopen(open_file(RESULT, dir_fd=fd), "rb") as f:
             return f.read(1 << 20)
     except FileNotFoundError:
         return None
@@ -154,7 +154,7 @@ def mark_finished(root: str, slug: str, body: dict, owner: tuple[int, int] | Non
     write (None when nothing was written)."""
     with _marks(root, slug) as fd:
         try:
-            with os.fdopen(os.open(RESULT, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd), "rb") as f:
+            with os.fdopen(open_file(RESULT, dir_fd=fd), "rb") as f:
                 before: bytes | None = f.read()
         except FileNotFoundError:
             before = None
@@ -179,7 +179,7 @@ def result_tokens(root: str, slugs: Iterable[str]) -> dict[str, int | None]:
     out = {}
     for slug in slugs:
         try:
-            with os.fdopen(os.open(os.path.join(root, LANES, slug, MARKS, RESULT), os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+            with os.fdopen(open_file(os.path.join(root, LANES, slug, MARKS, RESULT)), "rb") as f:
                 out[slug] = _token_in(f.read(65536))
         except OSError:
             out[slug] = None
@@ -266,9 +266,9 @@ def say(root: str, at: str, words: str, owner: tuple[int, int] | None) -> bool:
     flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW
     try:
         if owner is None:
-            fd = os.open(path, flags | os.O_CREAT, 0o644)
+            fd = open_file(path, flags | os.O_CREAT)
         else:
-            fd = os.open(path, flags)
+            fd = open_file(path, flags)
     except OSError:
         return False
     try:
@@ -292,7 +292,7 @@ class SaidOnce:
         """The keys said so far; ``reload`` reads them again (under the lock)."""
         if self._keys is None or reload:
             try:
-                with os.fdopen(os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW), encoding="utf-8", errors="replace") as f:
+                with os.fdopen(open_file(self.path), encoding="utf-8", errors="replace") as f:
                     self._keys = {line.rstrip("\n") for line in f}
             except FileNotFoundError:
                 self._keys = set()
@@ -303,7 +303,7 @@ class SaidOnce:
     def add(self, keys: list[str]) -> None:
         if not keys:
             return
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        fd = open_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             os.write(fd, "".join(k + "\n" for k in keys).encode())
         finally:

@@ -7,7 +7,7 @@ import os
 
 from ...core.errors import WriteFailed, unreadable
 from ...core.queuetext import QueueFile, parse
-from .fsutil import fsync_dir, write_all
+from .fsutil import fsync_dir, open_file, write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 def read(path: str) -> QueueFile:
     """Read and parse ``queue.txt``; a missing file is an empty queue."""
     try:
-        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+        with os.fdopen(open_file(path), "rb") as f:
             raw = f.read()
     except FileNotFoundError:
         return QueueFile((), (), exists=False)
@@ -44,7 +44,7 @@ def append_line(path: str, line: str) -> Callable[[], None]:
     raised: ``WriteFailed`` with ``kept`` when that could not be done either."""
     created = False
     try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
+        fd = open_file(path, os.O_RDWR | os.O_APPEND)
     except FileNotFoundError:
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         created = True
@@ -79,7 +79,7 @@ def append_line(path: str, line: str) -> Callable[[], None]:
 def _take_back(path: str, size: int, end: int) -> None:
     """Cut ``queue.txt`` back to ``size`` when it is still ``end`` bytes long
     (what was appended, and nothing since)."""
-    fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW)
+    fd = open_file(path, os.O_RDWR)
     try:
         if os.fstat(fd).st_size == end:
             os.ftruncate(fd, size)

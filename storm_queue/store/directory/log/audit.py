@@ -17,6 +17,7 @@ import os
 from ....core import logread
 from ....core.errors import UnknownOrder
 from ....core.verify import Audit, Problem, changed_line
+from ..fsutil import open_file
 from . import checkpoint, reader
 
 TYPE_CHECKING = False
@@ -61,7 +62,7 @@ def _line_before(log_path: str, offset: int | None) -> bytes:
     if not offset:
         return b""
     try:
-        with os.fdopen(os.open(log_path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as f:
+        with os.fdopen(open_file(log_path), "rb") as f:
             start, chunk = offset, b""
             while start > 0 and b"\n" not in chunk[:-1]:
                 step = min(start, 1 << 16)
@@ -76,7 +77,7 @@ def _audit_checkpoint(log_path: str, whole: logread.LogRead, out: Audit) -> bool
     """Would a reader use the checkpoint, and does its fold agree with the
     full replay? One that readers use and that disagrees makes the log
     unsound. True when the log grew since ``whole`` was read: not compared."""
-    fd = os.open(log_path, os.O_RDONLY | os.O_NOFOLLOW)
+    fd = open_file(log_path)
     try:
         cp, why = checkpoint.examine(log_path, fd, whole.witness)  # type: ignore[arg-type]
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from ....core.errors import Busy, RecordFailed, WriteFailed, unreadable
+from ..fsutil import open_file
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def _open_own(path: str, may_create: bool) -> int:
     when ``may_create``. Returns the descriptor."""
     flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT if may_create else 0)
     try:
-        fd = os.open(path, flags, 0o644)
+        fd = open_file(path, flags)
     except FileNotFoundError:
         raise RecordFailed(f"{path} does not exist, and only the storm's owner creates it") from None
     except OSError as exc:

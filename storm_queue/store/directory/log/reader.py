@@ -14,6 +14,7 @@ from ....core.jsoncodec import loads
 from ....core.logread import ADOPT_HINT, OLD_FORMAT, Damage, LogRead, Witness
 from ....core.stream import BLOCK, Bad, LineCheck
 from . import checkpoint
+from ..fsutil import open_file
 from .found import witness_path  # noqa: F401 -- where callers look for it
 
 TYPE_CHECKING = False
@@ -37,7 +38,7 @@ def _damage(log_path: str, what: str, line: int = 0, offset: int = 0) -> Damage:
 
 
 def _open_nofollow(path: str):
-    return os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW), "rb")
+    return os.fdopen(open_file(path), "rb")
 
 
 def _walk(f: Any, lines: LineCheck, witness: Witness, progress: Callable[[int], None] | None) -> bytes:

@@ -15,7 +15,7 @@ from ....core.errors import AppendFailed, WriteFailed
 from ....core.framing import digest, frame
 from ....core.jsoncodec import dumps
 from ....core.logread import LogRead
-from ..fsutil import fsync_dir, give_to, replace_atomically, write_all
+from ..fsutil import fsync_dir, give_to, open_file, replace_atomically, write_all
 from . import checkpoint
 from .reader import witness_path
 
@@ -98,7 +98,7 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
         if not log.log_exists:
             fd = os.open(log.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         else:
-            fd = os.open(log.path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW)
+            fd = open_file(log.path, os.O_RDWR | os.O_APPEND)
     except OSError as exc:
         raise AppendFailed.of(exc) from exc
     try:
