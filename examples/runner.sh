@@ -224,18 +224,21 @@ ERRORS="$(mktemp -d "${TMPDIR:-/tmp}/storm-runner.XXXXXX")"
 trap '[[ $BASHPID != "$RUNNER_PID" ]] || rm -rf "$ERRORS"' EXIT
 sq() {
     local err="$ERRORS/$BASHPID" rc=0
-    (trap '' INT && exec "${STORM_QUEUE_CMD[@]}" "$@") 2>"$err" || rc=$?
+    { (trap '' INT && exec "${STORM_QUEUE_CMD[@]}" "$@") 2>"$err" || rc=$?; } 2>/dev/null  # (see say_again)
     say_again "$err"
     return "$rc"
 }
 
 # Each line of the file $1 (what storm-queue said on stderr) said as this
-# runner's; the file is removed.
+# runner's; the file is removed. A renewer or a lease's watcher may ask
+# after the runner has ended and removed $ERRORS: then nothing is said.
 say_again() {
-    local line
-    while IFS= read -r line || [[ -n "$line" ]]; do
+    local line fd
+    { exec {fd}<"$1"; } 2>/dev/null || return 0  # gone with $ERRORS: the runner has ended (a watcher said late)
+    while IFS= read -r -u "$fd" line || [[ -n "$line" ]]; do
         [[ -z "$line" ]] || say "$line"
-    done <"$1"
+    done
+    exec {fd}<&-
     rm -f "$1"
 }
 
@@ -496,6 +499,7 @@ keep_alive() {
         fi
         rc=0
         answer="$(sq renew "$slug" --token "$token" --root "$ROOT" --wait "$every" "${TTL_FLAGS[@]}" --json)" || rc=$?
+        [[ -d $ERRORS ]] || exit 0  # the runner has ended meanwhile: no one to tell
         case "$rc" in
             0) ;;
             5) say "storm busy or unreachable (exit 5, nothing changed); renewing $slug again in ${every}s" ;;
@@ -534,14 +538,15 @@ watch_lease() {
     trap '' INT HUP  # the runner acts on these; the watcher is stopped by it
     trap - USR1
     while kill -0 "$RUNNER_PID" 2>/dev/null; do
-        (trap '' INT && exec "${STORM_QUEUE_CMD[@]}" lease "$slug" --token "$token" --wait "$WAIT_FOR" \
-            --root "$ROOT") </dev/null >"$out" 2>"$err" &
+        { (trap '' INT && exec "${STORM_QUEUE_CMD[@]}" lease "$slug" --token "$token" --wait "$WAIT_FOR" \
+            --root "$ROOT") </dev/null >"$out" 2>"$err" & } 2>/dev/null
         rc=0
         wait $! || rc=$?
+        [[ -d $ERRORS ]] || exit 0  # the runner has ended meanwhile: no one to tell
         say_again "$err"
         case "$rc" in
-            0)  # ended: its one line says how
-                mv -f "$out" "$ERRORS/ended"
+            0)  # ended: its one line says how (gone with $ERRORS: the runner has ended, and needs no telling)
+                mv -f "$out" "$ERRORS/ended" 2>/dev/null || exit 0
                 kill -USR1 "$RUNNER_PID" 2>/dev/null || true
                 exit 0
                 ;;
