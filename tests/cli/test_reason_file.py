@@ -42,3 +42,24 @@ def test_a_reason_longer_than_4096_characters_is_refused_and_recorded_without_it
     assert len(store.events()) == seen + 1 and event["code"] == "reason_too_long" and "reason" not in event
     assert len(json.dumps(event)) < 1000
     assert store.cli("bump", "a", "--reason", "y" * 4096).returncode == 0  # 4,096 is kept
+
+
+def test_a_named_file_larger_than_storm_queue_reads_is_refused_not_read_whole(store, tmp_path, monkeypatch) -> None:
+    """``/dev/zero`` has no end: it was read until memory ran out (a
+    MemoryError crash). A file past ``given.MOST`` bytes is refused, exit
+    2, nothing recorded; one of exactly ``MOST`` is read."""
+    from storm_queue import given
+
+    monkeypatch.setattr(given, "MOST", 5000)
+    store.make("a 1\n")
+    seen = store.events()
+    for args in (("bump", "a", "--reason-file", "/dev/zero"), ("add", "--from", "/dev/zero")):
+        done = store.cli(*args)
+        assert done.returncode == 2 and "more than 5,000 bytes" in done.stderr, (args, done.stderr)
+    piped = run_main(["bump", "a", "--reason-file", "-", "--root", store.root], stdin=b"x" * 5001)
+    assert piped.returncode == 2 and "more than 5,000 bytes" in piped.stderr
+    assert store.events() == seen
+    exact = tmp_path / "exact.txt"
+    exact.write_text("y" * 4999 + "\n", encoding="utf-8")
+    done = store.cli("bump", "a", "--reason-file", str(exact))  # read whole: then refused as any long reason is
+    assert done.returncode == 2 and "a reason of 4,999 characters is longer than 4,096" in done.stderr, done.stderr
