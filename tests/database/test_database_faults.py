@@ -475,3 +475,42 @@ def test_a_backend_ended_between_the_declaration_and_the_schema_version_is_no_cr
         assert ok(db, "bump", "a", "--key", "k-ended")["outcome"] == "done"
     evs = assert_sound_and_derived(pg_server, db)
     assert on_log(evs, "key", "k-ended") == 1
+
+
+# -- a statement the server cancels; a server that is read-only ------------------------------
+
+def test_a_cancelled_statement_or_a_read_only_server_is_exit_5_and_nothing_is_recorded(pg_server, db, tmp_path) -> None:
+    """The server refuses the whole transaction: a role's, a database's or
+    the URL's statement_timeout cancels a request waiting for the storm's
+    lock (it was "another writer held the storm", or for the operator's
+    path "the connection was lost"), and a read-only server (a standby,
+    default_transaction_read_only) refuses its first insert (it was a
+    crash, exit 4). Each is exit 5, in its own words, nothing recorded;
+    the operator's request path (bump, add) and the served one (claim:
+    the storm declares a runner policy) alike."""
+    from urllib.parse import quote
+
+    toml = tmp_path / "storm.toml"
+    toml.write_text("[runner]\nslots = 2\n")
+    for args in (("add", "a", "1"), ("add", "b", "2"), ("declare", str(toml))):
+        ok(db, *args)
+    before = events(pg_server, db)
+
+    def with_options(options: str) -> str:
+        return f"{db}{'&' if '?' in db else '?'}options={quote(options)}"
+
+    read_only = with_options("-c default_transaction_read_only=on")
+    for args in (("bump", "a"), ("add", "c", "3"), ("claim", "--holder", "h")):
+        done = run_cli(read_only, *args)
+        assert done.returncode == 5 and "is read-only now" in done.stderr and "crashed" not in done.stderr, \
+            (args, done.stderr)
+    impatient = with_options("-c statement_timeout=300")
+    with pg_server.admin(dbname(db)) as holder:
+        holder.execute("BEGIN")
+        holder.execute(HOLD_THE_STORM)
+        for args in (("bump", "a"), ("claim", "--holder", "h")):
+            done = run_cli(impatient, *args)
+            assert done.returncode == 5 and "the server cancelled the" in done.stderr, (args, done.stderr)
+        holder.execute("ROLLBACK")
+    assert events(pg_server, db) == before
+    assert ok(db, "claim", "--holder", "h")["decision"] == "run a 1 1"

@@ -14,6 +14,26 @@ if TYPE_CHECKING:
     from .session import Session as Database  # what it asks of store.Database, without importing it
 
 
+def not_done(store: Database, what: str, exc: Exception) -> Unreachable | None:
+    """The server's refusal of a whole transaction, which leaves nothing
+    written (``Unreachable``, exit 5: a retry is safe), or None: a
+    statement it cancelled (the role's or the URL's ``statement_timeout``,
+    an administrator's ``pg_cancel_backend``), or a server that is
+    read-only now (a standby, ``default_transaction_read_only``). ``what``
+    names the request (``the bump``) or the read."""
+    from . import driver
+
+    why = _words(exc, store.url)
+    if isinstance(exc, driver.errors.QueryCanceled):
+        return Unreachable(f"the server cancelled {what} ({why}: a statement_timeout of the role, the database or "
+                           "the URL, or an administrator); nothing changed, a retry is safe")
+    if isinstance(exc, driver.errors.ReadOnlySqlTransaction):
+        return Unreachable(f"the server of {store.root} is read-only now ({why}: a standby, or "
+                           f"default_transaction_read_only on), so {what} was not recorded; nothing changed: ask "
+                           "the primary, or again once it is writable")
+    return None
+
+
 def lost(store: Database, verb: str, exc: Exception) -> RecordFailed | Unreachable:
     """What is true after the connection broke during a request: nothing
     of its lines was sent (``Unreachable``, exit 5: a retry is safe), or

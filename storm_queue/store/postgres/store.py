@@ -131,9 +131,12 @@ class Database:
                                   f"{GRANT_HINT}") from None
         except driver.errors.LockNotAvailable:
             raise _busy(self.wait) from None
-        except driver.OperationalError as exc:  # before any write: nothing of this command was sent
-            raise Unreachable(f"the connection to {self.root} was lost ({_words(exc, self.url)}); nothing changed, "
-                              "a retry is safe") from None
+        except (driver.OperationalError, driver.errors.ReadOnlySqlTransaction) as exc:  # before any write
+            from .faults import not_done
+
+            raise not_done(self, "the read", exc) or Unreachable(
+                f"the connection to {self.root} was lost ({_words(exc, self.url)}); nothing changed, a retry is "
+                "safe") from None
 
     def _who(self) -> str:
         try:
@@ -389,10 +392,10 @@ class Database:
         except (driver.errors.SerializationFailure, driver.errors.DeadlockDetected) as exc:
             raise Aborted(f"the database aborted the request ({_words(exc, self.url)}): nothing changed, "
                           "a retry is safe") from None
-        except driver.OperationalError as exc:
-            from .faults import lost
+        except (driver.OperationalError, driver.errors.ReadOnlySqlTransaction) as exc:
+            from .faults import lost, not_done
 
-            raise lost(self, req.verb, exc) from None
+            raise (not_done(self, f"the {req.verb}", exc) or lost(self, req.verb, exc)) from None
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
