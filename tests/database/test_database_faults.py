@@ -514,3 +514,32 @@ def test_a_cancelled_statement_or_a_read_only_server_is_exit_5_and_nothing_is_re
         holder.execute("ROLLBACK")
     assert events(pg_server, db) == before
     assert ok(db, "claim", "--holder", "h")["decision"] == "run a 1 1"
+
+
+def test_a_served_call_cancelled_after_its_commit_says_it_was_recorded(pg_server, db, tmp_path, monkeypatch) -> None:
+    """A served call is its function's transaction, committed, then a
+    statement that makes it durable: a statement_timeout (or a cancel)
+    that lands after the commit must not say "nothing changed". Planted:
+    a pause after the commit, longer than the URL's statement_timeout. The
+    server is asked by the call's token: recorded (exit 4, recorded True,
+    "do not ask again"), the claim on the log once."""
+    from urllib.parse import quote
+
+    from storm_queue import RecordFailed, Storm
+    from storm_queue.store.postgres import served
+
+    toml = tmp_path / "storm.toml"
+    toml.write_text("[runner]\nslots = 2\n")
+    for args in (("add", "a", "1"), ("declare", str(toml))):
+        ok(db, *args)
+    real = served.q
+    monkeypatch.setattr(served, "q", lambda name: real(name).rstrip().rstrip(";") + ";\nSELECT pg_sleep(5);"
+                        if name == "served_durably" else real(name))
+    storm = Storm.find(f"{db}{'&' if '?' in db else '?'}options={quote('-c statement_timeout=1000')}")
+    try:
+        with pytest.raises(RecordFailed) as failed:
+            storm.claim(holder="h")
+    finally:
+        storm.close()
+    assert failed.value.recorded is True and "do not ask again" in str(failed.value), str(failed.value)
+    assert [e["action"] for e in events(pg_server, db)].count("claim") == 1

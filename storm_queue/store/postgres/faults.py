@@ -34,6 +34,31 @@ def not_done(store: Database, what: str, exc: Exception) -> Unreachable | None:
     return None
 
 
+def refused_served(store: Database, verb: str, exc: Exception, ask: str) -> RecordFailed | Unreachable:
+    """What is true after the server refused a statement of a served call
+    (``not_done``'s refusals): the call's own transaction may have been
+    committed before the statement refused (the one that makes it
+    durable), so the server is asked, on the same connection, by the
+    token the call was asked as: written (``RecordFailed``, recorded
+    True, made durable first), or nothing changed (``not_done``); or the
+    server cannot be asked (recorded None)."""
+    from . import driver
+
+    try:
+        row = store.conn.execute(q("read_asked"), (ask,)).fetchone()
+        if row is not None:
+            store.conn.execute(q("make_durable"))
+    except driver.Error:
+        return RecordFailed(f"the server refused part of the {verb} ({_words(exc, store.url)}), and cannot be asked "
+                            "whether it was recorded; check storm-queue log before asking again", recorded=None)
+    if row is not None:
+        return RecordFailed(f"the server refused the end of the {verb} ({_words(exc, store.url)}), but the {verb} was "
+                            f"committed (its last line is line {row[0]}); do not ask again", recorded=True)
+    refused = not_done(store, f"the {verb}", exc)
+    assert refused is not None  # (called for not_done's refusals only)
+    return refused
+
+
 def lost(store: Database, verb: str, exc: Exception) -> RecordFailed | Unreachable:
     """What is true after the connection broke during a request: nothing
     of its lines was sent (``Unreachable``, exit 5: a retry is safe), or

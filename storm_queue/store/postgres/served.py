@@ -64,10 +64,6 @@ def answered(store: Session, req: Request, holder: str | None, busy: Callable[[f
         out, behind = serve(store, req, holder)
     except driver.errors.LockNotAvailable:
         raise busy(store.wait) from None
-    except (driver.errors.QueryCanceled, driver.errors.ReadOnlySqlTransaction) as exc:
-        from .faults import not_done
-
-        raise not_done(store, f"the {req.verb}", exc) from None
     at = max(catch_up_at(store, fold_at_most), store._catch_up_after)
     if (out is not None and behind is not None and behind >= at and out.by.startswith("operator:")
             and not catch_up(store, fold_at_most)):
@@ -112,8 +108,12 @@ def serve(store: Session, req: Request, holder: str | None = None) -> tuple[Outc
     except (driver.errors.UndefinedFunction, driver.errors.InsufficientPrivilege, driver.errors.UndefinedTable,
             driver.errors.InvalidSchemaName, driver.errors.UndefinedColumn):
         return None, None  # not a caller it serves: the request path says so
-    except (driver.errors.LockNotAvailable, driver.errors.QueryCanceled, driver.errors.ReadOnlySqlTransaction):
+    except driver.errors.LockNotAvailable:
         raise
+    except (driver.errors.QueryCanceled, driver.errors.ReadOnlySqlTransaction) as exc:
+        from .faults import refused_served
+
+        raise refused_served(store, req.verb, exc, ask) from None
     except driver.OperationalError as exc:
         from .faults import lost_served
 
