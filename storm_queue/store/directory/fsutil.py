@@ -25,14 +25,18 @@ def write_all(fd: int, data: bytes) -> None:
 
 def open_file(path: str, flags: int = os.O_RDONLY, mode: int = 0o644, dir_fd: int | None = None) -> int:
     """``os.open`` of a storm's own file, never through a symbolic link,
-    and only a regular file: a FIFO, a socket or a device where one
-    belongs is ``OSError`` ("not a regular file") at once, not an open
+    and only a regular file: a directory where one belongs is ``OSError``
+    EISDIR, and a FIFO, a socket or a device ``OSError`` ("not a regular
+    file"), at once, not an open
     that waits for a writer who may never come (a request under the
     writers' lock holds SIGINT and SIGTERM back). Returns a blocking
     descriptor."""
     fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode, dir_fd=dir_fd)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, NOT_A_FILE, path)
         os.set_blocking(fd, True)
     except BaseException:
