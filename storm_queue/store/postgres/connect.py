@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ...core.outcome import Request
 
 
-def _words(exc: BaseException, url: str) -> str:
+def _words(exc: BaseException | str, url: str) -> str:
     """The server's or driver's message in one line, never carrying a
     password (``roots.hide``)."""
     return hide(" ".join(str(exc).split()) or type(exc).__name__, url)

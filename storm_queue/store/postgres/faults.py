@@ -23,7 +23,8 @@ def not_done(store: Database, what: str, exc: Exception) -> Unreachable | None:
     names the request (``the bump``) or the read."""
     from . import driver
 
-    why = _words(exc, store.url)
+    primary = getattr(getattr(exc, "diag", None), "message_primary", None)  # (not the PL/pgSQL context)
+    why = _words(primary or exc, store.url)
     if isinstance(exc, driver.errors.QueryCanceled):
         return Unreachable(f"the server cancelled {what} ({why}: a statement_timeout of the role, the database or "
                            "the URL, or an administrator); nothing changed, a retry is safe")
