@@ -28,11 +28,11 @@ A runner (docs/python-api.md, "A runner in Python")::
     storm.release(slug, token), storm.tenure(slug, token, wait): Outcomes (to_json(): the --json), a Tenure
 
 Errors are raised as ``StormError`` subclasses, each with the CLI's
-``exit_code``: ``NoStorm``, ``StormUnreadable`` and ``BadArgument`` (2: an argument
-the call cannot take, such as a wait that is not 0 to 86,400 seconds;
-nothing was done), ``UnknownOrder``
-(3), ``RecordFailed`` (4), ``Busy`` (5: nothing changed, a retry is safe;
-a database storm's server that cannot be reached too); ``Refused`` (1 or
+``exit_code``: ``NoStorm``, ``StormUnreadable`` and ``BadArgument`` (2;
+``BadArgument``: an argument the call cannot take, such as a wait that
+is not 0 to 86,400 seconds; nothing was done), ``UnknownOrder`` (3),
+``RecordFailed`` (4), ``Busy`` (5: nothing changed, a retry is safe; a
+database storm's server that cannot be reached too); ``Refused`` (1 or
 2) only from ``Outcome.check()``.
 
 The names below load on first use, so that a command importing one module
@@ -43,7 +43,8 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .core.errors import BadArgument, Busy, NoStorm, RecordFailed, Refused, StormError, StormUnreadable, UnknownOrder
+    from .core.errors import (BadArgument, Busy, NoStorm, RecordFailed, Refused, StormError, StormUnreadable,
+                              UnknownOrder)
     from .core.resolver import Row
     from .service.runner import Lease, NothingLeased
     from .service.storm import Listing, Outcome, Storm
@@ -54,8 +55,8 @@ __version__ = "0.1.0"
 
 _HOME = {"Storm": "service.storm", "Listing": "service.storm", "Outcome": "service.storm", "StormError": "core.errors",
          "UnknownOrder": "core.errors", "NoStorm": "core.errors", "Busy": "core.errors", "RecordFailed": "core.errors",
-         "StormUnreadable": "core.errors", "BadArgument": "core.errors", "Refused": "core.errors", "Row": "core.resolver", "Lease": "service.runner",
-         "NothingLeased": "service.runner"}
+         "StormUnreadable": "core.errors", "BadArgument": "core.errors", "Refused": "core.errors",
+         "Row": "core.resolver", "Lease": "service.runner", "NothingLeased": "service.runner"}
 
 
 def __getattr__(name: str) -> object:

@@ -225,7 +225,8 @@ def unrecordable(data: dict) -> str | None:
         items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
         for key, inner in items:
             if isinstance(key, str) and "\x00" in key:
-                return f"a key{' in ' + where if path else ''} holds a NUL character, which a database storm cannot carry"
+                inside = f" in {where}" if path else ""
+                return f"a key{inside} holds a NUL character, which a database storm cannot carry"
             why = find(inner, (*path, key))
             if why:
                 return why

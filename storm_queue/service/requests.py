@@ -227,8 +227,9 @@ def declare(storm: Storm, path: str, reason: str | None = None, key: str | None 
     (operator only), with its sha256 and parsed content; declaring what
     the storm holds is a recorded no-op. ``InvalidDeclaration`` (exit 2,
     nothing declared) for a file that is not UTF-8 TOML storm-queue reads,
-    or whose content no log line can carry (``config.unrecordable``). A directory storm's declaration
-    is its storm.toml: nothing to record (``NotHere``)."""
+    or whose content no log line can carry (``config.unrecordable``). A
+    directory storm's declaration is its storm.toml: nothing to record
+    (``NotHere``)."""
     from ..core import config
     from ..core.errors import NotHere
 

@@ -68,7 +68,8 @@ def readable(url: str) -> dict[str, str]:
     try:
         given = driver.conninfo(url)
     except driver.Error as exc:
-        raise NoStorm(f"the database URL {shown(url)} cannot be read: {kept_words(str(exc).strip(), url)}; if it carries a "
+        said = kept_words(str(exc).strip(), url)
+        raise NoStorm(f"the database URL {shown(url)} cannot be read: {said}; if it carries a "
                       f"password, {PASSWORD_HINT}") from None
     try:
         bare = driver.conninfo(without_password(url))
