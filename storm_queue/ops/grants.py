@@ -46,8 +46,9 @@ def _membership(storm: Storm, verb: str, kind: str, role: str, reason: str | Non
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
         held = upkeep.member(role, kind)  # NotHere on a directory storm: its files' owner is who may write it
         if held is None:
-            return Refusal("unknown_role", f"the database server knows no role {quote(role)}: create it first "
-                           "(CREATE ROLE ... LOGIN), then grant it")
+            return Refusal("unknown_role", f"the database server knows no role {quote(role)}: " + (
+                "create it first (CREATE ROLE ... LOGIN), then grant it" if verb == "grant" else
+                "there is nothing to revoke (is the name spelled as the server has it?)"))
         body = {"action": verb, "kind": kind, "role": role}
         noop = (f"role {role} is a {kind} already" if verb == "grant" and held else
                 f"role {role} is not a {kind}" if verb == "revoke" and not held else None)

@@ -186,7 +186,9 @@ def test_a_reader_reads_and_nothing_more(pg_server, db, pg_role):
 def test_granting_a_role_the_server_does_not_know_is_exit_2(pg_server, db):
     doc = answer(db, "grant", "runner", "no_such_role", code=2)
     assert (doc["code"], doc["recorded"]) == ("unknown_role", True)
-    assert answer(db, "revoke", "reader", "no_such_role", code=2)["code"] == "unknown_role"
+    assert "CREATE ROLE" in doc["message"]
+    revoked = answer(db, "revoke", "reader", "no_such_role", code=2)
+    assert revoked["code"] == "unknown_role" and "nothing to revoke" in revoked["message"], revoked
 
 
 def test_grant_on_a_directory_storm_says_it_takes_a_database(tmp_path):
