@@ -95,7 +95,12 @@ def create(directory: str) -> Created:
         except OSError as exc:
             raise InitRefused(f"{quote(root)} cannot be created ({exc.strerror})") from None
         made_root = True
-    os.chmod(root, DIR_MODE)
+    try:
+        os.chmod(root, DIR_MODE)
+    except OSError as exc:
+        if made_root:
+            os.rmdir(root)
+        raise InitRefused(f"{quote(root)} cannot be made a storm's root ({exc.strerror}); nothing was written") from None
     written: list[str] = []
     try:
         for name, data in files.items():

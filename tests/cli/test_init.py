@@ -122,6 +122,13 @@ def test_init_refuses_a_place_that_cannot_be_a_storm(tmp_path, case):
     assert sorted(os.listdir(tmp_path)) == (["x"] if case == "file" else [])
 
 
+def test_init_refuses_a_directory_whose_mode_it_cannot_set():
+    """/proc/self is the caller's own, and its mode cannot be changed: the
+    chmod was a PermissionError crash (exit 4)."""
+    ran = run_cli(None, "init", "/proc/self")
+    assert ran.returncode == 2 and "cannot be made a storm's root" in ran.stderr, ran.stderr
+
+
 def _init_as_nobody(path: Path) -> int:
     """Run ``storm-queue init PATH`` in a child that is uid/gid 65534."""
     pid = os.fork()
