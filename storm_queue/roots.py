@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from .core.errors import NoStorm
+from .core.errors import NoStorm, StormError
 from .core.names import printable, quote
 
 TYPE_CHECKING = False
@@ -40,8 +40,8 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
 
             raise NoStorm(f"{printable(shown(given))} is not a storm (no queue.txt or storm.toml): "
                           f"create one with storm-queue init {sh(printable(shown(given)))}")
-        return os.path.abspath(given)
-    here = os.path.abspath(cwd or os.getcwd())
+        return absolute(given)
+    here = absolute(cwd or ".")
     while True:
         if any(os.path.lexists(os.path.join(here, f)) for f in STORM_FILES):
             return here
@@ -60,6 +60,18 @@ def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) 
 DIRECTORY = {"open": "storm_queue.store.directory.store:Directory", "create": "storm_queue.ops.init:create"}
 DATABASE = {"open": "storm_queue.store.postgres.store:Database",
             "create": "storm_queue.store.postgres.connect:create"}
+
+
+def absolute(path: str, error: type[StormError] = NoStorm,
+             advice: str = "cd into a storm, pass --root with an absolute path, or set STORM_QUEUE_ROOT") -> str:
+    """``path`` made absolute; ``error`` (with ``advice``, what to do
+    next) when it is relative and the current directory was removed (it
+    has no name to start from)."""
+    try:
+        return os.path.abspath(path)
+    except FileNotFoundError:
+        raise error(f"the current directory no longer exists (it was removed), so {quote(shown(path))} names "
+                    f"nothing: {advice}") from None
 
 
 def _named(where: str):

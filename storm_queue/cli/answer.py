@@ -45,9 +45,13 @@ def emit_json(doc: Any) -> None:
 
 def err(text: str) -> None:
     """One line on stderr (after what stdout holds), escaped where it is not printable."""
+    from ..core.errors import OutputFailed
     from ..core.names import printable
 
-    sys.stdout.flush()
+    try:
+        sys.stdout.flush()
+    except OutputFailed:  # stdout's own failure is said by run; this line still goes to stderr
+        pass
     sys.stderr.write(printable(text) + "\n")
 
 
@@ -131,6 +135,7 @@ def run(as_json: bool, work: Callable[[], int]) -> NoReturn:
 
     try:
         code = work()
+        sys.stdout.flush()
     except (Interrupted, KeyboardInterrupt) as exc:
         interrupted(getattr(exc, "signum", 2), as_json)
     except Exception as exc:  # noqa: BLE001 -- a crash is kept distinct from every refusal

@@ -136,6 +136,9 @@ def _parse(command: Command, rest: list[str]) -> dict[str, object] | None:
 
 def main() -> None:
     """The console script: a quick form is done here, every other goes to click."""
+    from .streams import standard
+
+    standard()
     on_signals()
     try:
         form = quick_form(sys.argv[1:])

@@ -204,6 +204,7 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
              refused: bool, since: Any, last: int | None) -> int:
     from ..service import history
     from . import render
+    from .streams import reader_gone
 
     source = reading(root)
     flt = history.Filter(frozenset(slugs), frozenset(by), frozenset(actions), refused, since)
@@ -211,11 +212,15 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
     if as_json:
         def emit(line: bytes, event: dict) -> None:
             out.buffer.write(history.printable_line(line, event))
+            if reader_gone():
+                raise BrokenPipeError
     else:
         appended = source.store.upkeep.appended
 
         def emit(line: bytes, event: dict) -> None:
             out.write(render.event_text(event, appended) + "\n")
+            if reader_gone():
+                raise BrokenPipeError
     try:
         read = history.walk(source.history, flt, last, emit)
         moved = source.moved() if as_json else ""
@@ -224,8 +229,7 @@ def show_log(root: str | None, as_json: bool, slugs: tuple[str, ...], by: tuple[
 
             out.buffer.write((dumps({"moved": moved}) + "\n").encode("ascii"))
         out.flush()
-    except BrokenPipeError:  # the reader stopped reading (| head): end quietly
-        os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+    except BrokenPipeError:  # the reader stopped reading (| head): end quietly, reading no further
         return 0
     if read.fresh:
         err("storm-queue: the storm has recorded nothing yet")

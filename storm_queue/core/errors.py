@@ -66,6 +66,14 @@ class RecordFailed(StormError):
         self.outcome = outcome
 
 
+class OutputFailed(StormError):
+    """Stdout could not be written (a full disk, an I/O error; not a reader
+    that stopped reading, whose rest is dropped): the command's answer was
+    not all printed, and what it recorded stands."""
+
+    exit_code = ERRORS["OutputFailed"]
+
+
 class StormUnreadable(StormError):
     """A storm file cannot be read (permissions, a planted link): the
     request cannot be carried out as asked (exit 2)."""

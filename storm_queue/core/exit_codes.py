@@ -87,7 +87,7 @@ MEANINGS = {
     1: "refused: not authorised",
     2: "refused: cannot be carried out as asked; or a usage error",
     3: "the priority order is unknown: the log cannot be replayed",
-    4: "crashed, or the record could not be written",
+    4: "crashed, or the record or the answer could not be written",
     5: "busy: nothing changed, a retry is safe (the lock was held for longer than --wait, or the database cannot be reached)",
     6: "the lease is live still (lease): when --wait ran out, or at once without --wait",
 }
@@ -110,6 +110,7 @@ def epilog(*codes: int | tuple[int, str]) -> str:
 ERRORS = {
     "StormError": 4,  # a crash, or a record that could not be written
     "RecordFailed": 4,
+    "OutputFailed": 4,  # stdout could not be written: the answer was not all printed
     "UnknownOrder": 3,
     "NoStorm": 2,
     "StormUnreadable": 2,

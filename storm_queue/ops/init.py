@@ -66,7 +66,9 @@ def create(directory: str) -> Created:
     0644 and the directory 0755 whatever the umask, each file and the
     directory fsynced. Raises ``InitRefused`` naming every file that exists
     (or why the directory cannot be a storm) before writing anything."""
-    root = os.path.abspath(directory)
+    from ..roots import absolute
+
+    root = absolute(directory, InitRefused, "cd elsewhere, or name the directory by an absolute path")
     files = contents()
     made_root = False
     try:

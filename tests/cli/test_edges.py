@@ -113,6 +113,27 @@ def test_a_root_that_is_a_file_is_the_tools_own_refusal(tmp_path: Path, args: li
         assert doc["outcome"] == "error" and doc["exit"] == 2 and "is not a directory" in doc["message"]
 
 
+@pytest.mark.parametrize(("args", "advice"), [
+    (["list"], "cd into a storm, pass --root with an absolute path, or set STORM_QUEUE_ROOT"),
+    (["bump", "a", "--json"], "cd into a storm, pass --root with an absolute path, or set STORM_QUEUE_ROOT"),
+    (["init", "here"], "cd elsewhere, or name the directory by an absolute path")])
+def test_a_current_directory_that_was_removed_is_said_in_words(tmp_path: Path, args: list[str], advice: str) -> None:
+    """A shell left in a directory another process removed: a refusal (exit
+    2) that says so, not a crash. A real process: its own cwd is under test."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    env = clean_env()
+    env["PYTHONPATH"] = env["PYTHONPATH"].rstrip(os.pathsep)  # an empty entry is relative: Python could not start
+    done = subprocess.run([sys.executable, "-m", "storm_queue", *args], capture_output=True, text=True,
+                          env=env, cwd=gone, preexec_fn=lambda: os.rmdir(gone), timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "the current directory no longer exists (it was removed)" in done.stderr
+    assert done.stderr.rstrip().endswith(advice)
+    if "--json" in args:
+        assert one_document(done.stdout)["exit"] == 2
+
+
+
 @pytest.mark.parametrize("lead,rest", [(["--root", "{root}"], ["list"]), (["--root", "{root}"], ["list", "--plain"]),
                                        (["--json", "--root", "{root}"], ["next"]), (["--root", "{root}", "--json"], ["next"]),
                                        (["--root", "{root}"], ["next"]), (["--root", "{root}"], ["list", "--json"]),

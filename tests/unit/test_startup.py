@@ -330,7 +330,7 @@ def test_a_command_loads_only_what_it_uses(tmp_path: Path, args: tuple[str, ...]
 # the reads alone (``directory``), never the requests (``desk.Storm``, the
 # request path, authority, the lock) nor the human output (``render``).
 # A module added to this path is a start-up cost: add it here knowingly.
-NEXT_MODULES = {"cli", "cli.answer", "cli.commands", "cli.entry", "cli.upkeep", "core", "core.clock", "core.config", "core.errors",
+NEXT_MODULES = {"cli", "cli.answer", "cli.commands", "cli.entry", "cli.streams", "cli.upkeep", "core", "core.clock", "core.config", "core.errors",
                 "core.exit_codes", "core.fold", "core.framing", "core.jsoncodec", "core.lane", "core.ledgers",
                 "core.logread", "core.names", "core.outcome", "core.queuetext", "core.records", "core.resolver",
                 "core.statebody", "core.stream", "roots", "service", "service.storm", "store", "store.directory", "cli.params",
@@ -369,7 +369,8 @@ def test_each_command_loads_only_its_part_of_the_storm(tmp_path: Path, args: tup
 # included), the human output or the other kinds of request. store.postgres.upkeep: the command line asks
 # the store's upkeep to tell of a lock wait (a database tells nothing); it imports nothing as it loads (0.1 ms).
 DATABASE_BUMP_MODULES = {
-    "cli", "cli.answer", "cli.commands", "cli.entry", "cli.params", "cli.upkeep", "core", "core.authority", "core.clock",
+    "cli", "cli.answer", "cli.commands", "cli.entry", "cli.params", "cli.streams", "cli.upkeep", "core", "core.authority",
+    "core.clock",
     "core.config", "core.errors", "core.exit_codes", "core.fold", "core.framing", "core.jsoncodec", "core.lane",
     "core.ledgers", "core.logread", "core.names", "core.outcome", "core.passwords", "core.queuetext", "core.records",
     "core.resolver", "core.shapes", "core.statebody", "roots", "service", "service.passage", "service.requests", "service.storm",
