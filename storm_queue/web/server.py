@@ -274,9 +274,12 @@ def loopback(host: str) -> bool:
 
 def read_token(path: str) -> str:
     """The token in ``path`` (its first line); ``BadArgument`` (exit 2) when
-    it cannot be read, is readable by others than its owner, or is short."""
+    it cannot be read (a link, a directory, anything but a regular file),
+    is readable by others than its owner, or is short."""
+    from ..store.directory.fsutil import open_file
+
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = open_file(path)  # a regular file: a FIFO is refused at once, never waited on
         try:
             st = os.fstat(fd)
             with os.fdopen(os.dup(fd), "rb") as f:

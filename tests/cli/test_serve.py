@@ -185,6 +185,10 @@ def test_a_host_that_is_not_loopback_needs_a_token(storm, tmp_path: Path) -> Non
     os.chmod(loose, 0o644)
     done = run_cli(root, "serve", "--host", "0.0.0.0", "--port", "0", "--token-file", str(loose))
     assert done.returncode == 2 and "chmod 600" in done.stderr and "s3cret" not in done.stderr
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo, 0o600)  # no writer will come: refused at once, never waited on
+    done = run_cli(root, "serve", "--port", "0", "--token-file", str(fifo), timeout=20)
+    assert done.returncode == 2 and "--token-file" in done.stderr and "not a regular file" in done.stderr
     short = token_file(tmp_path, "short")
     done = run_cli(root, "serve", "--port", "0", "--token-file", str(short))
     assert done.returncode == 2 and "at least 16" in done.stderr and "short" not in done.stderr.split("token")[0]
