@@ -68,6 +68,9 @@ def create(directory: str) -> Created:
     (or why the directory cannot be a storm) before writing anything."""
     from ..roots import absolute
 
+    if directory == "":
+        raise InitRefused("the directory given is empty (an unset shell variable?): name the directory, or give "
+                          "none to make the storm in the working directory")
     root = absolute(directory, InitRefused, "cd elsewhere, or name the directory by an absolute path")
     files = contents()
     made_root = False

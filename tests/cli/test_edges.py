@@ -113,6 +113,20 @@ def test_a_root_that_is_a_file_is_the_tools_own_refusal(tmp_path: Path, args: li
         assert doc["outcome"] == "error" and doc["exit"] == 2 and "is not a directory" in doc["message"]
 
 
+@pytest.mark.parametrize("args", [["--root", "", "bump", "a"], ["bump", "a", "--root="], ["list", "--root", ""],
+                                  ["--root", "", "log"], ["migrate", "", "postgresql://nobody@/nowhere"],
+                                  ["init", ""], ["--root", "", "next", "--json"]])
+def test_an_empty_root_is_refused_not_taken_for_the_working_directory(tmp_path: Path, args: list[str]) -> None:
+    """``--root "$STORM"`` with STORM unset: a refusal (exit 2), never the
+    storm the working directory happens to be in; nothing recorded there."""
+    root = make_storm(tmp_path / "here", QUEUE)
+    before = tree(root)
+    done = run_cli(None, *args, cwd=root)
+    assert done.returncode == 2, done.stderr
+    assert "is empty (an unset shell variable?)" in (done.stdout if "--json" in args else done.stderr)
+    assert tree(root) == before
+
+
 @pytest.mark.parametrize(("args", "advice"), [
     (["list"], "cd into a storm, pass --root with an absolute path, or set STORM_QUEUE_ROOT"),
     (["bump", "a", "--json"], "cd into a storm, pass --root with an absolute path, or set STORM_QUEUE_ROOT"),
