@@ -33,7 +33,7 @@ from ..core.outcome import Outcome, Request, Step
 from ..core.shapes import optional_text, shape_names
 from ..service.passage import _progress_words
 from ..store.directory import ledger
-from ..store.directory.fsutil import fsync_dir, replace_atomically, write_all
+from ..store.directory.fsutil import fsync_dir, open_file, replace_atomically, write_all
 from ..store.directory.log import reader
 
 TYPE_CHECKING = False
@@ -240,7 +240,7 @@ def _commit(log_path: str, body: dict[str, Any], at: str, by: str, has_witness: 
     made: list[str] = []
     try:
         writer.check_writable(log_path)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        fd = open_file(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         made.append(tmp)
         try:
             write_all(fd, line)

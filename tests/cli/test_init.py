@@ -131,6 +131,11 @@ def test_init_refuses_a_directory_whose_mode_it_cannot_set():
 
 def _init_as_nobody(path: Path) -> int:
     """Run ``storm-queue init PATH`` in a child that is uid/gid 65534."""
+    return _as_nobody("init", str(path))
+
+
+def _as_nobody(*args: str) -> int:
+    """Run ``storm-queue ARGS`` in a child that is uid/gid 65534."""
     pid = os.fork()
     if pid == 0:
         code = 98
@@ -141,7 +146,7 @@ def _init_as_nobody(path: Path) -> int:
             os.setgroups([])
             os.setgid(NOBODY)
             os.setuid(NOBODY)
-            storm_queue.cli.app.main(["init", str(path)], prog_name="storm-queue")
+            storm_queue.cli.app.main(list(args), prog_name="storm-queue")
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else 97
         finally:
@@ -176,3 +181,24 @@ def test_init_refuses_a_directory_another_account_owns(open_base):
 def test_declaration_text_comments_settings_only():
     text = "# a comment\n[priority]\nsources = [\"a\"]\n\nlog = \"x\"\n  # indented comment\n"
     assert declaration_text(text) == "# a comment\n[priority]\n# sources = [\"a\"]\n\n# log = \"x\"\n  # indented comment\n"
+
+
+def test_what_later_requests_create_is_0644_whatever_the_umask_and_readable_by_others(open_base, umask_077):
+    """The log, its witness and checkpoint, progress.log, the lock, the keys
+    and the lanes' directories, made by requests under umask 077: each file
+    0644, each directory 0755, as init makes the first ones, so another
+    account that may read the storm reads it (a forked child, uid 65534)."""
+    root = open_base / "private"
+    assert run_cli(None, "init", str(root)).returncode == 0
+    (root / "queue.txt").write_text("".join(f"l{i} {i}\n" for i in range(40)))
+    for i in range(36):  # past a checkpoint's EVERY lines
+        assert run_cli(root, "bump", f"l{i}", "--key", f"k{i}").returncode == 0
+    assert run_cli(root, "claim", "--holder", "r1").returncode == 0
+    assert run_cli(root, "settle", "l0", "integrated", "--force", "--reason", "done by hand").returncode == 0
+    made = {os.path.relpath(os.path.join(d, n), root) for d, dirs, files in os.walk(root) for n in dirs + files}
+    assert {"priority.log", ".priority.log.witness", "progress.log", "priority.log.lock", "lanes/l0"} <= made
+    assert any("checkpoint" in name for name in made), made
+    for name in made:
+        st = os.lstat(root / name)
+        assert stat.S_IMODE(st.st_mode) == (0o755 if stat.S_ISDIR(st.st_mode) else 0o644), name
+    assert _as_nobody("list", "--json", "--root", str(root)) == 0

@@ -29,20 +29,45 @@ def open_file(path: str, flags: int = os.O_RDONLY, mode: int = 0o644, dir_fd: in
     EISDIR, and a FIFO, a socket or a device ``OSError`` ("not a regular
     file"), at once, not an open
     that waits for a writer who may never come (a request under the
-    writers' lock holds SIGINT and SIGTERM back). Returns a blocking
-    descriptor."""
+    writers' lock holds SIGINT and SIGTERM back). A file it creates (with
+    ``os.O_CREAT``) gets ``mode`` whatever the umask, as ``init`` makes the
+    storm's first files: an operator's umask 077 never hides the log from
+    the accounts that read the storm; a file that exists keeps its own.
+    Returns a blocking descriptor."""
+    if flags & os.O_CREAT and not flags & os.O_EXCL:
+        try:
+            return open_file(path, flags & ~os.O_CREAT, mode, dir_fd)
+        except FileNotFoundError:
+            try:
+                return open_file(path, flags | os.O_EXCL, mode, dir_fd)
+            except FileExistsError:  # another writer made it meanwhile: its own
+                return open_file(path, flags & ~os.O_CREAT, mode, dir_fd)
     fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK, mode, dir_fd=dir_fd)
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
             raise OSError(errno.EISDIR, os.strerror(errno.EISDIR), path)
-        if not stat.S_ISREG(mode):
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, NOT_A_FILE, path)
+        if flags & os.O_CREAT and stat.S_IMODE(st.st_mode) != mode:
+            os.fchmod(fd, mode)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def make_dir(name: str, dir_fd: int, mode: int = 0o755) -> bool:
+    """Create the directory ``name`` in the open directory ``dir_fd``,
+    ``mode`` whatever the umask, durably; False when it exists."""
+    try:
+        os.mkdir(name, mode, dir_fd=dir_fd)
+    except FileExistsError:
+        return False
+    os.chmod(name, mode, dir_fd=dir_fd, follow_symlinks=False)
+    os.fsync(dir_fd)
+    return True
 
 
 def fsync_dir(path: str) -> None:
@@ -64,12 +89,12 @@ def replace_atomically(path: str, data: bytes, owner: tuple[int, int] | None = N
     directory = os.path.dirname(path) or "."
     name = os.path.basename(path)
     tmp = f".{name}.tmp.{os.getpid()}" if dir_fd is not None else os.path.join(directory, f".{name}.tmp.{os.getpid()}")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
     try:
-        fd = os.open(tmp, flags, 0o644, dir_fd=dir_fd)
+        fd = open_file(tmp, flags, dir_fd=dir_fd)
     except FileExistsError:  # left by a killed process that had our pid; no live one has it
         os.unlink(tmp, dir_fd=dir_fd)
-        fd = os.open(tmp, flags, 0o644, dir_fd=dir_fd)
+        fd = open_file(tmp, flags, dir_fd=dir_fd)
     try:
         try:
             give_to(fd, owner)

@@ -10,7 +10,7 @@ from ...core.jsoncodec import dumps, loads
 from ...core.ledgers import Ledgers, blocked_result, is_blocked_mark
 from ...core.names import is_name, printable
 from ...core.queuetext import BOM
-from .fsutil import beside, open_file, replace_atomically, write_all
+from .fsutil import beside, make_dir, open_file, replace_atomically, write_all
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -223,11 +223,7 @@ def _open_marks(root: str, slug: str, create: bool) -> int:
         for name in (LANES, slug, MARKS):
             path = os.path.join(path, name)
             if create:
-                try:
-                    os.mkdir(name, 0o755, dir_fd=fd)
-                    os.fsync(fd)
-                except FileExistsError:
-                    pass
+                make_dir(name, fd)
             try:
                 inner = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
             except OSError as exc:

@@ -46,7 +46,7 @@ def append_line(path: str, line: str) -> Callable[[], None]:
     try:
         fd = open_file(path, os.O_RDWR | os.O_APPEND)
     except FileNotFoundError:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        fd = open_file(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL)
         created = True
     try:
         size = os.fstat(fd).st_size

@@ -37,10 +37,6 @@ def _open_own(path: str, may_create: bool) -> int:
         if exc.errno in (errno.ELOOP, errno.EISDIR):
             raise unreadable(path, exc) from None
         raise
-    try:
-        os.fchmod(fd, 0o644)  # whatever the umask, as the storm's other files
-    except PermissionError:
-        pass
     return fd
 
 

@@ -21,7 +21,7 @@ from ....core.errors import UnknownOrder
 from ....core.framing import digest
 from ....core.logread import LogRead, Lost
 from ....core.stream import Bad, LineCheck
-from ..fsutil import fsync_dir, replace_atomically, write_all
+from ..fsutil import fsync_dir, open_file, replace_atomically, write_all
 from . import reader
 
 TYPE_CHECKING = False
@@ -135,7 +135,7 @@ def begin(log_path: str, kept: LogRead, source: str, at: str) -> LogRead:
 
     directory = os.path.dirname(log_path) or "."
     replace_atomically(reader.witness_path(log_path), witness_bytes(log_path, 0, 0, None, at))
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    fd = open_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
     try:
         with reader.open_log(source) as f:
             left = kept.length

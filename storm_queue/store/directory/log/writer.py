@@ -58,7 +58,7 @@ def _new_side_file(name: str) -> tuple[str, int]:
     path, n = name, 0
     while True:
         try:
-            return path, os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            return path, open_file(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
             n += 1
             path = f"{name}.{n}"
@@ -96,7 +96,7 @@ def append(log: LogRead, bodies: list[dict[str, Any]], at: str, by: str,
         if log.fresh:  # the witness comes first, so that a log without one is damage
             replace_atomically(witness_path(log.path), _witness_bytes(log.path, 0, 0, None, at), owner)
         if not log.log_exists:
-            fd = os.open(log.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            fd = open_file(log.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL)
         else:
             fd = open_file(log.path, os.O_RDWR | os.O_APPEND)
     except OSError as exc:
