@@ -97,7 +97,8 @@ def cycle_findings(snap: Snapshot) -> list[Finding]:
 
     out = []
     for members in dict.fromkeys(cycles(snap).values()):
-        out.append(Finding(ERROR, "dependency_cycle", " ".join(members), cycle_words(snap, members).removeprefix("in a "),
+        out.append(Finding(ERROR, "dependency_cycle", " ".join(members),
+                           cycle_words(snap, members, every=True).removeprefix("in a "),
                            "edit queue.txt: one of these lines must no longer name another (on a database storm, "
                            "settle one of them)"))
     return out

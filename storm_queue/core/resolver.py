@@ -198,9 +198,19 @@ def _status(snap: Snapshot, slug: str, state: str, waits: tuple[str, ...],
     return "ready"
 
 
-def cycle_words(snap: Snapshot, members: tuple[str, ...]) -> str:
-    """A cycle's members and their queue.txt lines, and what to do."""
-    named = ", ".join(f"{m} (line {snap.lanes[m].line})" for m in members)
+#: how many of a cycle's members each of its lanes names (``doctor`` names every one): a cycle of n
+#: lanes would otherwise say n names n times
+CYCLE_NAMED = 8
+
+
+def cycle_words(snap: Snapshot, members: tuple[str, ...], every: bool = False) -> str:
+    """A cycle's members and their queue.txt lines (the first
+    ``CYCLE_NAMED`` of a longer one, unless ``every``), and what to do."""
+    shown = members if every or len(members) <= CYCLE_NAMED else members[:CYCLE_NAMED]
+    named = ", ".join(f"{m} (line {snap.lanes[m].line})" for m in shown)
+    if len(shown) < len(members):
+        named = (f"{named} and {len(members) - len(shown):,} more of its {len(members):,} lanes (storm-queue doctor "
+                 "names them all)")
     if len(members) == 1:
         return f"in a dependency cycle: {named} depends on itself; it runs once its line no longer names it"
     return f"in a dependency cycle: {named}; none runs until one of their lines no longer names another"

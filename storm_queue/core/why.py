@@ -8,7 +8,7 @@ from .fold import NO_RUN, Act, Run
 from .lane import needed_by
 from .names import is_name, why_not_name
 from .records import dataclass
-from .resolver import HELD, MARKER, QUARANTINED, READY, RUNNING, SETTLED, _status, running
+from .resolver import CYCLE, HELD, MARKER, QUARANTINED, READY, RUNNING, SETTLED, _status, cycle_words, cycles, running
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -167,8 +167,9 @@ def explain(snap: Snapshot, view: View, skipped: tuple[Skipped, ...], slug: str,
     ahead = ()
     if row.position:
         ahead = tuple(r.slug for r in view.rows[: row.position - 1] if r.state not in (RUNNING, "finished", QUARANTINED, HELD))
+    status = row.status if row.state != CYCLE else cycle_words(snap, cycles(snap)[slug], every=True)  # all its members
     return Why(
-        slug, row.state, row.status, issue=row.issue, position=row.position or None, of=len(view.rows),
+        slug, row.state, status, issue=row.issue, position=row.position or None, of=len(view.rows),
         ahead=ahead, deps=tuple(_dependency(snap, rows, d, d in state.waivers.get(slug, ())) for d in row.deps), waits_on=row.waits_on,
         needed_by=tuple(n for n in needed_by(snap, slug) if n != slug) if slug in state.lane else (),
         in_queue=True, is_next=row.state == READY and view.decision == f"run {slug} {row.issue}",
