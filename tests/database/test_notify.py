@@ -384,3 +384,40 @@ def test_a_view_waiting_for_every_change_sees_a_renew_that_notifies_no_one(pg_ur
     assert ear.sent() == []  # and it was not told by a notice
     storm.close()
     ear.close()
+
+
+def test_a_request_of_many_lines_reads_each_line_a_bounded_number_of_times_to_announce_it(pg_server, pg_url,
+                                                                                          tmp_path):
+    """An ``add --from`` of n lanes records n lines in one transaction, and
+    the deferred check fired at its commit for each asked every later line
+    whether it was a claim: n*n/2 reads (20,000 lanes took ten minutes to
+    commit). A line's check now ends at once once its transaction has sent
+    its one notice. Counted by the server's function statistics of the
+    request's own backend (a real process: its backend's statistics are
+    flushed when it ends)."""
+    from storm_queue.store.postgres.driver import conninfo
+
+    store = _storm(pg_url, tmp_path, "", [])
+    dbname = conninfo(pg_url)["dbname"]
+    with pg_server.admin(dbname) as admin:
+        admin.execute(f'ALTER DATABASE "{dbname}" SET track_functions = \'all\'')
+        admin.execute("SELECT pg_stat_reset()")
+    n = 300
+    batch = tmp_path / "batch.txt"
+    batch.write_text("".join(f"l{i} {i + 1}\n" for i in range(n)))
+    ear = Ear(pg_url)
+    done = store.cli("add", "--from", str(batch), process=True)
+    assert done.returncode == 0, done.stderr
+    assert len([e for e in store.events() if e["action"] == "add"]) == n
+    assert len(ear.sent()) == 1
+    ear.close()
+    deadline = time.monotonic() + WITHIN
+    with pg_server.admin(dbname) as admin:
+        while True:
+            admin.execute("SELECT pg_stat_clear_snapshot()")
+            calls = admin.execute("SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions "
+                                  "WHERE funcname = 'line_jsonb'").fetchone()[0]
+            if calls or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+    assert 0 < calls <= 3 * n, calls

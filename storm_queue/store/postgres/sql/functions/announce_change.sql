@@ -38,6 +38,9 @@ DECLARE
     v_sent bigint;
     v_key bytea;
 BEGIN
+    IF EXISTS (SELECT 1 FROM storm_queue.notice WHERE xmin = pg_current_xact_id()::xid) THEN
+        RETURN NULL;  -- sent already: the checks below would each read the transaction's later lines again
+    END IF;
     IF TG_TABLE_NAME = 'event' THEN
         v_line := storm_queue.line_jsonb(NEW.line);
         IF v_line->>'action' IN ('claim', 'renew', 'refused') OR v_line ? 'noop' THEN
