@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.conftest import clean_env, run_cli
+from tests.conftest import PYTHON_M, clean_env, run_cli
 
 pytestmark = pytest.mark.postgresql
 
@@ -51,6 +51,42 @@ def test_init_records_line_one_and_the_connecting_role_is_the_operator(pg_server
     again = run_cli(None, "init", pg_url)
     assert again.returncode == 2 and "already holds a storm" in again.stderr
     assert len(events(pg_server, pg_url)) == 1
+
+
+def test_an_init_that_waited_for_another_is_refused_as_any_second_init(pg_server, pg_url) -> None:
+    """Two inits at once: the second waits on the schema's name until the
+    first commits, then meets the catalog's own unique key (not
+    DuplicateSchema). It is refused as a second init is (exit 2, nothing
+    changed), not a crash (exit 4). The first is a transaction of the
+    owner's that creates the schema and waits until the second waits on
+    it (a real process: it must wait while this one commits)."""
+    import time
+
+    from storm_queue.store.postgres import driver
+    from storm_queue.store.postgres.driver import conninfo as conninfo_to_dict
+
+    dbname = conninfo_to_dict(pg_url)["dbname"]
+    first = driver.connect(pg_url)
+    first.execute("BEGIN")
+    first.execute("CREATE SCHEMA storm_queue")
+    second = subprocess.Popen([*PYTHON_M, "init", pg_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=clean_env())
+    try:
+        deadline = time.monotonic() + 60
+        with pg_server.admin() as admin:
+            while not admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND "
+                                    "wait_event_type = 'Lock'", (dbname,)).fetchone()[0]:
+                assert time.monotonic() < deadline and second.poll() is None, second.poll()
+                time.sleep(0.02)
+        first.execute("COMMIT")
+        out, err = second.communicate(timeout=60)
+    finally:
+        second.kill()
+        second.wait(timeout=60)
+        first.close()
+    assert second.returncode == 2, err
+    assert err.startswith(f"storm-queue: the database {dbname} (") and err.endswith(
+        ") already holds a storm (schema storm_queue); nothing was changed\n"), err
 
 
 def test_add_bump_claim_finish_settle_through_the_request_path(pg_server, db) -> None:

@@ -162,13 +162,18 @@ def create(url: str) -> Created:
     line; the connecting role becomes its operator. ``InitRefused`` (exit
     2, nothing changed) when the database already holds a storm."""
     conn = connect(url)
+    db = ""
+
+    def held() -> InitRefused:
+        return InitRefused(f"the database {db} ({shown(url)}) already holds a storm (schema storm_queue); nothing was "
+                           "changed")
+
     try:
         with conn.transaction():  # (a second init waits on the schema's name until this one ends, then is refused)
             role, db = conn.execute(q("session_user_and_database")).fetchone()
             found = conn.execute(q("storm_exists")).fetchone()
             if found:
-                raise InitRefused(f"the database {db} ({shown(url)}) already holds a storm (schema storm_queue); "
-                                  "nothing was changed")
+                raise held()
             conn.execute(schema())
             at = now()
             (event, line), = frame([{"action": "init", "storm": db, "operator": role}], 0, None, at, f"operator:{role}")
@@ -186,9 +191,9 @@ def create(url: str) -> Created:
     except driver.errors.InsufficientPrivilege as exc:
         raise InitRefused(f"role cannot create a storm in {shown(url)}: {_words(exc, url)}; "
                           "the role needs CREATE on the database") from None
-    except driver.errors.DuplicateSchema:
-        raise InitRefused(f"the database {shown(url)} already holds a storm (schema storm_queue); nothing was changed") from None
     except driver.Error as exc:
+        if isinstance(exc, driver.errors.DuplicateSchema) or exc.diag.constraint_name == "pg_namespace_nspname_index":
+            raise held() from None  # (one that waited on the schema's name for another's commit meets the catalog's key)
         raise StormError(f"init of {shown(url)} failed, nothing was created: {_words(exc, url)}") from None
     finally:
         conn.close()
