@@ -16,6 +16,7 @@ from ..store.directory.store import Directory
 from ..store.postgres import driver
 from ..store.postgres.connect import _words, connect, insert_state, write_head
 from ..store.postgres.queries import q, schema, schema_version
+from ..store.postgres.rows import lane_arrays
 from ..store.postgres.unicode import write_unprintable
 from ..store.postgres.version import BOUNDARY
 from ..wall import now
@@ -86,7 +87,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
 
                 def flush() -> None:
                     with conn.cursor() as cur:
-                        cur.executemany(q("insert_event"), batch)
+                        cur.execute(q("insert_events"), ([seq for seq, _ in batch], [line for _, line in batch]))
                     batch.clear()
 
                 log = reader.read(log_path, use_checkpoint=False, each=each)
@@ -104,7 +105,7 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
                 if schema_version() >= BOUNDARY:
                     write_unprintable(conn)
                 with conn.cursor() as cur:
-                    cur.executemany(q("insert_lane"), [(lane.slug, lane.issue, list(lane.deps)) for lane in queue.lanes])
+                    cur.execute(q("insert_lanes"), lane_arrays((lane.slug, lane.issue, lane.deps) for lane in queue.lanes))
                     cur.executemany(q("insert_settled"), [(s, "integrated", at) for s in sorted(led.integrated)]
                                     + [(s, "abandoned", at) for s in sorted(led.abandoned - led.integrated)])
                     cur.executemany(q("insert_result"), [(s, _result_json(directory, s)) for s in sorted(led.finished)])

@@ -186,7 +186,7 @@ def create(url: str) -> Created:
             if schema_version() >= BOUNDARY:
                 write_unprintable(conn)
             insert_state(conn, 0, None, fold.EMPTY)  # the head the first line follows (the insert check moves it)
-            conn.execute(q("insert_event"), (1, line))
+            conn.execute(q("insert_events"), ([1], [line]))
             write_head(conn, 1, digest(line), fold.replay([event]))
     except driver.errors.InsufficientPrivilege as exc:
         raise InitRefused(f"role cannot create a storm in {shown(url)}: {_words(exc, url)}; "

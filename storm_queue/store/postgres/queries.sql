@@ -1,12 +1,12 @@
 -- Every statement a database storm runs, by name (the schema it runs them
 -- against is sql/schema.sql). queries.py reads this file once, on first use,
--- and a caller runs a statement by its name: conn.execute(q("insert_event"),
--- (seq, line)).
+-- and a caller runs a statement by its name: conn.execute(q("insert_events"),
+-- ([seq], [line])).
 --
 -- The layout: a statement follows a header line that holds only its name,
 -- between "-- " and " --":
 --
---     -- insert_event --
+--     -- insert_events --
 --
 -- and runs to the next header. Comment lines (a line that starts with --)
 -- and a final semicolon are not part of the statement. Parameters are
@@ -60,11 +60,13 @@ VALUES (1, %s, %s);
 INSERT INTO storm_queue.state (id, seq, digest, body, body_seq, body_digest)
 VALUES (1, %s, %s, %s, %s, %s);
 
--- insert_event --
--- one line of the log (a request's, init's first, or one migrate carries): the insert check (sql/functions/line_refusal.sql
--- event_well_formed) refuses a line that is not the head's next, well-formed, and moves the head to it
+-- insert_events --
+-- lines of the log in one statement, their seqs and lines as two arrays in seq order (a request's, init's first, a
+-- batch migrate carries): the insert check (sql/functions/line_refusal.sql event_well_formed) refuses a line that is
+-- not the head's next, well-formed, and moves the head to it, line by line
 INSERT INTO storm_queue.event (seq, line)
-VALUES (%s, %s);
+SELECT x.seq, x.line FROM unnest(%s::bigint[], %s::bytea[]) WITH ORDINALITY AS x (seq, line, n)
+ORDER BY x.n;
 
 -- write_head --
 -- a new storm's state row, once its lines are in: the head (as the insert check moved it, from schema
@@ -174,9 +176,13 @@ FROM storm_queue.result
 WHERE ver > %(v)s
 ORDER BY 6;
 
--- insert_lane --
+-- insert_lanes --
+-- lanes in one statement, their slugs, issues and dependencies (each a JSON array of names) as three arrays in
+-- queue.txt order (a lane's pos is its place)
 INSERT INTO storm_queue.lane (slug, issue, deps)
-VALUES (%s, %s, %s);
+SELECT x.slug, x.issue, ARRAY(SELECT jsonb_array_elements_text(x.deps))
+FROM unnest(%s::text[], %s::text[], %s::jsonb[]) WITH ORDINALITY AS x (slug, issue, deps, n)
+ORDER BY x.n;
 
 -- insert_settled --
 -- a lane integrated or abandoned

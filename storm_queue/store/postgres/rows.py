@@ -28,6 +28,20 @@ def jsonb(body: object):
 
     return Jsonb(body)
 
+def lane_arrays(lanes) -> tuple[list[str], list[str], list[str]]:
+    """``insert_lanes``'s parameters for ``lanes`` (each slug, issue and
+    dependencies), in their order: the slugs, the issues, and each lane's
+    dependencies as a JSON array."""
+    from ...core.jsoncodec import dumps
+
+    slugs, issues, deps = [], [], []
+    for slug, issue, needs in lanes:
+        slugs.append(slug)
+        issues.append(issue)
+        deps.append(dumps(list(needs)))
+    return slugs, issues, deps
+
+
 def _token(text: str | None) -> int | None:
     return int(text) if text and text.isascii() and text.isdigit() else None
 
@@ -138,9 +152,9 @@ class Writes:
         rows = []
         for one in line.rstrip("\n").split("\n"):
             fields = one.split()
-            rows.append((fields[0], fields[1], list(split_deps(fields[2]) if len(fields) > 2 else ())))
+            rows.append((fields[0], fields[1], split_deps(fields[2]) if len(fields) > 2 else ()))
         with self.store.conn.cursor() as cur:  # in order: a lane's pos is its place
-            cur.executemany(q("insert_lane"), rows)
+            cur.execute(q("insert_lanes"), lane_arrays(rows))
 
     def settle(self, slugs: str | tuple[str, ...], how: str) -> None:
         at = now()

@@ -438,7 +438,7 @@ class Database:
         head, last = last_event["seq"], digest(last_line)
         state = fold.replay(events, log.state)
         with self.conn.cursor() as cur:
-            cur.executemany(q("insert_event"), [(event["seq"], line) for event, line in framed])
+            cur.execute(q("insert_events"), ([event["seq"] for event, _ in framed], [line for _, line in framed]))
             if read_version(self) < BOUNDARY:  # (a schema before the insert check, which moves the head)
                 cur.execute(q("move_head"), (head, last))
             if head - self._body_seq >= STATE_EVERY:
