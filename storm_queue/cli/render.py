@@ -290,8 +290,16 @@ def why_json(why: Why) -> dict[str, Any]:
     }
 
 
-def _list(slugs: tuple[str, ...]) -> str:
-    return ", ".join(printable(s) for s in slugs)
+#: how many of the lanes ahead ``why`` names (``--json``'s ``ahead`` holds them all): a lane late in a
+#: long queue would otherwise be one line of every lane before it
+AHEAD_NAMED = 10
+
+
+def _list(slugs: tuple[str, ...], most: int | None = None) -> str:
+    """The slugs, escaped; past ``most``, the first ``most`` and how many more."""
+    if most is None or len(slugs) <= most:
+        return ", ".join(printable(s) for s in slugs)
+    return f"{_list(slugs[:most])} and {len(slugs) - most:,} more (storm-queue list shows the order)"
 
 
 def why_text(why: Why) -> str:
@@ -311,7 +319,7 @@ def why_text(why: Why) -> str:
             where += "; it is what next runs"
         lines.append(where)
         if why.ahead:
-            lines.append(f"runs after: {_list(why.ahead)}")
+            lines.append(f"runs after: {_list(why.ahead, AHEAD_NAMED)}")
         if why.running:
             lines.append(f"running now: {_list(why.running)}")
     lines += _run_lines(why)

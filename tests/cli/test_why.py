@@ -135,3 +135,15 @@ def test_who_prioritised_survives_a_checkpoint(storm) -> None:
     assert (a["mark"]["seq"], a["mark"]["slug"], a["mark"]["reason"]) == (checkpoint.EVERY + 2, "b", "late")
     rows = {r["slug"]: r for r in json.loads(run_cli(root, "list", "--json").stdout)["rows"]}
     assert rows["d"]["mark"] == d["mark"]
+
+
+def test_a_lane_late_in_a_long_queue_names_the_first_ten_ahead_and_counts_the_rest(storm) -> None:
+    """``why`` is a few lines: a lane at position 501 named all 500 lanes
+    ahead in one line (58,008 on a real storm). The text names the first
+    ten; ``--json``'s ``ahead`` keeps every one."""
+    root = storm("".join(f"l{i} {i + 1}\n" for i in range(501)))
+    done = run_cli(root, "why", "l500")
+    assert done.returncode == 0, done.stderr
+    first = ", ".join(f"l{i}" for i in range(10))
+    assert f"runs after: {first} and 490 more (storm-queue list shows the order)" in done.stdout.splitlines()
+    assert why(root, "l500")["ahead"] == [f"l{i}" for i in range(500)]
