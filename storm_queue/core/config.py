@@ -87,6 +87,23 @@ def _log_path(value: object) -> str | None:
     return value if all(is_name(p) for p in parts) else None
 
 
+def read_toml(text: str) -> dict:
+    """The TOML ``text`` as tomllib reads it; ``tomllib.TOMLDecodeError``
+    for anything it cannot read: not TOML, nested deeper than the reader
+    goes (its RecursionError), or an integer longer than Python converts
+    (its ValueError). Every reading of a declaration goes through here."""
+    import tomllib
+
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        raise
+    except RecursionError:
+        raise tomllib.TOMLDecodeError("arrays or tables are nested too deeply to be read") from None
+    except ValueError as exc:  # (an integer of more digits than int() takes)
+        raise tomllib.TOMLDecodeError(f"a value cannot be read ({str(exc).split(';')[0]})") from None
+
+
 def parse(text: str) -> Declaration:
     """Return the declaration that the TOML ``text`` makes (a byte order
     mark before it is not part of it)."""
@@ -94,7 +111,7 @@ def parse(text: str) -> Declaration:
 
     text = text.removeprefix("\ufeff")
     try:
-        data = tomllib.loads(text)
+        data = read_toml(text)
     except tomllib.TOMLDecodeError as exc:
         return Declaration(True, log_error=syntax_error(text, str(exc)))
     hours, notes = _audit(data)
@@ -181,7 +198,7 @@ def syntax_error(text: str, parser_says: str) -> str:
         if budget < 0:
             break
         try:
-            tomllib.loads(prefix)
+            read_toml(prefix)
         except tomllib.TOMLDecodeError:
             continue
         start = first

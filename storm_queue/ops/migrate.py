@@ -139,10 +139,12 @@ def with_unattended(text: str | None) -> str | None:
     import re
     import tomllib
 
+    from ..core.config import read_toml
+
     note = "# carried by storm-queue migrate from the directory's UNATTENDED file\n"
     text = text or ""
     try:
-        before = tomllib.loads(text)
+        before = read_toml(text)
     except tomllib.TOMLDecodeError:
         return None
     runner = before.get("runner")
@@ -166,7 +168,7 @@ def with_unattended(text: str | None) -> str | None:
             section = "\n" + note + "unattended = true" + section
         candidate = text[:start] + section + text[end:]
     try:
-        after = tomllib.loads(candidate)
+        after = read_toml(candidate)
     except tomllib.TOMLDecodeError:
         return None
     before.setdefault("runner", {})["unattended"] = True

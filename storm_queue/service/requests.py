@@ -238,7 +238,6 @@ def declare(storm: Storm, path: str, reason: str | None = None, key: str | None 
         raise NotHere(f"on a directory storm the declaration is {declared_in}: edit that "
                       "file (reviewed) instead; declare records a file into a database storm")
     import json
-    import tomllib
 
     from ..core.errors import InvalidDeclaration
     from ..core.framing import sha256
@@ -252,7 +251,7 @@ def declare(storm: Storm, path: str, reason: str | None = None, key: str | None 
     decl = config.parse(text)
     if decl.error:
         raise InvalidDeclaration(f"{path}: {decl.error}; nothing was declared")
-    data = tomllib.loads(text)
+    data = config.read_toml(text)
     why = config.unrecordable(data)
     if why:
         raise InvalidDeclaration(f"{path}: {why}; nothing was declared")

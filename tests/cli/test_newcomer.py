@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from storm_queue.core import config
 from tests.conftest import clean_env, log_events, make_storm, run_cli
 
 QUEUE = "setup 1\nschema 2 setup\nhotfix 3\ndocs 4\napi 5 schema\n"
@@ -207,3 +208,22 @@ def test_where_the_parsers_line_is_not_the_mistakes_both_lines_are_named(tmp_pat
     assert "not necessarily where the parser stopped" in r.stderr or "is not finished" in r.stderr
     refused = run_cli(root, "bump", "api")
     assert refused.returncode == 1 and words in refused.stderr
+
+
+@pytest.mark.parametrize("name,body,words", [
+    ("nested too deeply", "x = " + "[" * 5000 + "]" * 5000 + "\n", "arrays or tables are nested too deeply to be read"),
+    ("an integer too long to read", "[runner]\nslots = " + "9" * 5000 + "\n",
+     "a value cannot be read (Exceeds the limit (4300 digits) for integer string conversion: value has 5000 digits)"),
+])
+def test_a_storm_toml_the_reader_cannot_take_is_not_valid_toml_not_a_crash(tmp_path, name, body, words):
+    """tomllib raises RecursionError and ValueError for these, not its
+    TOMLDecodeError: every command crashed (exit 4). The contract's answer
+    to a storm.toml that is not TOML: next and list 3, a request 1 and not
+    recorded, doctor an error, declare and migrate refused."""
+    root = make_storm(tmp_path / "s", QUEUE, toml=HEAD + body)
+    for args, code in ((("list",), 3), (("next",), 3), (("bump", "api"), 1), (("doctor",), 1)):
+        r = run_cli(root, *args)
+        assert r.returncode == code, (args, r.stderr)
+        assert f"storm.toml is not valid TOML: {words}" in r.stderr + r.stdout, (args, r.stderr)
+    assert not (root / "priority.log").exists()
+    assert config.parse(HEAD + body).log_error == f"storm.toml is not valid TOML: {words}"
