@@ -59,7 +59,9 @@ _scan = scanner() if _make_scanner is not None else None
 
 
 def loads(text: str | bytes) -> Any:
-    """``json.loads(text)``: the value, or the exception ``json`` raises."""
+    """``json.loads(text)``: the value, or the exception ``json`` raises (a
+    ``ValueError``; arrays or objects nested deeper than the parser goes
+    are one too, where ``json`` raises RecursionError)."""
     if type(text) is not str and isinstance(text, (bytes, bytearray)) and b"\x00" not in text[:4] \
             and not text.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
         text = text.decode("utf-8", "surrogatepass")  # the encoding json.detect_encoding finds for it
@@ -73,7 +75,10 @@ def loads(text: str | bytes) -> Any:
                 return value
     import json
 
-    return json.loads(text)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("arrays or objects are nested too deeply to be read") from None
 
 
 def _unknown(value: Any) -> Any:

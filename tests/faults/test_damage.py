@@ -119,7 +119,15 @@ DAMAGES = {
     "witness-deleted": lambda root: (root / WITNESS).unlink(),
     "witness-garbage": lambda root: (root / WITNESS).write_bytes(b"\x00not a witness {"),
     "witness-empty": lambda root: (root / WITNESS).write_bytes(b""),
+    # JSON nested deeper than the parser goes (json raises RecursionError, not ValueError)
+    "line-nested-too-deeply": lambda root: _append(root / LOG, b'{"v":1,"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"),
+    "witness-nested-too-deeply": lambda root: (root / WITNESS).write_bytes(b"[" * 100_000 + b"]" * 100_000),
 }
+
+
+def _append(path: Path, data: bytes) -> None:
+    with open(path, "ab") as f:
+        f.write(data)
 
 
 def _assert_unknown(proc: subprocess.CompletedProcess, as_json: bool) -> None:

@@ -43,6 +43,7 @@ import json
 import re
 
 from ....core.framing import Malformed, decode, sha256
+from ....core.jsoncodec import loads
 from ....core.names import is_name
 from ....core.records import dataclass
 
@@ -113,7 +114,7 @@ def _object(raw: bytes) -> dict[str, Any]:
         raise ValueError("it is not ASCII")
     try:
         value = json.loads(raw.decode("ascii"), object_pairs_hook=_pairs)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise ValueError(f"it is not JSON ({exc})") from None
     if not isinstance(value, dict):
         raise ValueError("it is not a JSON object")
@@ -280,14 +281,14 @@ def looks_old(first_line: bytes, witness: bytes | None) -> bool:
     line = first_line.split(b"\n", 1)[0]
     if line.strip():
         try:
-            event = json.loads(line)
+            event = loads(line)
         except ValueError:
             return False
         return isinstance(event, dict) and event.get("v") == 1 and "seq" not in event and "prev" not in event
     if witness is None:
         return False
     try:
-        data = json.loads(witness)
+        data = loads(witness)
     except ValueError:
         return False
     return isinstance(data, dict) and "length" in data and "seq" not in data and "digest" not in data
@@ -312,7 +313,7 @@ def unwitnessed(data: bytes, witness: bytes | None, kept: Callable[[str], bytes 
         return None
     if witness is not None:
         try:
-            seen = json.loads(witness)
+            seen = loads(witness)
         except ValueError:
             seen = None
         if isinstance(seen, dict) and "seq" in seen:  # this tool's witness: its own rules judge the log
