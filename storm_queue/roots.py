@@ -17,12 +17,17 @@ STORM_FILES = ("queue.txt", "storm.toml", "priority.log", ".priority.log.witness
 
 
 def find_root(root: str | None, env: Mapping[str, str], cwd: str | None = None) -> str:
-    """The storm root: ``root`` (empty: ``NoStorm``), else
+    """The storm root: ``root`` (a str or a ``pathlib.Path``; empty:
+    ``NoStorm``), else
     ``$STORM_QUEUE_ROOT`` (empty: unset; either must be a storm: a
     directory holding one of ``STORM_FILES``; a PostgreSQL URL is
     returned as it is), else the nearest directory at or above ``cwd``
     holding one of ``STORM_FILES`` (a storm whose queue.txt is gone is
     still a storm: its readers say so)."""
+    if root is not None and not isinstance(root, str):
+        root = os.fspath(root)  # a pathlib.Path; anything else is os.fspath's TypeError
+        if not isinstance(root, str):
+            raise TypeError("a storm's root is a str or a path of one (os.PathLike[str]), not bytes")
     if root == "":  # given, and empty: a script's unset variable, never the storm around the working directory
         raise NoStorm("the storm root given is empty (an unset shell variable?): name the storm's directory or its "
                       "postgresql:// URL, or give no root at all to use $STORM_QUEUE_ROOT or the storm around the "

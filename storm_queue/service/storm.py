@@ -13,6 +13,7 @@ from ..roots import shown
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from os import PathLike
     from typing import Any, Callable, Mapping
 
     from ..core import config, logread, why
@@ -57,18 +58,21 @@ class Storm:
     never the other way round.
     """
 
-    def __init__(self, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0, *,
-                 store: Store | None = None) -> None:
+    def __init__(self, root: str | PathLike[str] | None = None, env: Mapping[str, str] | None = None,
+                 wait: float = 30.0, *, store: Store | None = None) -> None:
         if store is None:
+            import os
+
             from ..core.clock import wait_seconds
             from ..store.directory.store import Directory
 
-            store = Directory(root, env, wait_seconds(wait))
+            store = Directory(root if root is None else os.fspath(root), env, wait_seconds(wait))
         self.store = store
         self._aside_kept: Aside | None = None
 
     @classmethod
-    def find(cls, root: str | None = None, env: Mapping[str, str] | None = None, wait: float = 30.0) -> Storm:
+    def find(cls, root: str | PathLike[str] | None = None, env: Mapping[str, str] | None = None,
+             wait: float = 30.0) -> Storm:
         """The storm at ``root`` (else as ``roots.find_root`` finds it): a
         directory's, or the database's a URL names."""
         import os

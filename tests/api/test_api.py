@@ -147,3 +147,15 @@ def test_an_unreadable_storm_file_is_typed(storm):
     with pytest.raises(StormUnreadable) as caught:
         storm.listing()
     assert caught.value.exit_code == 2 and "symbolic link" in str(caught.value)
+
+
+def test_a_root_may_be_a_path(tmp_path):
+    """A Python caller's root is as often a ``pathlib.Path`` as a str (it
+    raised AttributeError, 'PosixPath' object has no attribute 'startswith');
+    bytes are refused in words."""
+    root = make_storm(tmp_path / "s", "a 1\nb 2\n")
+    assert list(Storm.find(root).bump("b").check().moved) == ["b"]
+    assert Storm(root).next()[0].decision == "run b 2"
+    assert [e["slug"] for e in log_events(root)] == ["b"]
+    with pytest.raises(TypeError, match="not bytes"):
+        Storm.find(os.fsencode(root))
