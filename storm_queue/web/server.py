@@ -15,7 +15,10 @@ line and headers well; what it does not do is bound anything.
 - Methods: GET and HEAD; every other answers 405 with ``Allow``.
 - Paths: the few it serves (``web.routes``); any other path, or a query it
   does not know, answers 404 without echoing it.
-- Who: without ``--token-file`` it binds a loopback address only; with it,
+- Who: without ``--token-file`` it binds a loopback address only, and
+  answers only a request whose ``Host`` names a loopback host (else 403),
+  so a web page whose name was made to resolve to 127.0.0.1 (DNS
+  rebinding) cannot read the view through the visitor's browser; with it,
   every request must carry ``Authorization: Bearer TOKEN``, compared in
   constant time (``hmac.compare_digest``), else 401. The token is never
   printed or logged; a log line (refusals only) is escaped.
@@ -156,6 +159,10 @@ class Handler(BaseHTTPRequestHandler):
         if self.command not in ("GET", "HEAD"):
             self._refuse(405, "read-only: only GET and HEAD", (("Allow", "GET, HEAD"),))
             return
+        if not self.server.host_admitted(self.headers.get("Host")):
+            self._refuse(403, "this view on loopback answers only a loopback host name (127.0.0.1, localhost, [::1]); "
+                         "to serve it under another name, serve with --token-file")
+            return
         if not self.server.admits(self.headers.get("Authorization")):
             self._refuse(401, "an Authorization: Bearer token is needed", (("WWW-Authenticate", 'Bearer realm="storm-queue"'),))
             return
@@ -218,6 +225,19 @@ class Server(socketserver.TCPServer):
                         for n in range(WORKERS)]
         for worker in self.workers:
             worker.start()
+
+    def host_admitted(self, host: str | None) -> bool:
+        """Whether a request with this ``Host`` header may be answered: any,
+        under a token; else none (a client too old to send one) or a
+        loopback host, with or without a port."""
+        if self.token is not None or host is None:
+            return True
+        name = host.strip()
+        if name.startswith("["):
+            name = name[1:].partition("]")[0]
+        elif name.count(":") == 1:
+            name = name.partition(":")[0]
+        return name.lower() == "localhost" or loopback(name)
 
     def admits(self, authorization: str | None) -> bool:
         """Whether a request with this ``Authorization`` header may be answered."""

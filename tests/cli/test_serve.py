@@ -211,6 +211,27 @@ def test_with_a_token_every_request_without_it_is_refused(storm, tmp_path: Path)
     assert code == 143 and token not in said and "token" in said  # it says one is required, never which
 
 
+def test_on_loopback_a_request_for_another_host_name_is_refused(storm, tmp_path: Path) -> None:
+    """DNS rebinding: a page at evil.example, its name made to resolve to
+    127.0.0.1, has the visitor's browser ask the loopback view with
+    ``Host: evil.example`` and would read it. Without a token only a
+    loopback host name is answered; under a token, the token decides."""
+    root = storm("secret-lane 1\n")
+    with serving(str(root)) as srv:
+        for host in ("evil.example", f"evil.example:{srv.port}", "127.0.0.1.evil.example", "localhost.evil"):
+            for path_ in ("/", "/api/list", "/lane/secret-lane", "/metrics"):
+                status, _, body = srv.get(path_, headers={"Host": host})
+                assert status == 403 and b"secret-lane" not in body, (host, path_)
+        for host in (f"127.0.0.1:{srv.port}", f"localhost:{srv.port}", "LOCALHOST", "127.0.0.2", f"[::1]:{srv.port}"):
+            status, _, body = srv.get("/api/list", headers={"Host": host})
+            assert status == 200 and b"secret-lane" in body, host
+        srv.stop()
+    token = "s3cret-token-0123456789abcdef"
+    with serving(str(root), "--token-file", str(token_file(tmp_path, token))) as srv:
+        assert srv.get("/api/list", headers={"Host": "storm.example", "Authorization": f"Bearer {token}"})[0] == 200
+        srv.stop()
+
+
 @pytest.mark.postgresql
 def test_a_reader_role_serves_a_database_storm(pg_server, pg_url, pg_role) -> None:
     s = DatabaseStorm(pg_url)
