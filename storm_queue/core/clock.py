@@ -74,10 +74,10 @@ WAIT_MOST = 86400
 
 def wait_seconds(value: float) -> float:
     """``value`` as seconds to wait, from 0 to ``WAIT_MOST``; ``BadArgument``
-    (exit 2) for anything else (a negative, NaN or longer wait, or no
-    number), so that no wait is endless and none is refused by the server
+    (exit 2) for anything else (a negative, NaN or longer wait, a bool, or
+    no number), so that no wait is endless and none is refused by the server
     after something was recorded."""
-    if isinstance(value, (int, float)) and 0 <= value <= WAIT_MOST:  # (NaN is in no range)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= WAIT_MOST:  # (NaN: no range)
         return float(value)
     from .errors import BadArgument
 

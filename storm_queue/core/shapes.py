@@ -12,6 +12,16 @@ def optional_text(value: str | None) -> str | None:
     return None if value is None else as_text(value)
 
 
+def optional_seconds(ttl: int | None) -> int | None:
+    """A TTL as a Python caller gives it: None or whole seconds (an
+    ``int``, not a ``bool``). ``TypeError`` in words for anything else,
+    before anything is asked: a float TTL would be recorded in a claim's
+    line that the log's reader refuses, damaging the storm."""
+    if ttl is None or (isinstance(ttl, int) and not isinstance(ttl, bool)):
+        return ttl
+    raise TypeError(f"expected a TTL in whole seconds (an int), not {type(ttl).__name__}: {ttl!r:.60}")
+
+
 def shape_holder(holder: str) -> Refusal | None:
     if not is_name(holder):
         return Refusal("invalid_holder", f"holder {quote(holder)} is not a name: {why_not_name(holder)}")

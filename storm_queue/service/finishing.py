@@ -11,7 +11,7 @@ from ..core.ledgers import finished_result
 from ..core.names import as_text, quote
 from ..core.outcome import Outcome, Request, Step
 from ..core.runs import THEN_SUFFIX, claimed, finished_snapshot, next_due, plan_claim, plan_finish, then_key, ttl_refusal
-from ..core.shapes import optional_text, shape_holder, shape_key, shape_names, shape_note, shape_token
+from ..core.shapes import optional_seconds, optional_text, shape_holder, shape_key, shape_names, shape_note, shape_token
 from .leases import _settles, _waits, claim, claim_effects, default_holder
 from .passage import cached, declaration
 
@@ -45,7 +45,7 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
     finish is recorded, as ``claim`` waits (``waiting`` told when); one
     that is not 0 to ``clock.WAIT_MOST`` seconds is ``BadArgument``
     (exit 2), nothing recorded."""
-    wait = wait_seconds(wait)
+    wait, ttl = wait_seconds(wait), optional_seconds(ttl)
     args = (token, result, optional_text(note)) + ((optional_text(holder), ttl) if then_claim else ())
     req = Request("finish", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), args)
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)

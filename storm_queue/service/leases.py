@@ -17,7 +17,7 @@ from ..core.runs import (
     claimed, next_due, plan_cancel, plan_claim, plan_recover, plan_release, plan_renew, plan_schedule, plan_unpark,
     ttl_refusal,
 )
-from ..core.shapes import optional_text, parse_when, shape_holder, shape_names, shape_token, when_at
+from ..core.shapes import optional_seconds, optional_text, parse_when, shape_holder, shape_names, shape_token, when_at
 from .passage import cached, declaration
 
 TYPE_CHECKING = False
@@ -144,7 +144,8 @@ def _claim(storm: Storm, holder: str | None, ttl: int | None, source: str | None
            key: str | None) -> tuple[Outcome, str | None]:
     """One claim, and the first moment after it when time alone changes
     what the storm decides (None: none is coming, or it was refused)."""
-    req = Request("claim", None, optional_text(reason), optional_text(source), optional_text(key), (optional_text(holder), ttl))
+    req = Request("claim", None, optional_text(reason), optional_text(source), optional_text(key),
+                  (optional_text(holder), optional_seconds(ttl)))
     name = req.args[0] if req.args[0] is not None else default_holder()
     refusal = shape_names(None, (), req.source) or shape_holder(name)
     served = storm.store.serve(req, name)
@@ -194,7 +195,8 @@ def claim_effects(fx: Effects, claim: Any, holder: str, at: str, snap: Snapshot)
 def renew(storm: Storm, slug: str, token: int, ttl: int | None = None, source: str | None = None,
           reason: str | None = None, key: str | None = None) -> Outcome:
     """Extend the live lease on ``slug`` held under ``token``."""
-    req = Request("renew", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (token, ttl))
+    req = Request("renew", as_text(slug), optional_text(reason), optional_text(source), optional_text(key),
+                  (token, optional_seconds(ttl)))
     refusal = shape_names(req.slug, (), req.source) or shape_token(token)
     served = storm.store.serve(req)
     if served is not None:

@@ -307,7 +307,7 @@ def test_a_renewal_refused_while_the_lease_lives_stops_renewing_and_tells_the_bl
 # -- waits ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("wait", [float("nan"), float("inf"), -1.0, 86400.5, 1e300, "5", None])
+@pytest.mark.parametrize("wait", [float("nan"), float("inf"), -1.0, 86400.5, 1e300, "5", None, True])
 def test_a_wait_that_is_not_0_to_86400_seconds_is_refused_before_anything_is_asked(store, wait):
     """Every wait the API takes (the writers' lock's, a claim's for work,
     a finish --then-claim's, a lease's, a tenure's): a NaN would wait
@@ -331,6 +331,32 @@ def test_a_wait_that_is_not_0_to_86400_seconds_is_refused_before_anything_is_ask
             with pytest.raises(BadArgument):
                 call()
         assert store.lines() == before
+    finally:
+        storm.close()
+
+
+@pytest.mark.parametrize("ttl", [120.5, 120.0, True, "120"])
+def test_a_ttl_that_is_not_whole_seconds_is_a_type_error_before_anything_is_asked(store, ttl):
+    """A TTL the Python API takes is an int: a claim of ``ttl=120.5`` was
+    recorded on a directory storm with a TTL its log's reader refuses
+    (every later command: exit 3, the log damaged), ``ttl="120"`` raised
+    a bare comparison's TypeError, ``ttl=True`` was recorded as a refusal
+    of "a lease TTL of True s". Each is a ``TypeError`` in words for
+    every request that takes a TTL, nothing recorded, the log sound."""
+    store.make("a 1\nb 2\n", toml="[runner]\nttl = 300\nslots = 2\n")
+    storm = opened(store)
+    try:
+        assert storm.claim(holder="r").decision == "run a 1 1"
+        before = store.lines()
+        calls = [lambda: storm.claim(holder="r", ttl=ttl),
+                 lambda: storm.renew("a", 1, ttl=ttl),
+                 lambda: storm.finish("a", 1, "ok", then_claim=True, holder="r", ttl=ttl),
+                 lambda: storm.lease(holder="r", ttl=ttl).__enter__()]
+        for call in calls:
+            with pytest.raises(TypeError, match=r"expected a TTL in whole seconds \(an int\), not "):
+                call()
+        assert store.lines() == before
+        assert storm.renew("a", 1, ttl=200).outcome == "done" and store.cli("verify").returncode == 0
     finally:
         storm.close()
 
