@@ -40,7 +40,8 @@ def why_not_name(text: str) -> str:
 
 def as_text(arg: str) -> str:
     """Return command-line text as valid Unicode: bytes that were not UTF-8
-    (carried as surrogate escapes) become ``\\xNN`` so the text can be stored.
+    (carried as surrogate escapes) become ``\\xNN``, any other lone
+    surrogate ``\\udNNN``, so the text can be stored.
     ``TypeError`` for what is not a ``str`` (a caller of the Python API
     passing a number or bytes), before anything is asked."""
     if not isinstance(arg, str):
@@ -49,7 +50,11 @@ def as_text(arg: str) -> str:
         arg.encode("utf-8")
         return arg
     except UnicodeEncodeError:
+        pass
+    try:
         return arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate no byte stands for (a Python caller's "\ud800"): \ud800, visibly
+        return arg.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def escape(text: str) -> str:

@@ -159,3 +159,23 @@ def test_a_root_may_be_a_path(tmp_path):
     assert [e["slug"] for e in log_events(root)] == ["b"]
     with pytest.raises(TypeError, match="not bytes"):
         Storm.find(os.fsencode(root))
+
+
+def test_a_lone_surrogate_in_a_python_callers_text_is_recorded_visibly(store):
+    """A reason, key or note holding a surrogate no byte stands for
+    ("\\ud800") raised UnicodeEncodeError on a directory storm and was
+    refused (not_carried) on a database storm: both record it as the
+    visible escape, and the log stays sound."""
+    from tests.conftest import clean_env
+
+    store.make("a 1\nb 2\n", toml="[runner]\nttl = 300\n")
+    storm = Storm.find(store.root, env=clean_env())
+    try:
+        assert storm.bump("b", reason="why \ud800", key="k").outcome == "done"
+        token = storm.claim(holder="r").token
+        assert storm.finish("b", token, "ok", note="\udfff end").outcome == "done"
+    finally:
+        storm.close()
+    events = {e["action"]: e for e in store.events()}
+    assert events["bump"]["reason"] == "why \\ud800" and events["finish"]["note"] == "\\udfff end"
+    assert store.cli("verify").returncode == 0

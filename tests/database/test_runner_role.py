@@ -253,11 +253,12 @@ def test_whoami_names_each_role_as_the_storm_judges_it(pg_server, db, pg_role):
     assert len(events(pg_server, db)) == seen  # whoami records nothing
 
 
-def test_a_finish_then_claim_ttl_that_is_not_a_whole_number_is_refused_never_raised(pg_server, db, pg_role):
-    """The claim's TTL of a finish --then-claim (the Python API takes any
-    number) is refused as claim refuses the same TTL from the same caller
-    (operator or runner: not carried, exit 2, nothing recorded); the
-    server's own parameter check is never what answers."""
+def test_a_ttl_that_is_not_a_whole_number_is_a_type_error_never_the_servers(pg_server, db, pg_role):
+    """The TTL of a claim, a renew and a finish --then-claim's claim that
+    is not an int (1.5, True) is the Python API's TypeError, for the
+    operator and a runner alike, before anything reaches the server: the
+    server's own parameter check is never what answers, nothing is
+    recorded (tests/api/test_runner_api.py holds both stores to it)."""
     from storm_queue import Storm
 
     role = pg_role(prefix="runner")
@@ -268,10 +269,10 @@ def test_a_finish_then_claim_ttl_that_is_not_a_whole_number_is_refused_never_rai
             token = int(storm.claim(holder="r1").decision.split()[3])
             for ttl in (1.5, True):
                 before = events(pg_server, db)
-                out = storm.finish("a", token, "ok", then_claim=True, holder="r1", ttl=ttl)
-                alone = storm.claim(holder="r1", ttl=ttl)
-                assert (out.outcome, out.code, out.exit_code) == ("refused", alone.code, 2) == \
-                       (alone.outcome, "not_carried", alone.exit_code), (url, ttl, out.to_json())
+                for call in (lambda: storm.finish("a", token, "ok", then_claim=True, holder="r1", ttl=ttl),
+                             lambda: storm.claim(holder="r1", ttl=ttl), lambda: storm.renew("a", token, ttl=ttl)):
+                    with pytest.raises(TypeError, match="expected a TTL in whole seconds"):
+                        call()
                 assert events(pg_server, db) == before
             assert storm.release("a", token).outcome == "done"
         finally:

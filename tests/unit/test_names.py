@@ -130,6 +130,16 @@ def test_is_issue_is_exactly_its_pattern(text):
     assert names.is_issue(text) == (text == "-" or re.fullmatch(r"[0-9]+", text, re.ASCII) is not None)
 
 
+@pytest.mark.parametrize("arg, stored", [("\ud800", "\\ud800"), ("a\udfffb", "a\\udfffb"),
+                                         ("\ud83d\ude00", "\\ud83d\\ude00"), ("\udcff\ud800", "\\udcff\\ud800")])
+def test_as_text_makes_any_other_lone_surrogate_visible(arg, stored):
+    """A Python caller's text may hold a surrogate no byte stands for (a
+    JSON "\\ud800" decoded, a pair split in two): it raised
+    UnicodeEncodeError from every request on a directory storm."""
+    assert names.as_text(arg) == stored
+    stored.encode("utf-8")
+
+
 @pytest.mark.parametrize("arg", [5, 1.5, True, b"a", ["a"], {"a": 1}])
 def test_as_text_refuses_what_is_not_text_with_a_type_error(arg):
     with pytest.raises(TypeError, match=f"expected text \\(a str\\), not {type(arg).__name__}"):

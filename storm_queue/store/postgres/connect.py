@@ -209,8 +209,8 @@ def not_carried(req: Request, lane: str | None = None, holder: str | None = None
     """Why the server cannot take ``req`` as asked, or None: a text that
     holds a NUL or is not Unicode (PostgreSQL's text holds neither); and
     of a request the server serves, a name, key, source, holder or lane
-    value over ``TEXT_MOST`` characters, a token or TTL that is not a whole
-    number. Refused by the client, never recorded: no request carrying it
+    value over ``TEXT_MOST`` characters, a token that is not a whole number
+    (a TTL that is not is the API's TypeError: ``shapes.optional_seconds``). Refused by the client, never recorded: no request carrying it
     can reach the log."""
     from ...core.lane import Refusal
 
@@ -230,11 +230,8 @@ def not_carried(req: Request, lane: str | None = None, holder: str | None = None
     if long:
         return Refusal("not_carried", f"a name, key, source, holder or lane value of this request is longer than "
                        f"{TEXT_MOST:,} characters, which a database storm does not take")
-    numbers = [args[0]] if req.verb in ("renew", "finish", "release") and req.args else []
-    numbers += [args[1]] if req.verb in ("claim", "renew") and args[1] is not None else []
-    numbers += [args[4]] if req.verb == "finish" and args[4] is not None else []  # (--then-claim's TTL)
-    if any(type(n) is not int for n in numbers):
-        return Refusal("not_carried", "a token or TTL of this request is not a whole number, which a database storm "
+    if req.verb in ("renew", "finish", "release") and req.args and type(args[0]) is not int:  # (a TTL: optional_seconds)
+        return Refusal("not_carried", "the token of this request is not a whole number, which a database storm "
                        "does not take")
     return None
 
