@@ -195,3 +195,56 @@ def test_append_line_refuses_a_symlink(tmp_path):
     with pytest.raises(OSError):
         queuefile.append_line(str(link), "z 26\n")
     assert target.read_text() == "secret\n"
+
+
+def test_a_queue_txt_an_editor_saves_while_a_lane_is_appended_is_not_written_behind_its_back(tmp_path, monkeypatch):
+    """An editor saves queue.txt by renaming a new file over it. A push
+    whose append went to the file it replaced reported the lane queued
+    and recorded it, while queue.txt no longer carried it (a stray, the
+    log naming a lane the storm never runs). The append now sees the
+    file replaced: nothing recorded, exit 4 in words, the lines cut back
+    off the old file (the editor's backup keeps what it held), and the
+    request asked again queues the lane once."""
+    from storm_queue import RecordFailed, Storm
+    from tests.conftest import log_events, make_storm
+
+    root = make_storm(tmp_path / "s", "a 1\nb 2\n")
+    queue, backup = root / "queue.txt", root / "queue.txt~"
+    real = queuefile.write_all
+    saves = []
+
+    def editor_saves_first(fd, data):
+        if not saves:
+            (root / "queue.txt.new").write_text("a 1\nb 2\nc 3\n")
+            os.link(queue, backup)
+            os.replace(root / "queue.txt.new", queue)
+            saves.append(True)
+        return real(fd, data)
+
+    monkeypatch.setattr(queuefile, "write_all", editor_saves_first)
+    storm = Storm(str(root))
+    with pytest.raises(RecordFailed) as failed:
+        storm.push("z", "9", reason="now")
+    assert failed.value.exit_code == 4 and failed.value.recorded is False
+    assert "replaced by another file while this request appended" in str(failed.value)
+    assert queue.read_text() == "a 1\nb 2\nc 3\n" and backup.read_text() == "a 1\nb 2\n"
+    assert log_events(root) == []
+    assert storm.push("z", "9", reason="again").outcome == "done"
+    assert queue.read_text() == "a 1\nb 2\nc 3\nz 9\n"
+    assert [e["action"] for e in log_events(root)] == ["push"]
+
+
+def test_taking_an_append_back_never_cuts_a_file_an_editor_saved_since(tmp_path):
+    """The undo of an append (the log then refused the line) cut
+    queue.txt back by size alone: an editor's save of the same length in
+    between lost its last line."""
+    path = tmp_path / "queue.txt"
+    path.write_text("a 1\n")
+    undo = queuefile.append_line(str(path), "b 2")
+    (tmp_path / "new").write_text("a 1\nc 3\n")  # as long as what the append left
+    os.replace(tmp_path / "new", path)
+    undo()
+    assert path.read_text() == "a 1\nc 3\n"
+    undo = queuefile.append_line(str(path), "d 4")
+    undo()
+    assert path.read_text() == "a 1\nc 3\n"

@@ -41,7 +41,10 @@ def append_line(path: str, line: str) -> Callable[[], None]:
     them back off, unless the file has changed since. On an I/O error,
     what was written is cut back off (a part of a line could read as a
     lane of another issue; a file it created is removed), and the error
-    raised: ``WriteFailed`` with ``kept`` when that could not be done either."""
+    raised: ``WriteFailed`` with ``kept`` when that could not be done either.
+    A file replaced at ``path`` while the lines were written (an editor's
+    save renames a new file over it) is ``WriteFailed`` too, the lines cut
+    back off the file they went to."""
     created = False
     try:
         fd = open_file(path, os.O_RDWR | os.O_APPEND)
@@ -49,7 +52,8 @@ def append_line(path: str, line: str) -> Callable[[], None]:
         fd = open_file(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL)
         created = True
     try:
-        size = os.fstat(fd).st_size
+        at = os.fstat(fd)
+        size, ident = at.st_size, (at.st_dev, at.st_ino)
         first = os.pread(fd, min(size, 1 << 16), 0).partition(b"\n")  # the first line's ending is the file's
         newline = b"\r\n" if first[1] and first[0].endswith(b"\r") else b"\n"
         data = b"".join(one.encode("utf-8") + newline for one in line.rstrip("\n").split("\n"))  # CRLF stays CRLF
@@ -62,6 +66,10 @@ def append_line(path: str, line: str) -> Callable[[], None]:
             if not _cut_back(fd, size, size + len(data)):
                 raise WriteFailed.of(exc, path, kept=True) from exc
             raise
+        if not _still_at(fd, path):  # an editor saved it (a new file renamed over it) while we appended
+            kept = not _cut_back(fd, size, size + len(data))  # (off the old file: it may live on as a backup)
+            raise WriteFailed("replaced by another file while this request appended to it (an editor's save?)", path,
+                              kept=kept)
     finally:
         os.close(fd)
     if created:  # the new file is durable only once its directory is
@@ -73,15 +81,27 @@ def append_line(path: str, line: str) -> Callable[[], None]:
             except OSError:
                 raise WriteFailed.of(exc, path, kept=True) from exc
             raise
-    return lambda: _take_back(path, size, size + len(data))
+    return lambda: _take_back(path, ident, size, size + len(data))
 
 
-def _take_back(path: str, size: int, end: int) -> None:
-    """Cut ``queue.txt`` back to ``size`` when it is still ``end`` bytes long
-    (what was appended, and nothing since)."""
+def _still_at(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        at = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (at.st_dev, at.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def _take_back(path: str, ident: tuple[int, int], size: int, end: int) -> None:
+    """Cut ``queue.txt`` back to ``size`` when it is still the file
+    ``ident`` (device, inode) appended to and ``end`` bytes long (what was
+    appended, and nothing since: an editor's save is never cut)."""
     fd = open_file(path, os.O_RDWR)
     try:
-        if os.fstat(fd).st_size == end:
+        at = os.fstat(fd)
+        if (at.st_dev, at.st_ino) == ident and at.st_size == end:
             os.ftruncate(fd, size)
             os.fsync(fd)
     finally:
