@@ -66,7 +66,7 @@ def append_line(path: str, line: str) -> Callable[[], None]:
             if not _cut_back(fd, size, size + len(data)):
                 raise WriteFailed.of(exc, path, kept=True) from exc
             raise
-        if not _still_at(fd, path):  # an editor saved it (a new file renamed over it) while we appended
+        if not _still_at(path, ident):  # an editor saved it (a new file renamed over it) while we appended
             kept = not _cut_back(fd, size, size + len(data))  # (off the old file: it may live on as a backup)
             raise WriteFailed("replaced by another file while this request appended to it (an editor's save?)", path,
                               kept=kept)
@@ -84,14 +84,13 @@ def append_line(path: str, line: str) -> Callable[[], None]:
     return lambda: _take_back(path, ident, size, size + len(data))
 
 
-def _still_at(fd: int, path: str) -> bool:
-    """Whether ``path`` still names the file open as ``fd``."""
+def _still_at(path: str, ident: tuple[int, int]) -> bool:
+    """Whether ``path`` still names the file ``ident`` (device, inode)."""
     try:
         at = os.stat(path)
     except FileNotFoundError:
         return False
-    mine = os.fstat(fd)
-    return (at.st_dev, at.st_ino) == (mine.st_dev, mine.st_ino)
+    return (at.st_dev, at.st_ino) == ident
 
 
 def _take_back(path: str, ident: tuple[int, int], size: int, end: int) -> None:
