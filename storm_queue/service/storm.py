@@ -37,9 +37,11 @@ KINDS = {
 class Storm:
     """One storm, and every request and reading of it.
 
-    ``Storm(root)`` is the directory storm at ``root``; ``Storm.find(root)``
-    opens whichever store ``root`` names (a directory, or a database by its
-    URL); ``Storm(store=...)`` is the storm over a store already open.
+    ``Storm(root)``, or ``Storm.find(root)``, opens whichever store
+    ``root`` names (a directory, or a database by its URL; no root: as
+    ``roots.find_root`` finds one, ``$STORM_QUEUE_ROOT`` or the storm
+    around the working directory), ``NoStorm`` when it names no storm;
+    ``Storm(store=...)`` is the storm over a store already open.
     ``wait`` is how many seconds a writer waits for the storm's lock.
 
     The requests are its methods, each the function of that name in the
@@ -63,10 +65,9 @@ class Storm:
         if store is None:
             import os
 
-            from ..core.clock import wait_seconds
-            from ..store.directory.store import Directory
+            from ..roots import opened
 
-            store = Directory(root if root is None else os.fspath(root), env, wait_seconds(wait))
+            store = opened(root, os.environ if env is None else env, wait)
         self.store = store
         self._aside_kept: Aside | None = None
 
@@ -74,12 +75,8 @@ class Storm:
     def find(cls, root: str | PathLike[str] | None = None, env: Mapping[str, str] | None = None,
              wait: float = 30.0) -> Storm:
         """The storm at ``root`` (else as ``roots.find_root`` finds it): a
-        directory's, or the database's a URL names."""
-        import os
-
-        from ..roots import opened
-
-        return cls(store=opened(root, os.environ if env is None else env, wait))
+        directory's, or the database's a URL names; ``Storm(root)``."""
+        return cls(root, env, wait)
 
     def __getattr__(self, name: str) -> Callable[..., Outcome]:
         """A request kind (``KINDS``), bound to this storm."""

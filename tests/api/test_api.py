@@ -179,3 +179,29 @@ def test_a_lone_surrogate_in_a_python_callers_text_is_recorded_visibly(store):
     events = {e["action"]: e for e in store.events()}
     assert events["bump"]["reason"] == "why \\ud800" and events["finish"]["note"] == "\\udfff end"
     assert store.cli("verify").returncode == 0
+
+
+def test_storm_opens_whatever_its_root_names_as_find_does(store, tmp_path, monkeypatch):
+    """``Storm()`` with no root (its signature's default) raised a bare
+    TypeError at its first request; ``Storm(DIR)`` of a directory that is
+    no storm, or of no directory at all, answered exit 3 ("the priority
+    order is unknown", which tells a runner to stop for the operator) and
+    ``Storm(URL)`` took a database's URL for a directory. ``Storm(root)``
+    is now ``Storm.find(root)``: either store, the storm the environment
+    or the working directory names, ``NoStorm`` (exit 2) for no storm."""
+    from tests.conftest import clean_env
+
+    store.make("a 1\nb 2\n")
+    assert Storm(store.root, env=clean_env()).next()[0].decision == "run a 1"
+    assert Storm(env={**clean_env(), "STORM_QUEUE_ROOT": store.root}).next()[0].decision == "run a 1"
+    if store.kind == "directory":
+        monkeypatch.chdir(store.root)
+        assert Storm(env=clean_env()).root == store.root
+    for root in (tmp_path / "none", tmp_path / "empty", tmp_path / "file"):
+        if root.name == "empty":
+            root.mkdir()
+        elif root.name == "file":
+            root.write_text("a 1\n")
+        with pytest.raises(NoStorm) as none:
+            Storm(root, env=clean_env())
+        assert none.value.exit_code == 2

@@ -52,6 +52,7 @@ def test_both_stores_keep_the_interface(tmp_path: Path) -> None:
 
 
 def test_the_service_holds_a_store_and_no_class_inherits_one(tmp_path: Path) -> None:
+    (tmp_path / "queue.txt").write_text("")
     storm = Storm(str(tmp_path), env={})
     assert isinstance(storm.store, Directory) and Storm.__bases__ == (object,)
     for path in PACKAGE.rglob("*.py"):
@@ -62,6 +63,7 @@ def test_the_service_holds_a_store_and_no_class_inherits_one(tmp_path: Path) -> 
 
 
 def test_every_request_kind_is_a_function_of_the_storm(tmp_path: Path) -> None:
+    (tmp_path / "queue.txt").write_text("")
     storm = Storm(str(tmp_path), env={})
     assert {"bump", "settle", "recover"} <= set(KINDS)
     for name, home in KINDS.items():
