@@ -164,9 +164,16 @@ def _state(snap: Snapshot, slug: str, cyc: dict[str, tuple[str, ...]] | None = N
     return READY, ()
 
 
+#: how many of the dependencies a waiting lane waits on its status names (``Row.waits_on`` and ``why`` keep
+#: every one): a lane waiting on n lanes would otherwise say n names, and a storm of such lanes n*n
+WAITS_NAMED = 10
+
+
 def _status(snap: Snapshot, slug: str, state: str, waits: tuple[str, ...],
-            cyc: dict[str, tuple[str, ...]] | None = None) -> str:
-    """The state in plain words, naming what the lane waits on."""
+            cyc: dict[str, tuple[str, ...]] | None = None, known: dict[str, tuple[str, tuple[str, ...]]] | None = None) -> str:
+    """The state in plain words, naming what the lane waits on (the first
+    ``WAITS_NAMED``, and how many more); ``known``: the lanes' states
+    already found (``_state``), so a dependency's is not found again."""
     if state == SETTLED:
         return "integrated" if slug in snap.ledgers.integrated else "abandoned"
     if state == FINISHED:
@@ -194,7 +201,9 @@ def _status(snap: Snapshot, slug: str, state: str, waits: tuple[str, ...],
     if state == CYCLE:
         return cycle_words(snap, cyc[slug])
     if state == WAITING:
-        return "waits on " + ", ".join(f"{d} ({_dep_word(snap, d, cyc)})" for d in waits)
+        named = ", ".join(f"{d} ({_dep_word(snap, d, cyc, known)})" for d in waits[:WAITS_NAMED])
+        more = len(waits) - WAITS_NAMED
+        return f"waits on {named}" + (f" and {more:,} more (storm-queue why {slug} names them all)" if more > 0 else "")
     return "ready"
 
 
@@ -240,10 +249,11 @@ def held_note(view: View) -> str:
             "storm-queue why SLUG says who held it and why)")
 
 
-def _dep_word(snap: Snapshot, dep: str, cyc: dict[str, tuple[str, ...]] | None = None) -> str:
+def _dep_word(snap: Snapshot, dep: str, cyc: dict[str, tuple[str, ...]] | None = None,
+              known: dict[str, tuple[str, tuple[str, ...]]] | None = None) -> str:
     if dep not in snap.lanes:
         return "unknown to queue.txt"
-    state, _ = _state(snap, dep, cyc)
+    state, _ = known[dep] if known is not None and dep in known else _state(snap, dep, cyc)
     return {FINISHED: "finished, awaits review", READY: "not yet run", SCHEDULED: "scheduled"}.get(state, state)
 
 
@@ -346,9 +356,10 @@ def resolve(snap: Snapshot) -> View:
     order = lane + [s for s in snap.lanes if s not in in_lane]
     rows, settled = [], []
     cyc = cycles(snap)
+    known = {slug: _state(snap, slug, cyc) for slug in order}
     for slug in order:
-        state, waits = _state(snap, slug, cyc)
-        status = _status(snap, slug, state, waits, cyc)
+        state, waits = known[slug]
+        status = _status(snap, slug, state, waits, cyc, known)
         target = settled if state == SETTLED else rows
         q = snap.lanes[slug]
         target.append(Row(len(rows) + 1 if state != SETTLED else 0, slug, q.issue, q.deps, slug in in_lane, state, status,
