@@ -188,6 +188,7 @@ class LaneMachine(RuleBasedStateMachine):
         self.tmp = tempfile.mkdtemp(prefix="sq-lane-machine-")
         self.root = os.path.join(self.tmp, "storm")
         os.mkdir(self.root)
+        open(os.path.join(self.root, "queue.txt"), "w").close()  # a storm, empty until the first rule writes it
         self.storm = Storm(self.root, env=_env(), wait=10)
         self.model = Model()
         self.issue_counter = 0
