@@ -138,8 +138,9 @@ def verify(store: Session, progress: Callable[[int], None] | None = None):
 
 
 def _runs_agree(store: Session, state: fold.LaneState) -> tuple[bool, str | None]:
-    """Whether the runs the server folded are the log's, its mark of the
-    lanes a claim passes over holds, (from schema version 6) the run rows
+    """Whether the runs the server folded are the log's, its marks of the
+    lanes a claim passes over hold (the priority lane's from schema
+    version 17), (from schema version 6) the run rows
     a claim looks at are those of ``storm_queue.watch``, and (from schema
     version 9) its idempotency keys are the log's; and why the server no
     longer decides by them, if a hand edit withdrew them (true, None
@@ -157,6 +158,7 @@ def _runs_agree(store: Session, state: fold.LaneState) -> tuple[bool, str | None
             conn = store.conn
             agree = (read_runs(conn) == folded_runs(state) and conn.execute(q("open_mark_sound")).fetchone()[0]
                      and (version < 6 or conn.execute(q("watch_sound")).fetchone()[0])
+                     and (version < 17 or conn.execute(q("prio_mark_sound")).fetchone()[0])
                      and (version < BOUNDARY or read_keys(conn) == folded_keys(state)))
             withdrawn = conn.execute(q("read_withdrawn")).fetchone()[0] if version >= BOUNDARY else None
             return agree, withdrawn

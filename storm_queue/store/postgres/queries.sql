@@ -648,6 +648,17 @@ SELECT NOT EXISTS (
      WHERE lease_token IS NOT NULL OR not_before IS NOT NULL
         OR (quarantined IS NULL AND attempts > 0 AND last_end IS DISTINCT FROM 'ok')));
 
+-- prio_mark_sound --
+-- whether every lane of the priority lane before runs_at.prio_from is settled, has a result row, holds a lease or
+-- is quarantined (a claim passes them over; schema version 17)
+SELECT NOT EXISTS (
+    SELECT 1 FROM storm_queue.priority p, storm_queue.runs_at m
+    WHERE p.place < m.prio_from
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = p.slug)
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = p.slug)
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.run u
+                      WHERE u.slug = p.slug AND (u.lease_token IS NOT NULL OR u.quarantined IS NOT NULL)));
+
 -- open_mark_sound --
 -- whether every lane before runs_at.open_from is settled, has a result row, holds a lease or is quarantined (a
 -- claim passes them over; before schema version 7 the mark passed only the first two, which this holds too)

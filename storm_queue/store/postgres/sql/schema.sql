@@ -164,7 +164,10 @@ CREATE TABLE storm_queue.runs_at (
     -- moved on by claims, back to 0 by a row that makes a lane before it neither
     open_from bigint NOT NULL DEFAULT -9223372036854775808,
     -- the day the idempotency keys were last forgotten (keyed)
-    keys_day text NOT NULL DEFAULT ''
+    keys_day text NOT NULL DEFAULT '',
+    -- every lane of the priority lane before this place is settled, finished, leased or quarantined (a claim
+    -- passes them over): moved on by claims, back by a row that makes one of them neither, or any write of priority
+    prio_from bigint NOT NULL DEFAULT -9223372036854775808
 );
 INSERT INTO storm_queue.runs_at (id) VALUES (1);
 
@@ -418,6 +421,10 @@ CREATE TRIGGER settled_open_all AFTER TRUNCATE ON storm_queue.settled
     FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.open_again();
 CREATE TRIGGER result_open_all AFTER TRUNCATE ON storm_queue.result
     FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.open_again();
+
+-- the priority lane's mark (runs_at.prio_from) moved back to its start by any write of it
+CREATE TRIGGER priority_open AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON storm_queue.priority
+    FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.priority_again();
 
 CREATE TRIGGER run_open AFTER UPDATE ON storm_queue.run FOR EACH ROW
     WHEN ((NEW.lease_token IS NULL AND NEW.quarantined IS NULL AND (OLD.lease_token IS NOT NULL OR OLD.quarantined IS NOT NULL))

@@ -1,6 +1,8 @@
--- the triggers that keep runs_at's mark and watch from a fold (or from the
+-- the triggers that keep runs_at's marks and watch from a fold (or from the
 -- operator's hand edit of a lane, settled or result row, which moves the
--- mark back: its own work, not the derived tables'), noted as the fold's
+-- marks back: its own work, not the derived tables'), noted as the fold's
+-- (a lane added after the queue's mark moves neither: the priority lane's
+-- mark passes only lanes settled, finished, leased or quarantined)
 CREATE OR REPLACE FUNCTION storm_queue.open_again() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN
@@ -10,7 +12,8 @@ BEGIN
         END IF;
     END IF;
     PERFORM set_config('storm_queue.folding', 'on', true);
-    UPDATE storm_queue.runs_at SET open_from = -9223372036854775808 WHERE open_from <> -9223372036854775808;
+    UPDATE storm_queue.runs_at SET open_from = -9223372036854775808, prio_from = -9223372036854775808
+    WHERE open_from <> -9223372036854775808 OR prio_from <> -9223372036854775808;
     RETURN NULL;
 END
 $$;
