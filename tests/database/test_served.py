@@ -473,7 +473,7 @@ def test_the_servers_claim_renew_and_finish_answer_and_write_as_the_python_path(
                         leaves = kind in ("renew", "finish") and any("\x00" in (t or "") for t in step[3 + (kind == "renew"):])
                         assert (served.answers[asked:] == [None]) == leaves, (step, served.answers[asked:])
                 clock.t += 0.000001
-                assert served.store.conn.execute(q("open_mark_sound")).fetchone()[0], step  # the claim's mark holds
+                assert served.store.conn.execute(q("marks_sound")).fetchone()[0], step  # the claim's marks hold
             assert runs(served) == runs(served, folded=True) == runs(planned)
             assert served.verify().sound and planned.verify().sound
             written = [json.loads(line) for line in lines(served)]
@@ -908,10 +908,11 @@ def test_the_priority_lanes_mark_passes_what_is_done_once_and_goes_back_for_a_la
     took 2. With every lane bumped, a long lease on the first and 40 after
     it claimed and finished, the mark is past them all; the long lease
     ending in a quarantine keeps it there, an unpark takes it back to that
-    lane, which is claimed next; a held lane stops it, and is claimed in
-    its place once unheld; once every bumped lane is done it is past the
-    end, and a lane pushed then (given a place before it again) is
-    claimed next. verify holds the mark sound throughout."""
+    lane, which is claimed next; it passes a held lane too, and goes back
+    to it when it is unheld (queue order's mark likewise: one lane held
+    at the head of the queue made every claim walk every lane finished
+    after it); once every bumped lane is done it is past the end, and a
+    lane pushed then (given a place before it again) is claimed next. verify holds the mark sound throughout."""
     from storm_queue.service.storm import Storm
     from storm_queue.store.postgres.connect import create
 
@@ -922,7 +923,8 @@ def test_the_priority_lanes_mark_passes_what_is_done_once_and_goes_back_for_a_la
     storm.declare(str(tmp_path / "storm.toml")).check()
     for i in range(45):
         storm.add(f"l{i:02d}", str(i)).check()
-    storm.add("tail", "99").check()
+    for tail in ("q1", "q2", "q3", "q4"):
+        storm.add(tail, tail[1:] + "00").check()
     for i in range(45):
         storm.bump(f"l{i:02d}").check()
 
@@ -931,6 +933,12 @@ def test_the_priority_lanes_mark_passes_what_is_done_once_and_goes_back_for_a_la
 
     def place(slug: str) -> int:
         return storm.store.conn.execute("SELECT place FROM storm_queue.priority WHERE slug = %s", (slug,)).fetchone()[0]
+
+    def queue_mark() -> int:
+        return storm.store.conn.execute("SELECT open_from FROM storm_queue.runs_at").fetchone()[0]
+
+    def pos(slug: str) -> int:
+        return storm.store.conn.execute("SELECT pos FROM storm_queue.lane WHERE slug = %s", (slug,)).fetchone()[0]
 
     def claimed(holder: str = "short") -> str:
         lease = storm.claim(holder=holder).check()
@@ -948,16 +956,24 @@ def test_the_priority_lanes_mark_passes_what_is_done_once_and_goes_back_for_a_la
     assert claimed("again") == "l00"
     assert storm.hold("l41", reason="not yet").outcome == "done"
     assert [claimed() for _ in range(3)] == ["l42", "l43", "l44"]
-    assert mark() == place("l41")  # a held lane stops the mark
+    assert mark() > place("l41")  # a held lane is passed too
     assert storm.unhold("l41", reason="now").outcome == "done"
+    assert mark() <= place("l41")  # and the hold's end takes the mark back to it
     assert claimed() == "l41"
-    assert claimed() == "tail"
+    assert claimed() == "q1"
     end = mark()
     assert end > place("l44")  # past the end: every bumped lane is done
     storm.unbump("l44").check()  # the last place given up: the next lane to join the priority lane is given it again
     storm.push("z", "100").check()
     assert place("z") < end
     assert claimed() == "z"
+    assert storm.hold("q2", reason="not yet").outcome == "done"  # queue order's mark passes a held lane too
+    assert claimed() == "q3"
+    assert queue_mark() > pos("q2")
+    assert storm.unhold("q2", reason="now").outcome == "done"
+    assert queue_mark() <= pos("q2")
+    assert claimed() == "q2"
+    assert claimed() == "q4"
     audit = storm.verify()
     assert audit.sound, audit.problem
     assert storm.store.conn.execute("SELECT version FROM storm_queue.version").fetchone()[0] == 17

@@ -139,8 +139,8 @@ def verify(store: Session, progress: Callable[[int], None] | None = None):
 
 def _runs_agree(store: Session, state: fold.LaneState) -> tuple[bool, str | None]:
     """Whether the runs the server folded are the log's, its marks of the
-    lanes a claim passes over hold (the priority lane's from schema
-    version 17), (from schema version 6) the run rows
+    lanes a claim passes over hold (the priority lane's, and held lanes
+    passed, from schema version 17), (from schema version 6) the run rows
     a claim looks at are those of ``storm_queue.watch``, and (from schema
     version 9) its idempotency keys are the log's; and why the server no
     longer decides by them, if a hand edit withdrew them (true, None
@@ -156,9 +156,9 @@ def _runs_agree(store: Session, state: fold.LaneState) -> tuple[bool, str | None
     try:
         with store.conn.transaction():  # a savepoint: a table this role may not read leaves the audit whole
             conn = store.conn
-            agree = (read_runs(conn) == folded_runs(state) and conn.execute(q("open_mark_sound")).fetchone()[0]
+            marks = q("open_mark_sound" if version < 17 else "marks_sound")
+            agree = (read_runs(conn) == folded_runs(state) and conn.execute(marks).fetchone()[0]
                      and (version < 6 or conn.execute(q("watch_sound")).fetchone()[0])
-                     and (version < 17 or conn.execute(q("prio_mark_sound")).fetchone()[0])
                      and (version < BOUNDARY or read_keys(conn) == folded_keys(state)))
             withdrawn = conn.execute(q("read_withdrawn")).fetchone()[0] if version >= BOUNDARY else None
             return agree, withdrawn

@@ -648,20 +648,24 @@ SELECT NOT EXISTS (
      WHERE lease_token IS NOT NULL OR not_before IS NOT NULL
         OR (quarantined IS NULL AND attempts > 0 AND last_end IS DISTINCT FROM 'ok')));
 
--- prio_mark_sound --
--- whether every lane of the priority lane before runs_at.prio_from is settled, has a result row, holds a lease or
--- is quarantined (a claim passes them over; schema version 17)
+-- marks_sound --
+-- whether every lane before runs_at.open_from in queue order, and every lane before runs_at.prio_from in the
+-- priority lane, is settled, has a result row, holds a lease, is quarantined or is held (a claim passes them over;
+-- schema version 17)
 SELECT NOT EXISTS (
-    SELECT 1 FROM storm_queue.priority p, storm_queue.runs_at m
-    WHERE p.place < m.prio_from
-      AND NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = p.slug)
-      AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = p.slug)
-      AND NOT EXISTS (SELECT 1 FROM storm_queue.run u
-                      WHERE u.slug = p.slug AND (u.lease_token IS NOT NULL OR u.quarantined IS NOT NULL)));
+    SELECT 1
+    FROM (SELECT l.slug FROM storm_queue.lane l, storm_queue.runs_at m WHERE l.pos < m.open_from
+          UNION ALL
+          SELECT p.slug FROM storm_queue.priority p, storm_queue.runs_at m WHERE p.place < m.prio_from) b
+    WHERE NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = b.slug)
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = b.slug)
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.run u WHERE u.slug = b.slug
+                      AND (u.lease_token IS NOT NULL OR u.quarantined IS NOT NULL OR u.held_seq IS NOT NULL)));
 
 -- open_mark_sound --
 -- whether every lane before runs_at.open_from is settled, has a result row, holds a lease or is quarantined (a
--- claim passes them over; before schema version 7 the mark passed only the first two, which this holds too)
+-- claim passes them over; before schema version 7 the mark passed only the first two, which this holds too;
+-- from version 17: marks_sound)
 SELECT NOT EXISTS (
     SELECT 1 FROM storm_queue.lane l, storm_queue.runs_at m
     WHERE l.pos < m.open_from

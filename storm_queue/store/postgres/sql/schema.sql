@@ -428,7 +428,7 @@ CREATE TRIGGER priority_open AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON sto
 
 CREATE TRIGGER run_open AFTER UPDATE ON storm_queue.run FOR EACH ROW
     WHEN ((NEW.lease_token IS NULL AND NEW.quarantined IS NULL AND (OLD.lease_token IS NOT NULL OR OLD.quarantined IS NOT NULL))
-          OR OLD.slug IS DISTINCT FROM NEW.slug)
+          OR (OLD.held_seq IS NOT NULL AND NEW.held_seq IS NULL) OR OLD.slug IS DISTINCT FROM NEW.slug)
     EXECUTE FUNCTION storm_queue.run_open();
 CREATE TRIGGER run_open_gone AFTER DELETE ON storm_queue.run
     FOR EACH ROW EXECUTE FUNCTION storm_queue.run_open();

@@ -3,9 +3,10 @@
 -- from the queue's mark (walk_queue), up to the first lane ready at p_at;
 -- the lanes met before it that are blocked on an abandoned dependency (and
 -- those dependencies, space-separated). The marks (runs_at.prio_from,
--- open_from) move past the lanes now settled, finished, leased or
--- quarantined, each passed over once, not at every claim; each stops at a
--- held lane (unhold moves no mark).
+-- open_from) move past the lanes now settled, finished, leased,
+-- quarantined or held, each passed over once, not at every claim (what
+-- makes one of them claimable again moves them back: run_open, open_again,
+-- priority_again).
 CREATE OR REPLACE FUNCTION storm_queue.decided(p_at text, OUT ready text, OUT issue text, OUT blocked text[], OUT gones text[])
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE

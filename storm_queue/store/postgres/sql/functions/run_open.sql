@@ -1,7 +1,7 @@
 -- A lane whose lease ended or whose quarantine was lifted (and that is
--- neither held nor quarantined now), or whose run row went, and that is
--- neither settled nor finished, can be claimed again: the marks go back
--- to it (to the start for a TRUNCATE).
+-- neither held nor quarantined now), whose hold ended, or whose run row
+-- went, and that is neither settled nor finished, can be claimed again:
+-- the marks go back to it (to the start for a TRUNCATE).
 CREATE OR REPLACE FUNCTION storm_queue.run_open() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 BEGIN

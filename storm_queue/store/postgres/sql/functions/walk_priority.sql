@@ -5,8 +5,8 @@
 -- sound (lane_sound); the lanes met before it that are blocked on an
 -- abandoned dependency (and those dependencies, space-separated, in
 -- gones); and the mark: the place of the first lane the walk could not
--- pass for good (neither settled, finished, leased nor quarantined), else
--- the place after the last it passed (NULL: it met no lane).
+-- pass until a row changes (neither settled, finished, leased, quarantined
+-- nor held), else the place after the last it passed (NULL: it met no lane).
 CREATE OR REPLACE FUNCTION storm_queue.walk_priority(p_at text, p_from bigint, OUT ready text, OUT issue text,
                                                      OUT blocked text[], OUT gones text[], OUT mark bigint)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -29,7 +29,7 @@ BEGIN
         FROM (SELECT 1) one
         LEFT JOIN storm_queue.lane l ON l.slug = v_slug
         LEFT JOIN storm_queue.run u ON u.slug = v_slug;
-        IF mark IS NULL AND NOT (rec.done OR rec.taken) THEN  -- a held lane stops the mark
+        IF mark IS NULL AND NOT (rec.done OR rec.taken OR rec.held) THEN  -- (unhold moves it back: run_open)
             mark := v_place;
         END IF;
         CONTINUE WHEN NOT rec.queued OR rec.done OR rec.taken OR rec.held

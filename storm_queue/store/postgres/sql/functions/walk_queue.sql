@@ -4,7 +4,8 @@
 -- passing over what is bumped (walked before), settled, finished, leased,
 -- quarantined, held or not sound; the lanes met before it that are blocked
 -- on an abandoned dependency (and those dependencies, in gones); and the
--- mark (open_mark): the first lane the walk could not pass for good.
+-- mark (open_mark): the first lane the walk could not pass until a row
+-- changes (one neither settled, finished, leased, quarantined nor held).
 CREATE OR REPLACE FUNCTION storm_queue.walk_queue(p_at text, p_from bigint, OUT ready text, OUT issue text,
                                                   OUT blocked text[], OUT gones text[], OUT open_mark bigint)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
@@ -30,7 +31,7 @@ BEGIN
             ORDER BY w.pos
         LOOP
             v_last := rec.pos;
-            IF open_mark IS NULL AND NOT rec.done AND rec.free IS NOT FALSE THEN  -- a held lane stops the mark
+            IF open_mark IS NULL AND NOT rec.done AND rec.free IS NOT FALSE AND NOT rec.held THEN  -- (unhold: run_open)
                 open_mark := rec.pos;
             END IF;
             CONTINUE WHEN rec.free IS FALSE OR rec.prio OR rec.done OR NOT rec.sound OR rec.held;
