@@ -859,13 +859,9 @@ def test_the_servers_stamp_is_the_python_clocks(schema_conn, t) -> None:
     assert schema_conn.execute("SELECT storm_queue.stamp(%s::double precision)", (t,)).fetchone()[0] == stamp(t)
 
 
-def test_a_claim_passes_a_long_held_lease_once_and_takes_its_lane_again_once_it_ends(pg_database, tmp_path) -> None:
-    """The claim's mark (runs_at.open_from, sql/schema.sql) passes
-    held and quarantined lanes: with the first lane held while 40 after it
-    are claimed and finished, the mark moves past them all (a claim does
-    not walk past every lane finished since the lease was taken); once
-    that lease ends without a result (a failed finish), or a quarantine
-    is lifted, the lane is the next claimed, as run order says."""
+def _marked_storm(pg_database, tmp_path):
+    """A new database storm of 45 lanes l00..l44, two slots, unattended,
+    one attempt a lane: the marks' tests' storm."""
     from storm_queue.service.storm import Storm
     from storm_queue.store.postgres.connect import create
 
@@ -876,6 +872,17 @@ def test_a_claim_passes_a_long_held_lease_once_and_takes_its_lane_again_once_it_
     storm.declare(str(tmp_path / "storm.toml")).check()
     for i in range(45):
         storm.add(f"l{i:02d}", str(i)).check()
+    return storm
+
+
+def test_a_claim_passes_a_long_held_lease_once_and_takes_its_lane_again_once_it_ends(pg_database, tmp_path) -> None:
+    """The claim's mark (runs_at.open_from, sql/schema.sql) passes
+    held and quarantined lanes: with the first lane held while 40 after it
+    are claimed and finished, the mark moves past them all (a claim does
+    not walk past every lane finished since the lease was taken); once
+    that lease ends without a result (a failed finish), or a quarantine
+    is lifted, the lane is the next claimed, as run order says."""
+    storm = _marked_storm(pg_database, tmp_path)
 
     def mark() -> int:
         return storm.store.conn.execute("SELECT open_from FROM storm_queue.runs_at").fetchone()[0]
@@ -913,16 +920,7 @@ def test_the_priority_lanes_mark_passes_what_is_done_once_and_goes_back_for_a_la
     at the head of the queue made every claim walk every lane finished
     after it); once every bumped lane is done it is past the end, and a
     lane pushed then (given a place before it again) is claimed next. verify holds the mark sound throughout."""
-    from storm_queue.service.storm import Storm
-    from storm_queue.store.postgres.connect import create
-
-    url = pg_database()
-    create(url)
-    storm = Storm.find(url)
-    (tmp_path / "storm.toml").write_text("[runner]\nslots = 2\nunattended = true\nattempts = 1\n")
-    storm.declare(str(tmp_path / "storm.toml")).check()
-    for i in range(45):
-        storm.add(f"l{i:02d}", str(i)).check()
+    storm = _marked_storm(pg_database, tmp_path)
     for tail in ("q1", "q2", "q3", "q4"):
         storm.add(tail, tail[1:] + "00").check()
     for i in range(45):
