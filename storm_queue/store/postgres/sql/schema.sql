@@ -160,13 +160,14 @@ CREATE TABLE storm_queue.runs_at (
     halt_at text,
     halt_by text,
     halt_reason text,
-    -- every lane of the queue before this pos is settled or has a result row (a claim passes them over):
-    -- moved on by claims, back to 0 by a row that makes a lane before it neither
+    -- every lane of the queue before this pos is settled, finished, leased, quarantined or held (a claim passes
+    -- them over): moved on by claims, back by a row that makes a lane before it none of these
     open_from bigint NOT NULL DEFAULT -9223372036854775808,
     -- the day the idempotency keys were last forgotten (keyed)
     keys_day text NOT NULL DEFAULT '',
-    -- every lane of the priority lane before this place is settled, finished, leased or quarantined (a claim
-    -- passes them over): moved on by claims, back by a row that makes one of them neither, or any write of priority
+    -- every lane of the priority lane before this place is settled, finished, leased, quarantined or held (a
+    -- claim passes them over): moved on by claims, back by a row that makes one of them none of these, or any write
+    -- of priority
     prio_from bigint NOT NULL DEFAULT -9223372036854775808
 );
 INSERT INTO storm_queue.runs_at (id) VALUES (1);
