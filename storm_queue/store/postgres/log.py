@@ -156,7 +156,7 @@ def _runs_agree(store: Session, state: fold.LaneState) -> tuple[bool, str | None
     try:
         with store.conn.transaction():  # a savepoint: a table this role may not read leaves the audit whole
             conn = store.conn
-            marks = q("open_mark_sound") if version < 17 else q("marks_sound")
+            marks = q("open_mark_sound") if version < 17 else q("marks_sound_17") if version == 17 else q("marks_sound")
             agree = (read_runs(conn) == folded_runs(state) and conn.execute(marks).fetchone()[0]
                      and (version < 6 or conn.execute(q("watch_sound")).fetchone()[0])
                      and (version < BOUNDARY or read_keys(conn) == folded_keys(state)))

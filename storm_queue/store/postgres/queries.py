@@ -85,7 +85,7 @@ def functions() -> str:
     off, as pg_dump restores them: they may call one another in any order).
     ``ValueError`` for a file that does not define the function it is named
     after, or defines more than one."""
-    scripts = [q("functions_begin") + ";"]
+    scripts = [q("functions_begin") + ";", q("functions_reshaped") + ";"]
     for name in function_names():
         text = _text(os.path.join("sql", "functions", f"{name}.sql"))
         if _defined(text) != [(True, name)]:

@@ -360,6 +360,13 @@ SELECT version FROM storm_queue.version;
 -- called, as pg_dump restores them, so they may call one another in any order
 SET LOCAL check_function_bodies = off;
 
+-- functions_reshaped --
+-- the functions whose result (their OUT columns) an earlier version defined otherwise, dropped before the tree's
+-- are applied, since CREATE OR REPLACE cannot change a result: walk_queue and walk_priority gained later_until
+-- and later_back at version 18 (only decided calls them, and a plpgsql body finds what it calls when it runs)
+DROP FUNCTION IF EXISTS storm_queue.walk_queue(text, bigint);
+DROP FUNCTION IF EXISTS storm_queue.walk_priority(text, bigint);
+
 -- functions_path --
 -- the search_path an upgrade applies the server's functions under when no migration marks where
 SET LOCAL search_path = pg_catalog, pg_temp;
@@ -650,8 +657,28 @@ SELECT NOT EXISTS (
 
 -- marks_sound --
 -- whether every lane before runs_at.open_from in queue order, and every lane before runs_at.prio_from in the
+-- priority lane, is settled, has a result row, holds a lease, is quarantined or is held (a claim passes them over),
+-- or names no dependency and is scheduled no earlier than runs_at.later_until, at or after the first lane the mark
+-- passed so (open_back, prio_back; schema version 18)
+SELECT NOT EXISTS (
+    SELECT 1
+    FROM (SELECT l.slug, l.pos AS at, m.open_back AS back FROM storm_queue.lane l, storm_queue.runs_at m
+          WHERE l.pos < m.open_from
+          UNION ALL
+          SELECT p.slug, p.place, m.prio_back FROM storm_queue.priority p, storm_queue.runs_at m
+          WHERE p.place < m.prio_from) b
+    WHERE NOT EXISTS (SELECT 1 FROM storm_queue.settled s WHERE s.slug = b.slug)
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.result x WHERE x.slug = b.slug)
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.run u WHERE u.slug = b.slug
+                      AND (u.lease_token IS NOT NULL OR u.quarantined IS NOT NULL OR u.held_seq IS NOT NULL))
+      AND NOT EXISTS (SELECT 1 FROM storm_queue.run u, storm_queue.lane l, storm_queue.runs_at m
+                      WHERE u.slug = b.slug AND l.slug = b.slug AND cardinality(l.deps) = 0 AND b.at >= b.back
+                        AND u.not_before COLLATE "C" >= m.later_until COLLATE "C"));
+
+-- marks_sound_17 --
+-- whether every lane before runs_at.open_from in queue order, and every lane before runs_at.prio_from in the
 -- priority lane, is settled, has a result row, holds a lease, is quarantined or is held (a claim passes them over;
--- schema version 17)
+-- schema version 17; from 18: marks_sound)
 SELECT NOT EXISTS (
     SELECT 1
     FROM (SELECT l.slug FROM storm_queue.lane l, storm_queue.runs_at m WHERE l.pos < m.open_from

@@ -168,7 +168,12 @@ CREATE TABLE storm_queue.runs_at (
     -- every lane of the priority lane before this place is settled, finished, leased, quarantined or held (a
     -- claim passes them over): moved on by claims, back by a row that makes one of them none of these, or any write
     -- of priority
-    prio_from bigint NOT NULL DEFAULT -9223372036854775808
+    prio_from bigint NOT NULL DEFAULT -9223372036854775808,
+    -- the marks pass a lane scheduled later that names no dependency, until the earliest time one they passed is
+    -- scheduled (NULL: they passed none); then each goes back to the first it passed (its position, its place)
+    later_until text,
+    open_back bigint,
+    prio_back bigint
 );
 INSERT INTO storm_queue.runs_at (id) VALUES (1);
 
@@ -429,7 +434,8 @@ CREATE TRIGGER priority_open AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON sto
 
 CREATE TRIGGER run_open AFTER UPDATE ON storm_queue.run FOR EACH ROW
     WHEN ((NEW.lease_token IS NULL AND NEW.quarantined IS NULL AND (OLD.lease_token IS NOT NULL OR OLD.quarantined IS NOT NULL))
-          OR (OLD.held_seq IS NOT NULL AND NEW.held_seq IS NULL) OR OLD.slug IS DISTINCT FROM NEW.slug)
+          OR (OLD.held_seq IS NOT NULL AND NEW.held_seq IS NULL) OR OLD.slug IS DISTINCT FROM NEW.slug
+          OR OLD.not_before IS DISTINCT FROM NEW.not_before)
     EXECUTE FUNCTION storm_queue.run_open();
 CREATE TRIGGER run_open_gone AFTER DELETE ON storm_queue.run
     FOR EACH ROW EXECUTE FUNCTION storm_queue.run_open();

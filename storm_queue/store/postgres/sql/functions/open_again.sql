@@ -12,7 +12,8 @@ BEGIN
         END IF;
     END IF;
     PERFORM set_config('storm_queue.folding', 'on', true);
-    UPDATE storm_queue.runs_at SET open_from = -9223372036854775808, prio_from = -9223372036854775808
+    UPDATE storm_queue.runs_at SET open_from = -9223372036854775808, prio_from = -9223372036854775808,
+                                  later_until = NULL, open_back = NULL, prio_back = NULL
     WHERE open_from <> -9223372036854775808 OR prio_from <> -9223372036854775808;
     RETURN NULL;
 END

@@ -16,7 +16,8 @@ BEGIN
     DELETE FROM storm_queue.waiver;
     DELETE FROM storm_queue.keyed;
     UPDATE storm_queue.runs_at SET token_floor = 0, halt_seq = NULL, halt_at = NULL, halt_by = NULL, halt_reason = NULL,
-        open_from = -9223372036854775808, prio_from = -9223372036854775808, keys_day = '';
+        open_from = -9223372036854775808, prio_from = -9223372036854775808, keys_day = '',
+        later_until = NULL, open_back = NULL, prio_back = NULL;
     FOR v_seq, v_line IN SELECT e.seq, e.line FROM storm_queue.event e ORDER BY e.seq LOOP
         PERFORM storm_queue.fold_line(storm_queue.line_jsonb(v_line), v_seq, v_line);
         v_count := v_count + 1;

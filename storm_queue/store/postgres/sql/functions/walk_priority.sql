@@ -5,10 +5,14 @@
 -- sound (lane_sound); the lanes met before it that are blocked on an
 -- abandoned dependency (and those dependencies, space-separated, in
 -- gones); and the mark: the place of the first lane the walk could not
--- pass until a row changes (neither settled, finished, leased, quarantined
--- nor held), else the place after the last it passed (NULL: it met no lane).
+-- pass until a row changes or time passes (neither settled, finished,
+-- leased, quarantined, held nor later: scheduled after p_at and naming no
+-- dependency), else the place after the last it passed (NULL: it met no
+-- lane); with the later lanes it passed, the earliest time one is
+-- scheduled (later_until) and the first one's place (later_back).
 CREATE OR REPLACE FUNCTION storm_queue.walk_priority(p_at text, p_from bigint, OUT ready text, OUT issue text,
-                                                     OUT blocked text[], OUT gones text[], OUT mark bigint)
+                                                     OUT blocked text[], OUT gones text[], OUT mark bigint,
+                                                     OUT later_until text, OUT later_back bigint)
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
     rec record;
@@ -29,7 +33,10 @@ BEGIN
         FROM (SELECT 1) one
         LEFT JOIN storm_queue.lane l ON l.slug = v_slug
         LEFT JOIN storm_queue.run u ON u.slug = v_slug;
-        IF mark IS NULL AND NOT (rec.done OR rec.taken OR rec.held) THEN  -- (unhold moves it back: run_open)
+        IF mark IS NULL AND (rec.not_before COLLATE "C" > p_at COLLATE "C" AND cardinality(rec.deps) = 0) THEN
+            later_until := least(later_until, rec.not_before COLLATE "C");
+            later_back := coalesce(later_back, v_place);
+        ELSIF mark IS NULL AND NOT (rec.done OR rec.taken OR rec.held) THEN  -- (unhold moves it back: run_open)
             mark := v_place;
         END IF;
         CONTINUE WHEN NOT rec.queued OR rec.done OR rec.taken OR rec.held

@@ -30,12 +30,3 @@ CREATE TRIGGER run_open AFTER UPDATE ON storm_queue.run FOR EACH ROW
 DROP TRIGGER IF EXISTS priority_open ON storm_queue.priority;
 CREATE TRIGGER priority_open AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON storm_queue.priority
     FOR EACH STATEMENT EXECUTE FUNCTION storm_queue.priority_again();
-
--- what the fold keeps of the log (the runs and their holds, the priority
--- lane and its mark, the waivers, the keys), folded from its lines as a
--- new storm folds each one written: the tree's fold_line writes every
--- column the migrations before made, so it runs here, after the last
--- table change (a storm from version 0 is folded for the first time; one
--- at 9 or 10 never recorded a hold, whose requests were refused there, and
--- one at 9 to 16 is folded again to the same rows)
-SELECT storm_queue.rederive();
