@@ -39,6 +39,7 @@ CODES: dict[str, tuple[int, str]] = {
                        "`STORM_QUEUE_LANE` over 4,096 characters, or a token that is not a whole number; never recorded"),
     "unknown_role": (2, "`grant`/`revoke` name a role the database server does not know"),
     "invalid_kind": (2, "`grant`/`revoke` take `runner` or `reader`"),
+    "operator_role": (2, "`grant` names the storm's operator role, which may do everything a runner or reader may"),
     "dependency_abandoned": (2, "a dependency is abandoned, so it can never finish"),
     "dependency_unknown": (2, "a dependency is unknown to `queue.txt` and the ledgers (and, for `add --from`, to the batch)"),
     "duplicate_slug": (2, "`add --from`: a slug the batch lists twice, or one already queued; `settle --from`: a slug listed twice"),

@@ -7,7 +7,8 @@ storm's database, ``members.RUNNER_SETTINGS``) or as a reader (it may
 read), or ends that.
 Each is a recorded request; granting what is granted, or revoking what
 is not, a recorded no-op; a role the server does not know, a recorded
-refusal (``unknown_role``, exit 2)."""
+refusal (``unknown_role``, exit 2), and so is a grant to the operator's
+own role (``operator_role``, exit 2)."""
 
 from __future__ import annotations
 
@@ -44,6 +45,9 @@ def _membership(storm: Storm, verb: str, kind: str, role: str, reason: str | Non
     upkeep = storm.store.upkeep
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
+        if verb == "grant" and by == f"operator:{role}":  # the tables are its own: a grant would revoke them
+            return Refusal("operator_role", f"role {quote(role)} is the storm's operator: it may already do "
+                           f"everything a {kind} may; grant another role")
         held = upkeep.member(role, kind)  # NotHere on a directory storm: its files' owner is who may write it
         if held is None:
             return Refusal("unknown_role", f"the database server knows no role {quote(role)}: " + (

@@ -127,6 +127,18 @@ def test_an_empty_root_is_refused_not_taken_for_the_working_directory(tmp_path: 
     assert tree(root) == before
 
 
+def test_migrate_given_the_url_first_is_refused_in_words_not_a_crash(tmp_path: Path) -> None:
+    """``migrate URL DIR`` (the two swapped) crashed (exit 4, a
+    FileNotFoundError on the URL taken for a directory). A refusal, exit 2,
+    saying the order, the password masked; nothing touched."""
+    root = make_storm(tmp_path / "here", QUEUE)
+    before = tree(root)
+    done = run_cli(None, "migrate", "postgresql://u:S3cret@127.0.0.1:1/x", str(root))
+    assert done.returncode == 2, done.stderr
+    assert "storm-queue migrate DIR URL" in done.stderr and "S3cret" not in done.stderr + done.stdout
+    assert tree(root) == before
+
+
 @pytest.mark.parametrize(("args", "advice"), [
     (["list"], "cd into a storm, pass --root with an absolute path, or set STORM_QUEUE_ROOT"),
     (["bump", "a", "--json"], "cd into a storm, pass --root with an absolute path, or set STORM_QUEUE_ROOT"),

@@ -308,6 +308,14 @@ def _unknown_role(make: Make, request=None) -> Answer:
     return cli(make("a 1\n"), "grant", "runner", "no_such_role")
 
 
+def _operator_role(make: Make, request=None) -> Answer:
+    """A database storm only: the operator's own role (the tables are its own)."""
+    from storm_queue.store.postgres.driver import conninfo
+
+    url = make("a 1\n")
+    return cli(url, "grant", "runner", conninfo(url)["user"])
+
+
 def _not_holder(make: Make, request=None) -> Answer:
     """A database storm only: two runner roles; one presents the live token of the other's lease (a token is
     no proof of who holds it: anyone who reads the log knows it)."""
@@ -431,6 +439,7 @@ SCENARIOS: dict[str, Callable[[Make], Answer]] = {
     "not_holder": _not_holder,
     "not_carried": _not_carried,
     "unknown_role": _unknown_role,
+    "operator_role": _operator_role,
 }
 
 #: more ways to the same code, each asserted the same way
@@ -439,7 +448,7 @@ ALSO = {"declaration_unreadable": [_declaration_unreadable_runner], "operator_on
 #: the codes the command line cannot produce (it checks them as usage errors), so the API does
 API_ONLY = {"invalid_token", "invalid_result", "invalid_ledger", "invalid_kind"}
 #: the codes only a database storm gives; their scenarios take the test's ``request`` for the server fixtures
-DATABASE_ONLY = {"reorder_conflict", "unknown_role", "not_carried", "not_holder"}
+DATABASE_ONLY = {"reorder_conflict", "unknown_role", "operator_role", "not_carried", "not_holder"}
 #: of those, the codes never recorded (no line can carry what they refuse)
 NEVER_RECORDED = {"not_carried"}
 #: the codes about what only a directory has, each with why

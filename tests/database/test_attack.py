@@ -30,7 +30,8 @@ HOSTILE = {
     "text": [None, "", "a", "e", "../x", 'a","action":"halt","by":"operator:op","x":"',
              '{"v":1,"action":"adopt","action":"halt","lane":[]}', "\\u0000 \\ud800 \u2028\u0085\x1b[31m", "x" * 5000,
              "y" * 300_000, "runner:other"],
-    "numeric": [None, -1, 0, 1, 9223372036854775807, Decimal("9223372036854775808"), Decimal("1.5"), Decimal("1e30")],
+    "numeric": [None, -1, 0, 1, 9223372036854775807, Decimal("9223372036854775808"), Decimal("1.5"), Decimal("1e30"),
+                Decimal("NaN"), Decimal("Infinity"), Decimal("-Infinity")],
     "integer": [None, -1, 0, 2147483647],
     "bigint": [None, -1, 0, 9223372036854775807],
     "boolean": [None, True, False],
@@ -364,6 +365,65 @@ def test_attack_5_a_runner_finishes_expires_or_quarantines_only_its_own_live_lea
         before["leases"], before["finished"], before["quarantined"])
     longest = max(len(line) for line in storm_lines(url))
     assert longest < 20_000, longest  # what a runner writes is bounded by what the server composes
+
+
+def test_attack_5_a_token_or_ttl_that_is_not_a_number_is_refused_by_its_shape_before_anything_is_asked(
+        pg_server, storm) -> None:
+    """numeric holds NaN and the infinities, whose scale is NULL: a renew
+    of token NaN passed the shape check and was recorded as an authorised
+    stale_fence (its words "token NaN is newer than the live lease's").
+    Such a token or TTL is what no client asks: refused as a fractional one
+    is, nothing recorded, the lease untouched."""
+    from storm_queue.store.postgres import driver
+
+    ask = "0" * 32
+    asks = {"serve_renew": ("e", "{n}", None, None, None, None, None, 1000, ask),
+            "serve_release": ("e", "{n}", None, None, None, None, 1000, ask),
+            "serve_finish": ("e", "{n}", "ok", None, None, None, None, None, 1000, ask),
+            "serve_finish_claim": ("e", "{n}", "ok", None, "h", "h", None, None, None, None, None, 1000, ask)}
+    before, lines = seen(storm["url"]), storm_lines(storm["url"])
+    with driver.connect(storm["urls"]["attacker"]) as conn:
+        for name, args in asks.items():
+            for n in ("NaN", "Infinity", "-Infinity"):
+                given = [n if a == "{n}" else a for a in args]
+                with pytest.raises(driver.Error) as refused:
+                    conn.execute(f"SELECT storm_queue.{name}({', '.join(['%s'] * len(given))})", given)
+                assert refused.value.pgcode == "22023", (name, n, refused.value)
+        for ttl in ("NaN", "Infinity"):
+            with pytest.raises(driver.Error) as refused:
+                conn.execute("SELECT storm_queue.serve_claim(%s, %s, %s::numeric, %s, %s, %s, %s, %s, %s)",
+                             ("h", "h", ttl, None, None, None, None, 1000, ask))
+            assert refused.value.pgcode == "22023", (ttl, refused.value)
+    assert storm_lines(storm["url"]) == lines
+    assert seen(storm["url"])["leases"] == before["leases"]
+
+
+def test_a_session_whose_string_literals_read_backslashes_as_escapes_is_served_as_any_other(pg_server, storm) -> None:
+    """standard_conforming_strings = off (a role's, a database's, or the
+    caller's own SET) read the storm's functions' regular expressions and
+    escapes otherwise: every write failed inside the insert check, and the
+    JSON escaping of a caller's text changed. The serving functions fix
+    the setting for their call, and every storm-queue connection for its
+    session: a runner's own SET, then a database set so, change nothing."""
+    from storm_queue.store.postgres import driver
+
+    reason = 'a "quoted" reason \\ with a backslash\nand a newline'
+    with driver.connect(storm["urls"]["attacker"]) as conn:
+        conn.execute("SET standard_conforming_strings = off")
+        answer = conn.execute("SELECT storm_queue.serve_renew(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                              ("a", 1, None, reason, None, None, None, 1000, "1" * 32)).fetchone()[0]
+    assert answer["outcome"] == "done", answer
+    assert json.loads(storm_lines(storm["url"])[-1])["reason"] == reason
+    with pg_server.admin() as admin:
+        admin.execute(f"ALTER DATABASE {dbname(storm['url'])} SET standard_conforming_strings = off")
+    try:
+        assert ok(storm["url"], "add", "x", "9", "--reason", reason)["outcome"] == "done"
+        assert json.loads(storm_lines(storm["url"])[-1])["reason"] == reason
+        assert ok(storm["urls"]["attacker"], "renew", "a", "--token", "1")["outcome"] == "done"
+        assert ok(storm["url"], "verify")["sound"] is True
+    finally:
+        with pg_server.admin() as admin:
+            admin.execute(f"ALTER DATABASE {dbname(storm['url'])} RESET standard_conforming_strings")
 
 
 def storm_lines(url: str) -> list[bytes]:

@@ -127,7 +127,8 @@ def test_a_runner_holds_no_write_privilege_and_executes_only_its_serving_functio
     assert [name for name, *_ in executes] == ["serve_claim", "serve_decided", "serve_finish", "serve_finish_claim",
                                                "serve_recover", "serve_release", "serve_renew"]
     assert {(definer, tuple(config), owner) for _, definer, config, owner in executes} == {
-        (True, ("search_path=pg_catalog, pg_temp",), dbname(db).replace("storm_", "op_"))}  # the operator's
+        (True, ("search_path=pg_catalog, pg_temp", "standard_conforming_strings=on"),
+         dbname(db).replace("storm_", "op_"))}  # the operator's, their literals read as written
     from storm_queue.core.framing import frame
 
     with driver.connect(pg_server.url_as(db, role)) as conn:
@@ -189,6 +190,21 @@ def test_granting_a_role_the_server_does_not_know_is_exit_2(pg_server, db):
     assert "CREATE ROLE" in doc["message"]
     revoked = answer(db, "revoke", "reader", "no_such_role", code=2)
     assert revoked["code"] == "unknown_role" and "nothing to revoke" in revoked["message"], revoked
+
+
+def test_granting_the_operators_own_role_is_refused_and_leaves_its_tables_its_own(db):
+    """A grant revokes a member's rights on the storm's own tables: given
+    the operator's role, it took the operator's own (exit 4, a plpgsql
+    traceback, rolled back). It is refused, recorded, and the storm
+    writes on."""
+    from storm_queue.store.postgres.driver import conninfo
+
+    operator = conninfo(db)["user"]
+    for kind in ("runner", "reader"):
+        doc = answer(db, "grant", kind, operator, code=2)
+        assert (doc["code"], doc["recorded"]) == ("operator_role", True), doc
+    assert answer(db, "add", "after", "9")["outcome"] == "done"
+    assert answer(db, "verify")["sound"] is True
 
 
 def test_grant_on_a_directory_storm_says_it_takes_a_database(tmp_path):

@@ -102,7 +102,8 @@ def test_a_new_storm_and_storms_upgraded_from_version_0_and_9_have_one_catalog(
     from storm_queue.store.postgres.queries import function_names
 
     assert [r[0] for r in rows] == function_names()
-    assert all(r[1] == ["search_path=pg_catalog, pg_temp"] for r in rows), [r[0] for r in rows if r[1] is None]
+    assert all(r[1] is not None and r[1][0] == "search_path=pg_catalog, pg_temp" for r in rows), [
+        r[0] for r in rows if r[1] is None]
     assert not [r[0] for r in rows if any(a.startswith("=") for a in r[2] or ["=X/PUBLIC"])]
     # each storm serves its runner after the upgrade, alike (c finished: the operator reviews it first)
     for url in (fresh, first, squashed):

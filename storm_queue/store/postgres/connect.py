@@ -82,6 +82,12 @@ def readable(url: str) -> dict[str, str]:
     return given
 
 
+#: the session option every connection starts with: a backslash in a string literal is a backslash, as the
+#: storm's functions are written and as the driver quotes from the first statement on (a role or database set
+#: to standard_conforming_strings = off had every line the client sent refused by the insert check)
+STANDARD_STRINGS = "-c standard_conforming_strings=on"
+
+
 def connect(url: str):
     """A connection (autocommit; transactions are explicit). A server that
     refuses (a wrong password, a role or database it does not know) or a
@@ -93,10 +99,15 @@ def connect(url: str):
     server (default ``CONNECT_TIMEOUT`` seconds). (No driver on this
     machine is ``NoStorm``, saying what to install: ``driver``.) Its search_path is
     ``pg_catalog, pg_temp`` (``fix_search_path``): no statement it runs
-    resolves a name in a schema another role may create objects in."""
-    timeout = {} if readable(url).get("connect_timeout") not in (None, "") else {"connect_timeout": CONNECT_TIMEOUT}
+    resolves a name in a schema another role may create objects in. Its
+    string literals are standard from its start (``STANDARD_STRINGS``,
+    after the URL's own ``options``), whatever the role's or database's
+    setting."""
+    params = readable(url)
+    timeout = {} if params.get("connect_timeout") not in (None, "") else {"connect_timeout": CONNECT_TIMEOUT}
+    options = " ".join(filter(None, (params.get("options"), STANDARD_STRINGS)))
     try:
-        conn = driver.connect(url, application_name="storm-queue", **timeout)
+        conn = driver.connect(url, application_name="storm-queue", options=options, **timeout)
         try:
             conn.execute(q("fix_search_path"))
         except BaseException:

@@ -32,7 +32,8 @@
 -- waiter takes a number only once and only past the last it took
 -- (store/postgres/changes.py), so a stranger's notice wakes no one.
 CREATE OR REPLACE FUNCTION storm_queue.announce_change()
-RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+RETURNS trigger LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on AS $$
 DECLARE
     v_line jsonb;
     v_sent bigint;

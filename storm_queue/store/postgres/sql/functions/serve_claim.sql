@@ -10,14 +10,15 @@
 -- halt met, the last line written and the lanes marked blocked.
 CREATE OR REPLACE FUNCTION storm_queue.serve_claim(p_holder text, p_default_holder text, p_ttl numeric, p_reason text, p_key text,
                                         p_lane text, p_source text, p_wait_ms integer, p_ask text) RETURNS jsonb
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on AS $$
 DECLARE
     b record;
     v_holder text := coalesce(p_holder, p_default_holder);
     v_code text;
     v_message text;
 BEGIN
-    IF v_holder IS NULL OR length(v_holder) > 4096 OR scale(p_ttl) > 0 THEN
+    IF v_holder IS NULL OR length(v_holder) > 4096 OR (p_ttl IS NOT NULL AND scale(p_ttl) IS DISTINCT FROM 0) THEN
         RAISE EXCEPTION 'a claim names its holder, of at most 4,096 characters, and a TTL in whole seconds'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;

@@ -3,7 +3,8 @@
 -- (decided, at the storm's time), never given by the caller. Returns the
 -- lanes marked.
 CREATE OR REPLACE FUNCTION storm_queue.serve_decided(p_wait_ms integer) RETURNS jsonb
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on AS $$
 DECLARE
     w record;
     v_at text;

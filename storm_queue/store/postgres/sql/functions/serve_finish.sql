@@ -5,12 +5,13 @@
 -- record why not.
 CREATE OR REPLACE FUNCTION storm_queue.serve_finish(p_slug text, p_token numeric, p_result text, p_note text, p_reason text,
                                          p_key text, p_lane text, p_source text, p_wait_ms integer, p_ask text)
-RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on AS $$
 DECLARE
     b record;
     s record;
 BEGIN
-    IF p_slug IS NULL OR p_token IS NULL OR scale(p_token) > 0 OR p_result IS NULL OR length(p_result) > 4096 THEN
+    IF p_slug IS NULL OR p_token IS NULL OR scale(p_token) IS DISTINCT FROM 0 OR p_result IS NULL OR length(p_result) > 4096 THEN
         RAISE EXCEPTION 'a finish names its lane, a token in a whole number and a result' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     SELECT * INTO s FROM storm_queue.finish_shape(p_slug, p_source, p_token, p_result, p_note);

@@ -11,7 +11,8 @@
 CREATE OR REPLACE FUNCTION storm_queue.serve_finish_claim(p_slug text, p_token numeric, p_result text, p_note text,
     p_holder text, p_default_holder text, p_ttl numeric, p_reason text, p_key text, p_lane text, p_source text,
     p_wait_ms integer, p_ask text) RETURNS jsonb
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on AS $$
 DECLARE
     b record;
     s record;
@@ -19,8 +20,8 @@ DECLARE
     v_holder text := coalesce(p_holder, p_default_holder);
     v_claim_args text := coalesce(storm_queue.json_str(p_holder), 'null') || ', ' || coalesce(p_ttl::text, 'null');
 BEGIN
-    IF p_slug IS NULL OR p_token IS NULL OR scale(p_token) > 0 OR p_result IS NULL OR length(p_result) > 4096
-       OR v_holder IS NULL OR length(v_holder) > 4096 OR scale(p_ttl) > 0 THEN
+    IF p_slug IS NULL OR p_token IS NULL OR scale(p_token) IS DISTINCT FROM 0 OR p_result IS NULL OR length(p_result) > 4096
+       OR v_holder IS NULL OR length(v_holder) > 4096 OR (p_ttl IS NOT NULL AND scale(p_ttl) IS DISTINCT FROM 0) THEN
         RAISE EXCEPTION 'a finish then claim names its lane, a token in a whole number, a result, its holder and a TTL '
             'in whole seconds' USING ERRCODE = 'invalid_parameter_value';
     END IF;

@@ -4,7 +4,8 @@
 -- refused not_operator, recorded; the operator's takes its request path.
 CREATE OR REPLACE FUNCTION storm_queue.serve_recover(p_slug text, p_force boolean, p_reason text, p_key text, p_lane text,
                                           p_source text, p_wait_ms integer, p_ask text) RETURNS jsonb
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on AS $$
 DECLARE
     b record;
     s record;

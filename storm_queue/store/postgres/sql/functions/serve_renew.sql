@@ -4,7 +4,8 @@
 -- record why not.
 CREATE OR REPLACE FUNCTION storm_queue.serve_renew(p_slug text, p_token numeric, p_ttl numeric, p_reason text, p_key text,
                                         p_lane text, p_source text, p_wait_ms integer, p_ask text) RETURNS jsonb
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp
+SET standard_conforming_strings = on AS $$
 DECLARE
     b record;
     s record;
@@ -15,7 +16,8 @@ DECLARE
     v_expires text;
     v_lines text[];
 BEGIN
-    IF p_slug IS NULL OR p_token IS NULL OR scale(p_token) > 0 OR scale(p_ttl) > 0 THEN
+    IF p_slug IS NULL OR p_token IS NULL OR scale(p_token) IS DISTINCT FROM 0
+       OR (p_ttl IS NOT NULL AND scale(p_ttl) IS DISTINCT FROM 0) THEN
         RAISE EXCEPTION 'a renew names its lane, and a token and TTL in whole numbers' USING ERRCODE = 'invalid_parameter_value';
     END IF;
     SELECT * INTO s FROM storm_queue.serve_shape(p_slug, p_source, p_token);

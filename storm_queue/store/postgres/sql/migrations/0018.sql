@@ -7,7 +7,10 @@
 -- runs_at.later_until keeps the earliest time a lane so passed is
 -- scheduled, and at that time each mark goes back to the first lane it
 -- passed so (open_back, prio_back). A schedule changed moves the marks
--- back to its lane (run_open's trigger). (A storm made at version 18 and
+-- back to its lane (run_open's trigger). The functions a runner may call,
+-- and announce_change, fix standard_conforming_strings for their call,
+-- and take a token or TTL of NaN or Infinity for what no client asks.
+-- (A storm made at version 18 and
 -- told it is older, as tests do, has the columns and the trigger already:
 -- they are made again.)
 SET LOCAL search_path = pg_catalog, pg_temp;
