@@ -162,6 +162,14 @@ def must_be_url(text: str) -> None:
             f"{quote(shown(text))} is not a database URL: write postgresql://USER@HOST:PORT/DBNAME; nothing was done")
 
 
+def must_be_directory(text: str) -> None:
+    """``NoStorm`` (exit 2, any password masked) when ``text`` is a
+    database URL: the source of ``migrate``, given where its target goes."""
+    if is_url(text):
+        raise NoStorm(f"{quote(shown(text))} is a database: migrate carries a directory storm into one, the directory "
+                      "first (storm-queue migrate DIR URL); nothing was migrated")
+
+
 def not_a_url(root: str, role: str = "storm root") -> NoStorm | None:
     """The refusal (exit 2, its password masked) of a ``root`` that looks
     like a database's but is not a URL libpq takes as one: a libpq

@@ -21,7 +21,7 @@ CODES: dict[str, tuple[int, str]] = {
     "invalid_dependency": (2, "a dependency is not a name"),
     "invalid_source": (2, "the source is not a name"),
     "invalid_holder": (2, "`claim --holder` is not a name"),
-    "invalid_issue": (2, "the issue is not ASCII digits or `-`"),
+    "invalid_issue": (2, "the issue is not ASCII digits (at most 200) or `-`"),
     "invalid_key": (2, "`--key` is not 1 to 200 letters, digits or `._:@/+=-`"),
     "invalid_time": (2, "`--not-before` is not `now`, `+N[smhd]`, a date or RFC 3339 with a zone"),
     "invalid_token": (2, "the token is not a positive whole number (the Python API; the command line checks it as usage)"),

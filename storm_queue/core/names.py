@@ -90,3 +90,25 @@ def printable(text: str) -> str:
 def quote(text: str) -> str:
     """Return ``text`` escaped and in double quotes: outside text as data."""
     return '"' + escape(text).replace('"', '\\"') + '"'
+
+
+#: how much of an outside text a report quotes when it is too long to be any name (a name's limit, and some)
+SHOWN = 256
+
+
+def clipped(text: str, limit: int = SHOWN) -> str:
+    """``text``, or its first ``limit`` characters and how many more there
+    are: a report about a text too long to be anything quotes it, never
+    copies it whole (one damaged queue.txt line of a megabyte was copied
+    twice into every listing and into progress.log)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
+def why_not_issue(text: str) -> str:
+    """Say in words why ``text`` is not an issue (assumes ``is_issue`` is
+    false), as the predicate of "issue TEXT ..."."""
+    if text.isascii() and text.isdigit():
+        return f"is {len(text):,} digits, longer than {MAX_NAME}"
+    return "is not ASCII digits or '-'"

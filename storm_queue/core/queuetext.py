@@ -9,7 +9,7 @@ text comes in; the directory store reads and appends the file
 
 from __future__ import annotations
 
-from .names import is_issue, is_name, quote, why_not_name
+from .names import clipped, is_issue, is_name, quote, why_not_issue, why_not_name
 from .records import dataclass
 
 TYPE_CHECKING = False
@@ -56,18 +56,18 @@ def lane(fields: list[str], number: int) -> Lane | tuple[str, str]:
     is not one: ``(code, words)``, the code a request refuses such a line with."""
     slug = fields[0]
     if not is_name(slug):
-        return "invalid_slug", f"slug {quote(slug)} is not a name: {why_not_name(slug)}"
+        return "invalid_slug", f"slug {quote(clipped(slug))} is not a name: {why_not_name(slug)}"
     if len(fields) < 2:
         return "invalid_issue", f"lane {slug} has no issue (write '-' for none)"
     issue = fields[1]
     if not is_issue(issue):
-        return "invalid_issue", f"issue {quote(issue)} is not ASCII digits or '-'"
+        return "invalid_issue", f"issue {quote(clipped(issue))} {why_not_issue(issue)}"
     deps = split_deps(" ".join(fields[2:]))
     for dep in deps:
         if dep == NO_DEPS:
             return "invalid_dependency", f"'{NO_DEPS}' means no dependencies, so it cannot stand among them"
         if not is_name(dep):
-            return "invalid_dependency", f"dependency {quote(dep)} is not a name: {why_not_name(dep)}"
+            return "invalid_dependency", f"dependency {quote(clipped(dep))} is not a name: {why_not_name(dep)}"
     return Lane(slug, issue, tuple(dict.fromkeys(deps)), number)
 
 
@@ -94,9 +94,9 @@ def parse(text: str) -> QueueFile:
     for number, raw, fields in lines(text):
         found = lane(fields, number)
         if isinstance(found, tuple):
-            skipped.append(Skipped(number, raw, found[1]))
+            skipped.append(Skipped(number, clipped(raw), found[1]))
         elif found.slug in seen:
-            skipped.append(Skipped(number, raw, f"duplicate of line {seen[found.slug]}: the first line is kept"))
+            skipped.append(Skipped(number, clipped(raw), f"duplicate of line {seen[found.slug]}: the first line is kept"))
         else:
             seen[found.slug] = number
             lanes.append(found)

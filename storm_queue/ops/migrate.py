@@ -7,11 +7,10 @@ from __future__ import annotations
 import os
 
 from ..core import config, fold
-from ..core.errors import BadArgument, InitRefused, NotHere, StormError
+from ..core.errors import InitRefused, NotHere, StormError
 from ..core.framing import sha256
-from ..core.names import quote
 from ..core.records import dataclass
-from ..roots import is_url, shown, without_password
+from ..roots import must_be_directory, shown, without_password
 from ..store.directory.log import reader
 from ..store.directory.store import Directory
 from ..store.postgres import driver
@@ -47,15 +46,13 @@ def migrate(directory: str, url: str, env: Mapping[str, str], wait: float = 30.0
     ``url`` (the directory's operator only): lanes, ledgers, results,
     leases, the declaration and every line of its log with its seq and
     chain; then record on the directory a last line naming where it went.
-    ``BadArgument`` (exit 2) when ``directory`` is a URL: the two swapped."""
+    ``NoStorm`` (exit 2) when ``directory`` is a URL: the two swapped."""
     from ..core.errors import Refused, UnknownOrder
     from ..store.directory import accounts, ledger, queuefile
     from ..store.directory.log import lock, writer
     from ..store.postgres.policy import write_policy
 
-    if is_url(directory):
-        raise BadArgument(f"{quote(shown(directory))} is a database: migrate carries a directory storm into one, the "
-                          "directory first (storm-queue migrate DIR URL); nothing was migrated")
+    must_be_directory(directory)
     src = Directory(directory, env, wait)
     who, op = accounts.caller(src.env), accounts.owner(directory)
     decl = src.declaration()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from .. import wall
 from ..core import queuetext
 from ..core.lane import Plan, Refusal, Snapshot, plan_bump, plan_push, plan_unbump, plan_waive
-from ..core.names import as_text, is_issue, quote
+from ..core.names import as_text, is_issue, quote, why_not_issue
 from ..core.outcome import Outcome, Request, Step
 from ..core.queuetext import split_deps
 from ..core.shapes import optional_text, parse_when, shape_names, when_at
@@ -52,7 +52,7 @@ def push(storm: Storm, slug: str, issue: str, deps: str | tuple[str, ...] | None
                    (issue, dep_list, optional_text(not_before)))
     refusal = shape_names(req.slug, dep_list or (), req.source)
     if refusal is None and not is_issue(issue):
-        refusal = Refusal("invalid_issue", f"issue {quote(issue)} is not ASCII digits or '-'")
+        refusal = Refusal("invalid_issue", f"issue {quote(issue)} {why_not_issue(issue)}")
     when, refusal = parse_when(req.args[2], refusal, wall.seconds())
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step | Refusal:
@@ -76,7 +76,7 @@ def add(storm: Storm, slug: str, issue: str, deps: str | tuple[str, ...] | None 
     req = Request("add", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), (issue, dep_list))
     refusal = shape_names(req.slug, dep_list or (), req.source)
     if refusal is None and not is_issue(issue):
-        refusal = Refusal("invalid_issue", f"issue {quote(issue)} is not ASCII digits or '-'")
+        refusal = Refusal("invalid_issue", f"issue {quote(issue)} {why_not_issue(issue)}")
 
     def plan(snap: Snapshot, by: str, fx: Effects) -> Step:
         lane = snap.lanes.get(req.slug)

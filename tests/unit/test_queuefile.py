@@ -248,3 +248,17 @@ def test_taking_an_append_back_never_cuts_a_file_an_editor_saved_since(tmp_path)
     undo = queuefile.append_line(str(path), "d 4")
     undo()
     assert path.read_text() == "a 1\nc 3\n"
+
+
+def test_a_huge_malformed_line_is_reported_by_its_start_and_length_never_copied_whole():
+    """A line of a megabyte (a binary pasted in) was copied whole into the
+    report, twice (the line, then the slug in its reason): 2 MB in every
+    listing and in progress.log. The report quotes its first 256
+    characters and says how many more there are."""
+    huge = "x" * 1_000_000
+    parsed = queuetext.parse(f"a 1\n{huge} 2\nb 1{'0' * 300}\n")
+    assert [lane.slug for lane in parsed.lanes] == ["a"]
+    line, issue = parsed.skipped
+    assert len(line.text) < 400 and line.text.endswith("... (999,746 more characters)")
+    assert len(line.why) < 400 and "(999,744 more characters)" in line.why and "longer than 200" in line.why
+    assert issue.why.endswith(" is 301 digits, longer than 200")  # not "is not ASCII digits", which it is

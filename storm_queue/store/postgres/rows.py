@@ -11,7 +11,7 @@ writes of those rows (``Writes``)."""
 from __future__ import annotations
 
 from ...core.ledgers import Ledgers
-from ...core.names import is_issue, is_name
+from ...core.names import is_issue, is_name, why_not_issue
 from ...core.queuetext import Lane, Skipped, split_deps
 from ...wall import now
 from .queries import q
@@ -124,7 +124,7 @@ def unsound(slug: object, issue: object, deps: object) -> str | None:
     if not (isinstance(slug, str) and is_name(slug)):
         return "its slug is not a name"
     if not (isinstance(issue, str) and is_issue(issue)):
-        return "its issue is not ASCII digits or '-'"
+        return f"its issue {why_not_issue(issue)}"
     if not (isinstance(deps, list) and all(isinstance(d, str) and is_name(d) for d in deps)):
         return "its dependencies are not a list of names"
     return None

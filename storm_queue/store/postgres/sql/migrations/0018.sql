@@ -10,9 +10,8 @@
 -- back to its lane (run_open's trigger). The functions a runner may call,
 -- and announce_change, fix standard_conforming_strings for their call,
 -- and take a token or TTL of NaN or Infinity for what no client asks.
--- (A storm made at version 18 and
--- told it is older, as tests do, has the columns and the trigger already:
--- they are made again.)
+-- (A storm made at version 18 and told it is older, as tests do, has the
+-- columns and the trigger already: they are made again.)
 SET LOCAL search_path = pg_catalog, pg_temp;
 ALTER TABLE storm_queue.runs_at ADD COLUMN IF NOT EXISTS later_until text;
 ALTER TABLE storm_queue.runs_at ADD COLUMN IF NOT EXISTS open_back bigint;
