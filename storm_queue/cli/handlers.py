@@ -244,7 +244,9 @@ def show_why(root: str | None, as_json: bool, slug: str) -> int:
     found = source.why(slug)
     if as_json:
         emit_json(render.why_json(found))
-    elif found.known:
+        return found.exit_code
+    warn(list(found.warnings))
+    if found.known:
         say(render.why_text(found))
     else:
         err(f"storm-queue: {render.why_text(found).splitlines()[0]}")

@@ -287,6 +287,7 @@ def why_json(why: Why) -> dict[str, Any]:
         "halted": why.halt is not None, "halt": act_json(why.halt),
         # every slot held (issue 33 item 7), and a storm that moved (item 6)
         "slots": slots_json(why.slots), "waits_for_slot": why.waits_for_slot, "moved": why.moved or None,
+        "warnings": list(why.warnings),
     }
 
 

@@ -91,6 +91,8 @@ class Why:
     slots: Slots | None = None
     #: where the storm moved (``migrate``), as printed; '' while it is kept here
     moved: str = ""
+    #: what every reader of the storm says beside its answer (a torn tail ignored, a declaration refusing requests)
+    warnings: tuple[str, ...] = ()
 
     @property
     def waits_for_slot(self) -> bool:

@@ -208,7 +208,7 @@ def _recorded(fx: Effects, req: Request, out: Outcome, events: list[dict[str, An
     out.recorded = True
     if events[0]["action"] == "repair":
         out.warnings.append(f"repaired the log: kept {events[0]['torn']} torn bytes in {events[0]['side']} and recorded it")
-    fx.say(at, _progress_words(out, req), owner_ids)
+    _say(fx, at, out, req, owner_ids)
 
 
 def _not_written(fx: Effects, req: Request, by: str, who: str, refusal: Refusal | None, authorised: bool,
@@ -227,7 +227,7 @@ def _not_written(fx: Effects, req: Request, by: str, who: str, refusal: Refusal 
             out.message += f" (recorded, but {note})"
         else:
             out = Outcome("done", req.verb, req.slug, by, message=f"recorded but not witnessed: {note}")
-        fx.say(at, _progress_words(out, req), owner_ids)
+        _say(fx, at, out, req, owner_ids)
         if refusal is not None:
             return out
         raise RecordFailed(f"the {req.verb} was recorded but not witnessed: {note}; do not ask again", recorded=True,
@@ -284,7 +284,7 @@ def _start_new_log(store: Store, fx: Effects, req: Request, by: str, at: str, dr
     else:
         words = f"started a new log; the old one is kept beside it ({event['abandons']} bytes abandoned)"
     out = Outcome("done", "reset", None, by, recorded=True, event=event, message=words, cut=cut)
-    fx.say(at, _progress_words(out, req), None)
+    _say(fx, at, out, req, None)
     return out
 
 
@@ -393,3 +393,10 @@ class _Unlocked:
 
 
 _UNLOCKED = _Unlocked()
+
+
+def _say(fx: Effects, at: str, out: Outcome, req: Request, owner_ids: tuple[int, int] | None) -> None:
+    """Say the request in progress.log; a line that could not be written is a warning of ``out``."""
+    note = fx.say(at, _progress_words(out, req), owner_ids)
+    if note:
+        out.warnings.append(note)

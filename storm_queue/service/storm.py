@@ -242,9 +242,7 @@ class Storm:
         log = log or self.store.read(decl)
         snap = self.store.snapshot(log)
         view = resolve(snap)
-        warnings = list(log.warnings)
-        if decl.sources_error:
-            warnings.append(f"{decl.sources_error}: every request is refused until storm.toml is fixed (see storm.toml.example)")
+        warnings = read_warnings(decl, log)
         from ..core.resolver import cycle_note, held_note
 
         warnings += [note for note in (cycle_note(snap, view), held_note(view)) if note]
@@ -276,9 +274,11 @@ class Storm:
         from ..core.runs import full_slots
 
         decl = self.store.declaration()
-        snap = self.store.snapshot(self.store.read(decl))
+        log = self.store.read(decl)
+        snap = self.store.snapshot(log)
         found = why.explain(snap, resolve(snap), snap.skipped, as_text(slug), decl.runner)
-        return replace(found, slots=full_slots(snap, decl.runner), moved=shown(snap.state.moved_to))
+        return replace(found, slots=full_slots(snap, decl.runner), moved=shown(snap.state.moved_to),
+                       warnings=tuple(read_warnings(decl, log)))
 
     def tenure(self, slug: str, token: int, wait: float = 0.0) -> Tenure:
         """What became of the lease on ``slug`` under ``token``: live, or
@@ -327,3 +327,13 @@ def moved_note(url: str) -> str:
     """What a reader of a storm that moved says first."""
     return (f"this storm moved to {url} (the log's last line says so): its lanes run there; what follows is "
             "the storm as it was here when it moved; ask there with --root URL")
+
+
+def read_warnings(decl: config.Declaration, log: logread.LogRead) -> list[str]:
+    """What a reader says on stderr (and in ``warnings`` with ``--json``)
+    whatever it reads: the log's own (a torn tail ignored, lines after the
+    witness) and a declaration every request is refused under."""
+    warnings = list(log.warnings)
+    if decl.sources_error:
+        warnings.append(f"{decl.sources_error}: every request is refused until storm.toml is fixed (see storm.toml.example)")
+    return warnings

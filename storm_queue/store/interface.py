@@ -254,9 +254,10 @@ class Effects(Protocol):
     def unmark_blocked(self, slug: str) -> Callable[[], None] | None:
         """Take away ``next``'s blocked mark on ``slug``; return its undo."""
 
-    def say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
+    def say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> str | None:
         """Say one line of plain ``words`` where the operator reads what
-        happened (a directory's progress.log; a database has its log only)."""
+        happened (a directory's progress.log; a database has its log only);
+        a note for stderr when it could not be said, else None."""
 
     def tell_claim(self, claim: Claim, skipped: tuple[Skipped, ...], at: str) -> list[str]:
         """After a claim is recorded: mark blocked the lanes it met before

@@ -295,3 +295,25 @@ def test_no_storm_exits_2_and_says_what_to_do(tmp_path: Path) -> None:
     assert "--root" in missing.stderr
     assert list(empty.iterdir()) == []
 
+
+
+def test_a_progress_log_that_cannot_be_written_is_said_and_what_next_would_say_waits_for_it(tmp_path) -> None:
+    """progress.log failing (here a directory in its place) was silent:
+    next and bump exited 0 saying nothing, and next marked its news (a
+    skipped line) as said, so it was never said once the file worked
+    again. Now each says so on stderr (a request in ``warnings`` too), and
+    the news is said by the first next that can."""
+    root = make_storm(tmp_path / "s", "a 1\nbad$ 2\n")
+    (root / "progress.log").mkdir()
+    first = run_cli(root, "next")
+    assert first.returncode == 0 and first.stdout == "run a 1\n"
+    assert "progress.log could not be written" in first.stderr
+    bumped = run_cli(root, "bump", "a", "--json")
+    assert bumped.returncode == 0
+    assert json.loads(bumped.stdout)["warnings"] == [
+        "progress.log could not be written; the request is in the priority log (storm-queue log shows it)"]
+    assert [e["action"] for e in log_events(root)] == ["bump"]
+    (root / "progress.log").rmdir()
+    again = run_cli(root, "next")
+    assert again.returncode == 0 and again.stderr == ""
+    assert 'queue.txt line 2 skipped: "bad$ 2"' in (root / "progress.log").read_text()

@@ -147,3 +147,19 @@ def test_a_lane_late_in_a_long_queue_names_the_first_ten_ahead_and_counts_the_re
     first = ", ".join(f"l{i}" for i in range(10))
     assert f"runs after: {first} and 490 more (storm-queue list shows the order)" in done.stdout.splitlines()
     assert why(root, "l500")["ahead"] == [f"l{i}" for i in range(500)]
+
+
+def test_why_says_what_every_reader_says_of_a_torn_tail_and_a_declaration_refusing_requests(storm) -> None:
+    """A reader ignores a torn tail and says so, on stderr and in
+    ``warnings`` with --json (contract, section 4); list and next did, why
+    said nothing. Likewise a storm.toml every request is refused under."""
+    root = prepared(storm)
+    with open(root / "priority.log", "ab") as f:
+        f.write(b'{"v":1')
+    (root / "storm.toml").write_text('[priority]\nsources = "bot"\n')
+    plain = run_cli(root, "why", "a")
+    assert plain.returncode == 0
+    assert "torn write of 6 bytes" in plain.stderr and "every request is refused until storm.toml is fixed" in plain.stderr
+    assert "torn write" not in plain.stdout
+    warnings = why(root, "a")["warnings"]
+    assert len(warnings) == 2 and "torn write" in warnings[0] and "storm.toml" in warnings[1], warnings

@@ -93,8 +93,12 @@ class Files:
         return ledger.unmark_blocked(self.root, slug, None)
 
     @translated
-    def say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
-        ledger.say(self.root, at, words, owner_ids)
+    def say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> str | None:
+        if ledger.say(self.root, at, words, owner_ids):
+            return None
+        if owner_ids is not None and not os.path.lexists(os.path.join(self.root, ledger.PROGRESS)):
+            return None  # another account never creates it
+        return f"{ledger.PROGRESS} could not be written; the request is in the priority log (storm-queue log shows it)"
 
     @translated
     def tell_claim(self, claim: Claim, skipped: tuple[Skipped, ...], at: str) -> list[str]:
@@ -229,9 +233,11 @@ def tell(root: str, view: View, skipped: tuple[Skipped, ...], at: str, log_path:
             ledger.mark_blocked(root, row.slug, list(row.waits_on), at, None)
             ledger.say(root, at, f"next: marked {row.slug} blocked on abandoned {', '.join(row.waits_on)}", None)
         fresh = news(view, skipped, log_path, reload=True)
-        for _, words in fresh:
-            ledger.say(root, at, words, None)
-        ledger.SaidOnce(log_path).add([k for k, _ in fresh])
+        said = [k for k, words in fresh if ledger.say(root, at, words, None)]
+        ledger.SaidOnce(log_path).add(said)  # what could not be said is news again at the next next
     except (OSError, RecordFailed) as exc:
         return [f"next: side effects skipped: {exc}"]
+    if len(said) < len(fresh):
+        return [f"next: {ledger.PROGRESS} could not be written; what it would say (a skipped line, a stray slug) is "
+                "said at the next next that can"]
     return []

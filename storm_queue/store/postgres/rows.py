@@ -183,6 +183,7 @@ class Writes:
 
     def say(self, at: str, words: str, owner_ids: tuple[int, int] | None) -> None:
         """A database storm's record is its log; there is no progress.log."""
+        return None
 
     def tell_claim(self, claim: Any, skipped: tuple, at: str) -> list[str]:
         """The blocked rows the claim met (no whole view is made)."""

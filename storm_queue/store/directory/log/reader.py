@@ -258,8 +258,10 @@ def _read_once(log_path: str, keep_events: bool, use_checkpoint: bool,
         if lines.events is not None:
             out.events = lines.events
     if offset + out.torn < witness.length:
-        raise _damage(log_path, f"the log holds {offset + out.torn} bytes, shorter than the {witness.length} its witness recorded",
-                      seq + 1, offset)
+        held = offset + len(tail or b"")
+        whole = f" ({offset} of them in whole lines)" if held > offset else ""
+        raise _damage(log_path, f"the log holds {held} bytes{whole}, shorter than the {witness.length} its witness "
+                      "recorded", seq + 1, offset)
     if not met_witness:
         raise _damage(log_path, f"the witnessed length {witness.length} is not at the end of a line", seq + 1, offset)
     if offset > witness.length:
