@@ -195,7 +195,8 @@ def show_list(root: str | None, as_json: bool, plain: bool, show_all: bool, stat
     else:
         from .table import print_listing
 
-        print_listing(listing, show_settled=show_all)
+        if not print_listing(listing, show_settled=show_all):
+            say(render.listing_text(listing, show_all))
     warn(listing.warnings)
     return 0
 

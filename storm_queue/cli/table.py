@@ -230,7 +230,16 @@ def listing_table(listing: Listing, show_settled: bool = False, width: int | Non
     return Group(*parts)
 
 
-def print_listing(listing: Listing, console: Console | None = None, show_settled: bool = False) -> None:
-    """Print the listing's table on ``console`` (default: stdout)."""
+#: the narrowest terminal the table is drawn in (``COLUMNS=0`` drew it 0 wide: nothing at all)
+NARROWEST = 20
+
+
+def print_listing(listing: Listing, console: Console | None = None, show_settled: bool = False) -> bool:
+    """Print the listing's table on ``console`` (default: stdout); False,
+    printing nothing, when the console is narrower than ``NARROWEST``
+    (the caller prints the plain listing instead)."""
     console = console or Console()
+    if console.width < NARROWEST:
+        return False
     console.print(listing_table(listing, show_settled, console.width))
+    return True

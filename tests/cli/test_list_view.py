@@ -324,3 +324,23 @@ def test_a_state_with_no_lane_says_so_in_its_own_words(tmp_path: Path) -> None:
     assert "lanes: none to run" not in run_cli(root, "list", "--plain").stdout
     code, text = run_in_pty(root, "list", "--state", "quarantined")
     assert code == 0 and "lanes: none quarantined" in SGR.sub("", text)
+
+
+def test_a_terminal_too_narrow_for_the_table_gets_the_plain_listing(storm) -> None:
+    """``COLUMNS=0`` (or a pty a few columns wide) drew the table 0 wide:
+    list printed nothing and exited 0. Narrower than the table can be
+    drawn (``table.NARROWEST``), it prints the plain listing."""
+    from storm_queue.cli.table import NARROWEST
+
+    root = prepared(storm)
+    plain = run_cli(root, "list", "--plain").stdout
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "storm_queue", "list", "--root", str(root)], stdout=slave,
+                            stderr=subprocess.DEVNULL, env=clean_env(COLUMNS="0", TERM="xterm-256color"))
+    os.close(slave)
+    zero = drain(master).decode("utf-8").replace("\r\n", "\n")
+    assert proc.wait(timeout=60) == 0 and zero == plain
+    code, narrow = run_in_pty(root, "list", columns=NARROWEST - 1)
+    assert code == 0 and narrow == plain
+    code, table = run_in_pty(root, "list", columns=NARROWEST)
+    assert code == 0 and BOX & set(table)
