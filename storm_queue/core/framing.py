@@ -136,6 +136,38 @@ def _rows_ok(value: Any) -> bool:
     return True
 
 
+#: the principals a line may name (core/authority.py, the database's runners), each before a colon; a lane
+#: process is ``lane:`` and its value as a JSON string
+_PRINCIPALS = ("operator", "source", "account", "runner")
+
+
+def is_stamp(at: Any) -> bool:
+    """Whether ``at`` is written as the log writes a time
+    (``YYYY-MM-DDTHH:MM:SS.ffffffZ``, core/clock.py ``stamp``; the
+    database's insert check reads it the same way). String methods: it is
+    asked of every line."""
+    return (type(at) is str and len(at) == 27 and at[4:20:3] == "--T::." and at[26] == "Z" and at.isascii()
+            and at[:26].replace("-", "0").replace("T", "0").replace(":", "0").replace(".", "0").isdigit())
+
+
+def is_principal(by: Any) -> bool:
+    """Whether ``by`` names a principal: ``operator:``, ``source:``,
+    ``account:`` or ``runner:`` and a name, or ``lane:`` and a JSON string."""
+    if type(by) is not str:
+        return False
+    kind, colon, rest = by.partition(":")
+    if not (colon and rest):
+        return False
+    if kind == "lane":
+        try:
+            if type(loads(rest)) is not str:
+                return False
+        except ValueError:
+            return False
+        return True
+    return kind in _PRINCIPALS
+
+
 def decode(line: bytes) -> dict[str, Any]:
     """Parse and check one line (newline included); raise ``Malformed``
     saying what is wrong."""
@@ -157,6 +189,12 @@ def decode(line: bytes) -> dict[str, Any]:
     for name, kind in (*OPTIONAL.items(), *OPTIONAL_OF.get(action, {}).items()):
         if name in event and not _is(event[name], kind):
             raise Malformed(f"field {name!r} is not a {kind}")
+    if not is_stamp(event["at"]):
+        raise Malformed(f"field 'at' holds {dumps(event['at'])[:80]}, which is not a time as the log writes one "
+                        "(YYYY-MM-DDTHH:MM:SS.ffffffZ)")
+    if not is_principal(event["by"]):
+        raise Malformed(f"field 'by' holds {dumps(event['by'])[:80]}, which is not a principal (operator:, source:, "
+                        "account:, runner: and a name, or lane: and a JSON string)")
     if action not in ("refused", "reset", "repair"):  # a name enters the lane, a directory and a shell only as a name
         from .names import is_name
 
@@ -224,7 +262,8 @@ def _compile(action: str) -> Callable[..., bool]:
     order = [*fields, "prev"]
     x = {name: f"x{i}" for i, name in enumerate(order)}
     named = NAMED.get(action, ("slug",)) if action not in ("refused", "reset", "repair") else ()
-    tests = [f"{x['v']} == {VERSION}", f"{x['seq']} == seq", f"{x['prev']} == prev"]
+    tests = [f"{x['v']} == {VERSION}", f"{x['seq']} == seq", f"{x['prev']} == prev", f"_stamp({x['at']})",
+             f"_principal({x['by']})"]
     texts, names, name_lists = [], [], []
     for name, kind in fields.items():
         v = x[name]
@@ -259,7 +298,8 @@ def _compile(action: str) -> Callable[..., bool]:
     builtins = [b for b in ("type", "str", "int", "list", "bool", "dict", "len") if b in words]
     src = (f"def fits(e, known, seq, prev, {', '.join(f'{b}={b}' for b in builtins)}):\n"
            f"    {', '.join(x[n] for n in order)} = _get(e)\n    return ({body})\n")
-    scope: dict[str, Any] = {"_learn": _learn, "_optional_fit": _optional_fit, "_rows_ok": _rows_ok, "_get": itemgetter(*order)}
+    scope: dict[str, Any] = {"_learn": _learn, "_optional_fit": _optional_fit, "_rows_ok": _rows_ok, "_get": itemgetter(*order),
+                             "_stamp": is_stamp, "_principal": is_principal}
     exec(src, scope)  # noqa: S102 -- built from the schema's names and numbered locals only
     return scope["fits"]
 

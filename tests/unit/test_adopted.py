@@ -243,7 +243,7 @@ def test_an_adopt_line_whose_lane_is_not_rows_of_names_is_malformed(lane):
 
 
 def test_an_adopt_that_took_a_log_over_is_valid_only_as_line_1():
-    body = {"v": 1, "seq": 2, "at": "t", "action": "adopt", "by": "o", "prev": "0" * 64, "name": "p", "kept": "k",
+    body = {"v": 1, "seq": 2, "at": "2026-12-06T00:00:00.000000Z", "action": "adopt", "by": "operator:o", "prev": "0" * 64, "name": "p", "kept": "k",
             "sha256": "s", "bytes": 1, "lines": 1, "lane": []}
     with pytest.raises(framing.Malformed, match="only as line 1"):
         framing.decode(framing.encode(body))

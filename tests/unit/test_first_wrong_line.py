@@ -29,7 +29,7 @@ def test_the_changed_line_is_named_in_any_block() -> None:
 
 def test_a_changed_last_line_breaks_no_chain_and_other_damage_is_named_as_it_was() -> None:
     log = lines(3, 10)
-    assert check_lines(log[:2] + [log[2].replace(b"r", b"R", 1)]).problem is None  # the witness tells of the last line
+    assert check_lines(log[:2] + [log[2].replace(b"\"reason\":\"r", b"\"reason\":\"R", 1)]).problem is None  # the witness tells
     cut = log[:1] + log[2:]
     problem = check_lines(cut).problem
     assert (problem.line, problem.what) == (2, "line 2 has seq 3, expected 2")

@@ -301,6 +301,21 @@ def test_schema_violations_are_malformed(log, event):
     assert_unknown(log, "malformed")
 
 
+@pytest.mark.parametrize(("field", "value"), [
+    ("at", "yesterday"), ("at", "2026-12-05T23:00:00Z"), ("at", "2026-12-05 23:00:00.000000Z"), ("at", 1.5),
+    ("by", "nobody-at-all\x1b[31m"), ("by", "operator:"), ("by", "lane:unquoted"), ("by", "root:x"), ("by", "")])
+def test_a_time_or_a_principal_not_written_as_the_log_writes_them_is_malformed(log, field, value):
+    """verify called a chained, witnessed line sound whose at was
+    "yesterday" and whose by was no principal (contract, section 4: at is
+    RFC 3339 with microseconds and Z; by is operator:, source:, account: or
+    lane:"..."). The reader refuses it, as the database's insert check
+    does, on the quick path and the slow one."""
+    write_raw(log, [bump("a"), {**bump("b"), field: value}])
+    assert_unknown(log, "line 2 is malformed", f"field '{field}'")
+    event = {"v": 1, "seq": 1, "at": AT, "action": "bump", "by": BY, "prev": None, **bump("a"), field: value}
+    assert not framing.QUICK["bump"](event, set(), 1, None)
+
+
 def test_wrong_seq_or_prev_even_if_witnessed(log):
     write_raw(log, [bump("a")])
     raw = lines(log)
