@@ -70,6 +70,10 @@ class DirectoryStorm(_Either):
         """queue.txt replaced by hand."""
         (self.path / "queue.txt").write_text(queue)
 
+    def declare(self, toml: str) -> None:
+        """storm.toml replaced by hand (no ``declare`` request: any text, a broken one too)."""
+        (self.path / "storm.toml").write_text(toml)
+
     def settle(self, slugs) -> None:
         with open(self.path / "integrated.txt", "a") as f:
             f.writelines(s + "\n" for s in slugs)
@@ -142,15 +146,22 @@ class DatabaseStorm(_Either):
         self._sql("INSERT INTO storm_queue.settled (slug, ledger, at) VALUES (%s, %s, 'then')",
                   [(s, "integrated") for s in integrated] + [(s, "abandoned") for s in abandoned])
         self.finish(finished)
-        if toml is not None:  # as declare records it: the text, and the runner policy the server serves runners by
-            from storm_queue.store.postgres.driver import Jsonb
+        if toml is not None:
+            self.declare(toml)
 
-            from storm_queue.store.postgres.policy import policy
+    def declare(self, toml: str) -> None:
+        """The storm row's declaration replaced by hand, as declare records
+        it (the text, and the runner policy the server serves runners by:
+        none for a text that cannot be read), without a ``declare`` request:
+        any text, a broken one too."""
+        from storm_queue.store.postgres.driver import Jsonb
 
-            found = policy(toml)
-            self._sql("UPDATE storm_queue.storm SET declaration = %s, runner = %s, "
-                      "runner_for = encode(sha256(convert_to(%s, 'UTF8')), 'hex')",
-                      [(toml, None if found is None else Jsonb(found), toml)])
+        from storm_queue.store.postgres.policy import policy
+
+        found = policy(toml)
+        self._sql("UPDATE storm_queue.storm SET declaration = %s, runner = %s, "
+                  "runner_for = encode(sha256(convert_to(%s, 'UTF8')), 'hex')",
+                  [(toml, None if found is None else Jsonb(found), toml)])
 
     def edit_queue(self, queue: str) -> None:
         """The lane rows edited by hand to be ``queue`` (a queue.txt's text):

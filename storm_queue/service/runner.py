@@ -61,8 +61,9 @@ class Lease:
     ``Outcome`` of the request that ended the lease (a finish or a
     release; None when the lease had already ended under the block).
     ``renewals`` counts the renewals made; ``trouble`` is the last error a
-    renewal met (a server away, the storm's lock busy), tried again at the
-    next interval. One use: a ``Lease`` is entered once."""
+    renewal met (a server away, the storm's lock busy, a refusal while the
+    lease lived), tried again at the next interval (but a refusal past
+    ``max_lease_age``). One use: a ``Lease`` is entered once."""
 
     def __init__(self, storm: Storm, holder: str | None = None, ttl: int | None = None, wait: float = 0.0) -> None:
         self._storm = storm
@@ -155,13 +156,24 @@ class Lease:
         self.stopped.set()
         return True
 
+    def _pause(self) -> bool:
+        """Wait one ``interval`` (or less, when the block ends first);
+        whether the block has ended, so the renewals stop. The one wait
+        between renewals: a test paces the renewals here, one at a time."""
+        return self._halt.wait(self.interval)
+
     def _renew_until_done(self, aside: Aside) -> None:
         """Renew every ``interval`` until the block ends, on the storm's
-        twin; a refused renewal asks how the lease stands: ended, the
-        renewals stop and the block is told; live still (a renewal past
-        ``max_lease_age``), it is only watched, until it ends."""
+        twin. A refused renewal asks how the lease stands: ended (a
+        cancel, an expiry, ...), the renewals stop and the block is told;
+        live still and past ``max_lease_age`` (``lease_age_exceeded``: no
+        renewal can be made again), it is only watched, until it ends;
+        live still and refused for any other reason (a ``[runner]`` the
+        operator broke, a database's ``reorder_conflict``), the refusal is
+        kept in ``trouble`` and the renewal is asked again at the next
+        interval, as after an error (a server away, a busy lock)."""
         renewing = True
-        while not self._halt.wait(self.interval):
+        while not self._pause():
             with aside.turn:
                 try:
                     if not renewing:
@@ -174,7 +186,8 @@ class Lease:
                         continue
                     if self._ended(aside.storm):
                         return
-                    renewing, self.trouble = False, StormError(out.text())
+                    self.trouble = StormError(out.text())
+                    renewing = out.code != "lease_age_exceeded"
                 except Exception as exc:  # noqa: BLE001 -- kept for the block to read; tried again
                     self.trouble = exc
 

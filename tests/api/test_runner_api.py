@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 
 import pytest
@@ -302,6 +303,69 @@ def test_a_renewal_refused_while_the_lease_lives_stops_renewing_and_tells_the_bl
         storm.close()
     refused = [e for e in store.events() if e["action"] == "refused" and e["requested"] == "renew"]
     assert [e["code"] for e in refused] == ["lease_age_exceeded"]  # asked once, then only watched
+
+
+class Paced:
+    """A lease's renewals made one at a time, when the test says
+    (``step``), not every third of its TTL: the lease's one wait between
+    renewals (``Lease._pause``) waits for the test's word instead, so a
+    test moves the injected clock (the ``clock`` fixture) between two
+    renewals and no assertion hangs on the real time. Set before the
+    lease is entered."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease, self.paused, self.let = lease, 0, 0
+        lease._pause = self._pause
+
+    def _pause(self) -> bool:  # in the renewing thread
+        self.paused += 1
+        end = time.monotonic() + PATIENCE
+        while self.let < self.paused and not self.lease._halt.wait(0.01):
+            if time.monotonic() > end:  # the test stopped stepping: renew no more (its step says so)
+                return True
+        return self.lease._halt.is_set()
+
+    def step(self) -> None:
+        """One turn of the renewals (a renewal, or a look at the lease), made and done."""
+        until(lambda: self.paused > self.let, "the renewals waiting for their turn")
+        self.let += 1
+        until(lambda: self.paused > self.let or not self.lease._thread.is_alive(), "the renewal's turn done")
+
+
+def test_a_renewal_refused_while_the_lease_lives_is_asked_again_at_the_next_interval(store, clock):
+    """A renewal refused for a reason that does not end the lease (here
+    a ``[runner]`` the operator broke: ``declaration_unreadable``, until
+    it is fixed) is kept as ``trouble`` and asked again at the next
+    interval: the lease is renewed once the storm answers again, and
+    lives on past the expiry it had when the renewal was refused. (One
+    refusal stopped the renewals for good: the lease expired under the
+    block and another runner took the lane.)"""
+    good = "[runner]\nttl = 60\n"
+    store.make("a 1\n", toml=good)
+    storm = opened(store)
+    try:
+        lease = storm.lease(holder="r1")
+        paced = Paced(lease)
+        with lease as lane:
+            first = lane.expires
+            store.declare(good + "slots = 0\n")  # the operator's typo
+            paced.step()
+            assert "declaration_unreadable" in str(lane.trouble) and lane.renewals == 0 and not lane.cancelled
+            store.declare(good)  # fixed
+            clock.advance(40)
+            paced.step()
+            assert lane.renewals == 1 and lane.expires > first and not lane.cancelled
+            clock.advance(40)  # past the expiry the lease had when the renewal was refused
+            paced.step()
+            assert lane.renewals == 2 and not lane.cancelled, lane.ending
+            assert storm.tenure("a", 1).ended is None
+            assert storm.claim(holder="r2").decision == "wait"  # the lane is r1's still
+        assert lane.finished.outcome == "done" and lane.finished.action == "finish"
+    finally:
+        storm.close()
+    asked = [(e["action"], e.get("code")) for e in store.events() if e.get("slug") == "a"]
+    assert [a for a in asked if a[0] != "refused"] == [("claim", None), ("renew", None), ("renew", None), ("finish", None)]
+    assert {a for a in asked if a[0] == "refused"} <= {("refused", "declaration_unreadable")}
 
 
 # -- waits ---------------------------------------------------------------------------
