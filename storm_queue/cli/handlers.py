@@ -127,12 +127,11 @@ def renew(root: str | None, as_json: bool, slug: str, token: int, ttl: int | Non
 def finish(root: str | None, as_json: bool, slug: str, token: int, result: str, note: str | None, then_claim: bool,
            holder: str | None, ttl: int | None, key: str | None, wait: float | None, reason: str | None,
            source: str | None) -> int:
+    from ..service.finishing import claims_own
+
+    claims_own(then_claim, holder, ttl)  # before the storm is opened
     if then_claim:
         return finish_then_claim(root, as_json, slug, token, result, note, holder, ttl, key, wait or 0.0, reason, source)
-    if holder is not None or ttl is not None:
-        from ..core.errors import BadArgument
-
-        raise BadArgument("--holder and --ttl are the claim's: add --then-claim, or leave them out; nothing was done")
     return answer(storm(root, 30.0 if wait is None else wait).finish(slug, token, result, note, source=source,
                                                                      reason=reason, key=key), as_json)
 

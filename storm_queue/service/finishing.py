@@ -44,7 +44,10 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
     anew). ``wait``: a claim that leases nothing waits for work after the
     finish is recorded, as ``claim`` waits (``waiting`` told when); one
     that is not 0 to ``clock.WAIT_MOST`` seconds is ``BadArgument``
-    (exit 2), nothing recorded."""
+    (exit 2), nothing recorded. A ``holder`` or ``ttl`` without
+    ``then_claim`` is ``BadArgument`` too, before anything is asked
+    (``claims_own``)."""
+    claims_own(then_claim, holder, ttl)
     wait, ttl = wait_seconds(wait), optional_seconds(ttl)
     args = (token, result, optional_text(note)) + ((optional_text(holder), ttl) if then_claim else ())
     req = Request("finish", as_text(slug), optional_text(reason), optional_text(source), optional_text(key), args)
@@ -59,6 +62,18 @@ def finish(storm: Storm, slug: str, token: int, result: str, note: str | None = 
         return served
     decl = declaration(storm.store)
     return storm.request(req, refusal, lambda snap, by, fx: _finished(snap, by, fx, decl, req), decl=decl)
+
+
+def claims_own(then_claim: bool, holder: object, ttl: object) -> None:
+    """Raise ``BadArgument`` (exit 2; nothing was asked) when a finish
+    that claims nothing (no ``then_claim``) is given a ``holder`` or a
+    ``ttl`` (whatever their type), which are the claim's and would be
+    dropped unseen; return None otherwise. The command's ``finish`` and
+    the Python API's say it in the same words."""
+    if not then_claim and (holder is not None or ttl is not None):
+        from ..core.errors import BadArgument
+
+        raise BadArgument("--holder and --ttl are the claim's: add --then-claim, or leave them out; nothing was done")
 
 
 def _finished(snap: Snapshot, by: str, fx: Effects, decl: Any, req: Request) -> Step | Refusal:

@@ -425,6 +425,31 @@ def test_a_ttl_that_is_not_whole_seconds_is_a_type_error_before_anything_is_aske
         storm.close()
 
 
+@pytest.mark.parametrize("given", [{"holder": "r2"}, {"holder": 5}, {"ttl": 60}, {"ttl": "60"},
+                                   {"holder": "r2", "ttl": 60}])
+def test_a_finish_that_claims_nothing_refuses_a_holder_or_a_ttl_before_anything_is_asked(store, given):
+    """``holder`` and ``ttl`` are the claim's: a finish without
+    ``then_claim`` dropped them unseen (their type unchecked too). It is
+    ``BadArgument`` in the command's words (``finish --holder`` without
+    ``--then-claim``), nothing asked, nothing recorded."""
+    from storm_queue import BadArgument
+
+    store.make("a 1\n", toml=TTL)
+    storm = opened(store)
+    try:
+        assert storm.claim(holder="r1").decision == "run a 1 1"
+        before = store.lines()
+        with pytest.raises(BadArgument) as refused:
+            storm.finish("a", 1, "ok", **given)
+        words = "--holder and --ttl are the claim's: add --then-claim, or leave them out; nothing was done"
+        assert refused.value.exit_code == 2 and str(refused.value) == words
+        done = store.cli("finish", "a", "--token", "1", "--result", "ok", "--holder", "r2")
+        assert done.returncode == 2 and words in done.stderr, (done.stdout, done.stderr)
+        assert store.lines() == before and storm.tenure("a", 1).ended is None
+    finally:
+        storm.close()
+
+
 @pytest.mark.parametrize("args", [("claim", "--wait", "nan"), ("finish", "a", "--token", "1", "--result", "ok",
                                   "--then-claim", "--wait", "nan"), ("bump", "a", "--wait", "nan"),
                                   ("bump", "a", "--wait", "inf"), ("bump", "a", "--wait", "1e300"),
