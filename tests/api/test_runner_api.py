@@ -96,6 +96,36 @@ def test_the_python_answer_is_the_cli_json_document(store):
     assert (pairs[4][0].decision, pairs[4][1]["decision"]) == ("run gamma-lane 303 1", "run delta-lane 404 1")
 
 
+def test_a_finish_then_claim_answers_the_pair_the_command_prints(store):
+    """``finish --then-claim --json`` prints two documents, the finish's
+    and the claim's: from Python they are ``{"finish": out.to_json(),
+    "claim": out.claim.to_json()}`` (``"claim": null`` for a refused
+    finish, which claims nothing), as docs/python-api.md says;
+    ``out.to_json()`` alone is the finish's."""
+    store.make("alpha-lane 101\nbeta-lane 202\ngamma-lane 303\ndelta-lane 404\n", toml=TTL + "slots = 4\n",
+               unattended=True)
+    storm = opened(store)
+    try:
+        assert storm.claim(holder="h", ttl=60).decision == "run alpha-lane 101 1"
+        assert cli(store, "claim", "--holder", "h", "--ttl", "60")["decision"] == "run beta-lane 202 1"
+        pairs = []
+        for token in (9, 1):  # refused (stale_fence), then done
+            py = storm.finish("alpha-lane", token, "ok", then_claim=True, holder="h", ttl=60)
+            doc = cli(store, "finish", "beta-lane", "--token", str(token), "--result", "ok", "--then-claim",
+                      "--holder", "h", "--ttl", "60")
+            pairs.append((py, doc))
+    finally:
+        storm.close()
+    for py, doc in pairs:
+        ours = {"finish": py.to_json(), "claim": None if py.claim is None else py.claim.to_json()}
+        assert py.to_json() == ours["finish"] and set(doc) == {"finish", "claim"}
+        shown = same_shape(ours, "alpha-lane", "101").replace("gamma-lane", "<slug>").replace(" 303 ", " <issue> ")
+        assert shown == same_shape(doc, "beta-lane", "202").replace("delta-lane", "<slug>").replace(" 404 ", " <issue> ")
+    assert (pairs[0][0].code, pairs[0][0].claim, pairs[0][1]["claim"]) == ("stale_fence", None, None)
+    assert (pairs[1][0].claim.decision, pairs[1][1]["claim"]["decision"]) == ("run gamma-lane 303 1",
+                                                                            "run delta-lane 404 1")
+
+
 # -- the lease: a context manager --------------------------------------------------
 
 
