@@ -80,8 +80,10 @@ def wait_seconds(value: float) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= WAIT_MOST:  # (NaN: no range)
         return float(value)
     from .errors import BadArgument
+    from .names import figure
 
-    raise BadArgument(f"a wait of {value!r} seconds: a wait is a number of seconds from 0 to {WAIT_MOST:,}; nothing "
+    said = figure(value) if isinstance(value, int) else repr(value)
+    raise BadArgument(f"a wait of {said} seconds: a wait is a number of seconds from 0 to {WAIT_MOST:,}; nothing "
                       "was done")
 
 

@@ -8,6 +8,33 @@ MAX_NAME = 200
 _PUNCTUATION = str.maketrans("", "", "._-")
 
 
+#: the most digits of an int written out in full (``figure``): as many as ``str`` writes by default
+#: (``sys.get_int_max_str_digits``), so every number it wrote before is written as it was
+FIGURE_DIGITS = 4300
+#: log10(2): an int of b bits has about b * this many digits
+_LOG2 = 0.30102999566398119521
+
+
+def figure(n: int) -> str:
+    """The int ``n`` (any size: a caller's token, TTL or wait) written for a
+    message or a key's fingerprint: as ``str`` writes it up to
+    ``FIGURE_DIGITS`` digits (``12``, ``-7``, ``True``), else its first ten
+    digits and how many it has (``1000000000...(5,001 digits)``). Never the
+    ``ValueError`` that ``str`` raises past ``sys.get_int_max_str_digits``
+    digits: a caller's number is said, not a crash."""
+    size = abs(n)
+    if size < 10**FIGURE_DIGITS:
+        try:
+            return str(n)
+        except ValueError:  # the process set str's limit lower: as a longer number
+            pass
+    digits = int((size.bit_length() - 1) * _LOG2) + 1  # the count, or one less
+    if size >= 10**digits:
+        digits += 1
+    head = size // 10 ** (digits - 10)
+    return f"{'-' if n < 0 else ''}{head:d}...({digits:,} digits)"
+
+
 def is_name(text: str) -> bool:
     """True when ``text`` may be a slug, a dependency or a source name: at
     most ``MAX_NAME`` characters matching ``[A-Za-z0-9][A-Za-z0-9._-]*``

@@ -230,10 +230,47 @@ class Request:
     args: tuple = ()  # every other argument as given: with the rest, what a key's fingerprint covers
 
     def fingerprint(self) -> str:
+        """What a key binds: a hash of the request's JSON (its verb, slug,
+        reason, source and every other argument as given), the same for
+        the same arguments. An argument JSON cannot write (a Python
+        caller's ``Decimal`` token, an int too long for ``str``) is written
+        as ``_written`` says it: such a request is refused by its shape
+        check, and recorded under its key as it is without one, never a
+        ``TypeError`` or ``ValueError`` of the encoder."""
         from .jsoncodec import dumps
 
-        body = dumps([self.verb, self.slug, self.reason, self.source, list(self.args)])
-        return sha256(body.encode("ascii")).hexdigest()[:32]
+        body = [self.verb, self.slug, self.reason, self.source, list(self.args)]
+        try:
+            text = dumps(body)
+        except (TypeError, ValueError):
+            text = dumps(_written(body))
+        return sha256(text.encode("ascii")).hexdigest()[:32]
+
+
+def _written(value: Any) -> Any:
+    """``value`` as a fingerprint writes it: itself when JSON writes it
+    (so every fingerprint it could write before is kept), a list's items
+    each so, an int too long for ``str`` as ``{"int": names.figure(n)}``,
+    anything else as ``{"object": TYPE, "repr": ITS REPR}`` (at most 200
+    characters of it)."""
+    from .jsoncodec import dumps
+
+    try:
+        dumps(value)
+        return value
+    except (TypeError, ValueError):
+        pass
+    if isinstance(value, (list, tuple)):
+        return [_written(item) for item in value]
+    if isinstance(value, int):
+        from .names import figure
+
+        return {"int": figure(value)}
+    try:
+        shown = repr(value)[:200]
+    except Exception:  # noqa: BLE001 -- a repr that fails: the type alone says it
+        shown = ""
+    return {"object": type(value).__qualname__, "repr": printable(shown)}
 
 
 def repeated(req: Request, by: str, keyed: fold.Keyed, at: str, lease: tuple[int, str] | None, dry_run: bool = False,

@@ -11,6 +11,7 @@ from .clock import seconds, stamp
 from .config import Policy
 from .fold import Run, replay
 from .lane import Refusal, Snapshot
+from .names import figure
 from .records import dataclass, replace
 from .resolver import LEASE, MARKER, ORPHAN, Row, View, decided, in_run_order, resolve, running
 
@@ -49,11 +50,11 @@ def ttl_refusal(policy: Policy, ttl: int) -> Refusal | None:
     """A TTL outside ``ttl_min``..``ttl_max``, or longer than a lease may live."""
     if not policy.ttl_min <= ttl <= policy.ttl_max:
         return Refusal("lease_ttl_out_of_range",
-                       f"a lease TTL of {ttl} s is outside storm.toml [runner] ttl_min..ttl_max "
+                       f"a lease TTL of {figure(ttl)} s is outside storm.toml [runner] ttl_min..ttl_max "
                        f"({policy.ttl_min}..{policy.ttl_max} s); ask for a TTL in that range")
     if ttl > policy.max_lease_age:
         return Refusal("lease_age_exceeded",
-                       f"a lease TTL of {ttl} s is longer than storm.toml [runner] max_lease_age "
+                       f"a lease TTL of {figure(ttl)} s is longer than storm.toml [runner] max_lease_age "
                        f"({policy.max_lease_age} s); ask for a shorter TTL")
     return None
 
@@ -226,7 +227,7 @@ def _fence(snap: Snapshot, slug: str, token: int, verb: str, by: str = "") -> Re
         why = f"{slug} holds no lease" + (f" (its last token was {run.token})" if run.token else "")
     elif lease.token != token:
         age = "older" if token < lease.token else "newer"
-        why = f"token {token} is {age} than the live lease's token {lease.token} on {slug}"
+        why = f"token {figure(token)} is {age} than the live lease's token {lease.token} on {slug}"
     else:
         why = f"the lease of token {token} on {slug} expired at {lease.expires}"
     return Refusal("stale_fence", f"{why}; a runner that lost its lease may not {verb} the lane: stop its work "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from . import clock
 from .lane import Refusal
-from .names import as_text, is_name, printable, quote, why_not_name
+from .names import as_text, figure, is_name, printable, quote, why_not_name
 
 
 def optional_text(value: str | None) -> str | None:
@@ -30,7 +30,7 @@ def shape_holder(holder: str) -> Refusal | None:
 
 def shape_token(token: int) -> Refusal | None:
     if isinstance(token, bool) or not isinstance(token, int) or token < 1:
-        return Refusal("invalid_token", f"token {quote(str(token))} is not a positive whole number; "
+        return Refusal("invalid_token", f"token {quote(figure(token) if isinstance(token, int) else str(token))} is not a positive whole number; "
                        "give the token the claim printed")
     return None
 

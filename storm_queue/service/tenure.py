@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..core.clock import wait_seconds
 from ..core.errors import BadArgument
-from ..core.names import as_text
+from ..core.names import as_text, figure
 from ..core.shapes import shape_names, shape_token
 from ..core.tenure import Tenure
 from ..core.tenure import tenure as found_tenure
@@ -55,7 +55,7 @@ def _look(storm: Storm, slug: str, token: int) -> Tenure:
     found = found_tenure(snap, slug, token)
     if found is None:
         last = snap.state.run(slug).token
-        raise BadArgument(f"no lease of token {token} on {slug} was ever taken ("
+        raise BadArgument(f"no lease of token {figure(token)} on {slug} was ever taken ("
                           + (f"its last token is {last}" if last else f"{slug} has never been claimed")
                           + f"); storm-queue why {slug} shows its lease; nothing was read")
     return found

@@ -15,6 +15,7 @@ import json
 import re
 import threading
 import time
+from decimal import Decimal
 
 import pytest
 
@@ -478,6 +479,82 @@ def test_a_finish_that_claims_nothing_refuses_a_holder_or_a_ttl_before_anything_
         assert store.lines() == before and storm.tenure("a", 1).ended is None
     finally:
         storm.close()
+
+
+#: an int ``str`` does not write (more than 4,300 digits: sys.get_int_max_str_digits)
+BIG = 10**5000
+
+
+def test_a_number_too_long_to_write_is_answered_as_any_number_out_of_range(store):
+    """A token, a TTL or a wait of more than 4,300 digits raised a bare
+    ``ValueError`` of ``str`` from the message (or the key's fingerprint)
+    that says it. Each is answered as a number out of range is: the
+    refusal, recorded (under its key: asked again, a repeat), or
+    ``BadArgument``; the number said as its first digits and its length.
+    A database storm's driver cannot send such a number: ``not_carried``
+    (exit 2, never recorded), as for text it cannot carry."""
+    from storm_queue import BadArgument
+
+    store.make("a 1\nb 2\n", toml="[runner]\nttl = 300\nslots = 2\n")
+    storm = opened(store)
+    try:
+        assert storm.claim(holder="r1").decision == "run a 1 1"
+        refused = [(lambda: storm.claim(holder="r2", ttl=BIG), "lease_ttl_out_of_range"),
+                   (lambda: storm.claim(holder="r2", ttl=-BIG, key="k0"), "lease_ttl_out_of_range"),
+                   (lambda: storm.renew("a", BIG), "stale_fence"),
+                   (lambda: storm.renew("a", 1, BIG), "lease_ttl_out_of_range"),
+                   (lambda: storm.renew("a", -BIG, key="k1"), "invalid_token"),
+                   (lambda: storm.release("a", BIG, key="k2"), "stale_fence"),
+                   (lambda: storm.finish("a", BIG, "ok", key="k3"), "stale_fence"),
+                   (lambda: storm.finish("a", 1, "ok", then_claim=True, ttl=BIG, key="k4"), "lease_ttl_out_of_range")]
+        for call, code in refused:
+            out = call()
+            if store.kind == "database":  # a shape's refusal says why; a fence the server would judge: not_carried
+                assert (out.outcome, out.code, out.recorded) == (
+                    "refused", "not_carried" if code == "stale_fence" else code, False), out.text()
+                assert ("more than 4,300 digits" if code == "stale_fence" else "1000000000...(5,001 digits)") in out.message
+                continue
+            assert (out.outcome, out.code, out.recorded) == ("refused", code, True), out.text()
+            assert "1000000000...(5,001 digits)" in out.message, out.message
+        if store.kind == "directory":
+            again = storm.release("a", BIG, key="k2")
+            assert (again.code, again.repeat is not None, again.recorded) == ("stale_fence", True, False)
+        for call in (lambda: Storm.find(store.root, env=clean_env(), wait=BIG),
+                     lambda: storm.claim(holder="r2", wait=BIG),
+                     lambda: storm.tenure("a", BIG),
+                     lambda: storm.tenure("a", 1, wait=-BIG)):
+            with pytest.raises(BadArgument, match=r"1000000000\.\.\.\(5,001 digits\)"):
+                call()
+        assert storm.tenure("a", 1).ended is None
+    finally:
+        storm.close()
+    assert store.cli("verify").returncode == 0
+
+
+@pytest.mark.parametrize("token", [Decimal(1), 1.0, object(), "1"])
+def test_a_token_that_is_no_int_is_answered_alike_with_a_key_or_without(store, token):
+    """A token that is not an int was refused ``invalid_token`` without a
+    key, but with one raised the JSON encoder's ``TypeError`` (its key's
+    fingerprint could not be written): renew, release and finish (with
+    ``then_claim`` too) answer the same refusal either way, and asked
+    again under the key, a repeat."""
+    store.make("a 1\n", toml=TTL)
+    storm = opened(store)
+    try:
+        assert storm.claim(holder="r1").decision == "run a 1 1"
+        calls = [lambda key: storm.renew("a", token, key=key), lambda key: storm.release("a", token, key=key),
+                 lambda key: storm.finish("a", token, "ok", key=key),
+                 lambda key: storm.finish("a", token, "ok", then_claim=True, key=key)]
+        for n, call in enumerate(calls):
+            bare, keyed = call(None), call(f"k{n}")
+            assert keyed.outcome == "refused" and (keyed.code, keyed.message) == (bare.code, bare.message)
+            assert keyed.code in ("invalid_token", "not_carried"), keyed.text()
+            again = call(f"k{n}")
+            assert (again.code, again.message.startswith(bare.message)) == (bare.code, True), again.text()
+        assert storm.tenure("a", 1).ended is None
+    finally:
+        storm.close()
+    assert store.cli("verify").returncode == 0
 
 
 @pytest.mark.parametrize("args", [("claim", "--wait", "nan"), ("finish", "a", "--token", "1", "--result", "ok",

@@ -159,3 +159,59 @@ def test_a_python_caller_passing_no_text_gets_a_type_error_and_nothing_is_record
         with pytest.raises(TypeError, match="expected text"):
             call()
     assert (log.read_bytes() if log.exists() else None) == before
+
+
+def _whole(n: int) -> str:
+    """``str(n)`` with str's digit limit lifted for the call."""
+    import sys
+
+    was = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        return str(n)
+    finally:
+        sys.set_int_max_str_digits(was)
+
+
+@given(st.integers(0, 5200).flatmap(lambda d: st.integers(10 ** max(d - 1, 0), 10**d))
+       .flatmap(lambda n: st.sampled_from([n, -n])))
+def test_figure_writes_any_int_whole_or_as_its_first_digits_and_length(n):
+    """``str`` raised ValueError past 4,300 digits (a caller's token, TTL or
+    wait in a message); ``figure`` writes every int: whole as ``str`` does
+    up to ``FIGURE_DIGITS`` digits, else its first ten and its length."""
+    whole = _whole(n)
+    digits = whole.lstrip("-")
+    if len(digits) <= names.FIGURE_DIGITS:
+        assert names.figure(n) == whole
+    else:
+        assert names.figure(n) == f"{whole[:len(whole) - len(digits)]}{digits[:10]}...({len(digits):,} digits)"
+
+
+def test_figure_under_a_lower_limit_of_str_still_writes():
+    import sys
+
+    was = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        assert names.figure(10**700) == "1000000000...(701 digits)" and names.figure(True) == "True"
+    finally:
+        sys.set_int_max_str_digits(was)
+
+
+def test_a_fingerprint_of_an_argument_json_cannot_write():
+    """A key's fingerprint of a request whose argument JSON cannot write
+    (a ``Decimal`` token, an int of more than 4,300 digits) is a
+    fingerprint, the same for the same arguments, not the encoder's
+    TypeError or ValueError; one JSON can write is as it always was."""
+    from decimal import Decimal
+
+    from storm_queue.core.framing import sha256
+    from storm_queue.core.outcome import Request
+
+    def asked(token):
+        return Request("renew", "a", None, None, "k", (token, None))
+
+    assert asked(1).fingerprint() == sha256(b'["renew", "a", null, null, [1, null]]').hexdigest()[:32]
+    assert asked(Decimal(1)).fingerprint() == asked(Decimal(1)).fingerprint() != asked(Decimal(2)).fingerprint()
+    assert asked(10**5000).fingerprint() == asked(10**5000).fingerprint() != asked(-10**5000).fingerprint()
+    assert len({asked(t).fingerprint() for t in (1, "1", Decimal(1), 10**5000, [1], object())}) == 6

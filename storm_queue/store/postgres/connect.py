@@ -221,9 +221,12 @@ def not_carried(req: Request, lane: str | None = None, holder: str | None = None
     holds a NUL or is not Unicode (PostgreSQL's text holds neither); and
     of a request the server serves, a name, key, source, holder or lane
     value over ``TEXT_MOST`` characters, a token that is not a whole number
-    (a TTL that is not is the API's TypeError: ``shapes.optional_seconds``). Refused by the client, never recorded: no request carrying it
-    can reach the log."""
+    (a TTL that is not is the API's TypeError: ``shapes.optional_seconds``),
+    a token or TTL of more than ``names.FIGURE_DIGITS`` digits (the driver
+    cannot write it). Refused by the client, never recorded: no request
+    carrying it can reach the log."""
     from ...core.lane import Refusal
+    from ...core.names import FIGURE_DIGITS
 
     texts = [req.slug, req.reason, req.source, req.key, lane, holder,
              *(a for a in req.args if isinstance(a, str))]
@@ -244,6 +247,9 @@ def not_carried(req: Request, lane: str | None = None, holder: str | None = None
     if req.verb in ("renew", "finish", "release") and req.args and type(args[0]) is not int:  # (a TTL: optional_seconds)
         return Refusal("not_carried", "the token of this request is not a whole number, which a database storm "
                        "does not take")
+    if any(type(a) is int and abs(a) >= 10**FIGURE_DIGITS for a in req.args):
+        return Refusal("not_carried", f"a number of this request (a token or a TTL) has more than {FIGURE_DIGITS:,} "
+                       "digits, which a database storm does not take")
     return None
 
 
