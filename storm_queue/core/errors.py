@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from .exit_codes import ERRORS
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .outcome import Outcome
+
 
 class StormError(Exception):
     """Base of every error storm-queue reports instead of an answer."""
@@ -181,3 +185,28 @@ def unreadable(path: str, exc: OSError) -> StormUnreadable:
     if exc.strerror == NOT_A_FILE:
         return StormUnreadable(f"{path} is not a regular file (a FIFO, a socket or a device); it must be a file")
     return StormUnreadable(f"{path} cannot be read ({exc.strerror}); check its permissions")
+
+
+#: the attribute of an interrupt that carries the answer of the request recorded before it (``recorded_before``)
+_RECORDED = "storm_queue_recorded"
+
+
+def recorded_before(stop: BaseException) -> Outcome | None:
+    """The ``Outcome`` of the request recorded just before the interrupt
+    ``stop`` was raised, or None. A directory storm's writers' lock holds
+    SIGINT and SIGTERM back while a request holds it, so that the request
+    is recorded whole; the interrupt (a ``KeyboardInterrupt``, or whatever
+    the process's handler raises) is raised as the lock lets go, and the
+    request path puts on it the answer it recorded (``carry_recorded``):
+    a claim's lease, which its caller must end. None when ``stop`` came
+    after no record (while a request waited, or outside one)."""
+    return getattr(stop, _RECORDED, None)
+
+
+def carry_recorded(stop: BaseException, outcome: Outcome) -> None:
+    """Put ``outcome``, the answer of a request recorded before the
+    interrupt ``stop``, on it for ``recorded_before``."""
+    try:
+        setattr(stop, _RECORDED, outcome)
+    except AttributeError:  # an exception that takes no attribute: its caller cannot be told
+        pass

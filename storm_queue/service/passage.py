@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from .. import wall
 from ..core import config, fold, logread, queuetext
-from ..core.errors import Aborted, AppendFailed, RecordFailed, StormUnreadable, UnknownOrder, WriteFailed
+from ..core.errors import (
+    Aborted, AppendFailed, RecordFailed, StormUnreadable, UnknownOrder, WriteFailed, carry_recorded,
+)
 from ..core.lane import Refusal, Snapshot, with_lane
 from ..core.names import quote
 from ..core.outcome import Outcome, Request, Step, repeated
@@ -89,6 +91,7 @@ def _request(store: Store, judged: Judged, req: Request, shape: Refusal | None, 
     queued = False
     step: Step | None = None
     undo = None
+    events: list[dict[str, Any]] = []
     try:
         with _UNLOCKED if dry_run else store.writing(req, decl, owner_ids):
             at = wall.now()  # the time the request is answered at, under the lock
@@ -135,6 +138,22 @@ def _request(store: Store, judged: Judged, req: Request, shape: Refusal | None, 
         if exc.recorded is True and exc.outcome is None and step is not None and refusal is None:
             exc.outcome = step.out
         raise
+    except BaseException as stop:  # an interrupt the lock held back until the record was whole, raised as it let go
+        if events and not isinstance(stop, Exception):  # its caller hears what was recorded (a claim's lease)
+            try:
+                out = _answered(fx, req, out, log, events, bodies, own, at, owner_ids)
+            except Exception:  # noqa: BLE001 -- the interrupt is what is raised; the answer is carried as it stands
+                pass
+            carry_recorded(stop, out)
+        raise
+    return _answered(fx, req, out, log, events, bodies, own, at, owner_ids)
+
+
+def _answered(fx: Effects, req: Request, out: Outcome, log: logread.LogRead, events: list[dict[str, Any]],
+              bodies: list[dict[str, Any]], own: int | None, at: str, owner_ids: tuple[int, int] | None) -> Outcome:
+    """``out``, the answer of a request that ``events`` recorded (none:
+    a refusal that could not be, a request that records nothing), with
+    the warnings of the log it read and its own line (``_recorded``)."""
     out.warnings = ([] if log.torn else list(log.warnings)) + out.warnings
     if events:
         _recorded(fx, req, out, events, len(bodies) - 1 if own is None else own % len(bodies), len(bodies),

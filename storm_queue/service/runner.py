@@ -98,7 +98,12 @@ class Lease:
         if self.claim is not None:
             raise RuntimeError("a Lease is entered once: ask storm.lease(...) again for the next lane")
         holder, ttl, wait = self._asked
-        out = self._storm.claim(holder, ttl, wait).check()  # a refusal raises Refused
+        try:
+            out = self._storm.claim(holder, ttl, wait)
+        except BaseException as stop:
+            self._let_go(stop)
+            raise
+        out.check()  # a refusal raises Refused
         self.claim = out
         if out.slug is None or out.token is None:
             words = (out.decision or "").split(" ")
@@ -145,6 +150,32 @@ class Lease:
             out.check()
         exc.add_note(f"storm-queue: the end of the lease on {self.slug} (token {self.token}) was refused: "
                      f"{out.text()}")
+
+    def _let_go(self, stop: BaseException) -> None:
+        """The claim raised ``stop``. When it is an interrupt that came as
+        the claim was recorded (a Ctrl-C, a ``SystemExit``: a directory
+        storm's writers' lock holds it back until the line is written, and
+        the request carries the answer it recorded on it,
+        ``errors.recorded_before``) and the claim took a lease, the lease
+        is released as a runner stopped in the block releases it (the
+        reason ``runner stopped: KeyboardInterrupt``): ``claim`` and
+        ``finished`` say both, and a note on ``stop`` says what became of
+        the lease. Otherwise nothing was leased: nothing is done."""
+        from ..core.errors import recorded_before
+
+        done = None if isinstance(stop, Exception) else recorded_before(stop)
+        if done is None or done.action != "claim" or done.slug is None or done.token is None:
+            return
+        self.claim, self.slug, self.token, self.holder = done, done.slug, done.token, done.holder or ""
+        self.expires = done.expires or ""
+        lease = f"the lease on {self.slug} (token {self.token}) the claim took as it was interrupted"
+        try:
+            self.finished = self._storm.release(self.slug, self.token, reason=f"runner stopped: {type(stop).__name__}")
+        except StormError as error:
+            stop.add_note(f"storm-queue: {lease} was not released: {error}; it expires at {self.expires}")
+            return
+        stop.add_note(f"storm-queue: {lease} was released" if self.finished.outcome != "refused" else
+                      f"storm-queue: {lease} was not released: {self.finished.text()}")
 
     def _ended(self, other: Storm | None = None) -> bool:
         """Whether the lease has ended, as the storm records it now; if so,

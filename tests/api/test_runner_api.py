@@ -399,6 +399,52 @@ def test_a_renewal_refused_while_the_lease_lives_is_asked_again_at_the_next_inte
     assert {a for a in asked if a[0] == "refused"} <= {("refused", "declaration_unreadable")}
 
 
+def test_a_ctrl_c_as_the_claim_is_recorded_releases_the_lease_it_took(tmp_path, monkeypatch):
+    """A Ctrl-C that lands while ``Storm.lease`` claims: a directory
+    storm's writers' lock holds SIGINT back until the claim's line is
+    written, and ``KeyboardInterrupt`` was raised as it let go, before the
+    claim could answer: the lease stayed held, released by no one. The
+    request now carries its recorded answer on the interrupt
+    (``errors.recorded_before``), and the lease is released as one
+    interrupted in the block is. (A directory storm's: the lock that holds
+    the signal back is its own.)"""
+    import signal
+
+    from storm_queue.store.directory.log import writer
+    from tests.conftest import make_storm
+
+    root = make_storm(tmp_path / "storm", "a 1\nb 2\n", toml=TTL + "slots = 2\n")
+    real = writer.append
+
+    def append(*args, **kwargs):  # Ctrl-C under the lock, as the claim is written (once), to this (main) thread:
+        monkeypatch.setattr(writer, "append", real)  # (a process's, in a process of one thread; the test's has more)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+        return real(*args, **kwargs)
+
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    storm = Storm.find(str(root), env=clean_env())
+    try:
+        monkeypatch.setattr(writer, "append", append)
+        lease, ran = storm.lease(holder="r1"), []
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            with lease:
+                ran.append(True)
+        assert not ran and lease.claim.decision == "run a 1 1"
+        assert (lease.finished.action, lease.finished.event["reason"]) == ("release", "runner stopped: KeyboardInterrupt")
+        assert storm.tenure("a", 1).ended == "released"
+        assert any("(token 1) the claim took as it was interrupted was released" in n for n in stopped.value.__notes__)
+        from storm_queue.core.errors import recorded_before
+
+        monkeypatch.setattr(writer, "append", append)  # the request path alone: the claim's answer is on the interrupt
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            storm.claim(holder="r2")
+        assert recorded_before(stopped.value).decision == "run a 1 2" and storm.tenure("a", 2).ended is None
+        assert recorded_before(KeyboardInterrupt()) is None
+    finally:
+        signal.signal(signal.SIGINT, handler)
+        storm.close()
+
+
 # -- waits ---------------------------------------------------------------------------
 
 
