@@ -202,7 +202,14 @@ class Lease:
         live still and refused for any other reason (a ``[runner]`` the
         operator broke, a database's ``reorder_conflict``), the refusal is
         kept in ``trouble`` and the renewal is asked again at the next
-        interval, as after an error (a server away, a busy lock)."""
+        interval, as after an error (a server away, a busy lock).
+
+        This thread holds SIGINT and SIGTERM back for good (``held_back``),
+        so the kernel hands a Ctrl-C to the main thread: one it handed
+        here would make the main thread raise at once, even while a
+        request of the block holds a directory storm's writers' lock,
+        which holds the signals back only in the thread that holds it."""
+        held_back()
         renewing = True
         while not self._pause():
             with aside.turn:
@@ -221,6 +228,17 @@ class Lease:
                     renewing = out.code != "lease_age_exceeded"
                 except Exception as exc:  # noqa: BLE001 -- kept for the block to read; tried again
                     self.trouble = exc
+
+
+def held_back() -> None:
+    """Hold SIGINT and SIGTERM back in the calling thread (not the main
+    thread: its signals are the runner's), for as long as it lives."""
+    import signal
+
+    try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    except (AttributeError, OSError, ValueError):  # no signal mask here
+        pass
 
 
 class Aside:

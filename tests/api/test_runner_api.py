@@ -445,6 +445,34 @@ def test_a_ctrl_c_as_the_claim_is_recorded_releases_the_lease_it_took(tmp_path, 
         storm.close()
 
 
+def _blocked(native_id: int) -> set[int]:
+    """The signals the thread ``native_id`` of this process holds back (/proc: its SigBlk mask)."""
+    with open(f"/proc/self/task/{native_id}/status") as f:
+        mask = int(next(row for row in f if row.startswith("SigBlk:")).split()[1], 16)
+    return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+
+
+def test_the_renewing_thread_leaves_ctrl_c_to_the_main_thread(store):
+    """The kernel hands a Ctrl-C to any thread of the process that does
+    not hold SIGINT back, and Python then raises it in the main thread at
+    once: handed to the renewing thread, it interrupted a request of the
+    block under a directory storm's writers' lock (which holds the signals
+    back in its own thread alone) before its record. The renewing thread
+    holds SIGINT and SIGTERM back."""
+    import signal
+
+    store.make("a 1\n", toml=TTL)
+    storm = opened(store)
+    try:
+        with storm.lease(holder="r1") as lane:
+            until(lambda: lane._thread.native_id is not None, "the renewing thread")
+            until(lambda: {signal.SIGINT, signal.SIGTERM} <= _blocked(lane._thread.native_id),
+                  "SIGINT and SIGTERM held back in the renewing thread")
+            assert signal.SIGINT not in _blocked(threading.main_thread().native_id)
+    finally:
+        storm.close()
+
+
 # -- waits ---------------------------------------------------------------------------
 
 
