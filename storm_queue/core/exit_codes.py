@@ -36,8 +36,8 @@ CODES: dict[str, tuple[int, str]] = {
     "reason_too_long": (2, "a `--reason` longer than 4,096 characters (it is not recorded)"),
     "note_too_long": (2, "a `finish --note` longer than 4,096 characters (it is not recorded)"),
     "not_carried": (2, "on a database storm: text holding a NUL or that is not Unicode, a name, key, source, holder or "
-                       "`STORM_QUEUE_LANE` over 4,096 characters, a token that is not a whole number, or a token or TTL of "
-                       "more than 4,300 digits; never recorded"),
+                       "`STORM_QUEUE_LANE` over 4,096 characters, a token that is not a whole number, or a token or "
+                       "TTL of more than 4,300 digits; never recorded"),
     "unknown_role": (2, "`grant`/`revoke` name a role the database server does not know"),
     "invalid_kind": (2, "`grant`/`revoke` take `runner` or `reader`"),
     "operator_role": (2, "`grant` names the storm's operator role, which may do everything a runner or reader may"),

@@ -30,7 +30,8 @@ def shape_holder(holder: str) -> Refusal | None:
 
 def shape_token(token: int) -> Refusal | None:
     if isinstance(token, bool) or not isinstance(token, int) or token < 1:
-        return Refusal("invalid_token", f"token {quote(figure(token) if isinstance(token, int) else str(token))} is not a positive whole number; "
+        said = figure(token) if isinstance(token, int) else str(token)
+        return Refusal("invalid_token", f"token {quote(said)} is not a positive whole number; "
                        "give the token the claim printed")
     return None
 
