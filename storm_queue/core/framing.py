@@ -262,8 +262,11 @@ def _compile(action: str) -> Callable[..., bool]:
     order = [*fields, "prev"]
     x = {name: f"x{i}" for i, name in enumerate(order)}
     named = NAMED.get(action, ("slug",)) if action not in ("refused", "reset", "repair") else ()
-    tests = [f"{x['v']} == {VERSION}", f"{x['seq']} == seq", f"{x['prev']} == prev", f"_stamp({x['at']})",
-             f"_principal({x['by']})"]
+    at, by = x["at"], x["by"]  # is_stamp and is_principal, inlined: they are asked of every line
+    tests = [f"{x['v']} == {VERSION}", f"{x['seq']} == seq", f"{x['prev']} == prev",
+             f"type({at}) is str and len({at}) == 27 and {at}[4:20:3] == '--T::.' and {at}[26] == 'Z' and {at}.isascii()"
+             f" and {at}[:26].replace('-', '0').replace('T', '0').replace(':', '0').replace('.', '0').isdigit()",
+             f"(type({by}) is str and {by}.startswith(_BY) and {by}[-1] != ':' or _principal({by}))"]
     texts, names, name_lists = [], [], []
     for name, kind in fields.items():
         v = x[name]
@@ -299,7 +302,7 @@ def _compile(action: str) -> Callable[..., bool]:
     src = (f"def fits(e, known, seq, prev, {', '.join(f'{b}={b}' for b in builtins)}):\n"
            f"    {', '.join(x[n] for n in order)} = _get(e)\n    return ({body})\n")
     scope: dict[str, Any] = {"_learn": _learn, "_optional_fit": _optional_fit, "_rows_ok": _rows_ok, "_get": itemgetter(*order),
-                             "_stamp": is_stamp, "_principal": is_principal}
+                             "_principal": is_principal, "_BY": tuple(f"{kind}:" for kind in _PRINCIPALS)}
     exec(src, scope)  # noqa: S102 -- built from the schema's names and numbered locals only
     return scope["fits"]
 
