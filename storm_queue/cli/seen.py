@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from .answer import err, storm
+from .answer import err, storm, warn
 
 
 def metrics(root: str | None, as_json: bool, output: str | None) -> int:
@@ -23,6 +23,7 @@ def metrics(root: str | None, as_json: bool, output: str | None) -> int:
 
         say_moved(sight.listing.moved_to)
     text = exposition(sight.metrics())
+    warn(list(sight.log.warnings))  # a torn tail ignored: what every reader says (contract, section 4)
     if output is None:
         sys.stdout.write(text)
         sys.stdout.flush()

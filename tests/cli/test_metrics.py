@@ -229,3 +229,15 @@ def test_label_values_and_the_exposition_are_escaped() -> None:
     families = parse(text)
     assert families["storm_queue_requests"]["samples"] == {(("action", 'a\\"b\\\\c\\nd'), ("outcome", "done")): 2.0}
     assert text.splitlines()[-2] == 'storm_queue_requests_total{action="a\\"b\\\\c\\nd",outcome="done"} 2'
+
+
+def test_metrics_says_what_every_reader_says_of_a_torn_tail(storm) -> None:
+    """A torn tail is ignored and said (contract, section 4): list and next
+    said it, metrics did not. On stderr; stdout is the exposition alone."""
+    root = storm("a 1\n")
+    assert run_cli(root, "bump", "a").returncode == 0
+    with open(root / "priority.log", "ab") as f:
+        f.write(b'{"v":1')
+    done = run_cli(root, "metrics")
+    assert done.returncode == 0 and "torn write of 6 bytes" in done.stderr
+    assert "torn" not in done.stdout and parse(done.stdout)
