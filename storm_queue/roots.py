@@ -122,7 +122,7 @@ def shown(root: str) -> str:
     """``root`` as it may be printed: each password in it (a URL's, however
     mistyped, or a keyword/value string's) masked ``***`` by its position
     (``core.passwords.shown``); the rest as given."""
-    if "@" not in root and "=" not in root:  # no password without either: nothing to load
+    if "@" not in root and "=" not in root and "%3" not in root:  # no password without one (%3D is "="): nothing to load
         return root
     from .core.passwords import shown as masked
 

@@ -38,8 +38,10 @@ URL, MISTYPED, KEYWORDS, PATH = "url", "mistyped", "keywords", "path"
 _SCHEME = re.compile(r"\s*([A-Za-z][A-Za-z0-9+.-]*)(:/*|//+)")
 #: a keyword/value string's parameter: a libpq keyword and ``=`` at the start or after white space
 _KEYWORD = re.compile(r"(?:^|(?<=\s))\s*([A-Za-z_]+)\s*=")
-#: a URL query's parameter name, before its ``=``
-_QUERY_KEY = re.compile(r"([^=&]*)=")
+#: a URL query's parameter name, before its ``=`` (or a percent-encoded ``=``, ``%3D``)
+_QUERY_KEY = re.compile(r"((?:[^=&%]|%(?!3[dD]))*)(?:=|%3[dD])")
+#: where a URL may begin in free text: its start, or after white space, a quote, a bracket or ``=``
+_WORD_START = re.compile(r"(?:^|(?<=[\s'\"(\[<{=,;]))[A-Za-z][A-Za-z0-9+.-]*(?::/*|//+)")
 
 
 @dataclass(frozen=True)
@@ -75,15 +77,17 @@ def form(root: str) -> str:
 
 
 def secrets(root: str) -> list[Secret]:
-    """Every password in ``root``, in order, by its position (see the module's words)."""
+    """Every password in ``root``, in order, by its position (see the
+    module's words): a URL's (its query wherever a ``?`` begins one, a URL
+    nested in a parameter's value), a keyword/value string's (whatever its
+    first keyword), or the query of a root with no scheme."""
     scheme = _SCHEME.match(root)
     if scheme:
         bare = scheme.group(2) == ":" and not scheme.group(1).lower().startswith("postgres")  # user:password@host
         return _url_secrets(root, scheme.end(), bare)
-    first = _KEYWORD.match(root)
-    if first and first.group(1).lower() in PARAMS:
+    if _KEYWORD.match(root):
         return _keyword_secrets(root)
-    return []
+    return _url_secrets(root, 0, False, userinfo=False) if "?" in root else []
 
 
 def shown(root: str) -> str:
@@ -92,6 +96,37 @@ def shown(root: str) -> str:
     for s in reversed(secrets(root)):
         root = root[:s.start] + MASK + root[s.end:]
     return root
+
+
+def hidden(text: str) -> str:
+    """Free text (an argument, a reason, a message quoting either) as it
+    may be shown or recorded: every password ``shown`` masks in a root
+    masked as ``***`` wherever it sits in ``text``: in a URL beginning at
+    the start of the text or of a word (after white space, a quote, a
+    bracket, ``=``), in a keyword/value ``password=``, in a ``?`` or ``&``
+    query parameter; overlapping places are masked as one. Text that holds
+    none is returned as it is."""
+    if "@" not in text and "=" not in text and "%3" not in text.lower():
+        return text
+    spans = [(s.start, s.end) for s in _keyword_secrets(text)]
+    for url in _WORD_START.finditer(text):
+        word = text[url.start():]
+        if url.group().endswith(":") and not url.group().lower().startswith("postgres"):
+            word = word.split(None, 1)[0]  # user:password@host without a scheme: one word, not "note: x@y"
+        spans += [(s.start + url.start(), s.end + url.start()) for s in secrets(word)]
+    for at in (i for i, c in enumerate(text) if c in "?&" and _is_param(text, i + 1, SECRET_PARAMS)):
+        value = _QUERY_KEY.match(text, at + 1).end()
+        spans.append((value, next((i for i in range(value, len(text)) if text[i].isspace()
+                                   or (text[i] == "&" and _is_param(text, i + 1))), len(text))))
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    for start, end in reversed(merged):
+        text = text[:start] + MASK + text[end:]
+    return text
 
 
 def without_password(root: str) -> str:
@@ -112,25 +147,37 @@ def _is_param(text: str, at: int, names: frozenset[str] | tuple[str, ...] = PARA
     return key is not None and unquote(key.group(1)).strip().lower() in names
 
 
-def _url_secrets(url: str, start: int, bare: bool) -> list[Secret]:
+def _url_secrets(url: str, start: int, bare: bool, userinfo: bool = True) -> list[Secret]:
     """The passwords of a URL whose authority begins at ``start``: the
-    query begins at the first ``?`` that a libpq parameter follows; the
-    userinfo ends at the last ``@`` before it, its password after its
-    first ``:`` (``bare``: after the scheme's ``:`` itself, when what
-    looks like a scheme may be the user of ``user:password@host``)."""
-    query = next((i for i, c in enumerate(url) if i >= start and c == "?" and _is_param(url, i + 1)), len(url))
+    query begins at the first ``?`` that a libpq parameter follows, else
+    at the first ``?`` after the last ``@``; the
+    userinfo (unless not ``userinfo``: a root with no scheme) ends at the
+    last ``@`` before it, its password after its first ``:`` (``bare``:
+    after the scheme's ``:`` itself, when what looks like a scheme may be
+    the user of ``user:password@host``). A parameter ends where a ``&`` or
+    a ``?`` that a libpq parameter follows begins the next; a parameter's
+    value that is a URL has that URL's passwords too."""
+    query = next((i for i, c in enumerate(url) if i >= start and c == "?" and _is_param(url, i + 1)), -1)
+    if query < 0:
+        query = url.find("?", max(start, url.rfind("@", start) + 1))
+        query = len(url) if query < 0 else query
     out = []
-    at = url.rfind("@", start, query)
+    at = url.rfind("@", start, query) if userinfo else -1
     if at >= 0:
         colon = start - 1 if bare else url.find(":", start, at)
         if colon >= 0:
             out.append(Secret(colon + 1, at, colon, at))
     pos = query + 1
     while pos <= len(url) and query < len(url):
-        end = next((i for i in range(pos, len(url)) if url[i] == "&" and _is_param(url, i + 1)), len(url))
+        end = next((i for i in range(pos, len(url)) if url[i] in "&?" and _is_param(url, i + 1)), len(url))
+        key = _QUERY_KEY.match(url, pos, end)
         if _is_param(url, pos, SECRET_PARAMS):
-            value = url.index("=", pos) + 1
+            value = key.end()
             out.append(Secret(value, end, pos - 1 if end == len(url) else pos, end if end == len(url) else end + 1))
+        elif key is not None and _SCHEME.match(url, key.end()):  # a URL given as a value (dbname=postgresql://...)
+            value = key.end()
+            out += [Secret(s.start + value, s.end + value, s.cut_start + value, s.cut_end + value)
+                    for s in secrets(url[value:end])]
         pos = end + 1
     return out
 

@@ -179,3 +179,57 @@ def test_hide_shows_every_url_the_process_was_given_masked(monkeypatch):
     assert roots.find_root(url, {}) == url
     said = roots.hide(f"FATAL: no such host in {url}")
     assert said == "FATAL: no such host in postgresql://op:***@db/storm"
+
+
+#: (a root that is slightly malformed, as it must be shown): a query whose first parameter libpq does not know,
+#: a second "?", a percent-encoded "=", a URL nested in a parameter, no scheme, a misspelled first keyword
+MALFORMED = [
+    ("postgresql://u@db.example/storm?sslmod=require&password=S3cret",
+     "postgresql://u@db.example/storm?sslmod=require&password=***"),
+    ("postgresql://u@db.example/storm?sslmode=require?password=S3cret",
+     "postgresql://u@db.example/storm?sslmode=require?password=***"),
+    ("postgresql://u@db.example/storm?x&password=S3cret", "postgresql://u@db.example/storm?x&password=***"),
+    ("postgresql://u@db.example/storm?=x&password=S3cret", "postgresql://u@db.example/storm?=x&password=***"),
+    ("postgresql://u@db.example/storm?password%3DS3cret", "postgresql://u@db.example/storm?password%3D***"),
+    ("postgresql://u@db.example/storm?pass%77ord=S3cret", "postgresql://u@db.example/storm?pass%77ord=***"),
+    ("postgresql://u@db.example/storm?dbname=postgresql://u:S3cret@h/d",
+     "postgresql://u@db.example/storm?dbname=postgresql://u:***@h/d"),
+    ("u@h/db?password=S3cret", "u@h/db?password=***"),
+    ("/srv/storm?password%3DS3cret", "/srv/storm?password%3D***"),
+    ("hostt=h dbname=d password=S3cret", "hostt=h dbname=d password=***"),
+    ("hostt=h sslpassword='S3 cret' dbname=d", "hostt=h sslpassword=*** dbname=d"),
+]
+
+
+@pytest.mark.parametrize("root, masked", MALFORMED)
+def test_a_slightly_malformed_roots_password_is_masked_and_the_rest_shown(root, masked):
+    assert passwords.shown(root) == masked
+    assert roots.shown(root) == masked
+    assert passwords.hidden(root) == masked
+    assert "S3" not in roots.without_password(root)
+
+
+@pytest.mark.parametrize("text, masked", [
+    ("Got unexpected extra argument (postgresql://u:S3cret@db.example/storm)",
+     "Got unexpected extra argument (postgresql://u:***@db.example/storm)"),
+    ("No such command 'postgres://u:S3cret@h/d'.", "No such command 'postgres://u:***@h/d'."),
+    ("--from postgresql://u:S3cret@h/d: cannot read it", "--from postgresql://u:***@h/d: cannot read it"),
+    ("moved by op:S3cret@db/x today", "moved by op:***@db/x today"),
+    ("note: the host is a@b", "note: the host is a@b"),  # "note:" is a word, not a user
+    ("rotate ?password=S3cret now", "rotate ?password=*** now"),
+    ("keys host=h password=S3cret", "keys host=h password=***"),
+    ("nothing secret here", "nothing secret here"),
+] + MALFORMED)
+def test_free_text_has_each_password_masked_wherever_it_sits(text, masked):
+    assert passwords.hidden(text) == masked
+
+
+@given(any_password)
+@settings(max_examples=100, deadline=None)
+def test_free_text_quoting_a_root_never_shows_its_password(pw):
+    """As click quotes an argument (in brackets, or as Python's repr); a
+    ``user:password@host`` without a scheme is one word in free text."""
+    for before, written, after in position_forms(pw):
+        root = before + (written.split()[0] if before == "op:" and written.split() else written) + after
+        for text in (f"Got unexpected extra argument ({root})", f"No such command {root!r}."):
+            assert "sEcR" not in passwords.hidden(text), text
