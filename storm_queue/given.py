@@ -15,10 +15,12 @@ def read(path: str, flag: str, nothing: str = "nothing was done", stdin: bool = 
     """The bytes of the file ``flag PATH`` names (``-``: standard input,
     unless not ``stdin``); ``BadArgument`` (exit 2) when it cannot be read
     or holds more than ``MOST`` bytes, saying why and ``nothing`` (what
-    was not done)."""
+    was not done), and ``PATH`` with any password masked (a URL given
+    where a file goes: ``core.passwords.hidden``)."""
     import sys
 
     from .core.errors import BadArgument
+    from .core.passwords import hidden
 
     try:
         if path == "-" and stdin:
@@ -27,8 +29,8 @@ def read(path: str, flag: str, nothing: str = "nothing was done", stdin: bool = 
             with open(path, "rb") as f:
                 data = f.read(MOST + 1)
     except OSError as exc:
-        raise BadArgument(f"{flag} {path}: cannot read it ({exc.strerror}); {nothing}") from None
+        raise BadArgument(f"{flag} {hidden(path)}: cannot read it ({exc.strerror}); {nothing}") from None
     if len(data) > MOST:
-        raise BadArgument(f"{flag} {path}: it holds more than {MOST:,} bytes, more than storm-queue reads from a "
+        raise BadArgument(f"{flag} {hidden(path)}: it holds more than {MOST:,} bytes, more than storm-queue reads from a "
                           f"file; {nothing}")
     return data

@@ -122,6 +122,17 @@ def wants_json(args: list[str]) -> bool:
     return "--json" in words
 
 
+def usage_words(exc: click.ClickException) -> str:
+    """A usage error's words as they may be printed: each password masked
+    (``core.passwords.hidden``: an argument is outside text that may be a
+    root) and one printable line (``core.names.printable``), whichever
+    argument click quotes and however (raw, or as Python's ``repr``)."""
+    from ..core.names import printable
+    from ..core.passwords import hidden
+
+    return printable(hidden(exc.format_message()))
+
+
 class StormGroup(click.Group):
     """click's group, whose exits are the tool's own: a usage error with
     ``--json`` also prints one JSON document on stdout, and an interrupt
@@ -140,11 +151,13 @@ class StormGroup(click.Group):
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except click.ClickException as exc:
+            words = usage_words(exc)
+            exc.format_message = lambda: words  # type: ignore[method-assign] -- show() prints click's usage, then these
             exc.show()
             if as_json:
                 from .answer import emit_json
 
-                emit_json({"outcome": "error", "message": exc.format_message(), "exit": exc.exit_code})
+                emit_json({"outcome": "error", "message": words, "exit": exc.exit_code})
             sys.exit(exc.exit_code)
         except click.Abort as exc:  # click's word for an interrupt (or end of input) it caught
             interrupted(getattr(exc.__cause__, "signum", 2), as_json)

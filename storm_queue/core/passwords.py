@@ -40,8 +40,8 @@ _SCHEME = re.compile(r"\s*([A-Za-z][A-Za-z0-9+.-]*)(:/*|//+)")
 _KEYWORD = re.compile(r"(?:^|(?<=\s))\s*([A-Za-z_]+)\s*=")
 #: a URL query's parameter name, before its ``=`` (or a percent-encoded ``=``, ``%3D``)
 _QUERY_KEY = re.compile(r"((?:[^=&%]|%(?!3[dD]))*)(?:=|%3[dD])")
-#: where a URL may begin in free text: its start, or after white space, a quote, a bracket or ``=``
-_WORD_START = re.compile(r"(?:^|(?<=[\s'\"(\[<{=,;]))[A-Za-z][A-Za-z0-9+.-]*(?::/*|//+)")
+#: where a URL may begin in free text: its start, or after white space, a quote, a bracket, ``=`` or ``-`` (``--URL``)
+_WORD_START = re.compile(r"(?:^|(?<=[\s'\"(\[<{=,;-]))[A-Za-z][A-Za-z0-9+.-]*(?::/*|//+)")
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def hidden(text: str) -> str:
     may be shown or recorded: every password ``shown`` masks in a root
     masked as ``***`` wherever it sits in ``text``: in a URL beginning at
     the start of the text or of a word (after white space, a quote, a
-    bracket, ``=``), in a keyword/value ``password=``, in a ``?`` or ``&``
+    bracket, ``=``, ``-``), in a keyword/value ``password=``, in a ``?`` or ``&``
     query parameter; overlapping places are masked as one. Text that holds
     none is returned as it is."""
     if "@" not in text and "=" not in text and "%3" not in text.lower():
