@@ -221,13 +221,26 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Request:
+class _Asked:
     verb: str
-    slug: str | None  # raw text as given
+    slug: str | None  # raw text as given, its passwords masked
     reason: str | None
     source: str | None
     key: str | None = None
     args: tuple = ()  # every other argument as given: with the rest, what a key's fingerprint covers
+
+
+class Request(_Asked):
+    """A request as it was given, its caller's text as it may be shown,
+    recorded and sent to a database's server: each password in it (a URL
+    or a ``password=`` typed where a slug, issue, dependency, time, reason
+    or note goes) masked ``***`` (``passwords.hidden``), so no store, no
+    refusal and no answer ever holds one. A valid name, issue or time
+    holds none, so only refused text and free text change."""
+
+    def __init__(self, verb: str, slug: str | None, reason: str | None, source: str | None, key: str | None = None,
+                 args: tuple = ()) -> None:
+        super().__init__(verb, masked(slug), masked(reason), masked(source), masked(key), masked(args))
 
     def fingerprint(self) -> str:
         """What a key binds: a hash of the request's JSON (its verb, slug,
@@ -271,6 +284,21 @@ def _written(value: Any) -> Any:
     except Exception:  # noqa: BLE001 -- a repr that fails: the type alone says it
         shown = ""
     return {"object": type(value).__qualname__, "repr": printable(shown)}
+
+
+def masked(value: Any) -> Any:
+    """``value`` (text, or a tuple or list of values, as a request's
+    arguments are) with each password in its text masked ``***``
+    (``passwords.hidden``); anything else as it is."""
+    if isinstance(value, str):
+        if "@" not in value and "=" not in value and "%3" not in value:  # none to mask: re is never loaded for it
+            return value
+        from .passwords import hidden
+
+        return hidden(value)
+    if isinstance(value, (tuple, list)):
+        return type(value)(masked(v) for v in value)
+    return value
 
 
 def repeated(req: Request, by: str, keyed: fold.Keyed, at: str, lease: tuple[int, str] | None, dry_run: bool = False,

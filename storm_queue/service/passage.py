@@ -12,7 +12,7 @@ from ..core.errors import (
 )
 from ..core.lane import Refusal, Snapshot, with_lane
 from ..core.names import quote
-from ..core.outcome import Outcome, Request, Step, repeated
+from ..core.outcome import Outcome, Request, Step, masked, repeated
 from ..core.records import replace
 from ..core.resolver import resolve
 from ..core.shapes import shape_key, shape_reason
@@ -267,9 +267,11 @@ def _not_written(fx: Effects, req: Request, by: str, who: str, refusal: Refusal 
 
 
 def _refused(req: Request, by: str, refusal: Refusal, authorised: bool, recorded: bool, why_not: str = "") -> Outcome:
+    """The answer of a refused request; its words as ``_refused_body`` records them."""
     if why_not == DRY_RUN:
-        return Outcome("refused", req.verb, req.slug, by, refusal.code, f"{refusal.message} ({DRY_RUN})", dry_run=True)
-    message = refusal.message if recorded else f"{refusal.message} (not recorded: {why_not})"
+        return Outcome("refused", req.verb, req.slug, by, refusal.code, f"{masked(refusal.message)} ({DRY_RUN})",
+                       dry_run=True)
+    message = masked(refusal.message) if recorded else f"{masked(refusal.message)} (not recorded: {why_not})"
     return Outcome("refused", req.verb, req.slug, by, refusal.code, message, recorded=recorded)
 
 
@@ -378,8 +380,11 @@ LOG_READABLE = Refusal("log_readable", "the priority log replays fine, so there 
 
 
 def _refused_body(req: Request, refusal: Refusal, authorised: bool) -> dict[str, Any]:
+    """A refused request's line: its words with each password masked, as
+    ``Request`` masks the caller's text (a plan may quote an argument it
+    was given beside the request, a dependency or an issue)."""
     return {"action": "refused", "requested": req.verb, "slug": req.slug, "code": refusal.code,
-            "message": refusal.message, "authorised": authorised}
+            "message": masked(refusal.message), "authorised": authorised}
 
 
 def _progress_words(out: Outcome, req: Request) -> str:

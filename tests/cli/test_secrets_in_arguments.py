@@ -62,3 +62,35 @@ def test_a_file_argument_that_is_a_url_is_named_masked(tmp_path, args):
         assert done.returncode == 2, done.stderr
         assert "S3cret" not in done.stderr + done.stdout
         assert f"{SHOWN}: cannot read it" in done.stderr, done.stderr
+
+
+#: (arguments, the field of the recorded line that quotes the URL): requests that refuse it as a name, an issue or
+#: a time, one that records it as free text, and the runner requests a database's server decides itself
+RECORDED = [
+    (("bump", URL), "slug"),
+    (("add", "d2", URL), "message"),  # an issue
+    (("add", "d3", "5", "--deps", URL), "message"),  # a dependency
+    (("schedule", "d", "--not-before", URL), "message"),
+    (("bump", "a", "--reason", f"see {URL} today"), "reason"),
+    (("bump", "a", "--reason", "rotate password=S3cret now"), "reason"),
+    (("release", URL, "--token", "1"), "slug"),
+    (("claim", "--holder", URL), "message"),
+]
+
+
+def test_a_url_typed_where_another_argument_goes_is_recorded_and_said_masked(store) -> None:
+    """Secrets win over "refused text is recorded as data": the text is
+    recorded and printed with the password masked, on either store."""
+    store.make("a 1\nd 2\n")
+    for args, field in RECORDED:
+        before = len(store.lines())
+        done = store.cli(*args, "--json")
+        assert "S3cret" not in done.stdout + done.stderr, (args, done.stdout, done.stderr)
+        lines = store.lines()[before:]
+        assert lines, (args, done.stderr)
+        assert all(b"S3cret" not in line for line in lines), (args, lines)
+        own = json.loads(lines[-1])
+        assert "***" in own[field], (args, own)
+        assert field == "reason" or "***" in json.loads(done.stdout)["message"], (args, done.stdout)
+    if store.kind == "directory":
+        assert "S3cret" not in (store.path / "progress.log").read_text()
