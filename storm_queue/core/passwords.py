@@ -40,6 +40,8 @@ _SCHEME = re.compile(r"\s*([A-Za-z][A-Za-z0-9+.-]*)(:/*|//+)")
 _KEYWORD = re.compile(r"(?:^|(?<=\s))\s*([A-Za-z_]+)\s*=")
 #: a URL query's parameter name, before its ``=`` (or a percent-encoded ``=``, ``%3D``)
 _QUERY_KEY = re.compile(r"((?:[^=&%]|%(?!3[dD]))*)(?:=|%3[dD])")
+#: a word of free text: up to white space
+_WORD = re.compile(r"\S*")
 #: where a URL may begin in free text: its start, or after white space, a quote, a bracket, ``=`` or ``-`` (``--URL``)
 _WORD_START = re.compile(r"(?:^|(?<=[\s'\"(\[<{=,;-]))[A-Za-z][A-Za-z0-9+.-]*(?::/*|//+)")
 
@@ -103,17 +105,22 @@ def hidden(text: str) -> str:
     may be shown or recorded: every password ``shown`` masks in a root
     masked as ``***`` wherever it sits in ``text``: in a URL beginning at
     the start of the text or of a word (after white space, a quote, a
-    bracket, ``=``, ``-``), in a keyword/value ``password=``, in a ``?`` or ``&``
-    query parameter; overlapping places are masked as one. Text that holds
-    none is returned as it is."""
+    bracket, ``=``, ``-``; it runs to the next such URL, or, without a
+    scheme, ``user:password@host``, to the end of its word), in a
+    keyword/value ``password=``, in a ``?`` or ``&`` query parameter;
+    overlapping places are masked as one. Text that holds none is
+    returned as it is. Linear in the text's length, near enough."""
     if "@" not in text and "=" not in text and "%3" not in text.lower():
         return text
     spans = [(s.start, s.end) for s in _keyword_secrets(text)]
-    for url in _WORD_START.finditer(text):
-        word = text[url.start():]
+    after = len(text)  # where the next URL with a scheme begins
+    for url in reversed(list(_WORD_START.finditer(text))):
+        start = url.start()
         if url.group().endswith(":") and not url.group().lower().startswith("postgres"):
-            word = word.split(None, 1)[0]  # user:password@host without a scheme: one word, not "note: x@y"
-        spans += [(s.start + url.start(), s.end + url.start()) for s in secrets(word)]
+            end = _WORD.match(text, start).end()  # user:password@host without a scheme: one word, not "note: x@y"
+        else:  # to the next URL, as a root's URL runs to its end
+            end, after = after, start
+        spans += [(s.start + start, s.end + start) for s in secrets(text[start:end])]
     for at in (i for i, c in enumerate(text) if c in "?&" and _is_param(text, i + 1, SECRET_PARAMS)):
         value = _QUERY_KEY.match(text, at + 1).end()
         spans.append((value, next((i for i in range(value, len(text)) if text[i].isspace()
