@@ -110,7 +110,7 @@ def hidden(text: str) -> str:
     keyword/value ``password=``, in a ``?`` or ``&`` query parameter;
     overlapping places are masked as one. Text that holds none is
     returned as it is. Linear in the text's length, near enough."""
-    if "@" not in text and "=" not in text and "%3" not in text.lower():
+    if "@" not in text and "=" not in text and "%3" not in text:
         return text
     spans = [(s.start, s.end) for s in _keyword_secrets(text)]
     after = len(text)  # where the next URL with a scheme begins
@@ -157,13 +157,13 @@ def _is_param(text: str, at: int, names: frozenset[str] | tuple[str, ...] = PARA
 def _url_secrets(url: str, start: int, bare: bool, userinfo: bool = True) -> list[Secret]:
     """The passwords of a URL whose authority begins at ``start``: the
     query begins at the first ``?`` that a libpq parameter follows, else
-    at the first ``?`` after the last ``@``; the
-    userinfo (unless not ``userinfo``: a root with no scheme) ends at the
-    last ``@`` before it, its password after its first ``:`` (``bare``:
-    after the scheme's ``:`` itself, when what looks like a scheme may be
-    the user of ``user:password@host``). A parameter ends where a ``&`` or
-    a ``?`` that a libpq parameter follows begins the next; a parameter's
-    value that is a URL has that URL's passwords too."""
+    at the first ``?`` after the last ``@``; the userinfo (unless not
+    ``userinfo``: a root with no scheme) ends at the last ``@`` before
+    it, its password after its first ``:`` (``bare``: after the scheme's
+    ``:`` itself, when what looks like a scheme may be the user of
+    ``user:password@host``). A parameter ends where a ``&`` or a ``?``
+    that a libpq parameter follows begins the next; a parameter's value
+    that is a URL has that URL's passwords too."""
     query = next((i for i, c in enumerate(url) if i >= start and c == "?" and _is_param(url, i + 1)), -1)
     if query < 0:
         query = url.find("?", max(start, url.rfind("@", start) + 1))
@@ -178,7 +178,7 @@ def _url_secrets(url: str, start: int, bare: bool, userinfo: bool = True) -> lis
     while pos <= len(url) and query < len(url):
         end = next((i for i in range(pos, len(url)) if url[i] in "&?" and _is_param(url, i + 1)), len(url))
         key = _QUERY_KEY.match(url, pos, end)
-        if _is_param(url, pos, SECRET_PARAMS):
+        if key is not None and _is_param(url, pos, SECRET_PARAMS):
             value = key.end()
             out.append(Secret(value, end, pos - 1 if end == len(url) else pos, end if end == len(url) else end + 1))
         elif key is not None and _SCHEME.match(url, key.end()):  # a URL given as a value (dbname=postgresql://...)
