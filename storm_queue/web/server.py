@@ -295,7 +295,9 @@ def loopback(host: str) -> bool:
 def read_token(path: str) -> str:
     """The token in ``path`` (its first line); ``BadArgument`` (exit 2) when
     it cannot be read (a link, a directory, anything but a regular file),
-    is readable by others than its owner, or is short."""
+    is readable by others than its owner, or is short; ``path`` named with
+    any password masked (``core.passwords.hidden``), as ``given.read`` names a file."""
+    from ..core.passwords import hidden
     from ..store.directory.fsutil import open_file
 
     try:
@@ -307,13 +309,14 @@ def read_token(path: str) -> str:
         finally:
             os.close(fd)
     except OSError as exc:
-        raise BadArgument(f"--token-file {path}: cannot read it ({exc.strerror}); nothing was served") from None
+        raise BadArgument(f"--token-file {hidden(path)}: cannot read it ({exc.strerror}); nothing was served") from None
     if st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise BadArgument(f"--token-file {path}: others than its owner may read it; chmod 600 it, then serve again")
+        raise BadArgument(f"--token-file {hidden(path)}: others than its owner may read it; chmod 600 it, "
+                          "then serve again")
     token = raw.decode("utf-8", "replace").splitlines()[0].strip() if raw.strip() else ""
     if len(token) < TOKEN_MIN or not token.isprintable() or " " in token:
-        raise BadArgument(f"--token-file {path}: its first line must be a token of at least {TOKEN_MIN} printable "
-                          "characters without spaces (for instance: head -c 32 /dev/urandom | base64 > FILE)")
+        raise BadArgument(f"--token-file {hidden(path)}: its first line must be a token of at least {TOKEN_MIN} "
+                          "printable characters without spaces (for instance: head -c 32 /dev/urandom | base64 > FILE)")
     return token
 
 
