@@ -152,11 +152,13 @@ def is_stamp(at: Any) -> bool:
 
 def is_principal(by: Any) -> bool:
     """Whether ``by`` names a principal: ``operator:``, ``source:``,
-    ``account:`` or ``runner:`` and a name, or ``lane:`` and a JSON string."""
+    ``account:`` or ``runner:`` and what it is called (a refused
+    ``--source ''`` is recorded as ``source:``), or ``lane:`` and a JSON
+    string."""
     if type(by) is not str:
         return False
     kind, colon, rest = by.partition(":")
-    if not (colon and rest):
+    if not colon:
         return False
     if kind == "lane":
         try:
@@ -194,7 +196,7 @@ def decode(line: bytes) -> dict[str, Any]:
                         "(YYYY-MM-DDTHH:MM:SS.ffffffZ)")
     if not is_principal(event["by"]):
         raise Malformed(f"field 'by' holds {dumps(event['by'])[:80]}, which is not a principal (operator:, source:, "
-                        "account:, runner: and a name, or lane: and a JSON string)")
+                        "account: or runner: and a name, or lane: and a JSON string)")
     if action not in ("refused", "reset", "repair"):  # a name enters the lane, a directory and a shell only as a name
         from .names import is_name
 
@@ -266,7 +268,7 @@ def _compile(action: str) -> Callable[..., bool]:
     tests = [f"{x['v']} == {VERSION}", f"{x['seq']} == seq", f"{x['prev']} == prev",
              f"type({at}) is str and len({at}) == 27 and {at}[4:20:3] == '--T::.' and {at}[26] == 'Z' and {at}.isascii()"
              f" and {at}[:26].replace('-', '0').replace('T', '0').replace(':', '0').replace('.', '0').isdigit()",
-             f"(type({by}) is str and {by}.startswith(_BY) and {by}[-1] != ':' or _principal({by}))"]
+             f"(type({by}) is str and {by}.startswith(_BY) or _principal({by}))"]
     texts, names, name_lists = [], [], []
     for name, kind in fields.items():
         v = x[name]
